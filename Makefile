@@ -1,0 +1,34 @@
+# Two commands: `make run` and `make test`. Each sets up what it needs on a fresh machine.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+# Prefect's local mode keeps its state inside the checkout, quietly.
+export PREFECT_HOME ?= $(CURDIR)/var/prefect
+export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
+export DO_NOT_TRACK ?= 1
+
+.PHONY: run test lint validate openapi clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)  ## ingest, probe, score and publish a release into public/
+	$(BIN)/apidir run
+
+test: $(STAMP)  ## lint and run the whole test suite
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+validate: $(STAMP)  ## check every entry file
+	$(BIN)/apidir validate
+
+openapi: $(STAMP)  ## refresh the committed copy of the OpenAPI document
+	$(BIN)/apidir openapi > docs/openapi.json
+
+clean:
+	rm -rf $(VENV) var public .pytest_cache

@@ -1,0 +1,252 @@
+"""Pydantic models of the public JSON, interface version 2.0.0.
+
+These models are the one source of truth for what consumers receive: the
+publish stage validates every file against them and the OpenAPI document
+(`pipeline.openapi`) is generated from them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal, get_args
+from urllib.parse import urlsplit
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+INTERFACE_VERSION = "2.0.0"
+LICENSE = "CC BY 4.0"
+
+CategoryId = Literal[
+    "ai",
+    "payments",
+    "maps",
+    "weather",
+    "social",
+    "communication",
+    "search",
+    "storage",
+    "auth",
+    "entertainment",
+    "finance",
+    "developer",
+    "ecommerce",
+    "security",
+]
+CATEGORY_IDS: tuple[str, ...] = get_args(CategoryId)
+
+AuthType = Literal["bearer", "api-key", "oauth2", "basic", "hmac", "none"]
+HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+PricingModel = Literal["free", "freemium", "subscription", "pay-as-you-go", "enterprise"]
+StatusState = Literal["live", "online", "unreachable", "unchecked"]
+
+SLUG_PATTERN = r"^[a-z0-9]+(?:-[a-z0-9]+)*$"
+COLOR_PATTERN = r"^#[0-9a-fA-F]{6}$"
+# SemVer 2.0.0 with optional pre-release and build metadata.
+SEMVER_PATTERN = (
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$"
+)
+ONLINE_NOTE = "path returned an error or may require auth"
+
+
+def _absolute_uri(value: str) -> str:
+    """Accept an absolute http(s) URI with a host; kept as written (no normalisation)."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc or re.search(r"\s", value):
+        raise ValueError("must be an absolute http(s) URL with a host")
+    return value
+
+
+Slug = Annotated[str, StringConstraints(pattern=SLUG_PATTERN, min_length=1, max_length=100)]
+HexColor = Annotated[str, StringConstraints(pattern=COLOR_PATTERN)]
+Uri = Annotated[
+    str,
+    AfterValidator(_absolute_uri),
+    WithJsonSchema({"type": "string", "format": "uri"}),
+]
+SemVer = Annotated[str, StringConstraints(pattern=SEMVER_PATTERN)]
+Percent = Annotated[int, Field(ge=0, le=100)]
+Share = Annotated[float, Field(ge=0, le=1)]
+
+
+class ContractModel(BaseModel):
+    """Base: camelCase names in JSON, snake_case in Python."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        serialize_by_alias=True,
+        validate_by_name=True,
+        validate_by_alias=True,
+    )
+
+
+class FreeQuota(ContractModel):
+    amount: float | None = None
+    unit: str | None = None
+    period: str
+    note: str | None = None
+
+
+class PricingTier(ContractModel):
+    name: str
+    monthly_cents: int = Field(ge=0)
+    included: str
+
+
+class UnitCost(ContractModel):
+    amount_cents: int = Field(ge=0)
+    per: int = Field(ge=1)
+    unit: str
+
+
+class Pricing(ContractModel):
+    model: PricingModel | None = None
+    starting_cents_per_month: int | None = Field(default=None, ge=0)
+    free_quota: FreeQuota | None = None
+    tiers: list[PricingTier] | None = None
+    unit_cost: UnitCost | None = None
+    details: str | None = None
+
+
+class Endpoint(ContractModel):
+    method: HttpMethod | None = None
+    path: str | None = None
+    description: str | None = None
+
+
+class EntryContent(ContractModel):
+    """The curated part of an entry: exactly the seed's APIEntry fields."""
+
+    id: Slug
+    name: str = Field(min_length=1)
+    provider: str = Field(min_length=1)
+    category: CategoryId
+    description: str | None = None
+    long_description: str | None = None
+    color: HexColor | None = None
+    tags: list[str] | None = None
+    auth_type: AuthType
+    auth_description: str | None = None
+    auth_example: str | None = None
+    base_url: Uri
+    docs_url: Uri | None = None
+    has_free_tier: bool | None = None
+    pricing: Pricing | None = None
+    rate_limit: str | None = None
+    endpoints: list[Endpoint] | None = None
+    sample_request: str | None = None
+    sample_response: str | None = None
+
+
+class Status(ContractModel):
+    """Presented endpoint status of an entry, from its latest probe run."""
+
+    state: StatusState = "unchecked"
+    http_status: int | None = Field(default=None, ge=100, le=999)
+    response_time_ms: int | None = Field(default=None, ge=0)
+    checked_at: AwareDatetime | None = None
+    note: str | None = None
+    url: Uri | None = None
+
+
+class BuilderScore(ContractModel):
+    grade: Annotated[str, StringConstraints(pattern=r"^[A-F][+-]?$")]
+    percent: Percent
+    label: Annotated[str, StringConstraints(pattern=r"^\d{1,3}% builder-friendly$")]
+    pricing: Percent
+    latency: Percent
+    depth: Percent
+    rubric: str
+
+    @model_validator(mode="after")
+    def _label_matches_percent(self) -> BuilderScore:
+        if self.label != f"{self.percent}% builder-friendly":
+            raise ValueError("label must read '<percent>% builder-friendly'")
+        return self
+
+
+class Uptime(ContractModel):
+    """Share of successful probes over the last 1, 7 and 30 days (null: no probes)."""
+
+    last1d: Share | None = None
+    last7d: Share | None = None
+    last30d: Share | None = None
+
+
+class APIEntry(EntryContent):
+    """A published entry: the curated content plus the presented values."""
+
+    status: Status = Field(default_factory=Status)
+    builder_score: BuilderScore | None = None
+    uptime: Uptime | None = None
+
+
+class Meta(ContractModel):
+    version: SemVer
+    generated: AwareDatetime
+    total_apis: int = Field(ge=0, alias="totalAPIs")
+    source: Uri
+    license: str
+
+
+class CategoryMeta(Meta):
+    category: CategoryId
+    label: str
+    count: int = Field(ge=0)
+
+
+def _check_sorted_unique(apis: list[APIEntry]) -> None:
+    ids = [api.id for api in apis]
+    if ids != sorted(set(ids)):
+        raise ValueError("apis must be sorted by id with no id twice")
+
+
+class FullDataset(ContractModel):
+    meta: Meta
+    apis: list[APIEntry]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FullDataset:
+        if self.meta.total_apis != len(self.apis):
+            raise ValueError("meta.totalAPIs must equal the number of apis")
+        _check_sorted_unique(self.apis)
+        return self
+
+
+class CategoryDataset(ContractModel):
+    meta: CategoryMeta
+    apis: list[APIEntry]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CategoryDataset:
+        if self.meta.count != len(self.apis):
+            raise ValueError("meta.count must equal the number of apis")
+        if any(api.category != self.meta.category for api in self.apis):
+            raise ValueError("every api must be of meta.category")
+        _check_sorted_unique(self.apis)
+        return self
+
+
+class CategorySummary(ContractModel):
+    id: CategoryId
+    label: str
+    description: str | None = None
+    count: int = Field(ge=0)
+
+
+class CategoryIndex(ContractModel):
+    """`api/categories.json`: every category with its label and entry count."""
+
+    meta: Meta
+    categories: list[CategorySummary]
+

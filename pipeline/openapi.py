@@ -1,0 +1,97 @@
+"""The OpenAPI 3.1 document of the public interface, generated from the contract models.
+
+The document does not depend on configuration, so the copy committed under
+`docs/openapi.json` can be compared byte for byte with a fresh generation.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic.json_schema import models_json_schema
+
+from pipeline.contract import (
+    CATEGORY_IDS,
+    INTERFACE_VERSION,
+    LICENSE,
+    CategoryDataset,
+    CategoryIndex,
+    FullDataset,
+)
+
+REF_TEMPLATE = "#/components/schemas/{model}"
+DEFAULT_SERVER = "http://localhost:8000"
+
+
+def _json_response(description: str, schema_name: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": REF_TEMPLATE.format(model=schema_name)}}},
+    }
+
+
+def component_schemas() -> dict[str, Any]:
+    """JSON Schemas (2020-12) of every published document, keyed by model name."""
+    _, top = models_json_schema(
+        [(FullDataset, "serialization"), (CategoryDataset, "serialization"),
+         (CategoryIndex, "serialization")],
+        ref_template=REF_TEMPLATE,
+    )
+    return top["$defs"]
+
+
+def openapi_document() -> dict[str, Any]:
+    """The interface description of the two operations, `getAllAPIs` and `getAPIsByCategory`."""
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "API Directory",
+            "version": INTERFACE_VERSION,
+            "description": (
+                "A read-only directory of third-party REST APIs, served as static JSON. "
+                "Every entry carries its endpoint status from the latest probe run, "
+                "its builder score and its uptime."
+            ),
+            "license": {"name": LICENSE, "identifier": "CC-BY-4.0"},
+        },
+        "servers": [
+            {
+                "url": "{base_url}",
+                "description": "Any static host serving a published release.",
+                "variables": {"base_url": {"default": DEFAULT_SERVER}},
+            }
+        ],
+        "paths": {
+            "/api/apis.json": {
+                "get": {
+                    "operationId": "getAllAPIs",
+                    "summary": "The whole dataset with metadata.",
+                    "responses": {"200": _json_response("Every published entry.", "FullDataset")},
+                }
+            },
+            "/api/categories/{categoryId}.json": {
+                "get": {
+                    "operationId": "getAPIsByCategory",
+                    "summary": "Only the entries of one category.",
+                    "parameters": [
+                        {
+                            "name": "categoryId",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "string", "enum": list(CATEGORY_IDS)},
+                        }
+                    ],
+                    "responses": {
+                        "200": _json_response("The entries of that category.", "CategoryDataset")
+                    },
+                }
+            },
+        },
+        "components": {"schemas": component_schemas()},
+    }
+
+
+def render_openapi() -> str:
+    """The document as published: sorted keys, two-space indent, trailing newline."""
+    return json.dumps(openapi_document(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -1,0 +1,163 @@
+"""SQLModel tables, the engine, and the upserts and queries the stages share.
+
+SQLite by default; any SQLAlchemy URL (PostgreSQL included) works the same.
+Nothing is deleted: an entry gone from `data/` is retired with its history kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import JSON, Column, DateTime, UniqueConstraint, event
+from sqlalchemy.engine import Engine, make_url
+from sqlmodel import Field, Session, SQLModel, create_engine, select
+
+UtcDateTime = DateTime(timezone=True)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def as_utc(moment: datetime | None) -> datetime | None:
+    """SQLite hands back naive datetimes; every stored time is UTC."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)
+
+
+class EntryRow(SQLModel, table=True):
+    """The last valid version of one curated entry."""
+
+    __tablename__ = "entry"
+
+    id: str = Field(primary_key=True)
+    category: str = Field(index=True)
+    name: str
+    content: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    content_hash: str
+    source_file: str
+    first_seen_at: datetime = Field(sa_type=UtcDateTime)
+    updated_at: datetime = Field(sa_type=UtcDateTime)
+    retired_at: datetime | None = Field(default=None, sa_type=UtcDateTime, index=True)
+
+
+class EndpointRow(SQLModel, table=True):
+    """One listed endpoint; kept (inactive) when it leaves the entry so its history stays linked."""
+
+    __tablename__ = "endpoint"
+    __table_args__ = (UniqueConstraint("entry_id", "method", "path"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    entry_id: str = Field(foreign_key="entry.id", index=True)
+    method: str
+    path: str
+    description: str | None = None
+    position: int = 0
+    active: bool = True
+
+
+class PipelineRun(SQLModel, table=True):
+    """One run of a flow: when, how it ended, what it counted and which errors it met."""
+
+    __tablename__ = "pipeline_run"
+
+    id: int | None = Field(default=None, primary_key=True)
+    flow: str
+    started_at: datetime = Field(sa_type=UtcDateTime)
+    finished_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
+    state: str = "running"
+    entries_seen: int = 0
+    entries_published: int = 0
+    entries_added: int = 0
+    entries_updated: int = 0
+    entries_retired: int = 0
+    entries_invalid: int = 0
+    errors: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON))
+    release_version: str | None = None
+    message: str | None = None
+
+
+class ReleaseRow(SQLModel, table=True):
+    """A published release."""
+
+    __tablename__ = "release"
+
+    version: str = Field(primary_key=True)
+    generated: datetime = Field(sa_type=UtcDateTime)
+    total_apis: int
+    run_id: int | None = Field(default=None, foreign_key="pipeline_run.id")
+
+
+def make_engine(database_url: str) -> Engine:
+    """An engine with every table created; a SQLite file's folder is made if missing."""
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(database_url)
+    if url.get_backend_name() == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    SQLModel.metadata.create_all(engine)
+    return engine
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.close()
+
+
+@cache
+def engine_for(database_url: str) -> Engine:
+    """One engine per database URL for the life of the process."""
+    return make_engine(database_url)
+
+
+@contextmanager
+def session_scope(engine: Engine) -> Iterator[Session]:
+    """A session that commits on success and rolls back on error."""
+    with Session(engine, expire_on_commit=False) as session:
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+
+
+def content_hash(content: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+def start_run(session: Session, flow: str) -> PipelineRun:
+    run = PipelineRun(flow=flow, started_at=utcnow())
+    session.add(run)
+    session.commit()
+    return run
+
+
+def finish_run(session: Session, run: PipelineRun, state: str, message: str | None = None) -> None:
+    run.state = state
+    run.finished_at = utcnow()
+    if message is not None:
+        run.message = message
+    session.add(run)
+    session.commit()
+
+
+def active_entries(session: Session) -> list[EntryRow]:
+    """Entries that are published: not retired, sorted by id."""
+    statement = select(EntryRow).where(EntryRow.retired_at.is_(None)).order_by(EntryRow.id)
+    return list(session.exec(statement))
+
+
+def release_versions(session: Session) -> list[str]:
+    return list(session.exec(select(ReleaseRow.version)))
