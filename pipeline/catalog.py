@@ -146,8 +146,13 @@ def _rule_of(error: dict[str, Any]) -> str:
     return "bad-type"
 
 
-def read_entry_file(path: Path, entries_root: Path | None = None) -> tuple[EntryFile | None, list[Problem]]:
-    """Parse and validate one entry file; returns the entry (None when invalid) and its problems."""
+def read_entry_file(
+    path: Path, entries_root: Path | None = None
+) -> tuple[str, EntryFile | None, list[Problem]]:
+    """Parse and validate one entry file.
+
+    Returns the id it declares (else its file name), the entry (None when invalid) and its problems.
+    """
     file = str(path)
     stem = path.stem
     try:
@@ -155,14 +160,15 @@ def read_entry_file(path: Path, entries_root: Path | None = None) -> tuple[Entry
         tree = yaml.compose(text)
         raw = yaml.safe_load(text)
     except OSError as exc:
-        return None, [Problem(file, None, stem, None, "unreadable", str(exc))]
+        return stem, None, [Problem(file, None, stem, None, "unreadable", str(exc))]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         reason = getattr(exc, "problem", None) or str(exc)
-        return None, [Problem(file, line, stem, None, "yaml-syntax", f"YAML syntax error: {reason}")]
+        message = f"YAML syntax error: {reason}"
+        return stem, None, [Problem(file, line, stem, None, "yaml-syntax", message)]
     if not isinstance(raw, dict):
-        return None, [Problem(file, 1, stem, None, "not-a-mapping",
+        return stem, None, [Problem(file, 1, stem, None, "not-a-mapping",
                               "the file must hold one mapping of fields")]
 
     entry_id = raw["id"] if isinstance(raw.get("id"), str) else stem
@@ -191,7 +197,7 @@ def read_entry_file(path: Path, entries_root: Path | None = None) -> tuple[Entry
         if raw.get("category") is not None and raw.get("category") != folder:
             problem(("category",), "category-folder-mismatch",
                     f"category {raw.get('category')!r} must equal its folder {folder!r}")
-    return (entry if not problems else None), problems
+    return entry_id, (entry if not problems else None), problems
 
 
 def read_catalog(paths: Iterable[Path], entries_root: Path | None = None) -> CatalogReport:
@@ -199,11 +205,10 @@ def read_catalog(paths: Iterable[Path], entries_root: Path | None = None) -> Cat
     report = CatalogReport(files=entry_files(paths))
     by_id: dict[str, list[Path]] = defaultdict(list)
     for path in report.files:
-        entry, problems = read_entry_file(path, entries_root)
+        entry_id, entry, problems = read_entry_file(path, entries_root)
         report.problems.extend(problems)
         if entry is not None:
             report.entries[path] = entry
-        entry_id = entry.id if entry is not None else path.stem
         by_id[entry_id].append(path)
     for entry_id, paths_with_id in by_id.items():
         if len(paths_with_id) < 2:

@@ -1,0 +1,115 @@
+"""Shared fixtures: a valid entry factory, a scratch data folder, and one Prefect harness."""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+
+VALID_ENTRY: dict[str, Any] = {
+    "id": "example-weather",
+    "name": "Example Weather",
+    "provider": "Example Inc.",
+    "category": "weather",
+    "description": "Hourly forecasts for any coordinates.",
+    "longDescription": "A forecast API used by the tests.",
+    "color": "#1a73e8",
+    "tags": ["forecast", "open-data"],
+    "authType": "api-key",
+    "authDescription": "Send the key in the X-Api-Key header.",
+    "authExample": "X-Api-Key: YOUR_API_KEY",
+    "baseUrl": "https://api.example.com/v1",
+    "docsUrl": "https://docs.example.com/api",
+    "hasFreeTier": True,
+    "pricing": {
+        "model": "freemium",
+        "startingCentsPerMonth": 0,
+        "freeQuota": {"amount": 1000, "unit": "requests", "period": "day", "note": None},
+        "tiers": [
+            {"name": "Free", "monthlyCents": 0, "included": "1,000 requests/day"},
+            {"name": "Pro", "monthlyCents": 2900, "included": "100,000 requests/month"},
+        ],
+        "unitCost": None,
+        "details": "Free up to 1,000 requests a day.",
+    },
+    "rateLimit": "60 requests/minute",
+    "endpoints": [
+        {"method": "GET", "path": "/forecast", "description": "Forecast for a location."},
+        {"method": "GET", "path": "/current", "description": "Current conditions."},
+        {"method": "GET", "path": "/stations/{stationId}", "description": "One station."},
+    ],
+    "sampleRequest": 'curl -H "X-Api-Key: YOUR_API_KEY" "https://api.example.com/v1/forecast?lat=1&lon=2"',
+    "sampleResponse": '{"lat": 1, "lon": 2, "hourly": []}',
+    "sources": ["https://docs.example.com/api"],
+    "verified": "2026-11-21",
+}
+
+
+def make_entry(**changes: Any) -> dict[str, Any]:
+    """A valid entry with `changes` applied; a value of None removes the key."""
+    entry = copy.deepcopy(VALID_ENTRY)
+    for key, value in changes.items():
+        if value is None:
+            entry.pop(key, None)
+        else:
+            entry[key] = value
+    return entry
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    """A data folder with the real categories and no entries."""
+    data = tmp_path / "data"
+    (data / "entries").mkdir(parents=True)
+    (data / "categories.yaml").write_text((REPO / "data" / "categories.yaml").read_text())
+    return data
+
+
+WriteEntry = Callable[..., Path]
+
+
+@pytest.fixture
+def write_entry(data_dir: Path) -> WriteEntry:
+    """Write an entry as `entries/<category>/<id>.yaml` (or `text` verbatim) and return its path."""
+
+    def write(entry: dict[str, Any] | None = None, *, text: str | None = None,
+              category: str | None = None, name: str | None = None) -> Path:
+        entry = entry if entry is not None else make_entry()
+        folder = data_dir / "entries" / (category or entry.get("category", "weather"))
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{name or entry.get('id', 'unnamed')}.yaml"
+        path.write_text(text if text is not None else yaml.safe_dump(entry, sort_keys=False))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def settings_env(tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """APIDIR_* variables pointing every setting at the temporary folder."""
+    env = {
+        "APIDIR_DATA_DIR": str(data_dir),
+        "APIDIR_DATABASE_URL": f"sqlite:///{tmp_path / 'var' / 'apidir.db'}",
+        "APIDIR_OUTPUT_DIR": str(tmp_path / "public"),
+        "APIDIR_BASE_URL": "https://directory.test",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env
+
+
+@pytest.fixture(scope="session")
+def prefect_backend() -> Iterator[None]:
+    """One ephemeral Prefect backend for the whole session (its start is slow)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    with prefect_test_harness(server_startup_timeout=120):
+        yield

@@ -1,0 +1,159 @@
+"""The contract models: round trips, enums and formats, and the generated OpenAPI document."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+from openapi_spec_validator import validate as validate_openapi
+from pydantic import ValidationError
+
+from pipeline.contract import (
+    CATEGORY_IDS,
+    APIEntry,
+    BuilderScore,
+    CategoryDataset,
+    FullDataset,
+    Meta,
+    Status,
+)
+from pipeline.openapi import openapi_document, render_openapi
+from tests.conftest import REPO, make_entry
+
+
+def published(**changes: object) -> dict:
+    entry = make_entry(**changes)
+    entry.pop("sources")
+    entry.pop("verified")
+    return entry
+
+
+META = {
+    "version": "2.0.0+20261121.1",
+    "generated": "2026-11-21T03:00:00Z",
+    "totalAPIs": 1,
+    "source": "https://directory.test/api/apis.json",
+    "license": "CC BY 4.0",
+}
+
+
+def test_entry_round_trip_keeps_every_field_and_camel_case_names() -> None:
+    raw = published()
+    entry = APIEntry.model_validate(raw)
+    dumped = entry.model_dump(mode="json", exclude_unset=True)
+    assert dumped == raw
+    assert APIEntry.model_validate(dumped) == entry
+    assert entry.base_url == "https://api.example.com/v1"  # kept as written, no trailing slash
+
+
+def test_presented_values_default_to_unchecked_and_null() -> None:
+    dumped = APIEntry.model_validate(published()).model_dump(mode="json")
+    assert dumped["status"]["state"] == "unchecked"
+    assert dumped["builderScore"] is None
+    assert dumped["uptime"] is None
+
+
+def test_full_dataset_round_trip_through_json() -> None:
+    document = {"meta": META, "apis": [published()]}
+    dataset = FullDataset.model_validate_json(json.dumps(document))
+    again = FullDataset.model_validate_json(dataset.model_dump_json())
+    assert again == dataset
+    assert again.meta.generated == datetime(2026, 11, 21, 3, tzinfo=UTC)
+    assert '"totalAPIs":1' in dataset.model_dump_json()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("id", "Not A Slug"),
+        ("id", "double--hyphen"),
+        ("category", "games"),
+        ("authType", "token"),
+        ("color", "#12345"),
+        ("color", "blue"),
+        ("baseUrl", "api.example.com"),
+        ("baseUrl", "ftp://api.example.com"),
+        ("docsUrl", "https://"),
+        ("endpoints", [{"method": "FETCH", "path": "/a"}]),
+        ("pricing", {"model": "cheap"}),
+        ("pricing", {"startingCentsPerMonth": -1}),
+    ],
+)
+def test_entry_rejects_values_outside_the_seed(field: str, value: object) -> None:
+    with pytest.raises(ValidationError):
+        APIEntry.model_validate(published(**{field: value}))
+
+
+@pytest.mark.parametrize("field", ["id", "name", "provider", "category", "baseUrl", "authType"])
+def test_entry_requires_the_six_required_fields(field: str) -> None:
+    with pytest.raises(ValidationError):
+        APIEntry.model_validate(published(**{field: None}))
+
+
+def test_auth_type_none_is_accepted() -> None:
+    assert APIEntry.model_validate(published(authType="none")).auth_type == "none"
+
+
+def test_every_category_id_is_accepted() -> None:
+    for category in CATEGORY_IDS:
+        assert APIEntry.model_validate(published(category=category)).category == category
+    assert len(CATEGORY_IDS) == 14
+
+
+def test_dataset_invariants_are_enforced() -> None:
+    entry = published()
+    with pytest.raises(ValidationError, match="totalAPIs"):
+        FullDataset.model_validate({"meta": META | {"totalAPIs": 2}, "apis": [entry]})
+    other = published(id="another-api")
+    with pytest.raises(ValidationError, match="sorted"):
+        FullDataset.model_validate({"meta": META | {"totalAPIs": 2}, "apis": [entry, other]})
+    with pytest.raises(ValidationError, match="sorted"):
+        FullDataset.model_validate({"meta": META | {"totalAPIs": 2}, "apis": [entry, entry]})
+    category_meta = META | {"category": "ai", "label": "AI", "count": 1}
+    with pytest.raises(ValidationError, match="category"):
+        CategoryDataset.model_validate({"meta": category_meta, "apis": [entry]})
+    with pytest.raises(ValidationError, match="count"):
+        CategoryDataset.model_validate({"meta": category_meta | {"count": 0},
+                                        "apis": [published(category="ai")]})
+
+
+def test_meta_version_must_be_semver_and_generated_must_carry_a_zone() -> None:
+    with pytest.raises(ValidationError):
+        Meta.model_validate(META | {"version": "nightly-3"})
+    with pytest.raises(ValidationError):
+        Meta.model_validate(META | {"generated": "2026-11-21T03:00:00"})
+
+
+def test_builder_score_label_follows_its_percent() -> None:
+    score = {"grade": "B", "percent": 81, "label": "81% builder-friendly", "pricing": 90,
+             "latency": 70, "depth": 80, "rubric": "1"}
+    assert BuilderScore.model_validate(score).percent == 81
+    with pytest.raises(ValidationError):
+        BuilderScore.model_validate(score | {"label": "80% builder-friendly"})
+    with pytest.raises(ValidationError):
+        BuilderScore.model_validate(score | {"percent": 101, "label": "101% builder-friendly"})
+
+
+def test_status_states() -> None:
+    assert Status().state == "unchecked"
+    with pytest.raises(ValidationError):
+        Status(state="down")
+
+
+def test_openapi_document_is_valid_openapi_3_1() -> None:
+    document = openapi_document()
+    validate_openapi(document)
+    assert document["openapi"].startswith("3.1")
+    assert document["info"]["version"] == "2.0.0"
+    operations = {op["operationId"] for path in document["paths"].values() for op in path.values()}
+    assert operations == {"getAllAPIs", "getAPIsByCategory"}
+    parameter = document["paths"]["/api/categories/{categoryId}.json"]["get"]["parameters"][0]
+    assert parameter["schema"]["enum"] == list(CATEGORY_IDS)
+    auth_types = document["components"]["schemas"]["APIEntry"]["properties"]["authType"]["enum"]
+    assert "none" in auth_types
+
+
+def test_committed_openapi_copy_equals_the_generated_one() -> None:
+    committed = (REPO / "docs" / "openapi.json").read_text(encoding="utf-8")
+    assert committed == render_openapi(), "docs/openapi.json is stale: run `make openapi`"

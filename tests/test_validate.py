@@ -1,0 +1,134 @@
+"""`apidir validate`: every rule reported at once, naming file, line, entry and field."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline.catalog import read_catalog
+from tests.conftest import REPO, WriteEntry, make_entry
+
+
+def problems_of(data_dir: Path) -> list:
+    entries = data_dir / "entries"
+    return read_catalog([entries], entries).problems
+
+
+def test_a_valid_file_has_no_problem(write_entry: WriteEntry, data_dir: Path) -> None:
+    write_entry()
+    report = read_catalog([data_dir / "entries"], data_dir / "entries")
+    assert report.ok
+    assert [entry.id for entry in report.entries.values()] == ["example-weather"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "rule"),
+    [
+        ({"category": "games"}, "category", "unknown-category"),
+        ({"provider": None}, "provider", "missing-required-field"),
+        ({"baseUrl": None}, "baseUrl", "missing-required-field"),
+        ({"authType": "token"}, "authType", "bad-enum-value"),
+        ({"endpoints": [{"method": "FETCH", "path": "/a"}]}, "endpoints[0].method", "bad-enum-value"),
+        ({"pricing": {"model": "cheap"}}, "pricing.model", "bad-enum-value"),
+        ({"baseUrl": "api.example.com/v1"}, "baseUrl", "bad-url"),
+        ({"docsUrl": "mailto:docs@example.com"}, "docsUrl", "bad-url"),
+        ({"color": "#12g456"}, "color", "bad-colour"),
+        ({"colour": "#123456"}, "colour", "unknown-field"),
+        ({"id": "Example_Weather"}, "id", "bad-slug"),
+    ],
+)
+def test_each_schema_rule_names_file_entry_field_and_line(
+    write_entry: WriteEntry, data_dir: Path, changes: dict, field: str, rule: str
+) -> None:
+    path = write_entry(make_entry(**changes), category="weather", name="example-weather")
+    found = [p for p in problems_of(data_dir) if p.rule == rule]
+    assert found, problems_of(data_dir)
+    problem = found[0]
+    assert problem.file == str(path)
+    assert problem.field == field
+    assert problem.entry == changes.get("id", "example-weather")
+    assert problem.line is not None and problem.line >= 1
+    text = str(problem)
+    assert str(path) in text and field in text and rule in text
+
+
+def test_line_points_at_the_offending_key(write_entry: WriteEntry, data_dir: Path) -> None:
+    path = write_entry(make_entry(authType="token"))
+    lines = path.read_text().splitlines()
+    problem = next(p for p in problems_of(data_dir) if p.field == "authType")
+    assert lines[problem.line - 1].startswith("authType:")
+
+
+def test_id_must_match_file_name(write_entry: WriteEntry, data_dir: Path) -> None:
+    write_entry(make_entry(), name="other-name")
+    rules = {p.rule for p in problems_of(data_dir)}
+    assert "id-file-mismatch" in rules
+
+
+def test_category_must_match_folder(write_entry: WriteEntry, data_dir: Path) -> None:
+    write_entry(make_entry(category="maps"), category="weather")
+    problem = next(p for p in problems_of(data_dir) if p.rule == "category-folder-mismatch")
+    assert problem.field == "category"
+    assert "'weather'" in problem.message
+
+
+def test_duplicate_id_across_files_is_reported_in_both(write_entry: WriteEntry,
+                                                       data_dir: Path) -> None:
+    first = write_entry(make_entry())
+    second = write_entry(make_entry(), category="weather", name="example-weather-copy")
+    second.write_text(yaml.safe_dump(make_entry()))  # same id in a second file
+    report = read_catalog([data_dir / "entries"], data_dir / "entries")
+    duplicates = [p for p in report.problems if p.rule == "duplicate-id"]
+    assert {p.file for p in duplicates} == {str(first), str(second)}
+    assert report.entries == {}
+
+
+def test_yaml_syntax_error_reports_its_line(write_entry: WriteEntry, data_dir: Path) -> None:
+    write_entry(text="id: broken\nname: Broken\ntags: [one, two\nprovider: X\n", name="broken")
+    problem = next(p for p in problems_of(data_dir) if p.rule == "yaml-syntax")
+    assert problem.entry == "broken"
+    assert problem.line in (3, 4)
+
+
+def test_a_file_that_is_not_a_mapping_is_reported(write_entry: WriteEntry, data_dir: Path) -> None:
+    write_entry(text="- just\n- a list\n", name="listy")
+    assert [p.rule for p in problems_of(data_dir)] == ["not-a-mapping"]
+
+
+def test_every_problem_is_reported_at_once(write_entry: WriteEntry, data_dir: Path) -> None:
+    write_entry(make_entry(authType="token", color="red", provider=None))
+    write_entry(text="id: [\n", name="second")
+    rules = [p.rule for p in problems_of(data_dir)]
+    assert {"bad-enum-value", "bad-colour", "missing-required-field", "yaml-syntax"} <= set(rules)
+
+
+def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True,
+                          text=True, env=env, cwd=REPO, timeout=120)
+
+
+def test_cli_exit_status_follows_validity(write_entry: WriteEntry, data_dir: Path,
+                                          settings_env: dict[str, str]) -> None:
+    import os
+
+    env = os.environ | settings_env
+    path = write_entry()
+    ok = run_cli("validate", env=env)
+    assert ok.returncode == 0, ok.stderr
+    assert "1 entry file(s) valid" in ok.stdout
+    path.write_text(yaml.safe_dump(make_entry(authType="token", color="red")))
+    bad = run_cli("validate", str(path), env=env)
+    assert bad.returncode == 1
+    assert str(path) in bad.stderr and "authType" in bad.stderr and "color" in bad.stderr
+    assert "2 problem(s) in 1 file(s)" in bad.stderr
+
+
+def test_the_repository_catalogue_is_valid() -> None:
+    entries = REPO / "data" / "entries"
+    report = read_catalog([entries], entries)
+    assert report.files, "the catalogue has no entries"
+    assert report.ok, "\n".join(map(str, report.problems))
