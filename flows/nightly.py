@@ -36,9 +36,14 @@ async def ingest(settings: Settings, run_id: int) -> IngestSummary:
     logger = get_run_logger()
     for problem in report.problems:
         logger.warning("invalid entry file: %s", problem)
-    logger.info("ingest: %d added, %d updated, %d unchanged, %d retired, %d invalid",
-                len(summary.added), len(summary.updated), len(summary.unchanged),
-                len(summary.retired), len(summary.invalid))
+    logger.info(
+        "ingest: %d added, %d updated, %d unchanged, %d retired, %d invalid",
+        len(summary.added),
+        len(summary.updated),
+        len(summary.unchanged),
+        len(summary.retired),
+        len(summary.invalid),
+    )
     return summary
 
 
@@ -59,13 +64,15 @@ async def publish(settings: Settings, run_id: int, presented: Presented, now: da
     """Write a new release of the static files and record it."""
     categories = load_categories(settings.categories_file)
     with session_scope(engine_for(settings.database_url)) as session:
-        release = publish_release(session, settings.output_dir, settings.base_url, categories,
-                                  now, presented, run_id)
+        release = publish_release(
+            session, settings.output_dir, settings.base_url, categories, now, presented, run_id
+        )
         run = session.get(PipelineRun, run_id)
         run.release_version, run.entries_published = release.version, release.total_apis
         session.add(run)
-    get_run_logger().info("published %s: %d entries to %s", release.version, release.total_apis,
-                          settings.output_dir)
+    get_run_logger().info(
+        "published %s: %d entries to %s", release.version, release.total_apis, settings.output_dir
+    )
     return release.version
 
 
@@ -84,14 +91,19 @@ async def nightly() -> dict[str, Any]:
         version = await publish(settings, run_id, presented, now)
     except BaseException as exc:
         with session_scope(engine) as session:
-            finish_run(session, session.get(PipelineRun, run_id), "failed",
-                       f"{type(exc).__name__}: {exc}")
+            finish_run(
+                session, session.get(PipelineRun, run_id), "failed", f"{type(exc).__name__}: {exc}"
+            )
         raise
     with session_scope(engine) as session:
         run = session.get(PipelineRun, run_id)
         finish_run(session, run, "completed")
-        return {"run": run_id, "version": version, "published": run.entries_published,
-                "ingest": asdict(summary)}
+        return {
+            "run": run_id,
+            "version": version,
+            "published": run.entries_published,
+            "ingest": asdict(summary),
+        }
 
 
 if __name__ == "__main__":

@@ -53,7 +53,8 @@ class Problem:
 
     def __str__(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
-        return f"{where}: entry {self.entry or '?'}: field {self.field or '-'}: {self.message} [{self.rule}]"
+        entry, field = self.entry or "?", self.field or "-"
+        return f"{where}: entry {entry}: field {field}: {self.message} [{self.rule}]"
 
 
 @dataclass
@@ -168,14 +169,23 @@ def read_entry_file(
         message = f"YAML syntax error: {reason}"
         return stem, None, [Problem(file, line, stem, None, "yaml-syntax", message)]
     if not isinstance(raw, dict):
-        return stem, None, [Problem(file, 1, stem, None, "not-a-mapping",
-                              "the file must hold one mapping of fields")]
+        return (
+            stem,
+            None,
+            [
+                Problem(
+                    file, 1, stem, None, "not-a-mapping", "the file must hold one mapping of fields"
+                )
+            ],
+        )
 
     entry_id = raw["id"] if isinstance(raw.get("id"), str) else stem
     problems: list[Problem] = []
 
     def problem(loc: Sequence[int | str], rule: str, message: str) -> None:
-        problems.append(Problem(file, _node_line(tree, loc), entry_id, _field_name(loc), rule, message))
+        problems.append(
+            Problem(file, _node_line(tree, loc), entry_id, _field_name(loc), rule, message)
+        )
 
     entry: EntryFile | None = None
     try:
@@ -186,17 +196,26 @@ def read_entry_file(
             message = error["msg"]
             if error["type"] == "value_error":
                 message = message.removeprefix("Value error, ")
-            if error["type"] != "missing" and "input" in error and not isinstance(error["input"], dict | list):
+            if (
+                error["type"] != "missing"
+                and "input" in error
+                and not isinstance(error["input"], dict | list)
+            ):
                 message = f"{message} (got {error['input']!r})"
             problem(loc, _rule_of(error), message)
 
     if raw.get("id") is not None and raw.get("id") != stem:
-        problem(("id",), "id-file-mismatch", f"id {raw.get('id')!r} must equal the file name {stem!r}")
+        problem(
+            ("id",), "id-file-mismatch", f"id {raw.get('id')!r} must equal the file name {stem!r}"
+        )
     if entries_root is not None and path.parent.parent.resolve() == entries_root.resolve():
         folder = path.parent.name
         if raw.get("category") is not None and raw.get("category") != folder:
-            problem(("category",), "category-folder-mismatch",
-                    f"category {raw.get('category')!r} must equal its folder {folder!r}")
+            problem(
+                ("category",),
+                "category-folder-mismatch",
+                f"category {raw.get('category')!r} must equal its folder {folder!r}",
+            )
     return entry_id, (entry if not problems else None), problems
 
 
@@ -215,8 +234,16 @@ def read_catalog(paths: Iterable[Path], entries_root: Path | None = None) -> Cat
             continue
         for path in paths_with_id:
             others = ", ".join(str(p) for p in paths_with_id if p != path)
-            report.problems.append(Problem(str(path), _id_line(path), entry_id, "id", "duplicate-id",
-                                           f"id {entry_id!r} is also used by {others}"))
+            report.problems.append(
+                Problem(
+                    str(path),
+                    _id_line(path),
+                    entry_id,
+                    "id",
+                    "duplicate-id",
+                    f"id {entry_id!r} is also used by {others}",
+                )
+            )
             report.entries.pop(path, None)
     report.problems.sort()
     return report

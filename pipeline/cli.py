@@ -12,8 +12,11 @@ import typer
 from pipeline.catalog import CategoryError, load_categories, read_catalog
 from pipeline.settings import Settings
 
-app = typer.Typer(help="API Directory: curate, probe, score and publish the catalogue.",
-                  no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="API Directory: curate, probe, score and publish the catalogue.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 
 
 @app.command()
@@ -22,18 +25,25 @@ def run() -> None:
     from flows.nightly import nightly
 
     result = asyncio.run(nightly())
-    typer.echo(f"published release {result['version']} with {result['published']} entries "
-               f"to {Settings().output_dir}/")
+    typer.echo(
+        f"published release {result['version']} with {result['published']} entries "
+        f"to {Settings().output_dir}/"
+    )
     invalid = result["ingest"]["invalid"]
     if invalid:
-        typer.echo(f"{len(invalid)} invalid entry file(s) kept their last valid version: "
-                   f"{', '.join(invalid)} (see `apidir validate`)", err=True)
+        typer.echo(
+            f"{len(invalid)} invalid entry file(s) kept their last valid version: "
+            f"{', '.join(invalid)} (see `apidir validate`)",
+            err=True,
+        )
 
 
 @app.command()
 def validate(
-    paths: Annotated[list[Path] | None, typer.Argument(
-        help="Entry files or folders (default: every entry under the data folder).")] = None,
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Entry files or folders (default: every entry under the data folder)."),
+    ] = None,
 ) -> None:
     """Check entry files and report every problem at once; exit status 0 only when all is valid."""
     settings = Settings()
@@ -45,7 +55,9 @@ def validate(
     report = read_catalog(paths or [settings.entries_dir], settings.entries_dir)
     problems.extend(str(p) for p in report.problems)
     if not report.files:
-        problems.append(f"no entry files found under {', '.join(map(str, paths or [settings.entries_dir]))}")
+        problems.append(
+            f"no entry files found under {', '.join(map(str, paths or [settings.entries_dir]))}"
+        )
     for line in problems:
         typer.echo(line, err=True)
     files = len(report.files)
@@ -64,8 +76,9 @@ def publish() -> None:
     settings = Settings()
     categories = load_categories(settings.categories_file)
     with session_scope(engine_for(settings.database_url)) as session:
-        release = publish_release(session, settings.output_dir, settings.base_url, categories,
-                                  utcnow())
+        release = publish_release(
+            session, settings.output_dir, settings.base_url, categories, utcnow()
+        )
     typer.echo(f"published release {release.version} with {release.total_apis} entries")
 
 

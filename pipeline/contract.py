@@ -249,4 +249,3 @@ class CategoryIndex(ContractModel):
 
     meta: Meta
     categories: list[CategorySummary]
-

@@ -53,15 +53,23 @@ def _sync_endpoints(session: Session, entry: EntryFile) -> None:
             session.add(row)
 
 
-def _upsert(session: Session, entry: EntryFile, source: Path, now: datetime,
-            summary: IngestSummary) -> None:
+def _upsert(
+    session: Session, entry: EntryFile, source: Path, now: datetime, summary: IngestSummary
+) -> None:
     content = entry.content()
     digest = content_hash(content)
     row = session.get(EntryRow, entry.id)
     if row is None:
-        row = EntryRow(id=entry.id, category=entry.category, name=entry.name, content=content,
-                       content_hash=digest, source_file=str(source), first_seen_at=now,
-                       updated_at=now)
+        row = EntryRow(
+            id=entry.id,
+            category=entry.category,
+            name=entry.name,
+            content=content,
+            content_hash=digest,
+            source_file=str(source),
+            first_seen_at=now,
+            updated_at=now,
+        )
         summary.added.append(entry.id)
     elif row.content_hash != digest or row.retired_at is not None or row.source_file != str(source):
         (summary.restored if row.retired_at is not None else summary.updated).append(entry.id)
@@ -76,13 +84,16 @@ def _upsert(session: Session, entry: EntryFile, source: Path, now: datetime,
     _sync_endpoints(session, entry)
 
 
-def ingest_catalog(session: Session, report: CatalogReport, now: datetime | None = None) -> IngestSummary:
+def ingest_catalog(
+    session: Session, report: CatalogReport, now: datetime | None = None
+) -> IngestSummary:
     """Store every valid entry of `report`, keep invalid ones as stored, retire the vanished."""
     if not report.files:
         raise EmptyCatalogError("no entry files found; refusing to retire every stored entry")
     now = now or utcnow()
-    summary = IngestSummary(invalid=sorted(report.invalid_ids()),
-                            errors=[asdict(p) for p in report.problems])
+    summary = IngestSummary(
+        invalid=sorted(report.invalid_ids()), errors=[asdict(p) for p in report.problems]
+    )
     for path, entry in sorted(report.entries.items(), key=lambda item: item[1].id):
         _upsert(session, entry, path, now, summary)
     present = {entry.id for entry in report.entries.values()} | report.invalid_ids()

@@ -27,15 +27,20 @@ DEFAULT_SERVER = "http://localhost:8000"
 def _json_response(description: str, schema_name: str) -> dict[str, Any]:
     return {
         "description": description,
-        "content": {"application/json": {"schema": {"$ref": REF_TEMPLATE.format(model=schema_name)}}},
+        "content": {
+            "application/json": {"schema": {"$ref": REF_TEMPLATE.format(model=schema_name)}}
+        },
     }
 
 
 def component_schemas() -> dict[str, Any]:
     """JSON Schemas (2020-12) of every published document, keyed by model name."""
     _, top = models_json_schema(
-        [(FullDataset, "serialization"), (CategoryDataset, "serialization"),
-         (CategoryIndex, "serialization")],
+        [
+            (FullDataset, "serialization"),
+            (CategoryDataset, "serialization"),
+            (CategoryIndex, "serialization"),
+        ],
         ref_template=REF_TEMPLATE,
     )
     return top["$defs"]

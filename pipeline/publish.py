@@ -72,9 +72,12 @@ def render_json(document: Any) -> bytes:
     return (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
-def published_entry(content: Mapping[str, Any], status: Status | None = None,
-                    builder_score: BuilderScore | None = None,
-                    uptime: Uptime | None = None) -> dict[str, Any]:
+def published_entry(
+    content: Mapping[str, Any],
+    status: Status | None = None,
+    builder_score: BuilderScore | None = None,
+    uptime: Uptime | None = None,
+) -> dict[str, Any]:
     """One entry as published: the curated keys it sets plus every presented value."""
     entry = dict(content)
     entry["status"] = (status or Status()).model_dump(mode="json")
@@ -100,8 +103,13 @@ def next_version(output_dir: Path, day: date) -> str:
     return f"{INTERFACE_VERSION}+{stamp}.{sequence}"
 
 
-def build_release(entries: Iterable[Mapping[str, Any]], categories: list[Category], version: str,
-                  generated: datetime, base_url: str) -> dict[str, bytes]:
+def build_release(
+    entries: Iterable[Mapping[str, Any]],
+    categories: list[Category],
+    version: str,
+    generated: datetime,
+    base_url: str,
+) -> dict[str, bytes]:
     """Every file of a release, by path relative to the output folder."""
     apis = sorted(entries, key=lambda entry: entry["id"])
     meta = {
@@ -116,11 +124,20 @@ def build_release(entries: Iterable[Mapping[str, Any]], categories: list[Categor
     summaries = []
     for category in categories:
         members = [api for api in apis if api["category"] == category.id]
-        category_meta = meta | {"category": category.id, "label": category.label,
-                                "count": len(members)}
+        category_meta = meta | {
+            "category": category.id,
+            "label": category.label,
+            "count": len(members),
+        }
         files[category_file(category.id)] = render_json({"meta": category_meta, "apis": members})
-        summaries.append({"id": category.id, "label": category.label,
-                          "description": category.description, "count": len(members)})
+        summaries.append(
+            {
+                "id": category.id,
+                "label": category.label,
+                "description": category.description,
+                "count": len(members),
+            }
+        )
     files[CATEGORY_INDEX] = render_json({"meta": meta, "categories": summaries})
     files[OPENAPI] = render_openapi().encode()
     return files
@@ -134,13 +151,17 @@ def _schema_validators() -> dict[str, jsonschema.protocols.Validator]:
         schema = {"$ref": f"#/$defs/{name}", "$defs": defs}
         schema = json.loads(json.dumps(schema).replace("#/components/schemas/", "#/$defs/"))
         validators[name] = jsonschema.Draft202012Validator(
-            schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+            schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+        )
     return validators
 
 
 def _check_document(name: str, path: str, document: Any, problems: list[str]) -> None:
-    model = {"FullDataset": FullDataset, "CategoryDataset": CategoryDataset,
-             "CategoryIndex": CategoryIndex}[name]
+    model = {
+        "FullDataset": FullDataset,
+        "CategoryDataset": CategoryDataset,
+        "CategoryIndex": CategoryIndex,
+    }[name]
     for error in _schema_validators()[name].iter_errors(document):
         where = "/".join(str(p) for p in error.absolute_path) or "(root)"
         problems.append(f"{path}: {where}: {error.message} [schema]")
@@ -239,22 +260,31 @@ def write_release(output_dir: Path, files: Mapping[str, bytes], categories: list
     return output_dir
 
 
-def assemble_entries(contents: Iterable[tuple[str, Mapping[str, Any]]],
-                     statuses: Mapping[str, Status] | None = None,
-                     scores: Mapping[str, BuilderScore] | None = None,
-                     uptimes: Mapping[str, Uptime] | None = None) -> list[dict[str, Any]]:
+def assemble_entries(
+    contents: Iterable[tuple[str, Mapping[str, Any]]],
+    statuses: Mapping[str, Status] | None = None,
+    scores: Mapping[str, BuilderScore] | None = None,
+    uptimes: Mapping[str, Uptime] | None = None,
+) -> list[dict[str, Any]]:
     """Published entries from (id, curated content) pairs and the presented values by id."""
     statuses, scores, uptimes = statuses or {}, scores or {}, uptimes or {}
     return [
-        published_entry(content, statuses.get(entry_id), scores.get(entry_id), uptimes.get(entry_id))
+        published_entry(
+            content, statuses.get(entry_id), scores.get(entry_id), uptimes.get(entry_id)
+        )
         for entry_id, content in contents
     ]
 
 
-
-def publish_release(session: Session, output_dir: Path, base_url: str,
-                    categories: list[Category], now: datetime,
-                    presented: Presented | None = None, run_id: int | None = None) -> ReleaseRow:
+def publish_release(
+    session: Session,
+    output_dir: Path,
+    base_url: str,
+    categories: list[Category],
+    now: datetime,
+    presented: Presented | None = None,
+    run_id: int | None = None,
+) -> ReleaseRow:
     """Publish the store's active entries as a new release and record it."""
     presented = presented or Presented()
     contents = [(row.id, row.content) for row in active_entries(session)]

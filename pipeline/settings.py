@@ -13,11 +13,15 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="APIDIR_", extra="ignore")
 
-    data_dir: Path = Field(default=Path("data"), description="Curated input: categories and entries.")
+    data_dir: Path = Field(
+        default=Path("data"), description="Curated input: categories and entries."
+    )
     database_url: str = Field(
         default="sqlite:///var/apidir.db", description="SQLAlchemy URL of the store."
     )
-    output_dir: Path = Field(default=Path("public"), description="Folder the release is published to.")
+    output_dir: Path = Field(
+        default=Path("public"), description="Folder the release is published to."
+    )
     base_url: str = Field(
         default="http://localhost:8000",
         description="Address the output folder is served from; used in meta.source.",

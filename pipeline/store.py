@@ -10,8 +10,8 @@ import hashlib
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import cache
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 

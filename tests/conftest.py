@@ -79,8 +79,13 @@ WriteEntry = Callable[..., Path]
 def write_entry(data_dir: Path) -> WriteEntry:
     """Write an entry as `entries/<category>/<id>.yaml` (or `text` verbatim) and return its path."""
 
-    def write(entry: dict[str, Any] | None = None, *, text: str | None = None,
-              category: str | None = None, name: str | None = None) -> Path:
+    def write(
+        entry: dict[str, Any] | None = None,
+        *,
+        text: str | None = None,
+        category: str | None = None,
+        name: str | None = None,
+    ) -> Path:
         entry = entry if entry is not None else make_entry()
         folder = data_dir / "entries" / (category or entry.get("category", "weather"))
         folder.mkdir(parents=True, exist_ok=True)

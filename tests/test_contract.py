@@ -114,8 +114,9 @@ def test_dataset_invariants_are_enforced() -> None:
     with pytest.raises(ValidationError, match="category"):
         CategoryDataset.model_validate({"meta": category_meta, "apis": [entry]})
     with pytest.raises(ValidationError, match="count"):
-        CategoryDataset.model_validate({"meta": category_meta | {"count": 0},
-                                        "apis": [published(category="ai")]})
+        CategoryDataset.model_validate(
+            {"meta": category_meta | {"count": 0}, "apis": [published(category="ai")]}
+        )
 
 
 def test_meta_version_must_be_semver_and_generated_must_carry_a_zone() -> None:
@@ -126,8 +127,15 @@ def test_meta_version_must_be_semver_and_generated_must_carry_a_zone() -> None:
 
 
 def test_builder_score_label_follows_its_percent() -> None:
-    score = {"grade": "B", "percent": 81, "label": "81% builder-friendly", "pricing": 90,
-             "latency": 70, "depth": 80, "rubric": "1"}
+    score = {
+        "grade": "B",
+        "percent": 81,
+        "label": "81% builder-friendly",
+        "pricing": 90,
+        "latency": 70,
+        "depth": 80,
+        "rubric": "1",
+    }
     assert BuilderScore.model_validate(score).percent == 81
     with pytest.raises(ValidationError):
         BuilderScore.model_validate(score | {"label": "80% builder-friendly"})

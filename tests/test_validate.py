@@ -32,7 +32,11 @@ def test_a_valid_file_has_no_problem(write_entry: WriteEntry, data_dir: Path) ->
         ({"provider": None}, "provider", "missing-required-field"),
         ({"baseUrl": None}, "baseUrl", "missing-required-field"),
         ({"authType": "token"}, "authType", "bad-enum-value"),
-        ({"endpoints": [{"method": "FETCH", "path": "/a"}]}, "endpoints[0].method", "bad-enum-value"),
+        (
+            {"endpoints": [{"method": "FETCH", "path": "/a"}]},
+            "endpoints[0].method",
+            "bad-enum-value",
+        ),
         ({"pricing": {"model": "cheap"}}, "pricing.model", "bad-enum-value"),
         ({"baseUrl": "api.example.com/v1"}, "baseUrl", "bad-url"),
         ({"docsUrl": "mailto:docs@example.com"}, "docsUrl", "bad-url"),
@@ -76,8 +80,9 @@ def test_category_must_match_folder(write_entry: WriteEntry, data_dir: Path) -> 
     assert "'weather'" in problem.message
 
 
-def test_duplicate_id_across_files_is_reported_in_both(write_entry: WriteEntry,
-                                                       data_dir: Path) -> None:
+def test_duplicate_id_across_files_is_reported_in_both(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
     first = write_entry(make_entry())
     second = write_entry(make_entry(), category="weather", name="example-weather-copy")
     second.write_text(yaml.safe_dump(make_entry()))  # same id in a second file
@@ -107,12 +112,19 @@ def test_every_problem_is_reported_at_once(write_entry: WriteEntry, data_dir: Pa
 
 
 def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True,
-                          text=True, env=env, cwd=REPO, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
 
 
-def test_cli_exit_status_follows_validity(write_entry: WriteEntry, data_dir: Path,
-                                          settings_env: dict[str, str]) -> None:
+def test_cli_exit_status_follows_validity(
+    write_entry: WriteEntry, data_dir: Path, settings_env: dict[str, str]
+) -> None:
     import os
 
     env = os.environ | settings_env

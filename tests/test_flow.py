@@ -1,0 +1,52 @@
+"""The real nightly flow, end to end, on a temporary database and output folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from sqlmodel import Session, select
+
+from flows.nightly import nightly
+from pipeline.store import PipelineRun, ReleaseRow, engine_for
+from tests.conftest import WriteEntry, make_entry
+
+pytestmark = pytest.mark.prefect
+
+
+async def test_nightly_publishes_fresh_releases_with_identical_apis(
+    prefect_backend: None, write_entry: WriteEntry, settings_env: dict[str, str], tmp_path: Path
+) -> None:
+    write_entry()
+    write_entry(make_entry(id="second-api", category="ai"))
+    bad = write_entry(make_entry(id="broken-api", category="maps"))
+
+    first = await nightly()
+    apis_file = tmp_path / "public" / "api" / "apis.json"
+    release_one = json.loads(apis_file.read_text())
+
+    bad.write_text(yaml.safe_dump(make_entry(id="broken-api", category="maps", color="red")))
+    second = await nightly()
+    release_two = json.loads(apis_file.read_text())
+
+    assert first["version"] != second["version"]
+    assert release_one["meta"]["generated"] != release_two["meta"]["generated"]
+    assert release_one["meta"]["version"].startswith("2.0.0+")
+    assert release_two["apis"] == release_one["apis"]  # the broken file kept its last valid version
+    assert [api["id"] for api in release_two["apis"]] == [
+        "broken-api",
+        "example-weather",
+        "second-api",
+    ]
+    ai = json.loads((tmp_path / "public" / "api" / "categories" / "ai.json").read_text())
+    assert [api["id"] for api in ai["apis"]] == ["second-api"]
+
+    with Session(engine_for(settings_env["APIDIR_DATABASE_URL"])) as session:
+        runs = session.exec(select(PipelineRun).order_by(PipelineRun.id)).all()
+        releases = session.exec(select(ReleaseRow)).all()
+    assert [run.state for run in runs] == ["completed", "completed"]
+    assert runs[1].entries_invalid == 1 and runs[1].errors[0]["field"] == "color"
+    assert runs[1].release_version == second["version"]
+    assert {r.version for r in releases} == {first["version"], second["version"]}

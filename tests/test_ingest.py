@@ -1,0 +1,129 @@
+"""Ingest into a real SQLite file: idempotent upserts, retire-not-delete, bad files kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from sqlmodel import Session, select
+
+from pipeline.catalog import read_catalog
+from pipeline.ingest import EmptyCatalogError, ingest_catalog
+from pipeline.store import EndpointRow, EntryRow, active_entries, make_engine
+from tests.conftest import WriteEntry, make_entry
+
+
+@pytest.fixture
+def engine(tmp_path: Path):
+    engine = make_engine(f"sqlite:///{tmp_path / 'var' / 'store.db'}")
+    yield engine
+    engine.dispose()
+
+
+def ingest(engine, data_dir: Path):
+    entries = data_dir / "entries"
+    with Session(engine) as session:
+        return ingest_catalog(session, read_catalog([entries], entries))
+
+
+def test_database_file_is_created_with_its_folder(engine, tmp_path: Path) -> None:
+    assert (tmp_path / "var" / "store.db").is_file()
+
+
+def test_ingest_is_idempotent(engine, write_entry: WriteEntry, data_dir: Path) -> None:
+    write_entry()
+    first = ingest(engine, data_dir)
+    second = ingest(engine, data_dir)
+    assert first.added == ["example-weather"]
+    assert second.added == [] and second.updated == [] and second.unchanged == ["example-weather"]
+    with Session(engine) as session:
+        assert len(session.exec(select(EntryRow)).all()) == 1
+        assert len(session.exec(select(EndpointRow)).all()) == 3
+
+
+def test_a_changed_file_updates_the_entry_and_its_endpoints(
+    engine, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    write_entry()
+    ingest(engine, data_dir)
+    endpoints = [
+        {"method": "GET", "path": "/forecast", "description": "Forecast."},
+        {"method": "POST", "path": "/alerts", "description": "Create an alert."},
+    ]
+    write_entry(make_entry(name="Renamed", endpoints=endpoints))
+    summary = ingest(engine, data_dir)
+    assert summary.updated == ["example-weather"]
+    with Session(engine) as session:
+        row = session.get(EntryRow, "example-weather")
+        assert row.name == "Renamed" and row.content["endpoints"] == endpoints
+        rows = session.exec(select(EndpointRow).order_by(EndpointRow.path)).all()
+        state = {(r.method, r.path): r.active for r in rows}
+    # the endpoint that left the entry is kept, inactive, so its probe history stays linked
+    assert state == {
+        ("POST", "/alerts"): True,
+        ("GET", "/current"): False,
+        ("GET", "/forecast"): True,
+        ("GET", "/stations/{stationId}"): False,
+    }
+
+
+def test_a_removed_file_retires_the_entry_and_keeps_it(
+    engine, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    kept = write_entry(make_entry(id="kept-api"))
+    gone = write_entry()
+    ingest(engine, data_dir)
+    gone.unlink()
+    summary = ingest(engine, data_dir)
+    assert summary.retired == ["example-weather"]
+    with Session(engine) as session:
+        row = session.get(EntryRow, "example-weather")
+        assert row is not None and row.retired_at is not None
+        assert [r.id for r in active_entries(session)] == ["kept-api"]
+        assert (
+            len(
+                session.exec(
+                    select(EndpointRow).where(EndpointRow.entry_id == "example-weather")
+                ).all()
+            )
+            == 3
+        )
+    assert kept.exists()
+    # the file comes back: the entry is restored, not duplicated
+    write_entry()
+    summary = ingest(engine, data_dir)
+    assert summary.restored == ["example-weather"]
+    with Session(engine) as session:
+        assert [r.id for r in active_entries(session)] == ["example-weather", "kept-api"]
+
+
+def test_an_invalid_file_keeps_the_last_valid_version(
+    engine, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    path = write_entry()
+    write_entry(make_entry(id="other-api"))
+    ingest(engine, data_dir)
+    path.write_text(yaml.safe_dump(make_entry(name="Broken", authType="token")))
+    summary = ingest(engine, data_dir)
+    assert summary.invalid == ["example-weather"]
+    assert summary.retired == []
+    assert any(error["field"] == "authType" for error in summary.errors)
+    with Session(engine) as session:
+        row = session.get(EntryRow, "example-weather")
+        assert row.name == "Example Weather" and row.retired_at is None
+    path.write_text("id: example-weather\nname: [unclosed\n")
+    summary = ingest(engine, data_dir)
+    assert summary.invalid == ["example-weather"] and summary.retired == []
+
+
+def test_an_empty_catalogue_never_retires_everything(
+    engine, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    path = write_entry()
+    ingest(engine, data_dir)
+    path.unlink()
+    with pytest.raises(EmptyCatalogError):
+        ingest(engine, data_dir)
+    with Session(engine) as session:
+        assert [r.id for r in active_entries(session)] == ["example-weather"]

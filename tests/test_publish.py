@@ -1,0 +1,181 @@
+"""Publishing: contract-valid files, consistent categories, atomic swap, deterministic output."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from pipeline.catalog import load_categories, read_catalog
+from pipeline.contract import CATEGORY_IDS, FullDataset
+from pipeline.openapi import component_schemas
+from pipeline.publish import (
+    CATEGORY_INDEX,
+    FULL_DATASET,
+    OPENAPI,
+    ReleaseValidationError,
+    assemble_entries,
+    build_release,
+    category_file,
+    next_version,
+    staging_folders,
+    write_release,
+)
+from tests.conftest import REPO
+
+NOW = datetime(2026, 11, 21, 3, 0, tzinfo=UTC)
+CATEGORIES = load_categories(REPO / "data" / "categories.yaml")
+
+
+@pytest.fixture(scope="module")
+def catalogue_entries() -> list[dict]:
+    """The real catalogue as published entries (no probe or score yet)."""
+    entries = REPO / "data" / "entries"
+    report = read_catalog([entries], entries)
+    return assemble_entries((e.id, e.content()) for e in report.entries.values())
+
+
+def release(entries: list[dict], version: str = "2.0.0+20261121.1") -> dict[str, bytes]:
+    return build_release(entries, CATEGORIES, version, NOW, "https://directory.test")
+
+
+def read(folder: Path, path: str) -> dict:
+    return json.loads((folder / path).read_text(encoding="utf-8"))
+
+
+def test_release_has_every_file_and_valid_meta(tmp_path: Path, catalogue_entries) -> None:
+    out = write_release(tmp_path / "public", release(catalogue_entries), CATEGORIES)
+    full = read(out, FULL_DATASET)
+    assert full["meta"] == {
+        "version": "2.0.0+20261121.1",
+        "generated": "2026-11-21T03:00:00Z",
+        "totalAPIs": len(catalogue_entries),
+        "source": "https://directory.test/api/apis.json",
+        "license": "CC BY 4.0",
+    }
+    assert [api["id"] for api in full["apis"]] == sorted(api["id"] for api in catalogue_entries)
+    for category in CATEGORY_IDS:
+        assert (out / category_file(category)).is_file()
+    assert (out / OPENAPI).is_file() and (out / CATEGORY_INDEX).is_file()
+
+
+def test_each_category_file_is_the_full_dataset_filtered(tmp_path: Path, catalogue_entries) -> None:
+    out = write_release(tmp_path / "public", release(catalogue_entries), CATEGORIES)
+    full = read(out, FULL_DATASET)
+    index = {c["id"]: c for c in read(out, CATEGORY_INDEX)["categories"]}
+    total = 0
+    for category in CATEGORIES:
+        document = read(out, category_file(category.id))
+        expected = [api for api in full["apis"] if api["category"] == category.id]
+        assert document["apis"] == expected
+        assert document["meta"]["count"] == len(expected) == index[category.id]["count"]
+        assert document["meta"]["category"] == category.id
+        assert document["meta"]["label"] == category.label
+        assert document["meta"]["version"] == full["meta"]["version"]
+        total += len(expected)
+    assert total == full["meta"]["totalAPIs"] == len(full["apis"])
+
+
+def test_empty_categories_still_get_a_file(tmp_path: Path, catalogue_entries) -> None:
+    only_ai = [api for api in catalogue_entries if api["category"] == "ai"]
+    out = write_release(tmp_path / "public", release(only_ai), CATEGORIES)
+    payments = read(out, category_file("payments"))
+    assert payments["apis"] == [] and payments["meta"]["count"] == 0
+
+
+def test_every_published_file_validates_against_its_schema(
+    tmp_path: Path, catalogue_entries
+) -> None:
+    out = write_release(tmp_path / "public", release(catalogue_entries), CATEGORIES)
+    published_openapi = read(out, OPENAPI)
+    defs = published_openapi["components"]["schemas"]
+    assert defs == json.loads(json.dumps(component_schemas()))
+
+    def check(path: str, name: str) -> None:
+        schema = {"$ref": f"#/components/schemas/{name}", "components": {"schemas": defs}}
+        jsonschema.Draft202012Validator(
+            schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+        ).validate(read(out, path))
+
+    check(FULL_DATASET, "FullDataset")
+    check(CATEGORY_INDEX, "CategoryIndex")
+    for category in CATEGORY_IDS:
+        check(category_file(category), "CategoryDataset")
+    FullDataset.model_validate(read(out, FULL_DATASET))
+
+
+def test_a_release_that_breaks_the_contract_leaves_the_old_one(
+    tmp_path: Path, catalogue_entries
+) -> None:
+    out = write_release(tmp_path / "public", release(catalogue_entries), CATEGORIES)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    broken = [dict(api) for api in catalogue_entries]
+    broken[0]["color"] = "not-a-colour"
+    with pytest.raises(ReleaseValidationError) as failure:
+        write_release(out, release(broken, "2.0.0+20261121.2"), CATEGORIES)
+    assert "color" in str(failure.value)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert staging_folders(out) == []
+
+
+class Interrupted(Exception):
+    pass
+
+
+class InterruptedFiles(Mapping[str, bytes]):
+    """A release whose writing is cut off after `after` files."""
+
+    def __init__(self, files: dict[str, bytes], after: int) -> None:
+        self.files, self.after = files, after
+
+    def __getitem__(self, key: str) -> bytes:
+        return self.files[key]
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __iter__(self) -> Iterator[str]:
+        for count, key in enumerate(self.files):
+            if count == self.after:
+                raise Interrupted("writer stopped mid-release")
+            yield key
+
+
+def test_an_interrupted_write_leaves_the_old_release(tmp_path: Path, catalogue_entries) -> None:
+    out = write_release(tmp_path / "public", release(catalogue_entries), CATEGORIES)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    files = release(catalogue_entries[:3], "2.0.0+20261121.2")
+    with pytest.raises(Interrupted):
+        write_release(out, InterruptedFiles(files, after=5), CATEGORIES)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_a_stale_staging_folder_from_a_crash_is_cleared(tmp_path: Path, catalogue_entries) -> None:
+    out = tmp_path / "public"
+    stale = tmp_path / ".public.staging-deadbeef"
+    (stale / "api").mkdir(parents=True)
+    (stale / "api" / "apis.json").write_text("{half")
+    write_release(out, release(catalogue_entries), CATEGORIES)
+    assert not stale.exists()
+    assert read(out, FULL_DATASET)["meta"]["totalAPIs"] == len(catalogue_entries)
+
+
+def test_output_is_deterministic(tmp_path: Path, catalogue_entries) -> None:
+    first = release(catalogue_entries)
+    second = release(list(reversed(catalogue_entries)))
+    assert first == second
+    text = first[FULL_DATASET].decode()
+    assert text.endswith("\n") and '"apis": [' in text
+
+
+def test_version_counts_releases_of_the_same_day(tmp_path: Path, catalogue_entries) -> None:
+    out = tmp_path / "public"
+    day = date(2026, 11, 21)
+    assert next_version(out, day) == "2.0.0+20261121.1"
+    write_release(out, release(catalogue_entries, next_version(out, day)), CATEGORIES)
+    assert next_version(out, day) == "2.0.0+20261121.2"
+    assert next_version(out, date(2026, 11, 22)) == "2.0.0+20261122.1"
