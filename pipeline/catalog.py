@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pipeline.contract import CATEGORY_IDS, EntryContent, Uri
+from pipeline.lint import lint_entry
 
 ENTRY_SUFFIXES = (".yaml", ".yml")
 
@@ -204,6 +205,9 @@ def read_entry_file(
                 message = f"{message} (got {error['input']!r})"
             problem(loc, _rule_of(error), message)
 
+    if entry is not None:
+        for loc, rule, message in lint_entry(entry):
+            problem(loc, rule, message)
     if raw.get("id") is not None and raw.get("id") != stem:
         problem(
             ("id",), "id-file-mismatch", f"id {raw.get('id')!r} must equal the file name {stem!r}"

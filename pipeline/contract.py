@@ -62,8 +62,10 @@ ONLINE_NOTE = "path returned an error or may require auth"
 def _absolute_uri(value: str) -> str:
     """Accept an absolute http(s) URI with a host; kept as written (no normalisation)."""
     parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.netloc or re.search(r"\s", value):
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError("must be an absolute http(s) URL with a host")
+    if re.search(r"[\s{}<>\"|\\^`]", value):
+        raise ValueError("must not hold spaces, braces or other characters URLs do not allow")
     return value
 
 

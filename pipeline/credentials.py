@@ -1,0 +1,130 @@
+"""The placeholder-only credential gate: find text that looks like a real credential.
+
+Entries show how to authenticate, so they hold credential-shaped text on purpose;
+only placeholders (`YOUR_API_KEY`, `<token>`, `sk_test_xxx…`) may appear. Known
+key formats are caught anywhere; long random-looking tokens are caught where a
+credential would sit (auth examples, requests, secret-named response fields).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+# Well-known formats of live credentials; each needs a random-looking body to match.
+KNOWN_FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("Stripe live key", re.compile(r"\b[spr]k_live_[0-9A-Za-z]{10,}")),
+    ("Stripe test key", re.compile(r"\b[spr]k_test_[0-9A-Za-z]{16,}")),
+    ("AWS access key id", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b")),
+    ("GitHub token", re.compile(r"\b(?:gh[pousr]_[0-9A-Za-z]{30,}|github_pat_[0-9A-Za-z_]{30,})")),
+    ("Slack token", re.compile(r"\bxox[abposr]-[0-9A-Za-z-]{10,}")),
+    ("Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b")),
+    ("OpenAI-style secret key", re.compile(r"\bsk-(?:proj-|ant-|or-)?[0-9A-Za-z_-]{20,}")),
+    ("private key", re.compile(r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----")),
+    ("Twilio account credential", re.compile(r"\b(?:AC|SK)[0-9a-f]{32}\b")),
+)
+JWT = re.compile(r"\beyJ[0-9A-Za-z_-]{8,}\.(eyJ[0-9A-Za-z_-]{8,})\.[0-9A-Za-z_-]{8,}")
+TOKEN = re.compile(r"[0-9A-Za-z_-]{24,}")
+UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
+HEX = re.compile(r"^[0-9a-fA-F]+$")
+PLACEHOLDER_WORDS = re.compile(r"YOUR|EXAMPLE|PLACEHOLDER|REPLACE|REDACTED|DUMMY|SAMPLE|TOKEN_HERE",
+                               re.I)
+SECRET_KEYS = re.compile(r"token|secret|password|passwd|api[_-]?key|access[_-]?key|private|"
+                         r"credential|signature", re.I)
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str
+    excerpt: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} ({self.excerpt})"
+
+
+def _excerpt(text: str) -> str:
+    """Enough of a match to find it, not enough to reuse it."""
+    return text[:8] + "…" if len(text) > 8 else text
+
+
+def entropy(text: str) -> float:
+    """Shannon entropy in bits per character."""
+    counts = Counter(text)
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
+
+
+def is_placeholder(token: str) -> bool:
+    """Obvious stand-ins: words like YOUR_/EXAMPLE, or long runs of one character (xxxx, 0000)."""
+    return bool(PLACEHOLDER_WORDS.search(token) or re.search(r"(.)\1{3,}", token))
+
+
+def looks_random(token: str) -> bool:
+    """A long token mixing letters and digits with the entropy of generated keys."""
+    if is_placeholder(token) or UUID.match(token):
+        return False
+    if HEX.match(token):
+        return len(token) >= 32 and entropy(token) >= 3.4
+    has_letter = any(c.isalpha() for c in token)
+    has_digit = any(c.isdigit() for c in token)
+    return has_letter and has_digit and entropy(token) >= 3.8
+
+
+def _jwt_payload_is_real(segment: str) -> bool:
+    try:
+        decoded = base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
+        return isinstance(json.loads(decoded), dict)
+    except (binascii.Error, ValueError):
+        return False
+
+
+def known_credentials(text: str) -> Iterator[Finding]:
+    """Credentials of a well-known format, and JWTs whose payload decodes."""
+    for kind, pattern in KNOWN_FORMATS:
+        for match in pattern.finditer(text):
+            if not is_placeholder(match.group(0).strip("-")):
+                yield Finding(kind, _excerpt(match.group(0)))
+    for match in JWT.finditer(text):
+        if _jwt_payload_is_real(match.group(1)):
+            yield Finding("JWT with a real payload", _excerpt(match.group(0)))
+
+
+def random_tokens(text: str) -> Iterator[Finding]:
+    """Long random-looking tokens; UUIDs and placeholders pass."""
+    for match in TOKEN.finditer(text):
+        token = match.group(0).strip("-_")
+        if looks_random(token):
+            yield Finding("high-entropy token", _excerpt(token))
+
+
+def _secret_valued(document: Any, under_secret_key: bool = False) -> Iterator[str]:
+    """String values of a JSON document that sit under a secret-sounding key."""
+    if isinstance(document, dict):
+        for key, value in document.items():
+            yield from _secret_valued(value, under_secret_key or bool(SECRET_KEYS.search(key)))
+    elif isinstance(document, list):
+        for item in document:
+            yield from _secret_valued(item, under_secret_key)
+    elif isinstance(document, str) and under_secret_key:
+        yield document
+
+
+def credential_findings(field: str, text: str) -> list[Finding]:
+    """What in one field of an entry looks like a real credential."""
+    findings = list(known_credentials(text))
+    if field in ("authExample", "sampleRequest"):
+        findings.extend(random_tokens(text))
+    elif field == "sampleResponse":
+        try:
+            document = json.loads(text)
+        except ValueError:
+            document = None
+        for value in _secret_valued(document):
+            findings.extend(random_tokens(value))
+    return list(dict.fromkeys(findings))

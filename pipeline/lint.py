@@ -1,0 +1,118 @@
+"""Data lint: rules an entry must keep beyond the schema, so published data is usable as is."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+from pipeline.contract import EntryContent
+from pipeline.credentials import credential_findings
+
+Loc = tuple[int | str, ...]
+Lint = tuple[Loc, str, str]  # (field location, rule, message)
+
+TAG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+SENTENCE_BREAK = re.compile(r"[.!?]\s+[A-Z0-9]")
+URL = re.compile(r"https?://[^\s\"'<>]+")
+CREDENTIAL_FIELDS = ("authExample", "sampleRequest", "sampleResponse")
+
+
+def _sample_request(entry: EntryContent) -> Iterator[Lint]:
+    text = entry.sample_request
+    if text is None:
+        return
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        yield ("sampleRequest",), "sample-request-shell", f"is not a valid shell command: {exc}"
+        return
+    if not words or words[0] != "curl":
+        yield ("sampleRequest",), "sample-request-curl", "must be a curl command"
+        return
+    urls = [word for word in words[1:] if URL.fullmatch(word)] or URL.findall(text)
+    base_host = urlsplit(entry.base_url).hostname
+    if not urls:
+        yield ("sampleRequest",), "sample-request-url", "holds no http(s) URL"
+    elif urlsplit(urls[0]).hostname != base_host:
+        yield (("sampleRequest",), "sample-request-host",
+               f"URL host {urlsplit(urls[0]).hostname!r} is not the baseUrl host {base_host!r}")
+
+
+def _sample_response(entry: EntryContent) -> Iterator[Lint]:
+    if entry.sample_response is None:
+        return
+    try:
+        json.loads(entry.sample_response)
+    except ValueError as exc:
+        yield ("sampleResponse",), "sample-response-json", f"does not parse as JSON: {exc}"
+
+
+def _addresses(entry: EntryContent) -> Iterator[Lint]:
+    for name, value in (("baseUrl", entry.base_url), ("docsUrl", entry.docs_url)):
+        if value is not None and urlsplit(value).scheme != "https":
+            yield (name,), "https-only", f"must be an https URL (got {value!r})"
+    if entry.base_url.endswith("/"):
+        yield ("baseUrl",), "base-url-slash", "must not end with '/' (paths start with one)"
+    for index, endpoint in enumerate(entry.endpoints or []):
+        if endpoint.path is not None and not endpoint.path.startswith("/"):
+            yield (("endpoints", index, "path"), "endpoint-path-slash",
+                   f"must start with '/' (got {endpoint.path!r})")
+
+
+def _text(entry: EntryContent) -> Iterator[Lint]:
+    description = entry.description
+    if description is not None:
+        stripped = description.strip()
+        if not stripped.endswith((".", "!", "?")) or SENTENCE_BREAK.search(stripped[:-1]):
+            yield ("description",), "one-sentence", "must be exactly one sentence"
+    for index, tag in enumerate(entry.tags or []):
+        if not TAG.match(tag):
+            yield (("tags", index), "tag-lower-case",
+                   f"must be lower-case words joined by hyphens (got {tag!r})")
+
+
+def _pricing(entry: EntryContent) -> Iterator[Lint]:
+    pricing = entry.pricing
+    if pricing is None:
+        return
+    start = pricing.starting_cents_per_month
+    if pricing.model == "free" and start != 0:
+        yield (("pricing", "startingCentsPerMonth"), "pricing-free-start",
+               f"must be 0 for the free model (got {start!r})")
+    if pricing.model == "enterprise" and start is not None:
+        yield (("pricing", "startingCentsPerMonth"), "pricing-enterprise-start",
+               f"must be null for the enterprise model (got {start!r})")
+    prices = [tier.monthly_cents for tier in pricing.tiers or []]
+    if prices != sorted(prices):
+        yield (("pricing", "tiers"), "pricing-tiers-order",
+               f"must be sorted by monthlyCents ascending (got {prices})")
+    if entry.has_free_tier is False and pricing.free_quota is not None:
+        yield (("pricing", "freeQuota"), "pricing-free-quota",
+               "must be null when hasFreeTier is false")
+
+
+def _credentials(entry: EntryContent, raw: dict[str, Any]) -> Iterator[Lint]:
+    for name in CREDENTIAL_FIELDS:
+        value = raw.get(name)
+        if isinstance(value, str):
+            for finding in credential_findings(name, value):
+                yield ((name,), "real-credential",
+                       f"looks like a real credential: {finding}; use a placeholder "
+                       "such as YOUR_API_KEY")
+
+
+def lint_entry(entry: EntryContent) -> list[Lint]:
+    """Every lint problem of a schema-valid entry."""
+    raw = entry.model_dump(mode="json", exclude_unset=True)
+    return [
+        *_sample_request(entry),
+        *_sample_response(entry),
+        *_addresses(entry),
+        *_text(entry),
+        *_pricing(entry),
+        *_credentials(entry, raw),
+    ]

@@ -1,0 +1,74 @@
+"""The curated catalogue itself: size, spread, completeness and provenance of every entry."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import date
+
+import pytest
+import yaml
+
+from pipeline.catalog import EntryFile, read_catalog
+from pipeline.contract import CATEGORY_IDS
+from tests.conftest import REPO
+
+ENTRIES = REPO / "data" / "entries"
+FILES = sorted(ENTRIES.rglob("*.yaml"))
+# Keys that may be null, and when: no free tier, or no per-unit charge.
+NULLABLE = {("pricing", "freeQuota"), ("pricing", "unitCost")}
+ENTRY_KEYS = [name for name, field in EntryFile.model_fields.items() if name not in ("sources",
+              "verified")]
+
+
+def test_the_catalogue_is_valid_and_large_enough() -> None:
+    report = read_catalog([ENTRIES], ENTRIES)
+    assert report.ok, "\n".join(map(str, report.problems))
+    per_category = Counter(entry.category for entry in report.entries.values())
+    assert len(report.entries) >= 70
+    assert {c: per_category[c] for c in CATEGORY_IDS if per_category[c] < 5} == {}
+
+
+def test_some_entries_need_no_auth_and_say_so() -> None:
+    report = read_catalog([ENTRIES], ENTRIES)
+    open_ones = [e for e in report.entries.values() if e.auth_type == "none"]
+    assert len(open_ones) >= 3
+    for entry in open_ones:
+        assert entry.auth_example is not None and entry.auth_example.startswith("#")
+        assert "no auth" in entry.auth_example.lower()
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_every_entry_fills_every_field(path) -> None:
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    entry = EntryFile.model_validate(raw)
+    content = entry.content()
+    missing = [EntryFile.model_fields[k].alias or k for k in ENTRY_KEYS
+               if content.get(EntryFile.model_fields[k].alias or k) in (None, "", [])]
+    assert missing == [], f"{path}: unset fields"
+    pricing = content["pricing"]
+    for key in ("model", "startingCentsPerMonth", "freeQuota", "tiers", "unitCost", "details"):
+        assert key in pricing, f"{path}: pricing.{key} is absent"
+        if ("pricing", key) not in NULLABLE and key != "startingCentsPerMonth":
+            assert pricing[key] not in (None, "", []), f"{path}: pricing.{key} is empty"
+    if pricing["model"] != "enterprise":
+        assert pricing["startingCentsPerMonth"] is not None, f"{path}: startingCentsPerMonth"
+    assert (pricing["freeQuota"] is not None) == entry.has_free_tier, f"{path}: freeQuota"
+    assert len(content["endpoints"]) >= 3, f"{path}: fewer than 3 endpoints"
+    for endpoint in content["endpoints"]:
+        assert endpoint.get("method") and endpoint.get("path") and endpoint.get("description")
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_every_entry_records_its_sources_and_verification_date(path) -> None:
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    entry = EntryFile.model_validate(raw)
+    assert entry.sources, f"{path}: no sources"
+    assert all(source.startswith("https://") for source in entry.sources)
+    assert isinstance(entry.verified, date), f"{path}: no verification date"
+    assert entry.verified <= date.today(), f"{path}: verified in the future"
+
+
+def test_provenance_fields_are_never_published() -> None:
+    report = read_catalog([ENTRIES], ENTRIES)
+    for entry in report.entries.values():
+        assert "sources" not in entry.content() and "verified" not in entry.content()

@@ -1,0 +1,132 @@
+"""Data lint and the placeholder-only credential gate, each rule with passing and failing cases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.catalog import read_catalog
+from pipeline.credentials import credential_findings
+from tests.conftest import WriteEntry, make_entry
+
+PRICING = make_entry()["pricing"]
+
+
+def rules(write_entry: WriteEntry, data_dir: Path, **changes: object) -> list[tuple[str, str]]:
+    write_entry(make_entry(**changes), category="weather", name="example-weather")
+    entries = data_dir / "entries"
+    return [(p.rule, p.field) for p in read_catalog([entries], entries).problems]
+
+
+@pytest.mark.parametrize(
+    ("changes", "rule", "field"),
+    [
+        ({"sampleRequest": 'wget "https://api.example.com/v1/forecast"'}, "sample-request-curl",
+         "sampleRequest"),
+        ({"sampleRequest": 'curl "https://evil.example.net/v1/forecast"'}, "sample-request-host",
+         "sampleRequest"),
+        ({"sampleRequest": "curl -X GET"}, "sample-request-url", "sampleRequest"),
+        ({"sampleRequest": 'curl "https://api.example.com/v1/forecast'}, "sample-request-shell",
+         "sampleRequest"),
+        ({"sampleResponse": "{'single': 'quotes'}"}, "sample-response-json", "sampleResponse"),
+        ({"endpoints": [{"method": "GET", "path": "forecast"}]}, "endpoint-path-slash",
+         "endpoints[0].path"),
+        ({"docsUrl": "http://docs.example.com/api"}, "https-only", "docsUrl"),
+        ({"baseUrl": "http://api.example.com/v1",
+          "sampleRequest": 'curl "http://api.example.com/v1/forecast"'}, "https-only", "baseUrl"),
+        ({"baseUrl": "https://api.example.com/v1/"}, "base-url-slash", "baseUrl"),
+        ({"description": "Forecasts for any place. Also alerts."}, "one-sentence", "description"),
+        ({"description": "Forecasts for any place"}, "one-sentence", "description"),
+        ({"tags": ["forecast", "Open-Data"]}, "tag-lower-case", "tags[1]"),
+        ({"tags": ["open data"]}, "tag-lower-case", "tags[0]"),
+        ({"pricing": PRICING | {"model": "free", "startingCentsPerMonth": 500}},
+         "pricing-free-start", "pricing.startingCentsPerMonth"),
+        ({"pricing": PRICING | {"model": "enterprise", "startingCentsPerMonth": 0}},
+         "pricing-enterprise-start", "pricing.startingCentsPerMonth"),
+        ({"pricing": PRICING | {"tiers": list(reversed(PRICING["tiers"]))}},
+         "pricing-tiers-order", "pricing.tiers"),
+        ({"hasFreeTier": False}, "pricing-free-quota", "pricing.freeQuota"),
+    ],
+)
+def test_each_lint_rule_fails_its_bad_case(write_entry: WriteEntry, data_dir: Path,
+                                           changes: dict, rule: str, field: str) -> None:
+    assert (rule, field) in rules(write_entry, data_dir, **changes)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"description": "Forecasts, e.g. hourly ones, for any place."},
+        {"sampleRequest": "curl -s -H 'X-Api-Key: YOUR_API_KEY' https://api.example.com/v1/current"},
+        {"pricing": PRICING | {"model": "free", "startingCentsPerMonth": 0}},
+        {"pricing": PRICING | {"model": "enterprise", "startingCentsPerMonth": None}},
+        {"authType": "none", "authExample": "# No auth required"},
+    ],
+)
+def test_good_variants_pass_every_lint(write_entry: WriteEntry, data_dir: Path,
+                                       changes: dict) -> None:
+    assert rules(write_entry, data_dir, **changes) == []
+
+
+# Credential-shaped strings, assembled at run time so this file holds no literal key.
+LIVE = {
+    "stripe live": "sk_" + "live_" + "51HxQ2aK8rT0vB3mN7pL9cD4",
+    "stripe test random": "sk_" + "test_" + "4eC39HqLyjWDarjtT1zdp7dc",
+    "aws": "AKIA" + "IOSFODNN7Q2WBX5Z",
+    "github": "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
+    "slack": "xox" + "b-2384723984-2398472398472-aB3dE5fG7hJ9kL",
+    "google": "AIza" + "SyD4f8Hk2LmN9pQ3rS6tV1wX5yZ7aB0cE2g",
+    "openai": "sk-" + "proj-" + "Xk29dLm3Pq8Rz4Tn7Vb1Wc6Yh5Js2",
+    "jwt": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9."
+           "eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIn0."
+           "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+    "random": "q8Zt3LmV0xR7yB2nK5wD9pF4hJ6sC1gA",
+    "private key": "-----BEGIN RSA " + "PRIVATE KEY-----",
+}
+
+PLACEHOLDERS = [
+    "Authorization: Bearer YOUR_API_KEY",
+    "Authorization: Bearer <token>",
+    "sk_test_" + "x" * 24,
+    "sk_live_" + "X" * 24,
+    "X-Api-Key: your-api-key-here",
+    "Authorization: Basic base64(YOUR_ACCOUNT_SID:YOUR_AUTH_TOKEN)",
+    "curl https://api.example.com/v1/items/5b11f4ce-a62d-471e-81fc-a69a8278c7da",
+    "Authorization: Bearer eyJhbGciOi...REPLACE_ME",
+    "# No auth required",
+]
+
+
+@pytest.mark.parametrize("kind", sorted(LIVE))
+@pytest.mark.parametrize("field", ["authExample", "sampleRequest"])
+def test_gate_rejects_real_looking_credentials(kind: str, field: str) -> None:
+    text = f'curl -H "Authorization: Bearer {LIVE[kind]}" "https://api.example.com/v1/x"'
+    assert credential_findings(field, text), kind
+
+
+@pytest.mark.parametrize("text", PLACEHOLDERS)
+@pytest.mark.parametrize("field", ["authExample", "sampleRequest"])
+def test_gate_accepts_placeholders(text: str, field: str) -> None:
+    assert credential_findings(field, text) == []
+
+
+def test_gate_reads_secret_fields_of_a_sample_response() -> None:
+    leaked = '{"access_token": "%s", "id": "q8Zt3LmV0xR7yB2nK5wD9pF4hJ6sC1gA"}' % LIVE["random"]
+    assert credential_findings("sampleResponse", leaked)
+    digest = '{"sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"}'
+    assert credential_findings("sampleResponse", digest) == []
+    assert credential_findings("sampleResponse", '{"key": "%s"}' % LIVE["aws"])
+    assert credential_findings("sampleResponse", '{"token": "YOUR_ACCESS_TOKEN"}') == []
+
+
+def test_a_real_looking_credential_fails_validation_and_names_the_field(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    found = rules(write_entry, data_dir,
+                  authExample=f"Authorization: Bearer {LIVE['github']}")
+    assert ("real-credential", "authExample") in found
+    found = rules(write_entry, data_dir,
+                  sampleResponse='{"api_key": "%s"}' % LIVE["random"])
+    assert ("real-credential", "sampleResponse") in found
