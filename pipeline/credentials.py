@@ -34,10 +34,14 @@ JWT = re.compile(r"\beyJ[0-9A-Za-z_-]{8,}\.(eyJ[0-9A-Za-z_-]{8,})\.[0-9A-Za-z_-]
 TOKEN = re.compile(r"[0-9A-Za-z_-]{24,}")
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
 HEX = re.compile(r"^[0-9a-fA-F]+$")
-PLACEHOLDER_WORDS = re.compile(r"YOUR|EXAMPLE|PLACEHOLDER|REPLACE|REDACTED|DUMMY|SAMPLE|TOKEN_HERE",
-                               re.I)
-SECRET_KEYS = re.compile(r"token|secret|password|passwd|api[_-]?key|access[_-]?key|private|"
-                         r"credential|signature", re.I)
+PLACEHOLDER_WORDS = re.compile(
+    r"YOUR|EXAMPLE|PLACEHOLDER|REPLACE|REDACTED|DUMMY|SAMPLE|TOKEN_HERE", re.I
+)
+SECRET_KEYS = re.compile(
+    r"token|secret|password|passwd|api[_-]?key|access[_-]?key|private|"
+    r"credential|signature",
+    re.I,
+)
 
 
 @dataclass(frozen=True)

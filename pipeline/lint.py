@@ -38,8 +38,11 @@ def _sample_request(entry: EntryContent) -> Iterator[Lint]:
     if not urls:
         yield ("sampleRequest",), "sample-request-url", "holds no http(s) URL"
     elif urlsplit(urls[0]).hostname != base_host:
-        yield (("sampleRequest",), "sample-request-host",
-               f"URL host {urlsplit(urls[0]).hostname!r} is not the baseUrl host {base_host!r}")
+        yield (
+            ("sampleRequest",),
+            "sample-request-host",
+            f"URL host {urlsplit(urls[0]).hostname!r} is not the baseUrl host {base_host!r}",
+        )
 
 
 def _sample_response(entry: EntryContent) -> Iterator[Lint]:
@@ -59,8 +62,11 @@ def _addresses(entry: EntryContent) -> Iterator[Lint]:
         yield ("baseUrl",), "base-url-slash", "must not end with '/' (paths start with one)"
     for index, endpoint in enumerate(entry.endpoints or []):
         if endpoint.path is not None and not endpoint.path.startswith("/"):
-            yield (("endpoints", index, "path"), "endpoint-path-slash",
-                   f"must start with '/' (got {endpoint.path!r})")
+            yield (
+                ("endpoints", index, "path"),
+                "endpoint-path-slash",
+                f"must start with '/' (got {endpoint.path!r})",
+            )
 
 
 def _text(entry: EntryContent) -> Iterator[Lint]:
@@ -71,8 +77,11 @@ def _text(entry: EntryContent) -> Iterator[Lint]:
             yield ("description",), "one-sentence", "must be exactly one sentence"
     for index, tag in enumerate(entry.tags or []):
         if not TAG.match(tag):
-            yield (("tags", index), "tag-lower-case",
-                   f"must be lower-case words joined by hyphens (got {tag!r})")
+            yield (
+                ("tags", index),
+                "tag-lower-case",
+                f"must be lower-case words joined by hyphens (got {tag!r})",
+            )
 
 
 def _pricing(entry: EntryContent) -> Iterator[Lint]:
@@ -81,18 +90,30 @@ def _pricing(entry: EntryContent) -> Iterator[Lint]:
         return
     start = pricing.starting_cents_per_month
     if pricing.model == "free" and start != 0:
-        yield (("pricing", "startingCentsPerMonth"), "pricing-free-start",
-               f"must be 0 for the free model (got {start!r})")
+        yield (
+            ("pricing", "startingCentsPerMonth"),
+            "pricing-free-start",
+            f"must be 0 for the free model (got {start!r})",
+        )
     if pricing.model == "enterprise" and start is not None:
-        yield (("pricing", "startingCentsPerMonth"), "pricing-enterprise-start",
-               f"must be null for the enterprise model (got {start!r})")
+        yield (
+            ("pricing", "startingCentsPerMonth"),
+            "pricing-enterprise-start",
+            f"must be null for the enterprise model (got {start!r})",
+        )
     prices = [tier.monthly_cents for tier in pricing.tiers or []]
     if prices != sorted(prices):
-        yield (("pricing", "tiers"), "pricing-tiers-order",
-               f"must be sorted by monthlyCents ascending (got {prices})")
+        yield (
+            ("pricing", "tiers"),
+            "pricing-tiers-order",
+            f"must be sorted by monthlyCents ascending (got {prices})",
+        )
     if entry.has_free_tier is False and pricing.free_quota is not None:
-        yield (("pricing", "freeQuota"), "pricing-free-quota",
-               "must be null when hasFreeTier is false")
+        yield (
+            ("pricing", "freeQuota"),
+            "pricing-free-quota",
+            "must be null when hasFreeTier is false",
+        )
 
 
 def _credentials(entry: EntryContent, raw: dict[str, Any]) -> Iterator[Lint]:
@@ -100,9 +121,12 @@ def _credentials(entry: EntryContent, raw: dict[str, Any]) -> Iterator[Lint]:
         value = raw.get(name)
         if isinstance(value, str):
             for finding in credential_findings(name, value):
-                yield ((name,), "real-credential",
-                       f"looks like a real credential: {finding}; use a placeholder "
-                       "such as YOUR_API_KEY")
+                yield (
+                    (name,),
+                    "real-credential",
+                    f"looks like a real credential: {finding}; use a placeholder "
+                    "such as YOUR_API_KEY",
+                )
 
 
 def lint_entry(entry: EntryContent) -> list[Lint]:

@@ -16,8 +16,9 @@ ENTRIES = REPO / "data" / "entries"
 FILES = sorted(ENTRIES.rglob("*.yaml"))
 # Keys that may be null, and when: no free tier, or no per-unit charge.
 NULLABLE = {("pricing", "freeQuota"), ("pricing", "unitCost")}
-ENTRY_KEYS = [name for name, field in EntryFile.model_fields.items() if name not in ("sources",
-              "verified")]
+ENTRY_KEYS = [
+    name for name, field in EntryFile.model_fields.items() if name not in ("sources", "verified")
+]
 
 
 def test_the_catalogue_is_valid_and_large_enough() -> None:
@@ -42,8 +43,11 @@ def test_every_entry_fills_every_field(path) -> None:
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     entry = EntryFile.model_validate(raw)
     content = entry.content()
-    missing = [EntryFile.model_fields[k].alias or k for k in ENTRY_KEYS
-               if content.get(EntryFile.model_fields[k].alias or k) in (None, "", [])]
+    missing = [
+        EntryFile.model_fields[k].alias or k
+        for k in ENTRY_KEYS
+        if content.get(EntryFile.model_fields[k].alias or k) in (None, "", [])
+    ]
     assert missing == [], f"{path}: unset fields"
     pricing = content["pricing"]
     for key in ("model", "startingCentsPerMonth", "freeQuota", "tiers", "unitCost", "details"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -22,35 +23,63 @@ def rules(write_entry: WriteEntry, data_dir: Path, **changes: object) -> list[tu
 @pytest.mark.parametrize(
     ("changes", "rule", "field"),
     [
-        ({"sampleRequest": 'wget "https://api.example.com/v1/forecast"'}, "sample-request-curl",
-         "sampleRequest"),
-        ({"sampleRequest": 'curl "https://evil.example.net/v1/forecast"'}, "sample-request-host",
-         "sampleRequest"),
+        (
+            {"sampleRequest": 'wget "https://api.example.com/v1/forecast"'},
+            "sample-request-curl",
+            "sampleRequest",
+        ),
+        (
+            {"sampleRequest": 'curl "https://evil.example.net/v1/forecast"'},
+            "sample-request-host",
+            "sampleRequest",
+        ),
         ({"sampleRequest": "curl -X GET"}, "sample-request-url", "sampleRequest"),
-        ({"sampleRequest": 'curl "https://api.example.com/v1/forecast'}, "sample-request-shell",
-         "sampleRequest"),
+        (
+            {"sampleRequest": 'curl "https://api.example.com/v1/forecast'},
+            "sample-request-shell",
+            "sampleRequest",
+        ),
         ({"sampleResponse": "{'single': 'quotes'}"}, "sample-response-json", "sampleResponse"),
-        ({"endpoints": [{"method": "GET", "path": "forecast"}]}, "endpoint-path-slash",
-         "endpoints[0].path"),
+        (
+            {"endpoints": [{"method": "GET", "path": "forecast"}]},
+            "endpoint-path-slash",
+            "endpoints[0].path",
+        ),
         ({"docsUrl": "http://docs.example.com/api"}, "https-only", "docsUrl"),
-        ({"baseUrl": "http://api.example.com/v1",
-          "sampleRequest": 'curl "http://api.example.com/v1/forecast"'}, "https-only", "baseUrl"),
+        (
+            {
+                "baseUrl": "http://api.example.com/v1",
+                "sampleRequest": 'curl "http://api.example.com/v1/forecast"',
+            },
+            "https-only",
+            "baseUrl",
+        ),
         ({"baseUrl": "https://api.example.com/v1/"}, "base-url-slash", "baseUrl"),
         ({"description": "Forecasts for any place. Also alerts."}, "one-sentence", "description"),
         ({"description": "Forecasts for any place"}, "one-sentence", "description"),
         ({"tags": ["forecast", "Open-Data"]}, "tag-lower-case", "tags[1]"),
         ({"tags": ["open data"]}, "tag-lower-case", "tags[0]"),
-        ({"pricing": PRICING | {"model": "free", "startingCentsPerMonth": 500}},
-         "pricing-free-start", "pricing.startingCentsPerMonth"),
-        ({"pricing": PRICING | {"model": "enterprise", "startingCentsPerMonth": 0}},
-         "pricing-enterprise-start", "pricing.startingCentsPerMonth"),
-        ({"pricing": PRICING | {"tiers": list(reversed(PRICING["tiers"]))}},
-         "pricing-tiers-order", "pricing.tiers"),
+        (
+            {"pricing": PRICING | {"model": "free", "startingCentsPerMonth": 500}},
+            "pricing-free-start",
+            "pricing.startingCentsPerMonth",
+        ),
+        (
+            {"pricing": PRICING | {"model": "enterprise", "startingCentsPerMonth": 0}},
+            "pricing-enterprise-start",
+            "pricing.startingCentsPerMonth",
+        ),
+        (
+            {"pricing": PRICING | {"tiers": list(reversed(PRICING["tiers"]))}},
+            "pricing-tiers-order",
+            "pricing.tiers",
+        ),
         ({"hasFreeTier": False}, "pricing-free-quota", "pricing.freeQuota"),
     ],
 )
-def test_each_lint_rule_fails_its_bad_case(write_entry: WriteEntry, data_dir: Path,
-                                           changes: dict, rule: str, field: str) -> None:
+def test_each_lint_rule_fails_its_bad_case(
+    write_entry: WriteEntry, data_dir: Path, changes: dict, rule: str, field: str
+) -> None:
     assert (rule, field) in rules(write_entry, data_dir, **changes)
 
 
@@ -59,14 +88,17 @@ def test_each_lint_rule_fails_its_bad_case(write_entry: WriteEntry, data_dir: Pa
     [
         {},
         {"description": "Forecasts, e.g. hourly ones, for any place."},
-        {"sampleRequest": "curl -s -H 'X-Api-Key: YOUR_API_KEY' https://api.example.com/v1/current"},
+        {
+            "sampleRequest": "curl -s -H 'X-Api-Key: YOUR_API_KEY' https://api.example.com/v1/current"
+        },
         {"pricing": PRICING | {"model": "free", "startingCentsPerMonth": 0}},
         {"pricing": PRICING | {"model": "enterprise", "startingCentsPerMonth": None}},
         {"authType": "none", "authExample": "# No auth required"},
     ],
 )
-def test_good_variants_pass_every_lint(write_entry: WriteEntry, data_dir: Path,
-                                       changes: dict) -> None:
+def test_good_variants_pass_every_lint(
+    write_entry: WriteEntry, data_dir: Path, changes: dict
+) -> None:
     assert rules(write_entry, data_dir, **changes) == []
 
 
@@ -80,8 +112,8 @@ LIVE = {
     "google": "AIza" + "SyD4f8Hk2LmN9pQ3rS6tV1wX5yZ7aB0cE2g",
     "openai": "sk-" + "proj-" + "Xk29dLm3Pq8Rz4Tn7Vb1Wc6Yh5Js2",
     "jwt": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9."
-           "eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIn0."
-           "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+    "eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIn0."
+    "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
     "random": "q8Zt3LmV0xR7yB2nK5wD9pF4hJ6sC1gA",
     "private key": "-----BEGIN RSA " + "PRIVATE KEY-----",
 }
@@ -113,20 +145,18 @@ def test_gate_accepts_placeholders(text: str, field: str) -> None:
 
 
 def test_gate_reads_secret_fields_of_a_sample_response() -> None:
-    leaked = '{"access_token": "%s", "id": "q8Zt3LmV0xR7yB2nK5wD9pF4hJ6sC1gA"}' % LIVE["random"]
+    leaked = json.dumps({"access_token": LIVE["random"], "id": "Zt3LmV0xR7yB2nK5wD9pF4hJ6sC1g"})
     assert credential_findings("sampleResponse", leaked)
     digest = '{"sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"}'
     assert credential_findings("sampleResponse", digest) == []
-    assert credential_findings("sampleResponse", '{"key": "%s"}' % LIVE["aws"])
+    assert credential_findings("sampleResponse", json.dumps({"key": LIVE["aws"]}))
     assert credential_findings("sampleResponse", '{"token": "YOUR_ACCESS_TOKEN"}') == []
 
 
 def test_a_real_looking_credential_fails_validation_and_names_the_field(
     write_entry: WriteEntry, data_dir: Path
 ) -> None:
-    found = rules(write_entry, data_dir,
-                  authExample=f"Authorization: Bearer {LIVE['github']}")
+    found = rules(write_entry, data_dir, authExample=f"Authorization: Bearer {LIVE['github']}")
     assert ("real-credential", "authExample") in found
-    found = rules(write_entry, data_dir,
-                  sampleResponse='{"api_key": "%s"}' % LIVE["random"])
+    found = rules(write_entry, data_dir, sampleResponse=json.dumps({"api_key": LIVE["random"]}))
     assert ("real-credential", "sampleResponse") in found
