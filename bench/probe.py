@@ -1,0 +1,143 @@
+"""Prober throughput on loopback: hosts x paths, with and without politeness.
+
+    python bench/probe.py [--hosts 1000 --paths 10 --per-host-interval 0.5 ...]
+
+One aiohttp server (in a child process, so it does not share the prober's event
+loop) listens on `--hosts` loopback addresses 127.0.x.y, one socket each, same
+port; every address is a distinct host to the prober. The prober runs with
+allow_private=True (loopback) twice: "unbounded" (no per-host interval, no
+per-host limit) and "polite" (the given limits). Only 127.0.0.0/8 is used.
+Bounded: at most --max-seconds per run, then it stops by itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import resource
+import statistics
+import sys
+import time
+from collections import Counter
+from dataclasses import replace
+from multiprocessing.connection import Connection
+from multiprocessing.sharedctypes import Synchronized
+
+from aiohttp import web
+
+from pipeline.probe import ProbeSettings, ProbeTarget, probe_all
+
+
+def addresses(count: int) -> list[str]:
+    """127.0.1.1, 127.0.1.2, ... 127.0.1.250, 127.0.2.1, ...: avoids 127.0.0.x and .0/.255."""
+    if count > 250 * 254:
+        raise SystemExit("at most 63500 hosts")
+    return [f"127.0.{1 + i // 250}.{1 + i % 250}" for i in range(count)]
+
+
+def raise_open_file_limit(needed: int) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        if target < needed:
+            print(f"warning: open-file limit {target} < {needed} wanted", file=sys.stderr)
+
+
+def serve(hosts: list[str], ready: Connection, served: Synchronized) -> None:
+    """Child process: answer 200 'ok' on every address until terminated."""
+    raise_open_file_limit(len(hosts) + 4096)
+
+    async def handle(_request: web.BaseRequest) -> web.Response:
+        served.value += 1
+        return web.Response(text="ok")
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server = web.Server(handle, access_log=None)
+        port = 0
+        for host in hosts:  # the first bind picks the port, the others share it
+            listener = await loop.create_server(server, host, port, backlog=1024)
+            port = listener.sockets[0].getsockname()[1]
+        ready.send(port)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+async def run(name: str, targets: list[ProbeTarget], settings: ProbeSettings,
+              max_seconds: float) -> None:
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout(max_seconds):
+            results = await probe_all(targets, settings)
+    except TimeoutError:
+        print(f"{name:>9}: stopped after {max_seconds:.0f} s (--max-seconds)")
+        return
+    wall = time.perf_counter() - started
+    outcomes = Counter(r.outcome if r.outcome != "unreachable" else r.error_class for r in results)
+    totals = sorted(r.total_ms for r in results if r.total_ms is not None)
+    p50 = statistics.median(totals) if totals else float("nan")
+    p99 = totals[int(len(totals) * 0.99) - 1] if totals else float("nan")
+    print(
+        f"{name:>9}: {len(results)} probes in {wall:6.2f} s = {len(results) / wall:7.0f} probes/s"
+        f"  (total_ms p50 {p50:.1f}, p99 {p99:.1f}; {dict(outcomes)})"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=1000)
+    parser.add_argument("--paths", type=int, default=10, help="probes per host")
+    parser.add_argument("--global-concurrency", type=int, default=64)
+    parser.add_argument("--per-host-concurrency", type=int, default=2)
+    parser.add_argument("--per-host-interval", type=float, default=0.5)
+    parser.add_argument("--max-seconds", type=float, default=300, help="bound per run")
+    args = parser.parse_args()
+
+    hosts = addresses(args.hosts)
+    raise_open_file_limit(args.global_concurrency * 4 + 1024)
+    receive, send = mp.Pipe(duplex=False)
+    served = mp.Value("q", 0, lock=False)
+    server = mp.Process(target=serve, args=(hosts, send, served), daemon=True)
+    server.start()
+    try:
+        if not receive.poll(60):
+            raise SystemExit("the server did not start")
+        port = receive.recv()
+        targets = [
+            ProbeTarget(f"http://{host}:{port}/p{path}", endpoint_id=path)
+            for host in hosts
+            for path in range(args.paths)
+        ]
+        base = ProbeSettings(
+            allow_private=True,
+            global_concurrency=args.global_concurrency,
+            max_attempts=1,
+        )
+        print(
+            f"{args.hosts} hosts x {args.paths} paths = {len(targets)} probes, "
+            f"global concurrency {args.global_concurrency}"
+        )
+        unbounded = replace(base, per_host_concurrency=0, per_host_interval=0.0)
+        polite = replace(
+            base,
+            per_host_concurrency=args.per_host_concurrency,
+            per_host_interval=args.per_host_interval,
+        )
+        asyncio.run(run("unbounded", targets, unbounded, args.max_seconds))
+        print(
+            f"{'polite':>9}: per-host concurrency {args.per_host_concurrency}, "
+            f"interval {args.per_host_interval} s "
+            f"(floor {(args.paths - 1) * args.per_host_interval:.1f} s by the interval alone)"
+        )
+        asyncio.run(run("polite", targets, polite, args.max_seconds))
+        print(f"server answered {served.value} requests")
+    finally:
+        server.terminate()
+        server.join(10)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,633 @@
+"""The prober: one polite, read-only GET per URL, timed and classified.
+
+Plain asyncio and aiohttp, no Prefect and no database, so that one flow task can
+run thousands of probes and tests can run them against a fake internet on
+loopback. One ClientSession per `probe_all` (connections reused within a run,
+never across runs, so each host's first probe pays a fresh DNS + connect).
+
+Politeness: a probe waits for its host's turn (per-host semaphore and minimum
+interval between request starts) BEFORE taking a global slot, so a host waiting
+on its interval never holds a slot another host could use. Every redirect hop is
+a request of its own: it is checked by the guard and waits for its host's turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import re
+import socket
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from types import SimpleNamespace
+from typing import Any, Literal
+
+import aiohttp
+from aiohttp.abc import AbstractResolver
+from yarl import URL
+
+from pipeline.netguard import BlockedAddressError, GuardedResolver, GuardPolicy
+
+log = logging.getLogger(__name__)
+
+Outcome = Literal["live", "online", "unreachable"]
+
+DEFAULT_USER_AGENT = "apidir-prober/2.0 (+https://github.com/apidir/apidir; read-only health check)"
+# Redirects followed by hand; other 3xx (300, 304, ...) are reported as `redirect`.
+FOLLOWED_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+# 5xx worth a second try; 501 (not implemented) and 505 (version) will not change.
+RETRIED_5XX = frozenset({500, 502, 503, 504, 520, 521, 522, 523, 524, 529})
+RETRIED_ERRORS = frozenset({"connect_timeout", "read_timeout", "reset"})
+_PLACEHOLDER = re.compile(r"\{[^}]*\}")
+_MESSAGE_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class ProbeTarget:
+    url: str
+    entry_id: str | None = None
+    endpoint_id: int | None = None
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    global_concurrency: int = 64
+    per_host_concurrency: int = 2  # 0: unbounded
+    per_host_interval: float = 0.5  # seconds between request starts to one host
+    connect_timeout: float = 5.0
+    total_timeout: float = 15.0  # per attempt, until response headers
+    max_redirects: int = 5
+    max_attempts: int = 3  # only transient failures are retried
+    retry_after_cap: float = 30.0
+    backoff_base: float = 0.5  # jittered exponential backoff
+    allow_private: bool = False  # the network guard is ON unless this is set
+    user_agent: str = DEFAULT_USER_AGENT
+    # Networks refused even with allow_private (CIDR strings); lets loopback tests
+    # exercise the guard on one hop of a redirect chain.
+    blocked_networks: tuple[str, ...] = ()
+
+
+@dataclass
+class ProbeResult:
+    url: str
+    entry_id: str | None
+    endpoint_id: int | None
+    checked_at: datetime  # UTC, aware: start of the final attempt
+    outcome: Outcome
+    # online: auth, rate_limited, bot_challenge, not_found, method_not_allowed, redirect,
+    # server_error, other
+    reason: str | None
+    # unreachable: dns, refused, connect_timeout, read_timeout, tls, reset, protocol,
+    # redirect_loop, blocked
+    error_class: str | None
+    http_status: int | None
+    total_ms: float | None  # to response headers, final attempt, all its hops
+    dns_ms: float | None  # phases summed over the hops of the final attempt;
+    connect_ms: float | None  # None: phase not run (IP literal, no connection)
+    ttfb_ms: float | None  # request sent -> response headers
+    final_url: str | None
+    attempts: int
+    redirects: int
+    error: str | None  # short human message
+
+
+def probe_targets_for(
+    base_url: str,
+    endpoints: list[tuple[int | None, str, str]],
+    *,
+    entry_id: str | None = None,
+) -> tuple[list[ProbeTarget], list[tuple[int | None, str]]]:
+    """From an entry's baseUrl and endpoints (endpoint_id, method, path): the GET targets
+    without {placeholders} joined to baseUrl (baseUrl itself when none), duplicates removed,
+    plus the skipped endpoints with their reason ("method is POST", "path has placeholders",
+    "same URL as endpoint N")."""
+    targets: list[ProbeTarget] = []
+    skipped: list[tuple[int | None, str]] = []
+    seen: dict[str, int | None] = {}
+    for endpoint_id, method, path in endpoints:
+        method = (method or "GET").upper()
+        path = path or ""
+        if method != "GET":
+            skipped.append((endpoint_id, f"method is {method}"))
+        elif _PLACEHOLDER.search(path):
+            skipped.append((endpoint_id, "path has placeholders"))
+        else:
+            url = join_url(base_url, path)
+            if url in seen:
+                skipped.append((endpoint_id, f"same URL as endpoint {seen[url]}"))
+            else:
+                seen[url] = endpoint_id
+                targets.append(ProbeTarget(url, entry_id, endpoint_id))
+    if not targets:
+        targets.append(ProbeTarget(base_url, entry_id, None))
+    return targets, skipped
+
+
+def join_url(base_url: str, path: str) -> str:
+    """baseUrl + path as OpenAPI servers do (appended, not RFC 3986 resolved); absolute kept."""
+    if re.match(r"^https?://", path, re.IGNORECASE):
+        return path
+    if not path:
+        return base_url
+    return base_url.rstrip("/") + "/" + path.lstrip("/")
+
+
+# --- classification -------------------------------------------------------------------------
+
+
+def _is_challenge(status: int, headers: Mapping[str, str]) -> bool:
+    """A bot wall rather than the API: judged from headers only (the body is never read)."""
+    if status == 999:  # LinkedIn and others answer crawlers with 999
+        return True
+    if headers.get("cf-mitigated", "").lower() == "challenge":
+        return True
+    server = headers.get("server", "").lower()
+    if "cloudflare" in server and status in (403, 429, 503) and "cf-chl-bypass" in headers:
+        return True
+    if headers.get("x-amzn-waf-action", "").lower() in ("challenge", "captcha"):
+        return True
+    return status == 403 and ("x-datadome" in headers or "datadome" in server)
+
+
+def http_reason(status: int, headers: Mapping[str, str]) -> str | None:
+    """The `online` reason of a status (None for 200, which is `live`)."""
+    if status == 200:
+        return None
+    if _is_challenge(status, headers):
+        return "bot_challenge"
+    if status in (401, 403):
+        return "auth"
+    if status == 429:
+        return "rate_limited"
+    if status in (404, 410):
+        return "not_found"
+    if status == 405:
+        return "method_not_allowed"
+    if 300 <= status < 400:
+        return "redirect"
+    if 500 <= status < 600:
+        return "server_error"
+    return "other"
+
+
+def _chain(exc: BaseException) -> Iterable[BaseException]:
+    """exc and what it wraps (aiohttp keeps the OSError in os_error / __cause__)."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        item = todo.pop()
+        if item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        yield item
+        context = None if item.__suppress_context__ else item.__context__
+        todo.extend([getattr(item, "os_error", None), item.__cause__, context])
+
+
+def classify_error(exc: BaseException, phase: str = "read") -> str:
+    """The error class of a failed request; `phase` (dns, connect, read) names a timeout."""
+    chain = list(_chain(exc))
+    kinds = tuple(type(item) for item in chain)
+
+    def has(*types: type[BaseException]) -> bool:
+        return any(issubclass(kind, types) for kind in kinds)
+
+    if has(BlockedAddressError):
+        return "blocked"
+    if has(aiohttp.ClientConnectorDNSError, socket.gaierror):
+        return "dns"
+    if has(aiohttp.ClientSSLError, ssl.SSLError, ssl.CertificateError):
+        return "tls"
+    if has(ConnectionRefusedError):
+        return "refused"
+    if has(aiohttp.ConnectionTimeoutError):
+        return "connect_timeout"
+    if has(TimeoutError):
+        return {"dns": "dns", "connect": "connect_timeout"}.get(phase, "read_timeout")
+    if has(ConnectionResetError, ConnectionAbortedError, BrokenPipeError):
+        return "reset"
+    if has(aiohttp.ServerDisconnectedError):
+        return "reset"
+    if has(aiohttp.ClientConnectorError):  # unreachable network or host
+        return "refused"
+    return "protocol"
+
+
+def _is_temporary_dns(exc: BaseException) -> bool:
+    return any(getattr(item, "errno", None) == socket.EAI_AGAIN for item in _chain(exc))
+
+
+def _message(exc: BaseException) -> str:
+    blocked = next((e for e in _chain(exc) if isinstance(e, BlockedAddressError)), None)
+    text = str(blocked) if blocked else f"{type(exc).__name__}: {exc}".rstrip(": ")
+    return " ".join(text.split())[:_MESSAGE_LIMIT]
+
+
+def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:
+    """Retry-After as seconds (delta-seconds or an HTTP date), None if absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return max(0.0, (moment - (now or datetime.now(UTC))).total_seconds())
+
+
+def clean_url(url: URL) -> URL:
+    """No credentials and no fragment ever leave the prober."""
+    if url.raw_user is not None or url.raw_password is not None:
+        url = url.with_user(None)
+    return url.with_fragment(None)
+
+
+# --- timings ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Hop:
+    """Timestamps of one request, filled in by the trace callbacks."""
+
+    start: float | None = None
+    dns_start: float | None = None
+    dns: float | None = None
+    conn_start: float | None = None
+    connect: float | None = None
+    sent: float | None = None
+    headers: float | None = None
+    connected: bool = False
+
+    @property
+    def phase(self) -> str:
+        """Where the request was when it stopped: dns, connect or read."""
+        if self.connected:
+            return "read"
+        return "dns" if self.dns_start is not None and self.dns is None else "connect"
+
+
+def _ctx(trace_ctx: SimpleNamespace) -> _Hop | None:
+    hop = trace_ctx.trace_request_ctx
+    return hop if isinstance(hop, _Hop) else None
+
+
+async def _on_request_start(_s: Any, ctx: SimpleNamespace, _p: Any) -> None:
+    if hop := _ctx(ctx):
+        hop.start = time.perf_counter()
+
+
+async def _on_dns_start(_s: Any, ctx: SimpleNamespace, _p: Any) -> None:
+    if hop := _ctx(ctx):
+        hop.dns_start = time.perf_counter()
+
+
+async def _on_dns_end(_s: Any, ctx: SimpleNamespace, _p: Any) -> None:
+    if (hop := _ctx(ctx)) and hop.dns_start is not None:
+        hop.dns = (hop.dns or 0.0) + time.perf_counter() - hop.dns_start
+
+
+async def _on_dns_cache_hit(_s: Any, ctx: SimpleNamespace, _p: Any) -> None:
+    if (hop := _ctx(ctx)) and hop.dns is None:
+        hop.dns = 0.0
+
+
+async def _on_conn_start(_s: Any, ctx: SimpleNamespace, _p: Any) -> None:
+    if hop := _ctx(ctx):
+        hop.conn_start = time.perf_counter()
+
+
+async def _on_conn_end(_s: Any, ctx: SimpleNamespace, _p: Any) -> None:
+    if (hop := _ctx(ctx)) and hop.conn_start is not None:
+        # DNS runs inside connection creation; connect is the rest (TCP + TLS).
+        hop.connect = max(0.0, time.perf_counter() - hop.conn_start - (hop.dns or 0.0))
+        hop.connected = True
+
+
+async def _on_conn_reuse(_s: Any, ctx: SimpleNamespace, _p: Any) -> None:
+    if hop := _ctx(ctx):
+        hop.connect, hop.connected = 0.0, True
+
+
+async def _on_headers_sent(_s: Any, ctx: SimpleNamespace, _p: Any) -> None:
+    if hop := _ctx(ctx):
+        hop.sent, hop.connected = time.perf_counter(), True
+
+
+async def _on_request_end(_s: Any, ctx: SimpleNamespace, _p: Any) -> None:
+    if hop := _ctx(ctx):
+        hop.headers = time.perf_counter()
+
+
+def _trace_config() -> aiohttp.TraceConfig:
+    trace = aiohttp.TraceConfig()
+    trace.on_request_start.append(_on_request_start)
+    trace.on_dns_resolvehost_start.append(_on_dns_start)
+    trace.on_dns_resolvehost_end.append(_on_dns_end)
+    trace.on_dns_cache_hit.append(_on_dns_cache_hit)
+    trace.on_connection_create_start.append(_on_conn_start)
+    trace.on_connection_create_end.append(_on_conn_end)
+    trace.on_connection_reuseconn.append(_on_conn_reuse)
+    trace.on_request_headers_sent.append(_on_headers_sent)
+    trace.on_request_end.append(_on_request_end)
+    return trace
+
+
+def _ms_sum(values: Iterable[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return sum(present) * 1000.0 if present else None
+
+
+# --- the prober ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Attempt:
+    """What one attempt (a request and its redirect hops) came to."""
+
+    checked_at: datetime
+    hops: list[_Hop] = field(default_factory=list)
+    status: int | None = None
+    reason: str | None = None
+    error_class: str | None = None
+    error: str | None = None
+    final_url: str | None = None
+    redirects: int = 0
+    retry_after: float | None = None
+    retryable: bool = False
+
+    def result(self, url: str, attempts: int) -> ProbeResult:
+        if self.error_class is not None:
+            outcome: Outcome = "unreachable"
+        else:
+            outcome = "live" if self.status == 200 else "online"
+        spans = [
+            hop.headers - hop.start
+            for hop in self.hops
+            if hop.start is not None and hop.headers is not None
+        ]
+        reached = outcome != "unreachable" and len(spans) == len(self.hops)
+        return ProbeResult(
+            url=url,
+            entry_id=None,
+            endpoint_id=None,
+            checked_at=self.checked_at,
+            outcome=outcome,
+            reason=self.reason,
+            error_class=self.error_class,
+            http_status=self.status if outcome != "unreachable" else None,
+            total_ms=_ms_sum(spans) if reached else None,
+            dns_ms=_ms_sum(hop.dns for hop in self.hops),
+            connect_ms=_ms_sum(hop.connect for hop in self.hops),
+            ttfb_ms=_ms_sum(
+                hop.headers - hop.sent
+                for hop in self.hops
+                if hop.sent is not None and hop.headers is not None
+            ),
+            final_url=self.final_url,
+            attempts=attempts,
+            redirects=self.redirects,
+            error=self.error,
+        )
+
+
+class _HostTurn:
+    """Per-host politeness: a semaphore and the earliest time the next request may start."""
+
+    __slots__ = ("next_start", "semaphore")
+
+    def __init__(self, limit: int) -> None:
+        self.semaphore = asyncio.Semaphore(limit) if limit > 0 else None
+        self.next_start = 0.0
+
+
+class Prober:
+    """Probes URLs over one session; use as `async with Prober(settings) as prober`.
+
+    `inner_resolver` replaces the system resolver under the guard (tests use a fake DNS).
+    """
+
+    def __init__(
+        self, settings: ProbeSettings, inner_resolver: AbstractResolver | None = None
+    ) -> None:
+        self.settings = settings
+        self._inner_resolver = inner_resolver
+        self.policy = GuardPolicy.from_strings(settings.allow_private, settings.blocked_networks)
+        self._hosts: dict[str, _HostTurn] = {}
+        self._slots = asyncio.Semaphore(max(1, settings.global_concurrency))
+        self._session: aiohttp.ClientSession | None = None
+        self._resolver: GuardedResolver | None = None
+
+    async def __aenter__(self) -> Prober:
+        self._resolver = GuardedResolver(self.policy, self._inner_resolver)
+        connector = aiohttp.TCPConnector(
+            resolver=self._resolver,
+            limit=0,  # bounded by our own semaphores
+            limit_per_host=0,
+            ttl_dns_cache=60,  # cached answers were checked by the resolver
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            headers={"User-Agent": self.settings.user_agent, "Accept": "*/*"},
+            cookie_jar=aiohttp.DummyCookieJar(),  # never store or send cookies
+            trust_env=False,  # no proxy and no .netrc credentials from the environment
+            timeout=aiohttp.ClientTimeout(
+                total=None, sock_connect=self.settings.connect_timeout
+            ),
+            trace_configs=[_trace_config()],
+            max_line_size=16384,
+            max_field_size=32768,
+        )
+        # aiohttp resends an idempotent request once when the connection drops; our own
+        # retries do that, counted and spaced by the host's interval.
+        if hasattr(self._session, "_retry_connection"):
+            self._session._retry_connection = False
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        if self._session is not None:
+            await self._session.close()
+        if self._resolver is not None:
+            await self._resolver.close()
+
+    @asynccontextmanager
+    async def _turn(self, host: str) -> AsyncIterator[None]:
+        """Wait for the host's turn (slot + interval), then for a global slot."""
+        turn = self._hosts.get(host)
+        if turn is None:
+            turn = self._hosts[host] = _HostTurn(self.settings.per_host_concurrency)
+        if turn.semaphore is not None:
+            await turn.semaphore.acquire()
+        try:
+            loop = asyncio.get_running_loop()
+            now = loop.time()
+            start = max(now, turn.next_start)
+            turn.next_start = start + self.settings.per_host_interval
+            if start > now:
+                await asyncio.sleep(start - now)
+            async with self._slots:
+                yield
+        finally:
+            if turn.semaphore is not None:
+                turn.semaphore.release()
+
+    def _hold_off(self, host: str, seconds: float) -> None:
+        """Keep every probe of `host` away for `seconds` (Retry-After applies to the host)."""
+        turn = self._hosts.get(host)
+        if turn is not None:
+            turn.next_start = max(turn.next_start, asyncio.get_running_loop().time() + seconds)
+
+    async def probe(self, url: str) -> ProbeResult:
+        """Probe one URL, retrying transient failures; never raises (bar cancellation)."""
+        settings = self.settings
+        attempts = 0
+        while True:
+            attempts += 1
+            attempt = await self._attempt(url)
+            if not attempt.retryable or attempts >= settings.max_attempts:
+                return attempt.result(url, attempts)
+            if attempt.retry_after is not None:
+                host = _host_key(URL(attempt.final_url or url))
+                if attempt.retry_after > settings.retry_after_cap:
+                    # Asked to wait longer than we will: never come back early, stop here.
+                    self._hold_off(host, settings.retry_after_cap)
+                    return attempt.result(url, attempts)
+                # Enforced through the host's next start, so it holds for every probe of it.
+                self._hold_off(host, attempt.retry_after)
+            else:
+                step = settings.backoff_base * 2 ** (attempts - 1)
+                await asyncio.sleep(step / 2 + random.uniform(0, step / 2))
+
+    async def _attempt(self, url_text: str) -> _Attempt:
+        settings = self.settings
+        attempt = _Attempt(checked_at=datetime.now(UTC))
+        try:
+            url = clean_url(URL(url_text))
+        except (ValueError, TypeError) as exc:
+            attempt.error_class = "blocked"
+            attempt.error = f"not a valid URL: {exc}"[:_MESSAGE_LIMIT]
+            return attempt
+        visited = {url}
+        while True:
+            attempt.final_url = str(url)
+            hop = _Hop()
+            attempt.hops.append(hop)
+            try:
+                self.policy.check_url(url)
+                host = _host_key(url)
+                async with self._turn(host):
+                    if attempt.redirects == 0:
+                        attempt.checked_at = datetime.now(UTC)
+                    status, headers = await self._request(url, hop)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # every failure becomes a result, none aborts the run
+                attempt.error_class = classify_error(exc, hop.phase)
+                attempt.error = _message(exc)
+                attempt.retryable = attempt.error_class in RETRIED_ERRORS or (
+                    attempt.error_class == "dns" and _is_temporary_dns(exc)
+                )
+                if attempt.error_class == "protocol" and not isinstance(exc, aiohttp.ClientError):
+                    log.warning("unexpected error probing %s", url, exc_info=exc)
+                return attempt
+            attempt.status = status
+            location = headers.get("location")
+            if status in FOLLOWED_REDIRECTS and location:
+                try:
+                    target = clean_url(url.join(URL(location)))
+                except (ValueError, TypeError):
+                    target = None
+                if target is not None:
+                    if target in visited:
+                        attempt.error_class = "redirect_loop"
+                        attempt.error = f"redirect loop back to {target}"[:_MESSAGE_LIMIT]
+                        return attempt
+                    if attempt.redirects >= settings.max_redirects:
+                        attempt.reason = "redirect"
+                        attempt.error = f"more than {settings.max_redirects} redirects"
+                        return attempt
+                    visited.add(target)
+                    attempt.redirects += 1
+                    url = target
+                    continue
+            attempt.reason = http_reason(status, headers)
+            if attempt.reason is not None:
+                attempt.error = f"HTTP {status}"
+            attempt.retryable = status == 429 or status in RETRIED_5XX
+            if attempt.retryable and attempt.reason != "bot_challenge":
+                attempt.retry_after = retry_after_seconds(headers.get("retry-after"))
+            else:
+                attempt.retryable = False
+            return attempt
+
+    async def _request(self, url: URL, hop: _Hop) -> tuple[int, Mapping[str, str]]:
+        """One GET: headers read, body never downloaded, connection released at once."""
+        assert self._session is not None, "use Prober as an async context manager"
+        async with asyncio.timeout(self.settings.total_timeout):
+            response = await self._session.get(
+                url, allow_redirects=False, trace_request_ctx=hop
+            )
+        try:
+            return response.status, {
+                name: response.headers[name]
+                for name in _KEPT_HEADERS
+                if name in response.headers
+            }
+        finally:
+            # The body was not read: release closes the connection unless it was complete.
+            response.release()
+
+
+_KEPT_HEADERS = ("location", "retry-after", "server", "cf-mitigated", "cf-chl-bypass",
+                 "x-amzn-waf-action", "x-datadome")
+
+
+def _host_key(url: URL) -> str:
+    return (url.raw_host or "").lower()
+
+
+async def probe_all(
+    targets: Iterable[ProbeTarget],
+    settings: ProbeSettings,
+    on_result: Callable[[ProbeResult], None] | None = None,
+) -> list[ProbeResult]:
+    """Probe every target concurrently (one asyncio task per target, never a Prefect task),
+    returns results in target order; duplicate URLs probed once.
+
+    `on_result` is called as each result is ready (to store it at once); an exception it
+    raises cancels the run.
+    """
+    targets = list(targets)
+    by_url: dict[str, list[int]] = {}
+    for index, target in enumerate(targets):
+        by_url.setdefault(target.url, []).append(index)
+    results: list[ProbeResult | None] = [None] * len(targets)
+
+    async def run(prober: Prober, url: str, indexes: list[int]) -> None:
+        probed = await prober.probe(url)
+        for index in indexes:
+            target = targets[index]
+            result = replace(probed, entry_id=target.entry_id, endpoint_id=target.endpoint_id)
+            results[index] = result
+            if on_result is not None:
+                on_result(result)
+
+    async with Prober(settings) as prober, asyncio.TaskGroup() as group:
+        for url, indexes in by_url.items():
+            group.create_task(run(prober, url, indexes))
+    return [result for result in results if result is not None]
+
+
+async def probe_url(url: str, settings: ProbeSettings) -> ProbeResult:
+    """Probe a single URL with a session of its own."""
+    async with Prober(settings) as prober:
+        return await prober.probe(url)

@@ -1,0 +1,417 @@
+"""The prober against the fake internet: outcomes, reasons, error classes, timings, retries,
+politeness and what a probe sends. Loopback only (allow_private=True), never a public host."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from fake_internet import (
+    HUGE_BODY,
+    FakeDNS,
+    FakeServer,
+    RawServer,
+    closed_port,
+    self_signed_context,
+    unaccepting_port,
+)
+
+from pipeline.probe import (
+    Prober,
+    ProbeResult,
+    ProbeSettings,
+    ProbeTarget,
+    http_reason,
+    probe_all,
+    probe_targets_for,
+    probe_url,
+    retry_after_seconds,
+)
+
+FAST = ProbeSettings(
+    allow_private=True,
+    per_host_interval=0,
+    per_host_concurrency=8,
+    connect_timeout=1,
+    total_timeout=2,
+    backoff_base=0.02,
+)
+
+
+@pytest_asyncio.fixture(loop_scope="function")  # servers live in the loop the test runs in
+async def web() -> AsyncIterator[FakeServer]:
+    server = await FakeServer().start()
+    yield server
+    await server.close()
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def three_hosts() -> AsyncIterator[FakeServer]:
+    """One server answering on 127.0.0.1, .2 and .3: three hosts for the prober."""
+    server = await FakeServer(hosts=("127.0.0.1", "127.0.0.2", "127.0.0.3")).start()
+    yield server
+    await server.close()
+
+
+def assert_sane_timings(result: ProbeResult) -> None:
+    for value in (result.total_ms, result.dns_ms, result.connect_ms, result.ttfb_ms):
+        assert value is None or value >= 0
+    assert result.checked_at.tzinfo is not None
+    assert result.checked_at.utcoffset() == timedelta(0)
+    assert datetime.now(UTC) - result.checked_at < timedelta(minutes=1)
+    if result.outcome != "unreachable":
+        assert result.total_ms is not None and result.ttfb_ms is not None
+        assert result.connect_ms is not None
+        assert result.total_ms >= result.ttfb_ms
+
+
+# --- targets --------------------------------------------------------------------------------
+
+
+def test_targets_skip_other_methods_placeholders_and_duplicates() -> None:
+    targets, skipped = probe_targets_for(
+        "https://api.example.com/v1/",
+        [
+            (1, "GET", "/forecast"),
+            (2, "POST", "/forecast"),
+            (3, "GET", "/stations/{stationId}"),
+            (4, "get", "current?units=metric"),
+            (5, "GET", "/forecast"),
+        ],
+        entry_id="example-weather",
+    )
+    assert targets == [
+        ProbeTarget("https://api.example.com/v1/forecast", "example-weather", 1),
+        ProbeTarget("https://api.example.com/v1/current?units=metric", "example-weather", 4),
+    ]
+    assert skipped == [
+        (2, "method is POST"),
+        (3, "path has placeholders"),
+        (5, "same URL as endpoint 1"),
+    ]
+
+
+def test_targets_fall_back_to_the_base_url() -> None:
+    targets, skipped = probe_targets_for("https://api.example.com", [(7, "DELETE", "/x")])
+    assert targets == [ProbeTarget("https://api.example.com")]
+    assert skipped == [(7, "method is DELETE")]
+    assert probe_targets_for("https://api.example.com", [])[0] == targets
+
+
+# --- classification units -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "reason"),
+    [
+        (200, {}, None),
+        (401, {}, "auth"),
+        (403, {}, "auth"),
+        (403, {"cf-mitigated": "challenge"}, "bot_challenge"),
+        (503, {"server": "cloudflare", "cf-chl-bypass": "1"}, "bot_challenge"),
+        (403, {"server": "cloudflare"}, "auth"),
+        (999, {}, "bot_challenge"),
+        (429, {}, "rate_limited"),
+        (404, {}, "not_found"),
+        (410, {}, "not_found"),
+        (405, {}, "method_not_allowed"),
+        (302, {}, "redirect"),
+        (500, {}, "server_error"),
+        (204, {}, "other"),
+        (418, {}, "other"),
+    ],
+)
+def test_http_reason(status: int, headers: dict[str, str], reason: str | None) -> None:
+    assert http_reason(status, headers) == reason
+
+
+def test_retry_after_reads_seconds_and_http_dates() -> None:
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    assert retry_after_seconds("7", now) == 7
+    assert retry_after_seconds("Thu, 01 Jan 2026 12:00:30 GMT", now) == 30
+    assert retry_after_seconds("Thu, 01 Jan 2026 11:00:00 GMT", now) == 0
+    assert retry_after_seconds("soon", now) is None
+    assert retry_after_seconds(None, now) is None
+
+
+# --- outcomes -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "outcome", "reason", "status"),
+    [
+        ("/ok", "live", None, 200),
+        ("/auth", "online", "auth", 401),
+        ("/forbidden", "online", "auth", 403),
+        ("/challenge", "online", "bot_challenge", 403),
+        ("/linkedin", "online", "bot_challenge", 999),
+        ("/missing", "online", "not_found", 404),
+        ("/gone", "online", "not_found", 410),
+        ("/method", "online", "method_not_allowed", 405),
+        ("/teapot", "online", "other", 418),
+        ("/not-modified", "online", "redirect", 304),
+    ],
+)
+async def test_http_outcomes(
+    web: FakeServer, path: str, outcome: str, reason: str | None, status: int
+) -> None:
+    result = await probe_url(web.url(path), FAST)
+    assert (result.outcome, result.reason, result.http_status) == (outcome, reason, status)
+    assert result.error_class is None
+    assert result.attempts == 1  # none of these is retried
+    assert result.final_url == web.url(path)
+    assert web.hits[path] == 1
+    assert_sane_timings(result)
+
+
+async def test_slow_server_time_covers_the_delay(web: FakeServer) -> None:
+    result = await probe_url(web.url("/slow?d=0.4"), FAST)
+    assert result.outcome == "live"
+    assert_sane_timings(result)
+    assert result.total_ms is not None and result.total_ms >= 400
+    assert result.ttfb_ms is not None and result.ttfb_ms >= 400
+
+
+async def test_a_name_has_a_dns_phase(web: FakeServer) -> None:
+    result = await probe_url(web.url("/ok", host="localhost"), FAST)
+    assert result.outcome == "live"
+    assert result.dns_ms is not None and result.dns_ms >= 0
+    assert_sane_timings(result)
+
+
+async def test_server_error_then_ok_is_retried_once(web: FakeServer) -> None:
+    result = await probe_url(web.url("/flaky"), FAST)
+    assert (result.outcome, result.attempts, result.http_status) == ("live", 2, 200)
+    assert web.hits["/flaky"] == 2
+
+
+async def test_persistent_server_error_uses_every_attempt(web: FakeServer) -> None:
+    result = await probe_url(web.url("/unavailable"), FAST)
+    assert (result.outcome, result.reason, result.attempts) == ("online", "server_error", 3)
+    assert web.hits["/unavailable"] == 3
+
+
+async def test_retry_after_seconds_is_honoured(web: FakeServer) -> None:
+    result = await probe_url(web.url("/rate?after=1"), FAST)
+    assert (result.outcome, result.attempts) == ("live", 2)
+    first, second = web.arrivals("/rate")
+    assert second - first >= 1.0
+
+
+async def test_retry_after_http_date_is_honoured(web: FakeServer) -> None:
+    result = await probe_url(web.url("/rate-date"), FAST)
+    assert (result.outcome, result.attempts) == ("live", 2)
+    first, second = web.arrivals("/rate-date")
+    assert second - first >= 1.0  # two seconds ahead, with one-second resolution
+
+
+async def test_retry_after_beyond_the_cap_is_not_retried_early(web: FakeServer) -> None:
+    settings = replace(FAST, retry_after_cap=0.5)
+    result = await probe_url(web.url("/rate?after=120"), settings)
+    assert (result.outcome, result.reason, result.http_status) == ("online", "rate_limited", 429)
+    assert result.attempts == 1
+    assert web.hits["/rate"] == 1
+
+
+# --- redirects ------------------------------------------------------------------------------
+
+
+async def test_redirect_chain_is_followed_by_hand(web: FakeServer) -> None:
+    result = await probe_url(web.url("/chain?n=3"), FAST)
+    assert (result.outcome, result.redirects, result.http_status) == ("live", 3, 200)
+    assert result.final_url == web.url("/ok")
+    assert web.hits["/chain"] == 3 and web.hits["/ok"] == 1
+    assert_sane_timings(result)
+
+
+async def test_too_many_redirects_is_online_redirect(web: FakeServer) -> None:
+    result = await probe_url(web.url("/chain?n=7"), replace(FAST, max_redirects=5))
+    assert (result.outcome, result.reason, result.http_status) == ("online", "redirect", 302)
+    assert result.redirects == 5
+    assert web.hits["/chain"] == 6 and web.hits["/ok"] == 0
+
+
+async def test_redirect_loop(web: FakeServer) -> None:
+    result = await probe_url(web.url("/loop-a"), FAST)
+    assert (result.outcome, result.error_class, result.http_status) == (
+        "unreachable",
+        "redirect_loop",
+        None,
+    )
+    assert web.hits["/loop-a"] == 1 and web.hits["/loop-b"] == 1
+    assert result.attempts == 1
+
+
+# --- no answer ------------------------------------------------------------------------------
+
+
+async def test_connection_refused() -> None:
+    result = await probe_url(f"http://127.0.0.1:{closed_port()}/", FAST)
+    assert (result.outcome, result.error_class, result.attempts) == ("unreachable", "refused", 1)
+    assert result.total_ms is None and result.http_status is None
+    assert_sane_timings(result)
+
+
+async def test_connect_timeout() -> None:
+    with unaccepting_port() as port:
+        settings = replace(FAST, connect_timeout=0.3, max_attempts=2)
+        result = await probe_url(f"http://127.0.0.1:{port}/", settings)
+    assert (result.error_class, result.attempts) == ("connect_timeout", 2)
+    assert result.connect_ms is None and result.total_ms is None
+
+
+async def test_server_that_never_answers_times_out_and_is_retried() -> None:
+    server = await RawServer("hang").start()
+    try:
+        settings = replace(FAST, total_timeout=0.5, max_attempts=2)
+        result = await probe_url(server.url(), settings)
+    finally:
+        await server.close()
+    assert (result.error_class, result.attempts) == ("read_timeout", 2)
+    assert result.connect_ms is not None  # it did connect
+    assert result.total_ms is None
+    assert_sane_timings(result)
+
+
+async def test_garbage_instead_of_http_is_a_protocol_error() -> None:
+    server = await RawServer("garbage").start()
+    try:
+        result = await probe_url(server.url(), FAST)
+    finally:
+        await server.close()
+    assert (result.error_class, result.attempts) == ("protocol", 1)
+    assert result.error and "\n" not in result.error
+
+
+async def test_reset_connection_is_retried() -> None:
+    server = await RawServer("reset").start()
+    try:
+        result = await probe_url(server.url(), FAST)
+    finally:
+        await server.close()
+    assert (result.outcome, result.error_class, result.attempts) == ("unreachable", "reset", 3)
+    assert server.connections == 3
+
+
+async def test_self_signed_certificate_is_a_tls_error(tmp_path: Path) -> None:
+    server = await FakeServer(ssl_context=self_signed_context(tmp_path)).start()
+    try:
+        result = await probe_url(server.url("/ok"), FAST)
+    finally:
+        await server.close()
+    assert (result.outcome, result.error_class, result.attempts) == ("unreachable", "tls", 1)
+    assert server.requests == []
+
+
+async def test_unresolvable_name() -> None:
+    result = await probe_url("http://no-such-api.invalid/", replace(FAST, max_attempts=2))
+    assert (result.outcome, result.error_class) == ("unreachable", "dns")
+
+
+async def test_nxdomain_is_not_retried_but_a_temporary_dns_failure_is() -> None:
+    dns = FakeDNS({"flaky-dns.test": socket.EAI_AGAIN})
+    async with Prober(FAST, inner_resolver=dns) as prober:
+        gone = await prober.probe("http://gone.test/")
+        flaky = await prober.probe("http://flaky-dns.test/")
+    assert (gone.error_class, gone.attempts) == ("dns", 1)
+    assert (flaky.error_class, flaky.attempts) == ("dns", 3)
+
+
+async def test_huge_body_is_not_downloaded(web: FakeServer) -> None:
+    result = await probe_url(web.url("/huge"), FAST)
+    assert (result.outcome, result.http_status) == ("live", 200)
+    await asyncio.wait_for(web.stream_done.wait(), timeout=10)
+    # What left the server is what fits in socket buffers, not the 1 GiB announced.
+    assert web.streamed < 64 * 1024 * 1024 < HUGE_BODY
+
+
+# --- what a probe sends -------------------------------------------------------------------
+
+
+async def test_no_credentials_no_cookies_no_body(web: FakeServer) -> None:
+    url = web.url("/cookie").replace("http://", "http://user:secret@")
+    result = await probe_url(url, FAST)
+    assert result.outcome == "live" and result.redirects == 1
+    assert result.final_url == web.url("/ok")
+    assert [r.path for r in web.requests] == ["/cookie", "/ok"]
+    for request in web.requests:
+        assert request.method == "GET"
+        assert request.body_length == 0
+        names = {name.lower() for name in request.headers}
+        assert not names & {"authorization", "cookie", "proxy-authorization"}
+        assert "content-length" not in names or request.headers["Content-Length"] == "0"
+        assert request.headers["User-Agent"] == FAST.user_agent
+
+
+# --- politeness -----------------------------------------------------------------------------
+
+
+async def test_per_host_concurrency_is_held(web: FakeServer) -> None:
+    settings = replace(FAST, per_host_concurrency=2)
+    targets = [ProbeTarget(web.url(f"/slow?d=0.2&i={i}")) for i in range(6)]
+    results = await probe_all(targets, settings)
+    assert all(r.outcome == "live" for r in results)
+    assert web.max_active["127.0.0.1"] == 2
+
+
+async def test_per_host_interval_is_held(web: FakeServer) -> None:
+    settings = replace(FAST, per_host_interval=0.25)
+    await probe_all([ProbeTarget(web.url(f"/ok?i={i}")) for i in range(4)], settings)
+    arrivals = web.arrivals("/ok")
+    gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
+    assert len(gaps) == 3
+    assert min(gaps) >= 0.25 - 0.01  # timer granularity
+
+
+async def test_a_host_waiting_its_interval_holds_no_global_slot(three_hosts: FakeServer) -> None:
+    """One global slot, two hosts: B's first request must not wait behind A's interval."""
+    settings = replace(FAST, global_concurrency=1, per_host_concurrency=1, per_host_interval=0.4)
+    a = [ProbeTarget(three_hosts.url(f"/ok?a={i}", host="127.0.0.1")) for i in range(3)]
+    b = [ProbeTarget(three_hosts.url(f"/ok?b={i}", host="127.0.0.2")) for i in range(3)]
+    await probe_all(a + b, settings)
+    from_a = three_hosts.arrivals(local="127.0.0.1")
+    from_b = three_hosts.arrivals(local="127.0.0.2")
+    assert len(from_a) == len(from_b) == 3
+    assert from_b[0] < from_a[1]
+    assert from_b[1] < from_a[2]
+
+
+async def test_global_concurrency_is_held(three_hosts: FakeServer) -> None:
+    settings = replace(FAST, global_concurrency=2, per_host_concurrency=3)
+    targets = [
+        ProbeTarget(three_hosts.url(f"/slow?d=0.15&i={i}", host=f"127.0.0.{1 + i % 3}"))
+        for i in range(9)
+    ]
+    results = await probe_all(targets, settings)
+    assert all(r.outcome == "live" for r in results)
+    assert three_hosts.max_active_total == 2
+
+
+# --- probe_all ------------------------------------------------------------------------------
+
+
+async def test_probe_all_keeps_target_order_and_probes_duplicates_once(web: FakeServer) -> None:
+    targets = [
+        ProbeTarget(web.url("/slow?d=0.2"), "a", 1),
+        ProbeTarget(web.url("/missing"), "b", 2),
+        ProbeTarget(web.url("/slow?d=0.2"), "c", 3),
+    ]
+    seen: list[ProbeResult] = []
+    results = await probe_all(targets, FAST, on_result=seen.append)
+    assert [(r.url, r.entry_id, r.endpoint_id) for r in results] == [
+        (t.url, t.entry_id, t.endpoint_id) for t in targets
+    ]
+    assert [r.outcome for r in results] == ["live", "online", "live"]
+    assert web.hits["/slow"] == 1
+    assert sorted(r.entry_id or "" for r in seen) == ["a", "b", "c"]
+
+
+async def test_probe_all_of_nothing() -> None:
+    assert await probe_all([], FAST) == []
