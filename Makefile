@@ -18,6 +18,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)  ## ingest, probe, score and publish a release into public/
+	mkdir -p $(PREFECT_HOME)
 	$(BIN)/apidir run
 
 test: $(STAMP)  ## lint and run the whole test suite

@@ -7,6 +7,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from pipeline.probe import ProbeSettings
+
 
 class Settings(BaseSettings):
     """Everything runs with no configuration; each field is `APIDIR_<NAME>` in the environment."""
@@ -26,6 +28,37 @@ class Settings(BaseSettings):
         default="http://localhost:8000",
         description="Address the output folder is served from; used in meta.source.",
     )
+
+    probe_enabled: bool = Field(
+        default=True, description="Probe the endpoints (off: publish from stored history only)."
+    )
+    probe_concurrency: int = Field(default=64, ge=1, description="Probes in flight at once.")
+    probe_per_host: int = Field(
+        default=2, ge=0, description="Probes in flight per host (0: no cap)."
+    )
+    probe_interval: float = Field(
+        default=0.5, ge=0, description="Seconds between request starts to one host."
+    )
+    probe_connect_timeout: float = Field(default=5.0, gt=0, description="Seconds to connect.")
+    probe_timeout: float = Field(default=15.0, gt=0, description="Seconds to response headers.")
+    probe_attempts: int = Field(default=3, ge=1, description="Tries for transient failures.")
+    probe_allow_private: bool = Field(
+        default=False,
+        description="Turn the network guard off (local testing only): private addresses allowed.",
+    )
+
+    def probe_settings(self) -> ProbeSettings:
+        """The prober's limits, with a User-Agent naming the directory's address."""
+        return ProbeSettings(
+            global_concurrency=self.probe_concurrency,
+            per_host_concurrency=self.probe_per_host,
+            per_host_interval=self.probe_interval,
+            connect_timeout=self.probe_connect_timeout,
+            total_timeout=self.probe_timeout,
+            max_attempts=self.probe_attempts,
+            allow_private=self.probe_allow_private,
+            user_agent=f"apidir-prober/2.0 (+{self.base_url}; read-only health check)",
+        )
 
     @property
     def entries_dir(self) -> Path:

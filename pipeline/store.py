@@ -62,6 +62,7 @@ class EndpointRow(SQLModel, table=True):
     description: str | None = None
     position: int = 0
     active: bool = True
+    probe_note: str | None = None  # why the prober does not call it, e.g. "method is POST"
 
 
 class PipelineRun(SQLModel, table=True):
@@ -83,6 +84,34 @@ class PipelineRun(SQLModel, table=True):
     errors: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON))
     release_version: str | None = None
     message: str | None = None
+    probes: int = 0
+    probes_failed: int = 0
+    network_suspect: bool = False  # most probes failed at once: the prober's own network
+
+
+class ProbeRow(SQLModel, table=True):
+    """One probe of one URL in one run; rows are only ever added."""
+
+    __tablename__ = "probe"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="pipeline_run.id", index=True)
+    entry_id: str = Field(foreign_key="entry.id", index=True)
+    endpoint_id: int | None = Field(default=None, foreign_key="endpoint.id")
+    url: str
+    checked_at: datetime = Field(sa_type=UtcDateTime, index=True)
+    outcome: str  # live | online | unreachable
+    reason: str | None = None
+    error_class: str | None = None
+    http_status: int | None = None
+    total_ms: float | None = None
+    dns_ms: float | None = None
+    connect_ms: float | None = None
+    ttfb_ms: float | None = None
+    final_url: str | None = None
+    attempts: int = 1
+    redirects: int = 0
+    error: str | None = None
 
 
 class ReleaseRow(SQLModel, table=True):

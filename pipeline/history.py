@@ -1,0 +1,181 @@
+"""Probe history: which URLs to probe, recording every probe, and reading the history back.
+
+Rows are only ever added. The presented status of an entry comes from its
+latest probe run, skipping runs flagged as network-suspect (the prober's own
+network was down), so one bad night never turns the whole directory red.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+import pandas as pd
+from sqlalchemy import and_, func
+from sqlmodel import Session, col, select
+
+from pipeline.contract import ONLINE_NOTE, Status
+from pipeline.probe import ProbeResult, ProbeTarget, probe_targets_for
+from pipeline.store import EndpointRow, EntryRow, PipelineRun, ProbeRow, as_utc
+
+# A run is network-suspect when at least this share of at least this many probes failed
+# to connect at all: real providers do not all go down in the same minute.
+SUSPECT_SHARE = 0.9
+SUSPECT_MIN_PROBES = 10
+CONNECT_FAILURES = frozenset({"dns", "refused", "connect_timeout", "reset", "tls"})
+
+HISTORY_COLUMNS = [
+    "run_id",
+    "entry_id",
+    "endpoint_id",
+    "url",
+    "checked_at",
+    "outcome",
+    "http_status",
+    "total_ms",
+]
+
+
+def plan_targets(session: Session, entries: Sequence[EntryRow]) -> list[ProbeTarget]:
+    """Every URL to probe for `entries`; endpoints not called get their reason noted."""
+    targets: list[ProbeTarget] = []
+    ids = [entry.id for entry in entries]
+    endpoints: dict[str, list[EndpointRow]] = defaultdict(list)
+    statement = (
+        select(EndpointRow)
+        .where(col(EndpointRow.entry_id).in_(ids))
+        .where(EndpointRow.active)
+        .order_by(EndpointRow.position)
+    )
+    for row in session.exec(statement):
+        endpoints[row.entry_id].append(row)
+    for entry in entries:
+        rows = endpoints[entry.id]
+        planned, skipped = probe_targets_for(
+            entry.content["baseUrl"],
+            [(row.id, row.method, row.path) for row in rows],
+            entry_id=entry.id,
+        )
+        targets.extend(planned)
+        notes = dict(skipped)
+        for row in rows:
+            note = notes.get(row.id)
+            if row.probe_note != note:
+                row.probe_note = note
+                session.add(row)
+    session.commit()
+    return targets
+
+
+def network_suspect(results: Sequence[ProbeResult]) -> bool:
+    """Most probes failed to connect at once: the prober's network, not the providers."""
+    failed = sum(1 for r in results if r.error_class in CONNECT_FAILURES)
+    return len(results) >= SUSPECT_MIN_PROBES and failed >= SUSPECT_SHARE * len(results)
+
+
+def record_probes(session: Session, run: PipelineRun, results: Iterable[ProbeResult]) -> int:
+    """Add one row per probe, linked to its run, entry and endpoint; flag a suspect run."""
+    results = [r for r in results if r.entry_id is not None]
+    session.add_all(
+        ProbeRow(
+            run_id=run.id,
+            entry_id=r.entry_id,
+            endpoint_id=r.endpoint_id,
+            url=r.url,
+            checked_at=r.checked_at,
+            outcome=r.outcome,
+            reason=r.reason,
+            error_class=r.error_class,
+            http_status=r.http_status,
+            total_ms=r.total_ms,
+            dns_ms=r.dns_ms,
+            connect_ms=r.connect_ms,
+            ttfb_ms=r.ttfb_ms,
+            final_url=r.final_url,
+            attempts=r.attempts,
+            redirects=r.redirects,
+            error=r.error,
+        )
+        for r in results
+    )
+    run.probes = len(results)
+    run.probes_failed = sum(1 for r in results if r.outcome == "unreachable")
+    run.network_suspect = network_suspect(results)
+    session.add(run)
+    session.commit()
+    return len(results)
+
+
+def entry_status(probes: Sequence[ProbeRow]) -> Status:
+    """The presented status from one run's probes of an entry, in endpoint order.
+
+    live if any target answered 200; else online if any answered at all; else
+    unreachable. The deciding probe gives the code, the time and the check date.
+    """
+    if not probes:
+        return Status()
+    live = [p for p in probes if p.outcome == "live"]
+    answered = [p for p in probes if p.http_status is not None]
+    if live:
+        state, deciding = "live", live[0]
+    elif answered:
+        state, deciding = "online", answered[0]
+    else:
+        state, deciding = "unreachable", probes[0]
+    return Status(
+        state=state,
+        http_status=deciding.http_status,
+        response_time_ms=None if deciding.total_ms is None else round(deciding.total_ms),
+        checked_at=as_utc(deciding.checked_at),
+        note=ONLINE_NOTE if state == "online" else None,
+        url=deciding.url,
+    )
+
+
+def latest_statuses(session: Session, entry_ids: Iterable[str] | None = None) -> dict[str, Status]:
+    """Each entry's status from its latest probe run that was not network-suspect."""
+    trusted = select(PipelineRun.id).where(col(PipelineRun.network_suspect).is_(False))
+    latest = (
+        select(col(ProbeRow.entry_id), func.max(ProbeRow.run_id).label("run_id"))
+        .where(col(ProbeRow.run_id).in_(trusted))
+        .group_by(col(ProbeRow.entry_id))
+        .subquery()
+    )
+    statement = select(ProbeRow).join(
+        latest, and_(ProbeRow.entry_id == latest.c.entry_id, ProbeRow.run_id == latest.c.run_id)
+    )
+    if entry_ids is not None:
+        statement = statement.where(col(ProbeRow.entry_id).in_(list(entry_ids)))
+    by_entry: dict[str, list[ProbeRow]] = defaultdict(list)
+    for probe in session.exec(statement.order_by(ProbeRow.id)):
+        by_entry[probe.entry_id].append(probe)
+    order = _endpoint_order(session)
+    return {
+        entry_id: entry_status(sorted(probes, key=lambda p: order.get(p.endpoint_id, -1)))
+        for entry_id, probes in by_entry.items()
+    }
+
+
+def _endpoint_order(session: Session) -> dict[int | None, int]:
+    return {
+        row_id: position
+        for row_id, position in session.exec(select(EndpointRow.id, EndpointRow.position))
+    }
+
+
+def history_frame(
+    session: Session, since: datetime | None = None, until: datetime | None = None
+) -> pd.DataFrame:
+    """Probe history as a data frame for the score stage (trusted runs only)."""
+    trusted = select(PipelineRun.id).where(col(PipelineRun.network_suspect).is_(False))
+    statement = select(*(getattr(ProbeRow, c) for c in HISTORY_COLUMNS)).where(
+        col(ProbeRow.run_id).in_(trusted)
+    )
+    if since is not None:
+        statement = statement.where(ProbeRow.checked_at >= since)
+    if until is not None:
+        statement = statement.where(ProbeRow.checked_at <= until)
+    frame = pd.DataFrame(list(session.exec(statement)), columns=HISTORY_COLUMNS)
+    frame["checked_at"] = pd.to_datetime(frame["checked_at"], utc=True)
+    return frame

@@ -1,0 +1,135 @@
+"""Probe history in SQLite: rows only added, status from the latest trusted run, suspect runs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlmodel import Session, select
+
+from pipeline.catalog import read_catalog
+from pipeline.contract import ONLINE_NOTE
+from pipeline.history import (
+    history_frame,
+    latest_statuses,
+    network_suspect,
+    plan_targets,
+    record_probes,
+)
+from pipeline.ingest import ingest_catalog
+from pipeline.probe import ProbeResult
+from pipeline.store import EndpointRow, ProbeRow, active_entries, make_engine, start_run
+from tests.conftest import WriteEntry, make_entry
+
+T0 = datetime(2026, 11, 20, 3, 0, tzinfo=UTC)
+
+
+def result(url: str, outcome: str, status: int | None = None, ms: float | None = 100.0,
+           entry: str = "example-weather", endpoint: int | None = None,
+           error_class: str | None = None, at: datetime = T0) -> ProbeResult:
+    return ProbeResult(url=url, entry_id=entry, endpoint_id=endpoint, checked_at=at,
+                       outcome=outcome, reason=None, error_class=error_class,
+                       http_status=status, total_ms=ms, dns_ms=1.0, connect_ms=2.0,
+                       ttfb_ms=ms, final_url=url, attempts=1, redirects=0, error=None)
+
+
+@pytest.fixture
+def session(tmp_path: Path, write_entry: WriteEntry, data_dir: Path):
+    endpoints = [
+        {"method": "GET", "path": "/forecast", "description": "Forecast."},
+        {"method": "POST", "path": "/alerts", "description": "Create an alert."},
+        {"method": "GET", "path": "/stations/{id}", "description": "One station."},
+        {"method": "GET", "path": "/current", "description": "Now."},
+    ]
+    write_entry(make_entry(endpoints=endpoints))
+    write_entry(make_entry(id="open-api", category="maps", baseUrl="https://open.example.org",
+                           sampleRequest='curl "https://open.example.org/x"',
+                           endpoints=[{"method": "POST", "path": "/a", "description": "A."}]))
+    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    entries = data_dir / "entries"
+    with Session(engine, expire_on_commit=False) as session:
+        ingest_catalog(session, read_catalog([entries], entries))
+        yield session
+    engine.dispose()
+
+
+def test_targets_are_get_endpoints_without_placeholders_or_the_base_url(session) -> None:
+    targets = plan_targets(session, active_entries(session))
+    urls = [(t.entry_id, t.url) for t in targets]
+    assert urls == [("example-weather", "https://api.example.com/v1/forecast"),
+                    ("example-weather", "https://api.example.com/v1/current"),
+                    ("open-api", "https://open.example.org")]
+    notes = {row.path: row.probe_note for row in session.exec(select(EndpointRow))}
+    assert notes["/alerts"] == "method is POST"
+    assert notes["/stations/{id}"] == "path has placeholders"
+    assert notes["/forecast"] is None
+
+
+def test_status_is_live_when_any_target_returned_200(session) -> None:
+    run = start_run(session, "nightly")
+    forecast, current = plan_targets(session, active_entries(session))[:2]
+    record_probes(session, run, [
+        result(forecast.url, "online", 401, 80, endpoint=forecast.endpoint_id),
+        result(current.url, "live", 200, 120.4, endpoint=current.endpoint_id),
+    ])
+    status = latest_statuses(session)["example-weather"]
+    assert (status.state, status.http_status, status.response_time_ms) == ("live", 200, 120)
+    assert status.url == current.url and status.checked_at == T0 and status.note is None
+
+
+def test_status_is_online_with_the_note_when_no_target_returned_200(session) -> None:
+    run = start_run(session, "nightly")
+    record_probes(session, run, [
+        result("https://api.example.com/v1/forecast", "unreachable", None, None,
+               error_class="read_timeout"),
+        result("https://api.example.com/v1/current", "online", 403, 90),
+    ])
+    status = latest_statuses(session)["example-weather"]
+    assert (status.state, status.http_status, status.note) == ("online", 403, ONLINE_NOTE)
+
+
+def test_status_is_unreachable_without_any_response_and_latest_run_wins(session) -> None:
+    first = start_run(session, "nightly")
+    record_probes(session, first, [result("https://api.example.com/v1/forecast", "live", 200)])
+    second = start_run(session, "nightly")
+    record_probes(session, second, [
+        result("https://api.example.com/v1/forecast", "unreachable", None, None,
+               error_class="refused", at=T0 + timedelta(days=1))])
+    status = latest_statuses(session)["example-weather"]
+    assert status.state == "unreachable" and status.http_status is None
+    assert status.response_time_ms is None and status.checked_at == T0 + timedelta(days=1)
+    assert len(session.exec(select(ProbeRow)).all()) == 2  # nothing overwritten
+
+
+def test_a_run_where_everything_failed_at_once_is_flagged_and_ignored(session) -> None:
+    good = start_run(session, "nightly")
+    record_probes(session, good, [result("https://api.example.com/v1/forecast", "live", 200)])
+    down = start_run(session, "nightly")
+    failures = [result(f"https://h{i}.example.com/", "unreachable", None, None,
+                       error_class="dns", at=T0 + timedelta(days=1)) for i in range(12)]
+    record_probes(session, down, failures)
+    assert down.network_suspect and not good.network_suspect
+    assert latest_statuses(session)["example-weather"].state == "live"
+    frame = history_frame(session)
+    assert set(frame["run_id"]) == {good.id}
+
+
+def test_network_suspect_needs_many_probes_and_connection_failures() -> None:
+    url = "https://a.example.com/"
+    assert not network_suspect([result(url, "unreachable", error_class="dns")] * 5)
+    assert network_suspect([result(url, "unreachable", error_class="refused")] * 10)
+    mixed = [result(url, "unreachable", error_class="dns")] * 8 + [result(url, "live", 200)] * 2
+    assert not network_suspect(mixed)
+    timeouts = [result(url, "unreachable", error_class="read_timeout")] * 10
+    assert not network_suspect(timeouts)  # servers that accept but stall are the providers'
+
+
+def test_history_frame_has_the_columns_the_score_stage_reads(session) -> None:
+    run = start_run(session, "nightly")
+    record_probes(session, run, [result("https://api.example.com/v1/forecast", "live", 200, 42)])
+    frame = history_frame(session, since=T0 - timedelta(days=1))
+    assert list(frame.columns) == ["run_id", "entry_id", "endpoint_id", "url", "checked_at",
+                                   "outcome", "http_status", "total_ms"]
+    assert frame.loc[0, "total_ms"] == 42 and str(frame["checked_at"].dt.tz) == "UTC"
+    assert history_frame(session, since=T0 + timedelta(hours=1)).empty
