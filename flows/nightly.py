@@ -7,18 +7,32 @@ the run, and gives Prefect its retries and logs.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from dataclasses import asdict
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from pipeline.catalog import load_categories, read_catalog
+from pipeline.history import history_frame, latest_statuses, plan_targets, record_probes
 from pipeline.ingest import IngestSummary, ingest_catalog
+from pipeline.probe import probe_all
 from pipeline.publish import Presented, publish_release
+from pipeline.score import entry_uptimes, score_entries
 from pipeline.settings import Settings
-from pipeline.store import PipelineRun, engine_for, finish_run, session_scope, start_run, utcnow
+from pipeline.store import (
+    PipelineRun,
+    active_entries,
+    engine_for,
+    finish_run,
+    session_scope,
+    start_run,
+    utcnow,
+)
+
+HISTORY_WINDOW = timedelta(days=30)  # the longest window any score or uptime reads
 
 
 @task(name="ingest", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2)
@@ -47,16 +61,41 @@ async def ingest(settings: Settings, run_id: int) -> IngestSummary:
     return summary
 
 
-@task(name="probe", cache_policy=NO_CACHE)
-async def probe(settings: Settings, run_id: int) -> None:
-    """Probe every listed endpoint (filled by the prober)."""
-    return None
+@task(name="probe", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=10)
+async def probe(settings: Settings, run_id: int) -> int:
+    """Probe every published entry's URLs as coroutines of this one task, then record them."""
+    if not settings.probe_enabled:
+        get_run_logger().info("probing is off (APIDIR_PROBE_ENABLED=false)")
+        return 0
+    engine = engine_for(settings.database_url)
+    with session_scope(engine) as session:
+        targets = plan_targets(session, active_entries(session))
+    results = await probe_all(targets, settings.probe_settings())
+    with session_scope(engine) as session:
+        run = session.get(PipelineRun, run_id)
+        record_probes(session, run, results)
+    logger = get_run_logger()
+    outcomes = Counter(result.outcome for result in results)
+    logger.info("probed %d URLs: %s", len(results), dict(sorted(outcomes.items())))
+    if run.network_suspect:
+        logger.warning("most probes failed to connect at once: run flagged network-suspect, "
+                       "published statuses keep the last trusted run")
+    return len(results)
 
 
 @task(name="score", cache_policy=NO_CACHE)
 async def score(settings: Settings, run_id: int, as_of: datetime) -> Presented:
-    """Compute the presented values of every entry (status, scores, uptime)."""
-    return Presented()
+    """Compute the presented values of every entry (status, scores, uptime) as of `as_of`."""
+    with session_scope(engine_for(settings.database_url)) as session:
+        contents = {row.id: row.content for row in active_entries(session)}
+        history = history_frame(session, since=as_of - HISTORY_WINDOW, until=as_of)
+        statuses = latest_statuses(session)
+    scores = score_entries(contents, history, as_of)
+    return Presented(
+        statuses=statuses,
+        scores={entry_id: entry_score.contract() for entry_id, entry_score in scores.items()},
+        uptimes=entry_uptimes(history, as_of),
+    )
 
 
 @task(name="publish", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2)

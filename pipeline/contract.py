@@ -161,6 +161,14 @@ class Status(ContractModel):
     url: Uri | None = None
 
 
+class ScoreReasons(ContractModel):
+    """The few facts that made each sub-score, e.g. "free tier", "p50 120 ms over 14 probes"."""
+
+    pricing: list[str]
+    latency: list[str]
+    depth: list[str]
+
+
 class BuilderScore(ContractModel):
     grade: Annotated[str, StringConstraints(pattern=r"^[A-F][+-]?$")]
     percent: Percent
@@ -169,6 +177,7 @@ class BuilderScore(ContractModel):
     latency: Percent
     depth: Percent
     rubric: str
+    reasons: ScoreReasons | None = None
 
     @model_validator(mode="after")
     def _label_matches_percent(self) -> BuilderScore:
@@ -180,9 +189,9 @@ class BuilderScore(ContractModel):
 class Uptime(ContractModel):
     """Share of successful probes over the last 1, 7 and 30 days (null: no probes)."""
 
-    last1d: Share | None = None
-    last7d: Share | None = None
-    last30d: Share | None = None
+    last1d: Share | None = Field(default=None, alias="last1d")
+    last7d: Share | None = Field(default=None, alias="last7d")
+    last30d: Share | None = Field(default=None, alias="last30d")
 
 
 class APIEntry(EntryContent):

@@ -14,7 +14,8 @@ from tests.conftest import REPO
 
 ENTRIES = REPO / "data" / "entries"
 FILES = sorted(ENTRIES.rglob("*.yaml"))
-# Keys that may be null, and when: no free tier, or no per-unit charge.
+# Keys that may be null, and when: no free tier, no per-unit charge; startingCentsPerMonth is
+# null where the provider publishes no price (the seed's "enterprise or unknown").
 NULLABLE = {("pricing", "freeQuota"), ("pricing", "unitCost")}
 ENTRY_KEYS = [
     name for name, field in EntryFile.model_fields.items() if name not in ("sources", "verified")
@@ -54,8 +55,8 @@ def test_every_entry_fills_every_field(path) -> None:
         assert key in pricing, f"{path}: pricing.{key} is absent"
         if ("pricing", key) not in NULLABLE and key != "startingCentsPerMonth":
             assert pricing[key] not in (None, "", []), f"{path}: pricing.{key} is empty"
-    if pricing["model"] != "enterprise":
-        assert pricing["startingCentsPerMonth"] is not None, f"{path}: startingCentsPerMonth"
+    if pricing["model"] == "free" or entry.has_free_tier:
+        assert pricing["startingCentsPerMonth"] == 0, f"{path}: a free start costs 0"
     assert (pricing["freeQuota"] is not None) == entry.has_free_tier, f"{path}: freeQuota"
     assert len(content["endpoints"]) >= 3, f"{path}: fewer than 3 endpoints"
     for endpoint in content["endpoints"]:

@@ -10,15 +10,17 @@ import yaml
 from sqlmodel import Session, select
 
 from flows.nightly import nightly
-from pipeline.store import PipelineRun, ReleaseRow, engine_for
+from pipeline.store import PipelineRun, ProbeRow, ReleaseRow, engine_for
 from tests.conftest import WriteEntry, make_entry
 
 pytestmark = pytest.mark.prefect
 
 
 async def test_nightly_publishes_fresh_releases_with_identical_apis(
-    prefect_backend: None, write_entry: WriteEntry, settings_env: dict[str, str], tmp_path: Path
+    prefect_backend: None, write_entry: WriteEntry, settings_env: dict[str, str], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("APIDIR_PROBE_ENABLED", "false")
     write_entry()
     write_entry(make_entry(id="second-api", category="ai"))
     bad = write_entry(make_entry(id="broken-api", category="maps"))
@@ -50,3 +52,30 @@ async def test_nightly_publishes_fresh_releases_with_identical_apis(
     assert runs[1].entries_invalid == 1 and runs[1].errors[0]["field"] == "color"
     assert runs[1].release_version == second["version"]
     assert {r.version for r in releases} == {first["version"], second["version"]}
+
+
+async def test_nightly_probes_scores_and_publishes_every_entry(
+    prefect_backend: None, write_entry: WriteEntry, settings_env: dict[str, str], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Hosts under .invalid never resolve: the probes fail at DNS without leaving the machine.
+    monkeypatch.setenv("APIDIR_PROBE_ATTEMPTS", "1")
+    for index in range(2):
+        base = f"https://api{index}.example.invalid"
+        write_entry(make_entry(id=f"probed-{index}", baseUrl=base,
+                               sampleRequest=f'curl "{base}/forecast"'))
+    result = await nightly()
+    published = json.loads((tmp_path / "public" / "api" / "apis.json").read_text())
+    for api in published["apis"]:
+        assert api["status"]["state"] == "unreachable"
+        assert api["status"]["checkedAt"] is not None
+        assert api["uptime"] == {"last1d": 0.0, "last7d": 0.0, "last30d": 0.0}
+        score = api["builderScore"]
+        assert score["latency"] == 0 and score["rubric"] and score["label"].endswith(
+            "% builder-friendly")
+        assert score["reasons"]["latency"]
+    with Session(engine_for(settings_env["APIDIR_DATABASE_URL"])) as session:
+        run = session.get(PipelineRun, result["run"])
+        probes = session.exec(select(ProbeRow).where(ProbeRow.run_id == run.id)).all()
+    assert run.probes == len(probes) == 4 and not run.network_suspect
+    assert {p.error_class for p in probes} == {"dns"}
