@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -65,6 +67,72 @@ def validate(
         typer.echo(f"{len(problems)} problem(s) in {files} file(s)", err=True)
         raise typer.Exit(1)
     typer.echo(f"{files} entry file(s) valid")
+
+
+@app.command()
+def probe(
+    urls: Annotated[list[str] | None, typer.Argument(help="URLs to probe.")] = None,
+    entry: Annotated[list[str] | None, typer.Option(
+        "--entry", "-e", help="Probe this entry's targets (repeatable).")] = None,
+    allow_private: Annotated[bool, typer.Option(
+        "--allow-private", help="Turn the network guard off: private addresses allowed.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON lines.")] = False,
+) -> None:
+    """Probe entries or URLs now and print each result; nothing is stored."""
+    from pipeline.probe import ProbeTarget, probe_all, probe_targets_for
+
+    settings = Settings()
+    targets = [ProbeTarget(url) for url in urls or []]
+    if entry:
+        report = read_catalog([settings.entries_dir], settings.entries_dir)
+        by_id = {e.id: e for e in report.entries.values()}
+        for entry_id in entry:
+            found = by_id.get(entry_id)
+            if found is None:
+                typer.echo(f"no valid entry {entry_id!r} under {settings.entries_dir}", err=True)
+                raise typer.Exit(2)
+            endpoints = [(i, e.method or "GET", e.path or "/")
+                         for i, e in enumerate(found.endpoints or [])]
+            planned, skipped = probe_targets_for(found.base_url, endpoints, entry_id=entry_id)
+            targets.extend(planned)
+            for index, reason in skipped:
+                typer.echo(f"{entry_id}: not probed: {endpoints[index][1]} {endpoints[index][2]}"
+                           f" ({reason})", err=True)
+    if not targets:
+        typer.echo("name at least one URL or --entry ID", err=True)
+        raise typer.Exit(2)
+    probe_settings = settings.probe_settings()
+    if allow_private:
+        probe_settings = replace(probe_settings, allow_private=True)
+    results = asyncio.run(_probe_with_progress(targets, probe_settings, probe_all))
+    for result in results:
+        typer.echo(json.dumps(_result_dict(result)) if as_json else _result_line(result))
+
+
+async def _probe_with_progress(targets, probe_settings, probe_all):  # type: ignore[no-untyped-def]
+    """Run the probes with a progress bar on the terminal (standard error)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("probing", total=len({t.url for t in targets}))
+        return await probe_all(targets, probe_settings, on_result=lambda _: bar.advance(task))
+
+
+def _result_dict(result) -> dict:  # type: ignore[no-untyped-def]
+    data = asdict(result)
+    data["checked_at"] = result.checked_at.isoformat()
+    return data
+
+
+def _result_line(result) -> str:  # type: ignore[no-untyped-def]
+    detail = result.reason or result.error_class or ""
+    code = result.http_status if result.http_status is not None else "---"
+    took = f"{result.total_ms:.0f} ms" if result.total_ms is not None else "no response"
+    who = f"{result.entry_id}: " if result.entry_id else ""
+    extra = f" ({result.error})" if result.error and result.outcome == "unreachable" else ""
+    return f"{who}{result.outcome:<11} {code} {took:>12}  {detail:<16} {result.url}{extra}"
 
 
 @app.command()

@@ -1,0 +1,64 @@
+"""`apidir probe`: ad hoc probes printed for an operator, against a loopback server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+
+import pytest_asyncio
+from aiohttp import web
+
+from tests.conftest import REPO
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def loopback():
+    async def ok(_: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    async def locked(_: web.Request) -> web.Response:
+        return web.Response(status=401)
+
+    app = web.Application()
+    app.router.add_get("/ok", ok)
+    app.router.add_get("/locked", locked)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    yield f"http://127.0.0.1:{port}"
+    await runner.cleanup()
+
+
+async def run_probe(*args: str) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pipeline.cli", "probe", *args, cwd=REPO, env=dict(os.environ),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(process.communicate(), timeout=120)
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_probe_prints_json_results_for_urls(loopback: str) -> None:
+    code, out, _ = await run_probe(f"{loopback}/ok", f"{loopback}/locked", "--allow-private",
+                                   "--json")
+    assert code == 0
+    results = {r["url"]: r for r in map(json.loads, out.splitlines())}
+    assert results[f"{loopback}/ok"]["outcome"] == "live"
+    assert results[f"{loopback}/ok"]["http_status"] == 200
+    assert results[f"{loopback}/locked"]["outcome"] == "online"
+    assert results[f"{loopback}/locked"]["reason"] == "auth"
+    assert results[f"{loopback}/ok"]["total_ms"] >= 0
+
+
+async def test_probe_refuses_loopback_while_the_guard_is_on(loopback: str) -> None:
+    code, out, _ = await run_probe(f"{loopback}/ok")
+    assert code == 0
+    assert "unreachable" in out and "blocked" in out
+
+
+async def test_probe_names_an_unknown_entry() -> None:
+    code, _, err = await run_probe("--entry", "no-such-entry")
+    assert code == 2 and "no-such-entry" in err
