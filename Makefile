@@ -22,6 +22,7 @@ run: $(STAMP)  ## ingest, probe, score and publish a release into public/
 	$(BIN)/apidir run
 
 test: $(STAMP)  ## lint and run the whole test suite
+	mkdir -p $(PREFECT_HOME)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
