@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from pipeline.catalog import CategoryError, load_categories, read_catalog
+from pipeline.probe import ProbeResult, ProbeSettings, ProbeTarget, probe_all, probe_targets_for
 from pipeline.settings import Settings
 
 app = typer.Typer(
@@ -79,8 +80,6 @@ def probe(
     as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON lines.")] = False,
 ) -> None:
     """Probe entries or URLs now and print each result; nothing is stored."""
-    from pipeline.probe import ProbeTarget, probe_all, probe_targets_for
-
     settings = Settings()
     targets = [ProbeTarget(url) for url in urls or []]
     if entry:
@@ -104,12 +103,14 @@ def probe(
     probe_settings = settings.probe_settings()
     if allow_private:
         probe_settings = replace(probe_settings, allow_private=True)
-    results = asyncio.run(_probe_with_progress(targets, probe_settings, probe_all))
+    results = asyncio.run(_probe_with_progress(targets, probe_settings))
     for result in results:
         typer.echo(json.dumps(_result_dict(result)) if as_json else _result_line(result))
 
 
-async def _probe_with_progress(targets, probe_settings, probe_all):  # type: ignore[no-untyped-def]
+async def _probe_with_progress(
+    targets: list[ProbeTarget], probe_settings: ProbeSettings
+) -> list[ProbeResult]:
     """Run the probes with a progress bar on the terminal (standard error)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -120,13 +121,13 @@ async def _probe_with_progress(targets, probe_settings, probe_all):  # type: ign
         return await probe_all(targets, probe_settings, on_result=lambda _: bar.advance(task))
 
 
-def _result_dict(result) -> dict:  # type: ignore[no-untyped-def]
+def _result_dict(result: ProbeResult) -> dict[str, object]:
     data = asdict(result)
     data["checked_at"] = result.checked_at.isoformat()
     return data
 
 
-def _result_line(result) -> str:  # type: ignore[no-untyped-def]
+def _result_line(result: ProbeResult) -> str:
     detail = result.reason or result.error_class or ""
     code = result.http_status if result.http_status is not None else "---"
     took = f"{result.total_ms:.0f} ms" if result.total_ms is not None else "no response"
