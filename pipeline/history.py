@@ -14,6 +14,7 @@ from datetime import datetime
 import pandas as pd
 from sqlalchemy import and_, func
 from sqlmodel import Session, col, select
+from sqlmodel.sql.expression import SelectOfScalar
 
 from pipeline.contract import ONLINE_NOTE, Status
 from pipeline.probe import ProbeResult, ProbeTarget, probe_targets_for
@@ -133,9 +134,14 @@ def entry_status(probes: Sequence[ProbeRow]) -> Status:
     )
 
 
+def _trusted_runs() -> SelectOfScalar[int | None]:
+    """Ids of the runs whose probes count: every run not flagged network-suspect."""
+    return select(PipelineRun.id).where(col(PipelineRun.network_suspect).is_(False))
+
+
 def latest_statuses(session: Session, entry_ids: Iterable[str] | None = None) -> dict[str, Status]:
     """Each entry's status from its latest probe run that was not network-suspect."""
-    trusted = select(PipelineRun.id).where(col(PipelineRun.network_suspect).is_(False))
+    trusted = _trusted_runs()
     latest = (
         select(col(ProbeRow.entry_id), func.max(ProbeRow.run_id).label("run_id"))
         .where(col(ProbeRow.run_id).in_(trusted))
@@ -168,7 +174,7 @@ def history_frame(
     session: Session, since: datetime | None = None, until: datetime | None = None
 ) -> pd.DataFrame:
     """Probe history as a data frame for the score stage (trusted runs only)."""
-    trusted = select(PipelineRun.id).where(col(PipelineRun.network_suspect).is_(False))
+    trusted = _trusted_runs()
     statement = select(*(getattr(ProbeRow, c) for c in HISTORY_COLUMNS)).where(
         col(ProbeRow.run_id).in_(trusted)
     )

@@ -6,7 +6,6 @@ import json
 import re
 import shlex
 from collections.abc import Iterator
-from typing import Any
 from urllib.parse import urlsplit
 
 from pipeline.contract import EntryContent
@@ -116,10 +115,10 @@ def _pricing(entry: EntryContent) -> Iterator[Lint]:
         )
 
 
-def _credentials(entry: EntryContent, raw: dict[str, Any]) -> Iterator[Lint]:
-    for name in CREDENTIAL_FIELDS:
-        value = raw.get(name)
-        if isinstance(value, str):
+def _credentials(entry: EntryContent) -> Iterator[Lint]:
+    values = (entry.auth_example, entry.sample_request, entry.sample_response)
+    for name, value in zip(CREDENTIAL_FIELDS, values, strict=True):
+        if value is not None:
             for finding in credential_findings(name, value):
                 yield (
                     (name,),
@@ -131,12 +130,11 @@ def _credentials(entry: EntryContent, raw: dict[str, Any]) -> Iterator[Lint]:
 
 def lint_entry(entry: EntryContent) -> list[Lint]:
     """Every lint problem of a schema-valid entry."""
-    raw = entry.model_dump(mode="json", exclude_unset=True)
     return [
         *_sample_request(entry),
         *_sample_response(entry),
         *_addresses(entry),
         *_text(entry),
         *_pricing(entry),
-        *_credentials(entry, raw),
+        *_credentials(entry),
     ]
