@@ -139,18 +139,27 @@ def _trusted_runs() -> SelectOfScalar[int | None]:
     return select(PipelineRun.id).where(col(PipelineRun.network_suspect).is_(False))
 
 
-def latest_statuses(session: Session, entry_ids: Iterable[str] | None = None) -> dict[str, Status]:
-    """Each entry's status from its latest probe run that was not network-suspect."""
+def latest_statuses(
+    session: Session, entry_ids: Iterable[str] | None = None, until: datetime | None = None
+) -> dict[str, Status]:
+    """Each entry's status from its latest probe run that was not network-suspect.
+
+    With `until`, only probes checked by then count: the status as it was at that moment.
+    """
     trusted = _trusted_runs()
     latest = (
         select(col(ProbeRow.entry_id), func.max(ProbeRow.run_id).label("run_id"))
         .where(col(ProbeRow.run_id).in_(trusted))
         .group_by(col(ProbeRow.entry_id))
-        .subquery()
     )
+    if until is not None:
+        latest = latest.where(ProbeRow.checked_at <= until)
+    latest = latest.subquery()
     statement = select(ProbeRow).join(
         latest, and_(ProbeRow.entry_id == latest.c.entry_id, ProbeRow.run_id == latest.c.run_id)
     )
+    if until is not None:
+        statement = statement.where(ProbeRow.checked_at <= until)
     if entry_ids is not None:
         statement = statement.where(col(ProbeRow.entry_id).in_(list(entry_ids)))
     by_entry: dict[str, list[ProbeRow]] = defaultdict(list)

@@ -10,7 +10,7 @@ import hashlib
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -123,6 +123,71 @@ class ReleaseRow(SQLModel, table=True):
     generated: datetime = Field(sa_type=UtcDateTime)
     total_apis: int
     run_id: int | None = Field(default=None, foreign_key="pipeline_run.id")
+
+
+class DailyEntryRollup(SQLModel, table=True):
+    """One entry's day: its probes and responses, and the scores it had at the end of that day.
+
+    Derived only from the probe history, so recomputing a day gives the same row.
+    """
+
+    __tablename__ = "daily_entry"
+
+    day: date = Field(primary_key=True)
+    entry_id: str = Field(primary_key=True, foreign_key="entry.id")
+    probes: int = 0
+    responses: int = 0  # probes that got an HTTP response (live or online)
+    live: int = 0
+    live_share: float | None = None  # live ÷ probes; None on a day without probes
+    p50_ms: float | None = None
+    p90_ms: float | None = None
+    state: str = "unchecked"  # the presented state at the end of the day
+    pricing: int = 0
+    latency: int = 0
+    depth: int = 0
+    percent: int = 0
+    grade: str = ""
+    rubric: str = ""
+
+
+class DailyEndpointRollup(SQLModel, table=True):
+    """One probed URL's day (an endpoint, or the base address standing in for it)."""
+
+    __tablename__ = "daily_endpoint"
+
+    day: date = Field(primary_key=True)
+    entry_id: str = Field(primary_key=True, foreign_key="entry.id")
+    url: str = Field(primary_key=True)
+    endpoint_id: int | None = Field(default=None, foreign_key="endpoint.id")
+    probes: int = 0
+    responses: int = 0
+    live: int = 0
+    live_share: float | None = None
+    p50_ms: float | None = None
+    p90_ms: float | None = None
+
+
+class StateChange(SQLModel, table=True):
+    """An entry's presented state moved from one checked state to another."""
+
+    __tablename__ = "state_change"
+
+    id: int | None = Field(default=None, primary_key=True)
+    entry_id: str = Field(foreign_key="entry.id", index=True)
+    from_state: str
+    to_state: str
+    at: datetime = Field(sa_type=UtcDateTime, index=True)
+    run_id: int | None = Field(default=None, foreign_key="pipeline_run.id")
+
+
+class EntryState(SQLModel, table=True):
+    """The state each entry was last published with, to tell what changed in the next run."""
+
+    __tablename__ = "entry_state"
+
+    entry_id: str = Field(primary_key=True, foreign_key="entry.id")
+    state: str
+    since: datetime = Field(sa_type=UtcDateTime)
 
 
 def make_engine(database_url: str) -> Engine:

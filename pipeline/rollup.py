@@ -1,0 +1,159 @@
+"""Daily rollups: each entry's and each probed URL's day, kept for months of trends.
+
+A rollup is derived only from the stored probe history (trusted runs) and the
+entries' curated content, as of the end of its day, so computing a day again,
+nightly or in a backfill, writes the same rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+
+import pandas as pd
+from sqlmodel import Session, col, delete, select
+
+from pipeline.history import history_frame, latest_statuses
+from pipeline.score import score_entries
+from pipeline.store import DailyEndpointRollup, DailyEntryRollup, EntryRow, as_utc
+
+HISTORY_WINDOW = timedelta(days=30)  # the longest window any score or uptime reads
+_DAY_KEYS = ["probes", "responses", "live", "live_share", "p50_ms", "p90_ms"]
+
+
+def day_bounds(day: date) -> tuple[datetime, datetime]:
+    """The first and the last instant of a UTC day (both inclusive)."""
+    start = datetime.combine(day, time.min, tzinfo=UTC)
+    return start, start + timedelta(days=1) - timedelta(microseconds=1)
+
+
+def days_between(start: date, end: date) -> list[date]:
+    """Every date from `start` to `end`, both included."""
+    if end < start:
+        raise ValueError(f"the range ends ({end}) before it starts ({start})")
+    return [start + timedelta(days=n) for n in range((end - start).days + 1)]
+
+
+@dataclass(frozen=True)
+class DayRollup:
+    day: date
+    entries: list[DailyEntryRollup]
+    endpoints: list[DailyEndpointRollup]
+
+
+def _day_figures(history: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Probe counts, live share and latency percentiles per group of `keys`, for one day."""
+    if history.empty:
+        return pd.DataFrame(columns=[*keys, *_DAY_KEYS, "endpoint_id"]).set_index(keys)
+    frame = history.assign(
+        responded=history["outcome"].isin(["live", "online"]),
+        is_live=history["outcome"] == "live",
+    )
+    grouped = frame.groupby(keys, sort=True)
+    figures = grouped.agg(
+        probes=("outcome", "size"),
+        responses=("responded", "sum"),
+        live=("is_live", "sum"),
+        endpoint_id=("endpoint_id", "last"),
+    )
+    figures["live_share"] = figures["live"] / figures["probes"]
+    timed = frame[frame["responded"] & frame["total_ms"].notna()].groupby(keys)["total_ms"]
+    figures["p50_ms"] = timed.quantile(0.5).reindex(figures.index)
+    figures["p90_ms"] = timed.quantile(0.9).reindex(figures.index)
+    return figures
+
+
+def _number(value: object) -> float | None:
+    return None if value is None or pd.isna(value) else round(float(value), 3)
+
+
+def _figures(row: pd.Series | None) -> dict[str, object]:
+    if row is None:
+        return {"probes": 0, "responses": 0, "live": 0, "live_share": None,
+                "p50_ms": None, "p90_ms": None}
+    return {
+        "probes": int(row["probes"]),
+        "responses": int(row["responses"]),
+        "live": int(row["live"]),
+        "live_share": _number(row["live_share"]),
+        "p50_ms": _number(row["p50_ms"]),
+        "p90_ms": _number(row["p90_ms"]),
+    }
+
+
+def compute_day(session: Session, day: date, entry_ids: Collection[str] | None = None) -> DayRollup:
+    """The rollup of `day` for the active entries known or probed by its end (or `entry_ids`)."""
+    start, end = day_bounds(day)
+    history = history_frame(session, since=end - HISTORY_WINDOW, until=end)
+    probed = set(history["entry_id"])
+    statement = select(EntryRow).where(col(EntryRow.retired_at).is_(None))
+    entries = [
+        row
+        for row in session.exec(statement.order_by(EntryRow.id))
+        if (as_utc(row.first_seen_at) <= end or row.id in probed)
+        and (entry_ids is None or row.id in entry_ids)
+    ]
+    ids = [row.id for row in entries]
+    history = history[history["entry_id"].isin(ids)]
+    of_day = history[history["checked_at"] >= pd.Timestamp(start)]
+    scores = score_entries({row.id: row.content for row in entries}, history, end)
+    statuses = latest_statuses(session, ids, until=end)
+    per_entry = _day_figures(of_day, ["entry_id"])
+    per_url = _day_figures(of_day, ["entry_id", "url"])
+
+    entry_rows = []
+    for entry_id in ids:
+        score = scores[entry_id]
+        row = per_entry.loc[entry_id] if entry_id in per_entry.index else None
+        status = statuses.get(entry_id)
+        entry_rows.append(
+            DailyEntryRollup(
+                day=day,
+                entry_id=entry_id,
+                state=status.state if status else "unchecked",
+                pricing=score.pricing.value,
+                latency=score.latency.value,
+                depth=score.depth.value,
+                percent=score.percent,
+                grade=score.grade,
+                rubric=score.rubric,
+                **_figures(row),
+            )
+        )
+    endpoint_rows = [
+        DailyEndpointRollup(
+            day=day,
+            entry_id=entry_id,
+            url=url,
+            endpoint_id=None if pd.isna(row["endpoint_id"]) else int(row["endpoint_id"]),
+            **_figures(row),
+        )
+        for (entry_id, url), row in per_url.iterrows()
+    ]
+    return DayRollup(day, entry_rows, endpoint_rows)
+
+
+def store_day(
+    session: Session, rollup: DayRollup, entry_ids: Collection[str] | None = None
+) -> None:
+    """Replace the stored rows of that day (for `entry_ids`, or all) with `rollup`'s."""
+    for table in (DailyEntryRollup, DailyEndpointRollup):
+        statement = delete(table).where(col(table.day) == rollup.day)
+        if entry_ids is not None:
+            statement = statement.where(col(table.entry_id).in_(list(entry_ids)))
+        session.exec(statement)
+    session.add_all([*rollup.entries, *rollup.endpoints])
+    session.commit()
+
+
+def roll_up_days(
+    session: Session, days: Iterable[date], entry_ids: Collection[str] | None = None
+) -> list[DayRollup]:
+    """Compute and store the rollups of every day in `days`; idempotent."""
+    rollups = []
+    for day in days:
+        rollup = compute_day(session, day, entry_ids)
+        store_day(session, rollup, entry_ids)
+        rollups.append(rollup)
+    return rollups

@@ -1,0 +1,170 @@
+"""Daily rollups over several days of recorded probe history: per-day figures, idempotence."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
+
+import pytest
+from sqlmodel import Session, select
+
+from pipeline.catalog import read_catalog
+from pipeline.history import history_frame, plan_targets, record_probes
+from pipeline.ingest import ingest_catalog
+from pipeline.rollup import compute_day, day_bounds, days_between, roll_up_days
+from pipeline.score import score_entries
+from pipeline.store import (
+    DailyEndpointRollup,
+    DailyEntryRollup,
+    active_entries,
+    make_engine,
+    start_run,
+)
+from tests.conftest import WriteEntry, make_entry
+from tests.test_history import result
+
+DAY1 = date(2026, 11, 10)
+DAY2 = DAY1 + timedelta(days=1)
+DAY3 = DAY1 + timedelta(days=2)
+
+
+def at(day: date, hour: int) -> datetime:
+    return datetime.combine(day, time(hour), tzinfo=UTC)
+
+
+@pytest.fixture
+def session(tmp_path: Path, write_entry: WriteEntry, data_dir: Path):
+    endpoints = [
+        {"method": "GET", "path": "/forecast", "description": "Forecast."},
+        {"method": "GET", "path": "/current", "description": "Now."},
+        {"method": "GET", "path": "/alerts", "description": "Alerts."},
+    ]
+    write_entry(make_entry(endpoints=endpoints))
+    write_entry(make_entry(id="quiet-maps", category="maps", baseUrl="https://maps.example.org",
+                           sampleRequest='curl "https://maps.example.org/x"'))
+    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    entries = data_dir / "entries"
+    with Session(engine, expire_on_commit=False) as session:
+        ingest_catalog(session, read_catalog([entries], entries))
+        yield session
+    engine.dispose()
+
+
+@pytest.fixture
+def history(session: Session) -> dict[str, str]:
+    """Two days of probes of example-weather, and a network-suspect run on the second."""
+    targets = [t for t in plan_targets(session, active_entries(session))
+               if t.entry_id == "example-weather"]
+    forecast, current, alerts = targets
+    day1 = start_run(session, "nightly")
+    record_probes(session, day1, [
+        result(forecast.url, "live", 200, 100.0, endpoint=forecast.endpoint_id, at=at(DAY1, 3)),
+        result(current.url, "online", 401, 300.0, endpoint=current.endpoint_id, at=at(DAY1, 3)),
+        result(alerts.url, "live", 200, 200.0, endpoint=alerts.endpoint_id, at=at(DAY1, 3)),
+    ])
+    day2 = start_run(session, "nightly")
+    record_probes(session, day2, [
+        result(forecast.url, "unreachable", None, None, endpoint=forecast.endpoint_id,
+               error_class="timeout", at=at(DAY2, 3)),
+        result(current.url, "online", 503, 40.0, endpoint=current.endpoint_id, at=at(DAY2, 3)),
+        result(alerts.url, "online", 429, 60.0, endpoint=alerts.endpoint_id, at=at(DAY2, 3)),
+    ])
+    suspect = start_run(session, "nightly")
+    record_probes(session, suspect, [
+        result(forecast.url, "unreachable", None, None, endpoint=forecast.endpoint_id,
+               error_class="dns", at=at(DAY2, 20), entry="example-weather")
+        for _ in range(12)
+    ])
+    assert suspect.network_suspect
+    return {"forecast": forecast.url, "current": current.url, "alerts": alerts.url}
+
+
+def stored(session: Session) -> tuple[list[dict], list[dict]]:
+    entries = session.exec(select(DailyEntryRollup).order_by(DailyEntryRollup.day,
+                                                             DailyEntryRollup.entry_id))
+    endpoints = session.exec(select(DailyEndpointRollup).order_by(
+        DailyEndpointRollup.day, DailyEndpointRollup.entry_id, DailyEndpointRollup.url))
+    return [r.model_dump() for r in entries], [r.model_dump() for r in endpoints]
+
+
+def test_day_bounds_and_ranges() -> None:
+    start, end = day_bounds(DAY1)
+    assert start == at(DAY1, 0) and end < at(DAY2, 0) and end > at(DAY1, 23)
+    assert days_between(DAY1, DAY3) == [DAY1, DAY2, DAY3]
+    with pytest.raises(ValueError, match="ends"):
+        days_between(DAY2, DAY1)
+
+
+def test_entry_figures_per_day(session: Session, history: dict[str, str]) -> None:
+    roll_up_days(session, days_between(DAY1, DAY3))
+    rows = {(r["day"], r["entry_id"]): r for r in stored(session)[0]}
+    first = rows[(DAY1, "example-weather")]
+    assert (first["probes"], first["responses"], first["live"]) == (3, 3, 2)
+    assert first["live_share"] == pytest.approx(2 / 3, abs=1e-3)
+    assert first["p50_ms"] == 200.0 and first["p90_ms"] == pytest.approx(280.0)
+    assert first["state"] == "live"
+
+    second = rows[(DAY2, "example-weather")]  # the suspect run's 12 probes do not count
+    assert (second["probes"], second["responses"], second["live"]) == (3, 2, 0)
+    assert second["live_share"] == 0.0 and second["p50_ms"] == 50.0
+    assert second["state"] == "online"
+
+    third = rows[(DAY3, "example-weather")]  # no probes that day: the state carries on
+    assert (third["probes"], third["live_share"], third["p50_ms"]) == (0, None, None)
+    assert third["state"] == "online"
+
+    assert (DAY1, "quiet-maps") not in rows  # ingested after that day and never probed
+
+
+def test_a_known_entry_without_probes_is_unchecked(session: Session, history) -> None:
+    today = datetime.now(UTC).date()
+    rollup = compute_day(session, today)
+    quiet = {row.entry_id: row for row in rollup.entries}["quiet-maps"]
+    assert (quiet.state, quiet.probes, quiet.live_share, quiet.latency) == (
+        "unchecked", 0, None, 0)
+
+
+def test_scores_are_those_at_the_end_of_each_day(session: Session, history) -> None:
+    rollups = roll_up_days(session, [DAY1, DAY2])
+    contents = {row.id: row.content for row in active_entries(session)}
+    for rollup in rollups:
+        end = day_bounds(rollup.day)[1]
+        expected = score_entries(contents, history_frame(session, until=end), end)
+        for row in rollup.entries:
+            score = expected[row.entry_id]
+            assert (row.pricing, row.latency, row.depth, row.percent, row.grade) == (
+                score.pricing.value, score.latency.value, score.depth.value, score.percent,
+                score.grade)
+    day1, day2 = ({r.entry_id: r for r in rollup.entries} for rollup in rollups)
+    assert day1["example-weather"].latency != day2["example-weather"].latency
+
+
+def test_endpoint_figures_per_day(session: Session, history: dict[str, str]) -> None:
+    roll_up_days(session, [DAY1, DAY2])
+    rows = {(r["day"], r["url"]): r for r in stored(session)[1]}
+    assert len(rows) == 6
+    forecast = rows[(DAY2, history["forecast"])]
+    assert (forecast["probes"], forecast["responses"], forecast["live"]) == (1, 0, 0)
+    assert forecast["p50_ms"] is None and forecast["endpoint_id"] is not None
+    current = rows[(DAY1, history["current"])]
+    assert (current["live_share"], current["p50_ms"], current["p90_ms"]) == (0.0, 300.0, 300.0)
+
+
+def test_rolling_up_again_writes_the_same_rows(session: Session, history) -> None:
+    roll_up_days(session, days_between(DAY1, DAY3))
+    first = stored(session)
+    roll_up_days(session, days_between(DAY1, DAY3))
+    roll_up_days(session, [DAY2], entry_ids={"example-weather"})
+    assert stored(session) == first
+    assert len(first[0]) == 3 and len(first[1]) == 6
+
+
+def test_a_chosen_entry_leaves_the_others_rows_alone(session: Session, history) -> None:
+    today = datetime.now(UTC).date()
+    roll_up_days(session, [today])
+    before = stored(session)
+    assert {r["entry_id"] for r in before[0]} == {"example-weather", "quiet-maps"}
+    rollup = compute_day(session, today, entry_ids={"quiet-maps"})
+    assert [row.entry_id for row in rollup.entries] == ["quiet-maps"]
+    roll_up_days(session, [today], entry_ids={"quiet-maps"})
+    assert stored(session) == before
