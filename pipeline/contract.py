@@ -260,3 +260,61 @@ class CategoryIndex(ContractModel):
 
     meta: Meta
     categories: list[CategorySummary]
+
+
+CheckedState = Literal["live", "online", "unreachable"]
+
+
+class ReleaseCounts(ContractModel):
+    total: int = Field(ge=0)
+    by_category: dict[CategoryId, int]
+    by_state: dict[StatusState, int]
+
+
+class ReleaseSummary(ContractModel):
+    """One kept release: its files are under `api/releases/<version>/`, never rewritten."""
+
+    version: SemVer
+    generated: AwareDatetime
+    counts: ReleaseCounts
+    path: str = Field(description="The release's full dataset, relative to the site root.")
+
+
+class ReleaseIndex(ContractModel):
+    """`api/releases.json`: the kept releases, newest first."""
+
+    meta: Meta
+    releases: list[ReleaseSummary]
+
+    @model_validator(mode="after")
+    def _newest_first(self) -> ReleaseIndex:
+        generated = [release.generated for release in self.releases]
+        if generated != sorted(generated, reverse=True):
+            raise ValueError("releases must be listed newest first")
+        if self.releases and self.releases[0].version != self.meta.version:
+            raise ValueError("the first release listed must be this release")
+        return self
+
+
+class StateChangeItem(ContractModel):
+    """An entry's presented state moved from one checked state to another."""
+
+    entry: Slug
+    name: str
+    from_state: CheckedState = Field(alias="from")
+    to_state: CheckedState = Field(alias="to")
+    at: AwareDatetime
+
+
+class ChangeLog(ContractModel):
+    """`api/changes.json`: recent state changes, newest first."""
+
+    meta: Meta
+    changes: list[StateChangeItem]
+
+    @model_validator(mode="after")
+    def _newest_first(self) -> ChangeLog:
+        moments = [change.at for change in self.changes]
+        if moments != sorted(moments, reverse=True):
+            raise ValueError("changes must be listed newest first")
+        return self

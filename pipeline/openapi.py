@@ -17,7 +17,9 @@ from pipeline.contract import (
     LICENSE,
     CategoryDataset,
     CategoryIndex,
+    ChangeLog,
     FullDataset,
+    ReleaseIndex,
 )
 
 REF_TEMPLATE = "#/components/schemas/{model}"
@@ -40,14 +42,26 @@ def component_schemas() -> dict[str, Any]:
             (FullDataset, "serialization"),
             (CategoryDataset, "serialization"),
             (CategoryIndex, "serialization"),
+            (ReleaseIndex, "serialization"),
+            (ChangeLog, "serialization"),
         ],
         ref_template=REF_TEMPLATE,
     )
     return top["$defs"]
 
 
+def _document(operation_id: str, summary: str, description: str, schema: str) -> dict[str, Any]:
+    return {
+        "get": {
+            "operationId": operation_id,
+            "summary": summary,
+            "responses": {"200": _json_response(description, schema)},
+        }
+    }
+
+
 def openapi_document() -> dict[str, Any]:
-    """The interface description of the two operations, `getAllAPIs` and `getAPIsByCategory`."""
+    """The interface description: the two seed operations and the documents published beside."""
     return {
         "openapi": "3.1.0",
         "info": {
@@ -68,13 +82,10 @@ def openapi_document() -> dict[str, Any]:
             }
         ],
         "paths": {
-            "/api/apis.json": {
-                "get": {
-                    "operationId": "getAllAPIs",
-                    "summary": "The whole dataset with metadata.",
-                    "responses": {"200": _json_response("Every published entry.", "FullDataset")},
-                }
-            },
+            "/api/apis.json": _document(
+                "getAllAPIs", "The whole dataset with metadata.", "Every published entry.",
+                "FullDataset",
+            ),
             "/api/categories/{categoryId}.json": {
                 "get": {
                     "operationId": "getAPIsByCategory",
@@ -92,6 +103,18 @@ def openapi_document() -> dict[str, Any]:
                     },
                 }
             },
+            "/api/categories.json": _document(
+                "getCategories", "Every category with its label and entry count.",
+                "The category index.", "CategoryIndex",
+            ),
+            "/api/releases.json": _document(
+                "getReleases", "The kept releases, newest first; each stays readable under "
+                "api/releases/{version}/.", "The release history.", "ReleaseIndex",
+            ),
+            "/api/changes.json": _document(
+                "getChanges", "Recent changes of entries' presented state, newest first.",
+                "The change log.", "ChangeLog",
+            ),
         },
         "components": {"schemas": component_schemas()},
     }

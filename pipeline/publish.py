@@ -15,27 +15,32 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import jsonschema
 from pydantic import ValidationError
 from sqlmodel import Session
 
 from pipeline.catalog import Category
+from pipeline.changes import Change
 from pipeline.contract import (
     INTERFACE_VERSION,
     LICENSE,
     BuilderScore,
     CategoryDataset,
     CategoryIndex,
+    ChangeLog,
     FullDataset,
     Meta,
+    ReleaseIndex,
     Status,
+    StatusState,
     Uptime,
 )
 from pipeline.openapi import component_schemas, render_openapi
@@ -44,6 +49,10 @@ from pipeline.store import ReleaseRow, active_entries
 FULL_DATASET = "api/apis.json"
 CATEGORY_INDEX = "api/categories.json"
 OPENAPI = "api/openapi.json"
+RELEASES_DIR = "api/releases"
+RELEASE_INDEX = "api/releases.json"
+CHANGES = "api/changes.json"
+DEFAULT_RELEASES_KEPT = 30
 
 
 class ReleaseValidationError(RuntimeError):
@@ -103,6 +112,18 @@ def next_version(output_dir: Path, day: date) -> str:
     return f"{INTERFACE_VERSION}+{stamp}.{sequence}"
 
 
+def release_meta(version: str, generated: datetime, total: int, base_url: str) -> dict[str, Any]:
+    """The `meta` every document of one release shares."""
+    meta = {
+        "version": version,
+        "generated": generated,
+        "totalAPIs": total,
+        "source": f"{base_url.rstrip('/')}/{FULL_DATASET}",
+        "license": LICENSE,
+    }
+    return Meta.model_validate(meta).model_dump(mode="json")
+
+
 def build_release(
     entries: Iterable[Mapping[str, Any]],
     categories: list[Category],
@@ -112,14 +133,7 @@ def build_release(
 ) -> dict[str, bytes]:
     """Every file of a release, by path relative to the output folder."""
     apis = sorted(entries, key=lambda entry: entry["id"])
-    meta = {
-        "version": version,
-        "generated": generated,
-        "totalAPIs": len(apis),
-        "source": f"{base_url.rstrip('/')}/{FULL_DATASET}",
-        "license": LICENSE,
-    }
-    meta = Meta.model_validate(meta).model_dump(mode="json")
+    meta = release_meta(version, generated, len(apis), base_url)
     files = {FULL_DATASET: render_json({"meta": meta, "apis": apis})}
     summaries = []
     for category in categories:
@@ -143,11 +157,20 @@ def build_release(
     return files
 
 
+_MODELS = {
+    "FullDataset": FullDataset,
+    "CategoryDataset": CategoryDataset,
+    "CategoryIndex": CategoryIndex,
+    "ReleaseIndex": ReleaseIndex,
+    "ChangeLog": ChangeLog,
+}
+
+
 @cache
 def _schema_validators() -> dict[str, jsonschema.protocols.Validator]:
     defs = component_schemas()
     validators = {}
-    for name in ("FullDataset", "CategoryDataset", "CategoryIndex"):
+    for name in _MODELS:
         schema = {"$ref": f"#/$defs/{name}", "$defs": defs}
         schema = json.loads(json.dumps(schema).replace("#/components/schemas/", "#/$defs/"))
         validators[name] = jsonschema.Draft202012Validator(
@@ -157,11 +180,7 @@ def _schema_validators() -> dict[str, jsonschema.protocols.Validator]:
 
 
 def _check_document(name: str, path: str, document: Any, problems: list[str]) -> None:
-    model = {
-        "FullDataset": FullDataset,
-        "CategoryDataset": CategoryDataset,
-        "CategoryIndex": CategoryIndex,
-    }[name]
+    model = _MODELS[name]
     for error in _schema_validators()[name].iter_errors(document):
         where = "/".join(str(p) for p in error.absolute_path) or "(root)"
         problems.append(f"{path}: {where}: {error.message} [schema]")
@@ -203,6 +222,15 @@ def validate_release(folder: Path, categories: list[Category]) -> list[str]:
             if document.get("meta", {}).get("version") != full["meta"].get("version"):
                 problems.append(f"{path}: meta.version differs from {FULL_DATASET}")
     load(OPENAPI)
+    releases = load(RELEASE_INDEX) if (folder / RELEASE_INDEX).exists() else None
+    if releases is not None:
+        _check_document("ReleaseIndex", RELEASE_INDEX, releases, problems)
+        for release in releases.get("releases", []):
+            if not (folder / str(release.get("path", ""))).is_file():
+                problems.append(f"{RELEASE_INDEX}: {release.get('path')} is missing")
+    changes = load(CHANGES) if (folder / CHANGES).exists() else None
+    if changes is not None:
+        _check_document("ChangeLog", CHANGES, changes, problems)
     return problems
 
 
@@ -238,8 +266,30 @@ def staging_folders(output_dir: Path) -> list[Path]:
     return sorted(output_dir.parent.glob(f".{output_dir.name}.staging-*"))
 
 
-def write_release(output_dir: Path, files: Mapping[str, bytes], categories: list[Category]) -> Path:
-    """Stage `files`, validate them, then swap them in as the live release at `output_dir`."""
+def _carry(source: Path, target: Path) -> None:
+    """Bring a folder of the live release into the staged one: hard links, copies where needed.
+
+    Safe because published files are never rewritten in place, only replaced by the swap.
+    """
+    for path in sorted(source.rglob("*")):
+        destination = target / path.relative_to(source)
+        if path.is_dir():
+            destination.mkdir(parents=True, exist_ok=True)
+            continue
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, destination)
+        except OSError:
+            shutil.copy2(path, destination)
+
+
+def write_release(
+    output_dir: Path,
+    files: Mapping[str, bytes],
+    categories: list[Category],
+    carry: Iterable[str] = (),
+) -> Path:
+    """Stage `files` and the `carry` folders of the live release, validate, then swap them in."""
     output_dir = output_dir.absolute()
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     for stale in staging_folders(output_dir):
@@ -250,6 +300,9 @@ def write_release(output_dir: Path, files: Mapping[str, bytes], categories: list
             target = staging / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
+        for relative in carry:
+            if (output_dir / relative).is_dir() and not (staging / relative).exists():
+                _carry(output_dir / relative, staging / relative)
         problems = validate_release(staging, categories)
         if problems:
             raise ReleaseValidationError(problems)
@@ -276,6 +329,65 @@ def assemble_entries(
     ]
 
 
+def release_folder(version: str) -> str:
+    return f"{RELEASES_DIR}/{version}"
+
+
+def release_summary(
+    entries: Sequence[Mapping[str, Any]], categories: list[Category], meta: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The line of `api/releases.json` describing one release."""
+    by_category = Counter(entry["category"] for entry in entries)
+    by_state = Counter(entry["status"]["state"] for entry in entries)
+    return {
+        "version": meta["version"],
+        "generated": meta["generated"],
+        "counts": {
+            "total": len(entries),
+            "byCategory": {category.id: by_category[category.id] for category in categories},
+            "byState": {state: by_state[state] for state in get_args(StatusState)},
+        },
+        "path": f"{release_folder(meta['version'])}/{FULL_DATASET.removeprefix('api/')}",
+    }
+
+
+def kept_releases(output_dir: Path, keep: int) -> list[dict[str, Any]]:
+    """The live release history's newest `keep` releases whose folders are still there."""
+    try:
+        index = json.loads((output_dir / RELEASE_INDEX).read_text(encoding="utf-8"))
+        listed = list(index["releases"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    kept = [
+        release
+        for release in listed
+        if isinstance(release, dict)
+        and (output_dir / release_folder(str(release.get("version")))).is_dir()
+    ]
+    return kept[: max(keep, 0)]
+
+
+def history_files(
+    files: Mapping[str, bytes],
+    summary: dict[str, Any],
+    previous: Sequence[Mapping[str, Any]],
+    meta: Mapping[str, Any],
+    changes: Sequence[Change],
+) -> dict[str, bytes]:
+    """The release's own copy under `api/releases/<version>/`, the index, and the change log."""
+    folder = release_folder(meta["version"])
+    snapshot = {
+        f"{folder}/{path.removeprefix('api/')}": data
+        for path, data in files.items()
+        if path.startswith("api/")
+    }
+    snapshot[RELEASE_INDEX] = render_json({"meta": meta, "releases": [summary, *previous]})
+    snapshot[CHANGES] = render_json(
+        {"meta": meta, "changes": [change.document() for change in changes]}
+    )
+    return snapshot
+
+
 def publish_release(
     session: Session,
     output_dir: Path,
@@ -284,14 +396,27 @@ def publish_release(
     now: datetime,
     presented: Presented | None = None,
     run_id: int | None = None,
+    releases_kept: int = DEFAULT_RELEASES_KEPT,
+    changes: Sequence[Change] = (),
 ) -> ReleaseRow:
-    """Publish the store's active entries as a new release and record it."""
+    """Publish the store's active entries as a new release and record it.
+
+    The release is also kept under `api/releases/<version>/` with the `releases_kept - 1`
+    releases before it, listed in `api/releases.json`; `changes` go to `api/changes.json`.
+    """
+    if releases_kept < 1:
+        raise ValueError(f"releases_kept must be at least 1, not {releases_kept}")
     presented = presented or Presented()
     contents = [(row.id, row.content) for row in active_entries(session)]
     entries = assemble_entries(contents, presented.statuses, presented.scores, presented.uptimes)
     version = next_version(output_dir, now.date())
     files = build_release(entries, categories, version, now, base_url)
-    write_release(output_dir, files, categories)
+    meta = release_meta(version, now, len(entries), base_url)
+    previous = kept_releases(output_dir, releases_kept - 1)
+    summary = release_summary(entries, categories, meta)
+    files.update(history_files(files, summary, previous, meta, changes))
+    carry = [release_folder(release["version"]) for release in previous]
+    write_release(output_dir, files, categories, carry)
     release = ReleaseRow(version=version, generated=now, total_apis=len(entries), run_id=run_id)
     session.merge(release)
     session.commit()

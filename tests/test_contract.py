@@ -155,7 +155,8 @@ def test_openapi_document_is_valid_openapi_3_1() -> None:
     assert document["openapi"].startswith("3.1")
     assert document["info"]["version"] == "2.0.0"
     operations = {op["operationId"] for path in document["paths"].values() for op in path.values()}
-    assert operations == {"getAllAPIs", "getAPIsByCategory"}
+    assert operations == {"getAllAPIs", "getAPIsByCategory", "getCategories", "getReleases",
+                          "getChanges"}
     parameter = document["paths"]["/api/categories/{categoryId}.json"]["get"]["parameters"][0]
     assert parameter["schema"]["enum"] == list(CATEGORY_IDS)
     auth_types = document["components"]["schemas"]["APIEntry"]["properties"]["authType"]["enum"]

@@ -1,0 +1,148 @@
+"""Release history and the change log: kept releases, retention, state changes newest first."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlmodel import Session
+
+from pipeline.catalog import load_categories, read_catalog
+from pipeline.changes import recent_changes, record_state_changes
+from pipeline.contract import Status
+from pipeline.ingest import ingest_catalog
+from pipeline.publish import (
+    CHANGES,
+    FULL_DATASET,
+    RELEASE_INDEX,
+    Presented,
+    publish_release,
+    release_folder,
+    validate_release,
+)
+from pipeline.store import make_engine
+from tests.conftest import REPO, WriteEntry, make_entry
+
+T0 = datetime(2026, 11, 21, 3, 0, tzinfo=UTC)
+CATEGORIES = load_categories(REPO / "data" / "categories.yaml")
+
+
+@pytest.fixture
+def session(tmp_path: Path, write_entry: WriteEntry, data_dir: Path):
+    write_entry(make_entry())
+    write_entry(make_entry(id="other-maps", name="Other Maps", category="maps",
+                           baseUrl="https://maps.example.org",
+                           sampleRequest='curl "https://maps.example.org/x"'))
+    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    entries = data_dir / "entries"
+    with Session(engine, expire_on_commit=False) as session:
+        ingest_catalog(session, read_catalog([entries], entries))
+        yield session
+    engine.dispose()
+
+
+def status(state: str, at: datetime) -> Status:
+    code = {"live": 200, "online": 401, "unreachable": None}[state]
+    return Status(state=state, http_status=code, checked_at=at,
+                  url="https://api.example.com/v1/forecast")
+
+
+def publish(session: Session, out: Path, at: datetime, kept: int = 30, **statuses: str):
+    presented = Presented(statuses={entry.replace("_", "-"): status(state, at)
+                                    for entry, state in statuses.items()})
+    changes = record_state_changes(session, presented.statuses, at)
+    release = publish_release(session, out, "https://directory.test", CATEGORIES, at, presented,
+                              releases_kept=kept,
+                              changes=recent_changes(session, at - timedelta(days=30)))
+    return release, changes
+
+
+def read(out: Path, path: str) -> dict:
+    return json.loads((out / path).read_text(encoding="utf-8"))
+
+
+def test_each_release_is_kept_and_listed_newest_first(session: Session, tmp_path: Path) -> None:
+    out = tmp_path / "public"
+    first, _ = publish(session, out, T0, example_weather="live")
+    snapshot = (out / FULL_DATASET).read_bytes()
+    second, _ = publish(session, out, T0 + timedelta(hours=1), example_weather="unreachable")
+    index = read(out, RELEASE_INDEX)
+    assert [r["version"] for r in index["releases"]] == [second.version, first.version]
+    assert index["meta"]["version"] == second.version
+    kept = out / release_folder(first.version)
+    assert (kept / "apis.json").read_bytes() == snapshot  # unchanged by the later release
+    assert (kept / "categories" / "maps.json").is_file() and (kept / "openapi.json").is_file()
+    assert (out / release_folder(second.version) / "apis.json").read_bytes() == (
+        out / FULL_DATASET).read_bytes()
+    newest = index["releases"][0]
+    assert newest["path"] == f"api/releases/{second.version}/apis.json"
+    assert newest["counts"]["total"] == 2
+    assert newest["counts"]["byState"] == {"live": 0, "online": 0, "unreachable": 1,
+                                           "unchecked": 1}
+    assert newest["counts"]["byCategory"]["maps"] == 1
+    assert newest["counts"]["byCategory"]["ai"] == 0
+    assert validate_release(out, CATEGORIES) == []
+
+
+def test_only_the_last_n_releases_are_kept(session: Session, tmp_path: Path) -> None:
+    out = tmp_path / "public"
+    versions = [publish(session, out, T0 + timedelta(hours=n), kept=2)[0].version
+                for n in range(4)]
+    index = read(out, RELEASE_INDEX)
+    assert [r["version"] for r in index["releases"]] == versions[:1:-1]
+    assert sorted(p.name for p in (out / "api" / "releases").iterdir()) == sorted(versions[2:])
+
+
+def test_a_release_folder_removed_by_hand_leaves_the_index(session: Session, tmp_path) -> None:
+    out = tmp_path / "public"
+    first, _ = publish(session, out, T0)
+    second, _ = publish(session, out, T0 + timedelta(hours=1))
+    shutil.rmtree(out / release_folder(first.version))
+    third, _ = publish(session, out, T0 + timedelta(hours=2))
+    index = read(out, RELEASE_INDEX)
+    assert [r["version"] for r in index["releases"]] == [third.version, second.version]
+
+
+def test_an_index_listing_a_missing_release_fails_validation(session, tmp_path: Path) -> None:
+    out = tmp_path / "public"
+    release, _ = publish(session, out, T0)
+    shutil.rmtree(out / release_folder(release.version))
+    problems = validate_release(out, CATEGORIES)
+    assert problems == [f"{RELEASE_INDEX}: api/releases/{release.version}/apis.json is missing"]
+
+
+def test_at_least_one_release_is_kept(session: Session, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="releases_kept"):
+        publish(session, tmp_path / "public", T0, kept=0)
+
+
+def test_state_changes_are_recorded_and_published_newest_first(session, tmp_path) -> None:
+    out = tmp_path / "public"
+    _, first = publish(session, out, T0, example_weather="live", other_maps="online")
+    assert first == []  # a first check is not a change
+    _, down = publish(session, out, T0 + timedelta(hours=1), example_weather="unreachable",
+                      other_maps="online")
+    assert [(c.entry_id, c.from_state, c.to_state, c.direction) for c in down] == [
+        ("example-weather", "live", "unreachable", "down")]
+    assert down[0].name == "Example Weather"
+    _, up = publish(session, out, T0 + timedelta(hours=2), example_weather="live",
+                    other_maps="live")
+    assert {(c.entry_id, c.direction) for c in up} == {("example-weather", "up"),
+                                                      ("other-maps", "changed")}
+    changes = read(out, CHANGES)["changes"]
+    assert [(c["entry"], c["from"], c["to"]) for c in changes[-1:]] == [
+        ("example-weather", "live", "unreachable")]
+    assert len(changes) == 3
+    assert [c["at"] for c in changes] == sorted((c["at"] for c in changes), reverse=True)
+    assert changes[0]["at"] == "2026-11-21T05:00:00Z"
+
+
+def test_unchecked_statuses_change_nothing(session: Session) -> None:
+    record_state_changes(session, {"example-weather": status("live", T0)}, T0)
+    assert record_state_changes(session, {"example-weather": Status()}, T0) == []
+    later = T0 + timedelta(hours=1)
+    changed = record_state_changes(session, {"example-weather": status("online", later)}, later)
+    assert [(c.from_state, c.to_state, c.at) for c in changed] == [("live", "online", later)]
