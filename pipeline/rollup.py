@@ -47,6 +47,7 @@ def _day_figures(history: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     if history.empty:
         return pd.DataFrame(columns=[*keys, *_DAY_KEYS, "endpoint_id"]).set_index(keys)
     frame = history.assign(
+        total_ms=pd.to_numeric(history["total_ms"], errors="coerce").astype(float),
         responded=history["outcome"].isin(["live", "online"]),
         is_live=history["outcome"] == "live",
     )

@@ -47,6 +47,25 @@ class Settings(BaseSettings):
         description="Turn the network guard off (local testing only): private addresses allowed.",
     )
 
+    releases_kept: int = Field(
+        default=30, ge=1, description="Releases kept under api/releases/ (the newest N)."
+    )
+    changes_days: int = Field(
+        default=30, ge=1, description="Days of state changes listed in api/changes.json."
+    )
+    alert_webhook_url: str | None = Field(
+        default=None,
+        description="Webhook POSTed a JSON alert when a run fails or crashes or entries "
+        "change state (unset: no alerts).",
+    )
+    alert_timeout: float = Field(default=10.0, gt=0, description="Seconds per alert attempt.")
+    stage_retries: int = Field(
+        default=2, ge=0, description="Retries of a stage that touches the network or the disk."
+    )
+    retry_delay: float = Field(
+        default=10.0, ge=0, description="Seconds before a stage's first retry; doubles after."
+    )
+
     def probe_settings(self) -> ProbeSettings:
         """The prober's limits, with a User-Agent naming the directory's address."""
         return ProbeSettings(

@@ -72,6 +72,7 @@ class PipelineRun(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     flow: str
+    flow_run_id: str | None = Field(default=None, index=True)  # the orchestrator's run, if any
     started_at: datetime = Field(sa_type=UtcDateTime)
     finished_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
     state: str = "running"
@@ -231,8 +232,8 @@ def content_hash(content: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
-def start_run(session: Session, flow: str) -> PipelineRun:
-    run = PipelineRun(flow=flow, started_at=utcnow())
+def start_run(session: Session, flow: str, flow_run_id: str | None = None) -> PipelineRun:
+    run = PipelineRun(flow=flow, flow_run_id=flow_run_id, started_at=utcnow())
     session.add(run)
     session.commit()
     return run
