@@ -69,7 +69,9 @@ async def backfill(
     settings = Settings()
     run_id = open_run(settings, "backfill")
     try:
-        chosen = await run_stage("select", _select(settings, entries, categories))
+        chosen = await run_stage(
+            "select", asyncio.to_thread(chosen_entries, settings, entries, categories)
+        )
         if reprobe:
             await run_stage("probe", with_retries(probe, settings)(settings, run_id, chosen))
         rows = await run_stage("rollup", with_retries(rollup, settings)(settings, days, chosen))
@@ -92,12 +94,6 @@ async def backfill(
         "version": version,
         "published": run.entries_published,
     }
-
-
-async def _select(
-    settings: Settings, entries: list[str] | None, categories: list[str] | None
-) -> list[str] | None:
-    return chosen_entries(settings, entries, categories)
 
 
 if __name__ == "__main__":

@@ -90,6 +90,10 @@ def logical_date(run_date: date | None) -> date:
 @task(name="ingest", cache_policy=NO_CACHE)
 async def ingest(settings: Settings, run_id: int) -> IngestSummary:
     """Read and validate every entry file, then upsert the valid ones into the store."""
+    if not settings.entries_dir.is_dir():
+        raise EmptyCatalogError(
+            f"no entries folder at {settings.entries_dir}; refusing to retire every stored entry"
+        )
     report = read_catalog([settings.entries_dir], settings.entries_dir)
     with session_scope(engine_for(settings.database_url)) as session:
         summary = ingest_catalog(session, report)

@@ -1,0 +1,214 @@
+"""Real flow runs: logical dates, backfill over recorded history, failures, alerts, artifacts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from prefect.client.orchestration import get_client
+from sqlmodel import Session, select
+
+from flows.backfill import backfill
+from flows.nightly import StageFailed, nightly
+from pipeline.history import plan_targets, record_probes
+from pipeline.store import (
+    DailyEndpointRollup,
+    DailyEntryRollup,
+    PipelineRun,
+    active_entries,
+    engine_for,
+    start_run,
+)
+from tests.conftest import WriteEntry, make_entry
+from tests.test_history import result
+from tests.webhook import WebhookReceiver
+
+pytestmark = pytest.mark.prefect
+
+DAYS = [date(2026, 11, 16) + timedelta(days=n) for n in range(3)]
+
+
+@pytest.fixture
+def quiet_env(settings_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Probing off (history is recorded by the test), no retry delays."""
+    monkeypatch.setenv("APIDIR_PROBE_ENABLED", "false")
+    monkeypatch.setenv("APIDIR_STAGE_RETRIES", "0")
+    return settings_env
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def hook(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[WebhookReceiver]:
+    receiver = await WebhookReceiver().start()
+    monkeypatch.setenv("APIDIR_ALERT_WEBHOOK_URL", receiver.url)
+    yield receiver
+    await receiver.close()
+
+
+def record_day(database_url: str, day: date, outcomes: dict[str, tuple[str, int | None, float]]):
+    """One trusted probe run at 03:00 of `day`: each entry's first target gets its outcome."""
+    with Session(engine_for(database_url), expire_on_commit=False) as session:
+        targets = {}
+        for target in plan_targets(session, active_entries(session)):
+            targets.setdefault(target.entry_id, target)
+        run = start_run(session, "nightly")
+        moment = datetime.combine(day, time(3), tzinfo=UTC)
+        record_probes(session, run, [
+            result(targets[entry].url, outcome, status, ms, entry=entry,
+                   endpoint=targets[entry].endpoint_id, at=moment,
+                   error_class=None if status else "timeout")
+            for entry, (outcome, status, ms) in outcomes.items()
+        ])
+
+
+def rollup_rows(database_url: str) -> tuple[list[dict], list[dict]]:
+    with Session(engine_for(database_url)) as session:
+        entries = session.exec(select(DailyEntryRollup).order_by(
+            DailyEntryRollup.day, DailyEntryRollup.entry_id)).all()
+        endpoints = session.exec(select(DailyEndpointRollup).order_by(
+            DailyEndpointRollup.day, DailyEndpointRollup.url)).all()
+        return [r.model_dump() for r in entries], [r.model_dump() for r in endpoints]
+
+
+async def test_nightly_rolls_up_its_logical_date(
+    prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str]
+) -> None:
+    write_entry()
+    url = quiet_env["APIDIR_DATABASE_URL"]
+    await nightly()  # ingest first, so the entry has endpoints to probe
+    record_day(url, DAYS[1], {"example-weather": ("live", 200, 120.0)})
+    outcome = await nightly(run_date=DAYS[1])
+    assert outcome["runDate"] == DAYS[1].isoformat()
+    entries, endpoints = rollup_rows(url)
+    by_day = {row["day"]: row for row in entries if row["day"] in DAYS}
+    assert sorted(by_day) == [DAYS[1]]  # the day before had no probes and no entry yet
+    assert (by_day[DAYS[1]]["probes"], by_day[DAYS[1]]["state"]) == (1, "live")
+    assert by_day[DAYS[1]]["p50_ms"] == 120.0
+    assert [row["day"] for row in endpoints] == [DAYS[1]]
+    today = datetime.now(UTC).date()
+    assert any(row["day"] == today for row in entries)  # the default: the run's own date
+
+
+async def test_backfill_recomputes_every_day_idempotently(
+    prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str], tmp_path: Path
+) -> None:
+    write_entry()
+    write_entry(make_entry(id="second-api", category="ai"))
+    url = quiet_env["APIDIR_DATABASE_URL"]
+    first = await nightly()
+    record_day(url, DAYS[0], {"example-weather": ("live", 200, 100.0),
+                              "second-api": ("online", 401, 300.0)})
+    record_day(url, DAYS[1], {"example-weather": ("unreachable", None, None),
+                              "second-api": ("live", 200, 80.0)})
+    record_day(url, DAYS[2], {"example-weather": ("live", 200, 60.0)})
+
+    outcome = await backfill(DAYS[0], DAYS[2])
+    rows = rollup_rows(url)
+    again = await backfill(DAYS[0], DAYS[2])
+    assert rollup_rows(url) == rows
+    assert outcome["rows"] == again["rows"] == 6 + 5  # 6 entry-days, 5 probed URL-days
+    assert outcome["version"] != first["version"] != again["version"]
+
+    figures = {(row["day"], row["entry_id"]): row for row in rows[0]}
+    weather = [figures[(day, "example-weather")] for day in DAYS]
+    assert [row["state"] for row in weather] == ["live", "unreachable", "live"]
+    assert [row["live_share"] for row in weather] == [1.0, 0.0, 1.0]
+    assert [row["p50_ms"] for row in weather] == [100.0, None, 60.0]
+    second = [figures[(day, "second-api")] for day in DAYS]
+    assert [row["probes"] for row in second] == [1, 1, 0]
+    assert [row["state"] for row in second] == ["online", "live", "live"]
+    assert second[0]["latency"] < second[1]["latency"]  # scores as of the end of each day
+
+    published = json.loads((tmp_path / "public" / "api" / "apis.json").read_text())
+    assert published["meta"]["version"] == again["version"]
+    status = {api["id"]: api["status"]["state"] for api in published["apis"]}
+    assert status == {"example-weather": "live", "second-api": "live"}
+
+
+async def test_backfill_of_chosen_entries_leaves_the_others_alone(
+    prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str]
+) -> None:
+    write_entry()
+    write_entry(make_entry(id="second-api", category="ai"))
+    url = quiet_env["APIDIR_DATABASE_URL"]
+    await nightly()
+    record_day(url, DAYS[0], {"example-weather": ("live", 200, 100.0),
+                              "second-api": ("live", 200, 90.0)})
+    before = rollup_rows(url)[0]
+    outcome = await backfill(DAYS[0], DAYS[0], categories=["ai"])
+    assert outcome["entries"] == ["second-api"]
+    after = rollup_rows(url)[0]
+    assert {row["entry_id"] for row in after if row["day"] == DAYS[0]} == {"second-api"}
+    assert [row for row in after if row["day"] != DAYS[0]] == before
+    with pytest.raises(StageFailed, match="UnknownSelectionError: no active entries for: no-such"):
+        await backfill(DAYS[0], DAYS[0], entries=["no-such-api"])
+
+
+async def test_a_failed_stage_keeps_the_release_records_the_run_and_alerts(
+    prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str], tmp_path: Path,
+    hook: WebhookReceiver, data_dir: Path,
+) -> None:
+    write_entry()
+    await nightly()
+    public = tmp_path / "public"
+    before = {p.relative_to(public): p.read_bytes() for p in public.rglob("*") if p.is_file()}
+    entries = data_dir / "entries"
+    entries.rename(data_dir / "entries.moved")  # the curated folder is gone (a failed mount)
+
+    with pytest.raises(StageFailed, match="ingest stage failed") as failure:
+        await nightly()
+    assert str(entries) in str(failure.value)
+    after = {p.relative_to(public): p.read_bytes() for p in public.rglob("*") if p.is_file()}
+    assert after == before
+    with Session(engine_for(quiet_env["APIDIR_DATABASE_URL"])) as session:
+        run = session.exec(select(PipelineRun).order_by(PipelineRun.id.desc())).first()
+    assert run.state == "failed" and run.finished_at is not None
+    assert run.message.startswith("ingest stage failed: EmptyCatalogError")
+    assert hook.events() == ["run_failed"]
+    assert hook.received[0]["run"]["message"] == run.message
+    assert hook.received[0]["run"]["id"] == run.id
+
+
+async def test_state_changes_alert_and_fill_the_run_summary(
+    prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str], tmp_path: Path,
+    hook: WebhookReceiver,
+) -> None:
+    write_entry()
+    write_entry(make_entry(id="second-api", category="ai"))
+    url = quiet_env["APIDIR_DATABASE_URL"]
+    await nightly()
+    today = datetime.now(UTC).date()
+    record_day(url, today - timedelta(days=2), {"example-weather": ("live", 200, 100.0),
+                                                "second-api": ("live", 200, 100.0)})
+    await nightly()
+    assert hook.received == []  # first checks are not changes
+    record_day(url, today - timedelta(days=1), {"example-weather": ("unreachable", None, 0.0),
+                                                "second-api": ("live", 200, 100.0)})
+    outcome = await nightly()
+
+    assert [(c["entry"], c["from"], c["to"]) for c in outcome["changes"]] == [
+        ("example-weather", "live", "unreachable")]
+    assert hook.events() == ["state_changed"]
+    assert hook.received[0]["changes"][0]["direction"] == "down"
+    changes = json.loads((tmp_path / "public" / "api" / "changes.json").read_text())
+    assert [(c["entry"], c["to"]) for c in changes["changes"]] == [
+        ("example-weather", "unreachable")]
+    releases = json.loads((tmp_path / "public" / "api" / "releases.json").read_text())
+    assert len(releases["releases"]) == 3
+
+    async with get_client() as client:  # raw filter: the typed one sends nulls 3.8.8 rejects
+        summary, table = [
+            (await client._client.post("/artifacts/filter", json={
+                "artifacts": {"key": {"any_": [key]}}, "sort": "CREATED_DESC", "limit": 1,
+            })).json()[0]
+            for key in ("nightly-summary", "nightly-entries")
+        ]
+    assert f"# nightly run {outcome['run']}: completed" in summary["data"]
+    assert "## State changes since the previous run (1)" in summary["data"]
+    assert "| example-weather | live | unreachable |" in summary["data"]
+    rows = json.loads(table["data"]) if isinstance(table["data"], str) else table["data"]
+    assert {(row["entry"], row["state"]) for row in rows} == {
+        ("example-weather", "unreachable"), ("second-api", "live")}
