@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+from prefect.client.schemas.sorting import ArtifactSort
 from sqlmodel import Session, select
 
 from flows.backfill import backfill
@@ -199,16 +201,16 @@ async def test_state_changes_alert_and_fill_the_run_summary(
     releases = json.loads((tmp_path / "public" / "api" / "releases.json").read_text())
     assert len(releases["releases"]) == 3
 
-    async with get_client() as client:  # raw filter: the typed one sends nulls 3.8.8 rejects
+    async with get_client() as client:
         summary, table = [
-            (await client._client.post("/artifacts/filter", json={
-                "artifacts": {"key": {"any_": [key]}}, "sort": "CREATED_DESC", "limit": 1,
-            })).json()[0]
+            (await client.read_artifacts(
+                artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
+                sort=ArtifactSort.CREATED_DESC, limit=1))[0]
             for key in ("nightly-summary", "nightly-entries")
         ]
-    assert f"# nightly run {outcome['run']}: completed" in summary["data"]
-    assert "## State changes since the previous run (1)" in summary["data"]
-    assert "| example-weather | live | unreachable |" in summary["data"]
-    rows = json.loads(table["data"]) if isinstance(table["data"], str) else table["data"]
+    assert f"# nightly run {outcome['run']}: completed" in summary.data
+    assert "## State changes since the previous run (1)" in summary.data
+    assert "| example-weather | live | unreachable |" in summary.data
+    rows = json.loads(table.data) if isinstance(table.data, str) else table.data
     assert {(row["entry"], row["state"]) for row in rows} == {
         ("example-weather", "unreachable"), ("second-api", "live")}

@@ -1,0 +1,117 @@
+"""From `prefect.yaml` to a published release: a real Prefect server, work pool, deploy and worker.
+
+The commands are the ones the README's "Run on a schedule" section gives an operator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.prefect
+
+PREFECT = str(Path(sys.executable).with_name("prefect"))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def get_json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
+@pytest.fixture(scope="module")
+def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """`prefect server start` on a loopback port with its own home; the env to talk to it."""
+    home = tmp_path_factory.mktemp("prefect-server")
+    port = free_port()
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
+    }
+    log = (home / "server.log").open("wb")
+    server = subprocess.Popen(
+        [PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                get_json(f"http://127.0.0.1:{port}/api/health")
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError((home / "server.log").read_text()[-2000:]) from None
+                time.sleep(0.5)
+        yield env
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+def prefect(env: dict[str, str], *args: str, timeout: float = 180) -> str:
+    done = subprocess.run([PREFECT, *args], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, f"prefect {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout + done.stderr
+
+
+def test_the_nightly_deployment_runs_through_a_worker(
+    prefect_server: dict[str, str], tmp_path: Path
+) -> None:
+    env = prefect_server
+    api = env["PREFECT_API_URL"]
+    prefect(env, "work-pool", "create", "apidir", "--type", "process")
+    prefect(env, "--no-prompt", "deploy", "--all")
+
+    nightly = get_json(f"{api}/deployments/name/nightly/nightly")
+    assert nightly["schedules"][0]["schedule"]["cron"] == "0 3 * * *"
+    assert nightly["schedules"][0]["schedule"]["timezone"] == "UTC"
+    assert nightly["global_concurrency_limit"]["limit"] == 1
+    assert nightly["work_pool_name"] == "apidir"
+    backfill = get_json(f"{api}/deployments/name/backfill/backfill")
+    assert backfill["schedules"] == []
+    assert set(backfill["parameter_openapi_schema"]["required"]) == {"start", "end"}
+
+    prefect(env, "deployment", "run", "nightly/nightly")
+    worker_env = {
+        **env,
+        "APIDIR_DATABASE_URL": f"sqlite:///{tmp_path / 'apidir.db'}",
+        "APIDIR_OUTPUT_DIR": str(tmp_path / "public"),
+        "APIDIR_PROBE_ENABLED": "false",
+    }
+    prefect(worker_env, "worker", "start", "--pool", "apidir", "--run-once")
+
+    published = json.loads((tmp_path / "public" / "api" / "apis.json").read_text())
+    assert published["meta"]["totalAPIs"] == len(published["apis"]) >= 70
+    releases = json.loads((tmp_path / "public" / "api" / "releases.json").read_text())
+    assert releases["releases"][0]["version"] == published["meta"]["version"]
+    runs = json.loads(urllib.request.urlopen(urllib.request.Request(
+        f"{api}/flow_runs/filter", data=json.dumps({"limit": 10}).encode(),
+        headers={"Content-Type": "application/json"}), timeout=10).read())
+    ran = [run for run in runs if run["deployment_id"] == nightly["id"]
+           and run["state_type"] == "COMPLETED"]
+    assert len(ran) == 1
