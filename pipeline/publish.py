@@ -291,6 +291,9 @@ def publish_release(
     entries = assemble_entries(contents, presented.statuses, presented.scores, presented.uptimes)
     version = next_version(output_dir, now.date())
     files = build_release(entries, categories, version, now, base_url)
+    from pipeline.pages import site_files  # the pages read this module's document paths
+
+    files.update(site_files(files))  # reader pages and host files, from the same documents
     write_release(output_dir, files, categories)
     release = ReleaseRow(version=version, generated=now, total_apis=len(entries), run_id=run_id)
     session.merge(release)
