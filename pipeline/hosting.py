@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pipeline.contract import CATEGORY_IDS
+from pipeline.contract import ErrorBody, NotFoundError
 
 NOT_FOUND_JSON = "api/404.json"
 HEADERS_FILE = "_headers"
@@ -124,19 +124,15 @@ def parse_redirects_file(text: str) -> list[tuple[str, str, int]]:
 
 def not_found_document() -> bytes:
     """The body of every 404 under `api/`: what was not found and where to look instead."""
-    document = {
-        "error": {
-            "status": 404,
-            "code": "not_found",
-            "message": (
+    body = ErrorBody(
+        error=NotFoundError(
+            message=(
                 "No such document in this release. The full dataset is api/apis.json; "
                 "a category is api/categories/{categoryId}.json with one of categoryIds."
-            ),
-            "categoryIds": list(CATEGORY_IDS),
-            "index": "api/categories.json",
-        }
-    }
-    return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
+            )
+        )
+    )
+    return (json.dumps(body.model_dump(mode="json"), indent=2, sort_keys=True) + "\n").encode()
 
 
 def host_files() -> dict[str, bytes]:

@@ -17,6 +17,7 @@ from pipeline.contract import (
     LICENSE,
     CategoryDataset,
     CategoryIndex,
+    ErrorBody,
     FullDataset,
 )
 
@@ -40,6 +41,7 @@ def component_schemas() -> dict[str, Any]:
             (FullDataset, "serialization"),
             (CategoryDataset, "serialization"),
             (CategoryIndex, "serialization"),
+            (ErrorBody, "serialization"),
         ],
         ref_template=REF_TEMPLATE,
     )
@@ -88,7 +90,10 @@ def openapi_document() -> dict[str, Any]:
                         }
                     ],
                     "responses": {
-                        "200": _json_response("The entries of that category.", "CategoryDataset")
+                        "200": _json_response("The entries of that category.", "CategoryDataset"),
+                        "404": _json_response(
+                            "No such category: the body names the category ids.", "ErrorBody"
+                        ),
                     },
                 }
             },

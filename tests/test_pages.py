@@ -12,7 +12,7 @@ from sqlmodel import Session
 
 import pipeline.pages as pages
 from pipeline.catalog import load_categories
-from pipeline.contract import CATEGORY_IDS
+from pipeline.contract import CATEGORY_IDS, ErrorBody
 from pipeline.hosting import HEADERS_FILE, NOT_FOUND_JSON, REDIRECTS_FILE, headers_for
 from pipeline.pages import (
     NO_AUTH_HEADER,
@@ -205,6 +205,7 @@ def test_links_are_relative_so_the_release_works_from_any_folder(sample: SampleR
 
 def test_host_files_ship_with_the_release(sample: SampleRelease) -> None:
     body = json.loads(page(sample, NOT_FOUND_JSON))
+    ErrorBody.model_validate(body)  # the 404 response the OpenAPI document declares
     assert body["error"]["status"] == 404 and body["error"]["categoryIds"] == list(CATEGORY_IDS)
     headers = page(sample, HEADERS_FILE)
     assert "/api/*\n  Access-Control-Allow-Origin: *\n" in headers

@@ -10,6 +10,10 @@ from __future__ import annotations
 import gzip
 import http.client
 import json
+import os
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,7 +136,11 @@ def test_cache_and_security_headers_follow_the_published_rules(host: Host) -> No
 
 
 def test_only_reads_are_allowed_and_host_files_are_not_served(host: Host) -> None:
-    assert host.get("/api/apis.json", method="POST").status == 405
+    for method in ("POST", "PUT", "DELETE", "TRACE", "OPTIONS"):
+        refused = host.get("/api/apis.json", method=method)
+        assert refused.status == 405, method
+        assert refused.header("Allow") in ("GET, HEAD", "GET,HEAD"), method
+    assert host.get("/api/apis.json").header("Allow") is None
     assert host.get("/api/apis.json", method="HEAD").status == 200
     assert host.get("/_headers").status == 404
     assert host.get("/_redirects").status == 404
@@ -147,3 +155,23 @@ def test_nginx_revalidates_by_etag(sample: SampleRelease, tmp_path: Path) -> Non
         again = host.get("/api/apis.json", If_None_Match=first.header("ETag"))
     assert again.status == 304 and again.body == b""
 
+
+
+def test_the_published_openapi_document_holds_for_the_served_release(
+    host: Host, tmp_path: Path
+) -> None:
+    """Schemathesis reads the served `api/openapi.json` and runs every check against the host."""
+    schemathesis = Path(sys.executable).with_name("schemathesis")
+    result = subprocess.run(
+        [str(schemathesis), "run", f"{host.base_url}/api/openapi.json", "--url", host.base_url,
+         "--checks", "all", "--mode", "all", "--max-examples", "50", "--seed", "20261121",
+         "--workers", "1", "--generation-database", "none"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    print(result.stdout)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Selected: 2/2" in result.stdout and "Tested: 2" in result.stdout
+    counts = re.search(r"(\d+) generated, (\d+) passed", result.stdout)
+    assert counts and int(counts.group(2)) == int(counts.group(1)) > 10
+    assert "No issues found" in result.stdout
