@@ -175,3 +175,13 @@ def test_the_published_openapi_document_holds_for_the_served_release(
     counts = re.search(r"(\d+) generated, (\d+) passed", result.stdout)
     assert counts and int(counts.group(2)) == int(counts.group(1)) > 10
     assert "No issues found" in result.stdout
+
+
+def test_serve_names_a_missing_release_folder(tmp_path: Path) -> None:
+    missing = tmp_path / "nothing-published"
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "serve", "--dir", str(missing)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2
+    assert f"{missing}: no published release here" in result.stderr
