@@ -152,6 +152,24 @@ def publish() -> None:
 
 
 @app.command()
+def serve(
+    folder: Annotated[Path | None, typer.Option(
+        "--dir", help="Release folder (default: the output folder).")] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+) -> None:
+    """Preview the published release locally with the headers its static host sends."""
+    from pipeline.serve import serve_release
+
+    folder = folder or Settings().output_dir
+    if not folder.is_dir():
+        typer.echo(f"{folder}: no published release here (run `apidir run` first)", err=True)
+        raise typer.Exit(2)
+    typer.echo(f"serving {folder}/ at http://{host}:{port}/ (Ctrl+C stops)")
+    serve_release(folder, host, port)
+
+
+@app.command()
 def openapi() -> None:
     """Print the OpenAPI 3.1 document of the public interface."""
     from pipeline.openapi import render_openapi

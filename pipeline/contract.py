@@ -318,3 +318,17 @@ class ChangeLog(ContractModel):
         if moments != sorted(moments, reverse=True):
             raise ValueError("changes must be listed newest first")
         return self
+
+
+class NotFoundError(ContractModel):
+    status: Literal[404] = 404
+    code: Literal["not_found"] = "not_found"
+    message: str
+    category_ids: list[CategoryId] = Field(default_factory=lambda: list(CATEGORY_IDS))
+    index: str = "api/categories.json"
+
+
+class ErrorBody(ContractModel):
+    """`api/404.json`: what the static host answers for a document the release lacks."""
+
+    error: NotFoundError

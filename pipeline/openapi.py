@@ -18,6 +18,7 @@ from pipeline.contract import (
     CategoryDataset,
     CategoryIndex,
     ChangeLog,
+    ErrorBody,
     FullDataset,
     ReleaseIndex,
 )
@@ -44,6 +45,7 @@ def component_schemas() -> dict[str, Any]:
             (CategoryIndex, "serialization"),
             (ReleaseIndex, "serialization"),
             (ChangeLog, "serialization"),
+            (ErrorBody, "serialization"),
         ],
         ref_template=REF_TEMPLATE,
     )
@@ -99,7 +101,10 @@ def openapi_document() -> dict[str, Any]:
                         }
                     ],
                     "responses": {
-                        "200": _json_response("The entries of that category.", "CategoryDataset")
+                        "200": _json_response("The entries of that category.", "CategoryDataset"),
+                        "404": _json_response(
+                            "No such category: the body names the category ids.", "ErrorBody"
+                        ),
                     },
                 }
             },

@@ -411,6 +411,9 @@ def publish_release(
     entries = assemble_entries(contents, presented.statuses, presented.scores, presented.uptimes)
     version = next_version(output_dir, now.date())
     files = build_release(entries, categories, version, now, base_url)
+    from pipeline.pages import site_files  # the pages read this module's document paths
+
+    files.update(site_files(files))  # reader pages and host files, from the same documents
     meta = release_meta(version, now, len(entries), base_url)
     previous = kept_releases(output_dir, releases_kept - 1)
     summary = release_summary(entries, categories, meta)

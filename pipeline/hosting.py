@@ -1,0 +1,144 @@
+"""How a static host serves a release: headers per path, and the JSON 404 under `api/`.
+
+One set of rules, written three ways: the `_headers` and `_redirects` files published at
+the root of every release (Netlify / Cloudflare Pages style hosts), the nginx site config
+under `deploy/nginx/` (kept in step by the tests, which compare its answers with these
+rules), and `apidir serve`, which reads the published `_headers` and `_redirects` back.
+
+Caching suits nightly releases: pages and JSON may be reused for an hour and then
+revalidated by ETag, so a new release is seen within the hour; assets carry a hash of
+their content in their name, so they are cached for a year and never revalidated.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pipeline.contract import ErrorBody, NotFoundError
+
+NOT_FOUND_JSON = "api/404.json"
+HEADERS_FILE = "_headers"
+REDIRECTS_FILE = "_redirects"
+
+# Pages load only their own stylesheet and script; nothing from elsewhere, no inline code.
+PAGE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'self'"
+)
+# A header may also forbid framing, which a <meta> policy cannot.
+HEADER_CSP = PAGE_CSP + "; frame-ancestors 'none'"
+
+DOCUMENT_CACHE = "public, max-age=3600, must-revalidate"
+ASSET_CACHE = "public, max-age=31536000, immutable"
+
+
+@dataclass(frozen=True)
+class HeaderRule:
+    """Headers a host adds to every response whose path matches `pattern` (`*` matches all)."""
+
+    pattern: str
+    headers: tuple[tuple[str, str], ...]
+
+
+HEADER_RULES: tuple[HeaderRule, ...] = (
+    HeaderRule(
+        "/*",
+        (
+            ("Content-Security-Policy", HEADER_CSP),
+            ("X-Content-Type-Options", "nosniff"),
+            ("Referrer-Policy", "strict-origin-when-cross-origin"),
+        ),
+    ),
+    HeaderRule(
+        "/api/*",
+        (
+            ("Access-Control-Allow-Origin", "*"),
+            ("Content-Type", "application/json; charset=utf-8"),
+            ("Cache-Control", DOCUMENT_CACHE),
+        ),
+    ),
+    HeaderRule("/", (("Cache-Control", DOCUMENT_CACHE),)),
+    HeaderRule("/index.html", (("Cache-Control", DOCUMENT_CACHE),)),
+    HeaderRule("/categories/*", (("Cache-Control", DOCUMENT_CACHE),)),
+    HeaderRule("/apis/*", (("Cache-Control", DOCUMENT_CACHE),)),
+    HeaderRule("/assets/*", (("Cache-Control", ASSET_CACHE),)),
+)
+
+# Netlify semantics: a rule applies only where no file matches the path.
+REDIRECT_RULES: tuple[tuple[str, str, int], ...] = (("/api/*", "/" + NOT_FOUND_JSON, 404),)
+
+
+def headers_for(path: str, rules: Iterable[HeaderRule] = HEADER_RULES) -> dict[str, str]:
+    """The headers the rules give the URL path `path`; later rules override earlier ones."""
+    headers: dict[str, str] = {}
+    for rule in rules:
+        if fnmatch.fnmatchcase(path, rule.pattern):
+            headers.update(rule.headers)
+    return headers
+
+
+def render_headers_file(rules: Iterable[HeaderRule] = HEADER_RULES) -> bytes:
+    lines = ["# Response headers per path (Netlify / Cloudflare Pages `_headers` format)."]
+    for rule in rules:
+        lines.append(rule.pattern)
+        lines.extend(f"  {name}: {value}" for name, value in rule.headers)
+    return ("\n".join(lines) + "\n").encode()
+
+
+def parse_headers_file(text: str) -> list[HeaderRule]:
+    """Rules from a `_headers` file: a path line, then indented `Name: value` lines."""
+    rules: list[tuple[str, list[tuple[str, str]]]] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if not line[0].isspace():
+            rules.append((line.strip(), []))
+            continue
+        name, colon, value = line.strip().partition(":")
+        if not colon or not rules:
+            raise ValueError(f"{HEADERS_FILE}: line {number}: expected 'Name: value' under a path")
+        rules[-1][1].append((name.strip(), value.strip()))
+    return [HeaderRule(pattern, tuple(headers)) for pattern, headers in rules]
+
+
+def render_redirects_file(rules: Iterable[tuple[str, str, int]] = REDIRECT_RULES) -> bytes:
+    lines = ["# A path under /api/ with no file answers with the JSON 404 body (`_redirects`)."]
+    lines.extend(f"{source}  {target}  {status}" for source, target, status in rules)
+    return ("\n".join(lines) + "\n").encode()
+
+
+def parse_redirects_file(text: str) -> list[tuple[str, str, int]]:
+    rules = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        parts = line.split()
+        if len(parts) != 3 or not parts[2].isdigit():
+            raise ValueError(f"{REDIRECTS_FILE}: line {number}: expected 'source target status'")
+        rules.append((parts[0], parts[1], int(parts[2])))
+    return rules
+
+
+def not_found_document() -> bytes:
+    """The body of every 404 under `api/`: what was not found and where to look instead."""
+    body = ErrorBody(
+        error=NotFoundError(
+            message=(
+                "No such document in this release. The full dataset is api/apis.json; "
+                "a category is api/categories/{categoryId}.json with one of categoryIds."
+            )
+        )
+    )
+    return (json.dumps(body.model_dump(mode="json"), indent=2, sort_keys=True) + "\n").encode()
+
+
+def host_files() -> dict[str, bytes]:
+    """The files a release carries for its static host."""
+    return {
+        HEADERS_FILE: render_headers_file(),
+        REDIRECTS_FILE: render_redirects_file(),
+        NOT_FOUND_JSON: not_found_document(),
+    }

@@ -1,0 +1,272 @@
+"""Reader pages: static HTML rendered from the same documents a release publishes as JSON.
+
+Every page is rendered by Jinja2 with autoescaping, so text from entries always shows as
+text. Pages link to one another and to their assets by relative paths only, so the release
+works from any folder of any static host (and from the file system). They load nothing
+from elsewhere: one stylesheet and one script of their own, named by a hash of their
+content, under a strict Content-Security-Policy. Before a release is written, every page
+is checked for balanced tags and for links that lead to files of the release.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+from collections.abc import Mapping
+from datetime import datetime
+from functools import cache
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+from pipeline.contract import ONLINE_NOTE, APIEntry, Uptime
+from pipeline.hosting import PAGE_CSP, host_files
+from pipeline.publish import CATEGORY_INDEX, FULL_DATASET
+
+TEMPLATES = Path(__file__).parent / "templates"
+STATIC = TEMPLATES / "static"
+INDEX_PAGE = "index.html"
+
+STATE_LABELS = {
+    "live": "Live",
+    "online": "Online",
+    "unreachable": "Unreachable",
+    "unchecked": "Not checked yet",
+}
+AUTH_LABELS = {
+    "bearer": "Bearer token",
+    "api-key": "API key",
+    "oauth2": "OAuth 2.0",
+    "basic": "HTTP basic",
+    "hmac": "HMAC signature",
+    "none": "None",
+}
+NO_AUTH_HEADER = "# No auth required"
+
+
+class PageError(RuntimeError):
+    """A rendered page is malformed or links to a file the release does not have."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("pages failed their check:\n  " + "\n  ".join(problems))
+        self.problems = problems
+
+
+def category_page(category_id: str) -> str:
+    return f"categories/{category_id}.html"
+
+
+def entry_page(entry_id: str) -> str:
+    return f"apis/{entry_id}.html"
+
+
+# --- presentation helpers (Jinja filters) ----------------------------------------------------
+
+
+def checked_text(value: str | None) -> str:
+    """`2026-11-21 03:00 UTC` from an RFC 3339 stamp."""
+    if not value:
+        return ""
+    stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return stamp.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def share_text(value: float | None) -> str:
+    """`99.5%` for a share of 0.995; `no probes` when there is none."""
+    if value is None:
+        return "no probes"
+    return f"{value * 100:.1f}".rstrip("0").rstrip(".") + "%"
+
+
+def amount_text(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,g}"
+
+
+def cents_text(cents: int | None) -> str:
+    if cents is None:
+        return "not stated"
+    return f"${cents // 100:,}" if cents % 100 == 0 else f"${cents / 100:,.2f}"
+
+
+def free_quota_text(quota: Mapping[str, Any] | None) -> str:
+    """`1,000 requests/day` with its note, or `none stated`."""
+    if not quota:
+        return "none stated"
+    parts = []
+    if quota.get("amount") is not None:
+        unit = f" {quota['unit']}" if quota.get("unit") else ""
+        parts.append(f"{amount_text(quota['amount'])}{unit}/{quota.get('period')}")
+    if quota.get("note"):
+        parts.append(quota["note"])
+    return " — ".join(parts) or f"per {quota.get('period')}"
+
+
+def sample_text(text: str | None) -> str:
+    """A sample response indented for reading when it is JSON; otherwise as written."""
+    if not text:
+        return ""
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        return text.strip()
+
+
+def search_text(api: Mapping[str, Any]) -> str:
+    """What the index's free-text search looks in: name, provider, description and tags."""
+    words = [api.get("name"), api.get("provider"), api.get("description"), *(api.get("tags") or [])]
+    return " ".join(w for w in words if w).lower()
+
+
+def score_key(api: Mapping[str, Any]) -> tuple[int, str]:
+    """Best builder score first, then by name; unscored entries last."""
+    percent = (api.get("builderScore") or {}).get("percent")
+    return (-(percent if percent is not None else -1), api["name"].lower())
+
+
+def presented_entry(api: Mapping[str, Any]) -> dict[str, Any]:
+    """An entry with every field of the contract present (null where unset), for templates."""
+    entry = APIEntry.model_validate(api).model_dump(mode="json")
+    entry["uptime"] = entry["uptime"] or Uptime().model_dump(mode="json")
+    return entry
+
+
+@cache
+def environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=select_autoescape(["html"]),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(
+        checked=checked_text,
+        share=share_text,
+        cents=cents_text,
+        free_quota=free_quota_text,
+        sample=sample_text,
+        search_text=search_text,
+    )
+    env.globals.update(
+        STATE_LABELS=STATE_LABELS,
+        AUTH_LABELS=AUTH_LABELS,
+        NO_AUTH_HEADER=NO_AUTH_HEADER,
+        ONLINE_NOTE=ONLINE_NOTE,
+        csp=PAGE_CSP,
+        category_page=category_page,
+        entry_page=entry_page,
+    )
+    return env
+
+
+def asset_files() -> tuple[dict[str, bytes], dict[str, str]]:
+    """The stylesheet and script, named by a hash of their content, and their paths by name."""
+    files, paths = {}, {}
+    for source in sorted(STATIC.iterdir()):
+        data = source.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()[:12]
+        path = f"assets/{source.stem}.{digest}{source.suffix}"
+        files[path] = data
+        paths[source.name] = path
+    return files, paths
+
+
+def render_pages(
+    full: Mapping[str, Any], index: Mapping[str, Any], assets: Mapping[str, str]
+) -> dict[str, bytes]:
+    """The index, one page per category and one per entry, from the release's documents."""
+    env = environment()
+    meta = full["meta"]
+    apis = sorted((presented_entry(api) for api in full["apis"]), key=score_key)
+    categories = list(index["categories"])
+    labels = {category["id"]: category["label"] for category in categories}
+    common = {"meta": meta, "assets": assets, "labels": labels, "categories": categories}
+    pages = {
+        INDEX_PAGE: env.get_template("index.html").render(
+            common, root="", apis=apis, page=INDEX_PAGE
+        )
+    }
+    for category in categories:
+        members = [api for api in apis if api["category"] == category["id"]]
+        path = category_page(category["id"])
+        pages[path] = env.get_template("category.html").render(
+            common, root="../", apis=members, category=category, page=path
+        )
+    for api in apis:
+        path = entry_page(api["id"])
+        pages[path] = env.get_template("entry.html").render(
+            common, root="../", api=api, category=labels.get(api["category"]), page=path
+        )
+    return {path: html.encode() for path, html in pages.items()}
+
+
+# --- the check before a release is written ---------------------------------------------------
+
+VOID_ELEMENTS = frozenset(
+    ("area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
+     "wbr")
+)
+
+
+class _PageReader(HTMLParser):
+    """Collects unbalanced tags and relative links of one page."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.open: list[str] = []
+        self.problems: list[str] = []
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in VOID_ELEMENTS:
+            self.open.append(tag)
+        for name, value in attrs:
+            if name in ("href", "src") and value is not None:
+                self.links.append(value)
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.open or self.open[-1] != tag:
+            where = f"line {self.getpos()[0]}"
+            self.problems.append(f"{where}: </{tag}> closes <{self.open[-1] if self.open else ''}>")
+            return
+        self.open.pop()
+
+
+def check_pages(files: Mapping[str, bytes]) -> list[str]:
+    """Every problem of the release's pages: unbalanced tags, relative links to missing files."""
+    problems = []
+    for path, data in sorted(files.items()):
+        if not path.endswith(".html"):
+            continue
+        reader = _PageReader()
+        reader.feed(data.decode("utf-8"))
+        reader.close()
+        problems.extend(f"{path}: {problem}" for problem in reader.problems)
+        if reader.open:
+            problems.append(f"{path}: unclosed <{'>, <'.join(reader.open)}>")
+        for link in reader.links:
+            parts = urlsplit(link)
+            if parts.scheme or parts.netloc or not parts.path:
+                continue
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(path), parts.path))
+            if target not in files:
+                problems.append(f"{path}: link to {link} leads to no file of the release")
+    return problems
+
+
+def site_files(files: Mapping[str, bytes]) -> dict[str, bytes]:
+    """Pages, assets and host files for a release whose JSON documents are `files`."""
+    full = json.loads(files[FULL_DATASET])
+    index = json.loads(files[CATEGORY_INDEX])
+    assets, asset_paths = asset_files()
+    site = {**assets, **host_files()}
+    site.update(render_pages(full, index, asset_paths))
+    problems = check_pages({**files, **site})
+    if problems:
+        raise PageError(problems)
+    return site

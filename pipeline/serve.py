@@ -1,0 +1,94 @@
+"""`apidir serve`: preview a published release locally, as its static host would serve it.
+
+The headers and the JSON 404 come from the release's own `_headers` and `_redirects`
+files (Netlify semantics: a redirect applies only where no file matches), so the preview
+shows what those files say; without them, the rules of `pipeline.hosting` apply.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import mimetypes
+from pathlib import Path
+from urllib.parse import unquote
+
+from aiohttp import web
+
+from pipeline.hosting import (
+    HEADER_RULES,
+    HEADERS_FILE,
+    REDIRECT_RULES,
+    REDIRECTS_FILE,
+    HeaderRule,
+    headers_for,
+    parse_headers_file,
+    parse_redirects_file,
+)
+
+HIDDEN = frozenset({HEADERS_FILE, REDIRECTS_FILE})
+TEXT_TYPES = ("application/json", "application/javascript", "text/javascript", "image/svg+xml")
+COMPRESSIBLE = ("text/", *TEXT_TYPES)
+
+
+def content_type(path: Path) -> str:
+    kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    if kind.startswith("text/") or kind in TEXT_TYPES:
+        return f"{kind}; charset=utf-8"
+    return kind
+
+
+def release_file(folder: Path, url_path: str) -> Path | None:
+    """The file of the release at `url_path` (a folder's index.html), or None."""
+    relative = unquote(url_path).lstrip("/")
+    if relative in HIDDEN:
+        return None
+    candidate = (folder / relative).resolve()
+    if not candidate.is_relative_to(folder):
+        return None
+    if candidate.is_dir() and (url_path.endswith("/") or not relative):
+        candidate = candidate / "index.html"
+    return candidate if candidate.is_file() else None
+
+
+def preview_app(folder: Path) -> web.Application:
+    folder = folder.resolve()
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: no published release here (run `apidir run` first)")
+    headers_file, redirects_file = folder / HEADERS_FILE, folder / REDIRECTS_FILE
+    rules: list[HeaderRule] | tuple[HeaderRule, ...] = (
+        parse_headers_file(headers_file.read_text()) if headers_file.is_file() else HEADER_RULES
+    )
+    redirects = (
+        parse_redirects_file(redirects_file.read_text())
+        if redirects_file.is_file()
+        else list(REDIRECT_RULES)
+    )
+
+    async def serve_path(request: web.Request) -> web.StreamResponse:
+        path = request.path
+        if request.method not in ("GET", "HEAD"):
+            raise web.HTTPMethodNotAllowed(request.method, ["GET", "HEAD"])
+        status, found = 200, release_file(folder, path)
+        if found is None:
+            status = 404
+            target = next((t for s, t, code in redirects
+                           if code == 404 and fnmatch.fnmatchcase(path, s)), None)
+            found = release_file(folder, target) if target else None
+        if found is None:
+            headers = headers_for(path, rules)
+            return web.Response(status=404, text="404 not found\n", headers=headers)
+        headers = {"Content-Type": content_type(found), **headers_for(path, rules)}
+        response = web.Response(body=found.read_bytes(), status=status, headers=headers)
+        if headers["Content-Type"].startswith(COMPRESSIBLE):
+            response.headers["Vary"] = "Accept-Encoding"
+            response.enable_compression()
+        return response
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", serve_path)
+    return app
+
+
+def serve_release(folder: Path, host: str, port: int) -> None:
+    """Serve `folder` until interrupted."""
+    web.run_app(preview_app(folder), host=host, port=port, print=None, access_log=None)

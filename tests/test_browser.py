@@ -1,0 +1,177 @@
+"""Headless Chromium reads the release as nginx serves it: filter, search, open an entry, copy.
+
+Chromium is Debian's package (`make test` installs it), driven by Playwright with a fresh
+profile and every background service off, since the machine has no network beyond loopback.
+Screenshots go to `test-output/browser/`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
+
+from pipeline.pages import NO_AUTH_HEADER
+from tests.conftest import REPO
+from tests.site_release import (
+    HOSTILE_NAME,
+    LIVE_ID,
+    UNREACHABLE_ID,
+    SampleRelease,
+    publish_sample_release,
+)
+from tests.static_host import run_nginx
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS = REPO / "test-output" / "browser"
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> SampleRelease:
+    return publish_sample_release(tmp_path_factory.mktemp("release"))
+
+
+@pytest.fixture(scope="module")
+def site(sample: SampleRelease, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with run_nginx(sample.folder, tmp_path_factory.mktemp("nginx")) as base_url:
+        yield base_url
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[BrowserContext]:
+    if not CHROMIUM.is_file():
+        raise RuntimeError("chromium is not installed: run `make test`, which installs it")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1280, "height": 900},
+        )
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+class Watch:
+    """Console errors, failed requests and dialogs of a page: a working page has none."""
+
+    def __init__(self, page: Page) -> None:
+        self.problems: list[str] = []
+        page.on("console", lambda m: m.type == "error" and self.problems.append(m.text))
+        page.on("pageerror", lambda e: self.problems.append(str(e)))
+        page.on("requestfailed", lambda r: self.problems.append(f"failed: {r.url}"))
+        page.on("response", lambda r: r.status >= 400 and self.problems.append(
+            f"{r.status}: {r.url}"))
+        page.on("dialog", lambda d: (self.problems.append(f"dialog: {d.message}"), d.dismiss()))
+
+
+def visible_cards(page: Page) -> list[dict[str, str]]:
+    return page.eval_on_selector_all(
+        "#api-list > li:not([hidden])",
+        "cards => cards.map(c => ({id: c.dataset.id, category: c.dataset.category,"
+        " name: c.dataset.name}))",
+    )
+
+
+def test_filter_search_and_open_an_entry(
+    browser: BrowserContext, site: str, sample: SampleRelease
+) -> None:
+    apis = json.loads((sample.folder / "api" / "apis.json").read_text())["apis"]
+    page = browser.new_page()
+    watch = Watch(page)
+    page.goto(f"{site}/index.html")
+    expect(page.locator("#filters")).to_be_visible()  # the script ran under the policy
+    expect(page.locator("#result-count")).to_have_text(f"{len(apis)} APIs")
+
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+
+    page.select_option("#filter-category", "finance")
+    finance = sorted(a["id"] for a in apis if a["category"] == "finance")
+    assert sorted(card["id"] for card in visible_cards(page)) == finance
+    expect(page.locator("#result-count")).to_have_text(
+        f"Showing {len(finance)} of {len(apis)} APIs"
+    )
+
+    page.fill("#filter-q", "currency exchange")
+    matches = [a["id"] for a in apis if a["category"] == "finance"
+               and all(w in " ".join([a["name"], a["provider"], a.get("description", ""),
+                                      *a.get("tags", [])]).lower() for w in ("currency",
+                                                                              "exchange"))]
+    assert LIVE_ID in matches
+    assert sorted(card["id"] for card in visible_cards(page)) == sorted(matches)
+    assert "category=finance" in page.url and "q=currency+exchange" in page.url
+    page.screenshot(path=SCREENSHOTS / "index-filtered.png", full_page=True)
+
+    page.select_option("#filter-sort", "name")
+    names = [card["name"] for card in visible_cards(page)]
+    assert names == sorted(names)
+
+    page.fill("#filter-q", "no api has this text")
+    expect(page.locator("#no-results")).to_be_visible()
+    page.fill("#filter-q", "currency exchange")
+
+    page.locator(f'#api-list a[href="apis/{LIVE_ID}.html"]').focus()
+    page.keyboard.press("Enter")  # opened from the keyboard
+    page.wait_for_url(f"**/apis/{LIVE_ID}.html")
+
+    entry = next(a for a in apis if a["id"] == LIVE_ID)
+    score = entry["builderScore"]
+    expect(page.locator("h1")).to_contain_text(entry["name"])
+    expect(page.locator("#base-url")).to_have_text(entry["baseUrl"])
+    expect(page.locator("#auth-header")).to_contain_text(NO_AUTH_HEADER)
+    expect(page.locator("#rate-limit")).to_have_text(entry["rateLimit"])
+    expect(page.locator("#pricing-model")).to_contain_text(entry["pricing"]["model"])
+    expect(page.locator("#free-quota")).to_be_visible()
+    expect(page.locator("#docs-url a")).to_have_attribute("href", entry["docsUrl"])
+    expect(page.locator("#status")).to_have_text("Live — HTTP 200, response time 84 ms.")
+    expect(page.locator("#checked-at")).to_have_text("2026-11-21 02:59 UTC")
+    expect(page.locator("#builder-score")).to_have_text(
+        f"{score['grade']} {score['percent']}% builder-friendly"
+    )
+    for part in ("Pricing", "Latency", "Depth"):
+        row = page.locator("#subscores tr", has=page.locator(f"th:text-is('{part}')"))
+        expect(row.locator("td.num")).to_have_text(str(score[part.lower()]))
+        for reason in score["reasons"][part.lower()]:
+            expect(row).to_contain_text(reason)
+    expect(page.locator("#uptime")).to_contain_text("Last 7 days")
+    expect(page.locator("#endpoints tbody tr")).to_have_count(len(entry["endpoints"]))
+    expect(page.locator("#sample-request")).to_have_text(entry["sampleRequest"].strip())
+
+    browser.grant_permissions(["clipboard-read", "clipboard-write"], origin=site)
+    page.click("button[data-copy='sample-request']")
+    expect(page.locator("button[data-copy='sample-request']")).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == entry["sampleRequest"].strip()
+    page.screenshot(path=SCREENSHOTS / "entry.png", full_page=True)
+    assert watch.problems == []
+
+
+def test_entry_with_html_shows_it_as_text_and_fits_a_phone(
+    browser: BrowserContext, site: str
+) -> None:
+    page = browser.new_page()
+    page.set_viewport_size({"width": 390, "height": 844})
+    watch = Watch(page)
+    page.goto(f"{site}/apis/{UNREACHABLE_ID}.html")
+    expect(page.locator("h1")).to_have_text(HOSTILE_NAME)
+    expect(page.locator("#status")).to_have_text("Unreachable — no response.")
+    assert page.locator("main img, main script, main b").count() == 0
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    page.screenshot(path=SCREENSHOTS / "entry-phone.png", full_page=True)
+    assert watch.problems == []
