@@ -6,6 +6,7 @@ import asyncio
 import json
 import sys
 from dataclasses import asdict, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -39,6 +40,31 @@ def run() -> None:
             f"{', '.join(invalid)} (see `apidir validate`)",
             err=True,
         )
+
+
+@app.command()
+def backfill(
+    start: Annotated[datetime, typer.Argument(formats=["%Y-%m-%d"], help="First day (UTC).")],
+    end: Annotated[datetime, typer.Argument(formats=["%Y-%m-%d"], help="Last day, included.")],
+    entry: Annotated[
+        list[str] | None, typer.Option(help="Only this entry id (repeatable).")
+    ] = None,
+    category: Annotated[
+        list[str] | None, typer.Option(help="Only this category's entries (repeatable).")
+    ] = None,
+    reprobe: Annotated[bool, typer.Option(help="Probe the chosen entries first.")] = False,
+) -> None:
+    """Recompute the daily rollups and scores of each day in a range, then republish."""
+    from flows.backfill import backfill as backfill_flow
+
+    result = asyncio.run(
+        backfill_flow(start.date(), end.date(), entries=entry, categories=category,
+                      reprobe=reprobe)
+    )
+    typer.echo(
+        f"rolled up {len(result['days'])} days ({result['rows']} rows); "
+        f"published release {result['version']} with {result['published']} entries"
+    )
 
 
 @app.command()

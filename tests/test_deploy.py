@@ -79,7 +79,7 @@ def prefect(env: dict[str, str], *args: str, timeout: float = 180) -> str:
     return done.stdout + done.stderr
 
 
-def test_the_nightly_deployment_runs_through_a_worker(
+def test_the_deployments_run_through_a_worker(
     prefect_server: dict[str, str], tmp_path: Path
 ) -> None:
     env = prefect_server
@@ -109,9 +109,16 @@ def test_the_nightly_deployment_runs_through_a_worker(
     assert published["meta"]["totalAPIs"] == len(published["apis"]) >= 70
     releases = json.loads((tmp_path / "public" / "api" / "releases.json").read_text())
     assert releases["releases"][0]["version"] == published["meta"]["version"]
+
+    today = published["meta"]["generated"][:10]
+    prefect(env, "deployment", "run", "backfill/backfill", "--param", f"start={today}",
+            "--param", f"end={today}", "--param", 'categories=["weather"]')
+    prefect(worker_env, "worker", "start", "--pool", "apidir", "--run-once")
+    republished = json.loads((tmp_path / "public" / "api" / "releases.json").read_text())
+    assert [r["version"] for r in republished["releases"][1:]] == [published["meta"]["version"]]
+
     runs = json.loads(urllib.request.urlopen(urllib.request.Request(
         f"{api}/flow_runs/filter", data=json.dumps({"limit": 10}).encode(),
         headers={"Content-Type": "application/json"}), timeout=10).read())
-    ran = [run for run in runs if run["deployment_id"] == nightly["id"]
-           and run["state_type"] == "COMPLETED"]
-    assert len(ran) == 1
+    completed = {run["deployment_id"] for run in runs if run["state_type"] == "COMPLETED"}
+    assert completed == {nightly["id"], backfill["id"]}
