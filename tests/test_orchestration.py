@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
+from time import monotonic
 
 import pytest
 import pytest_asyncio
@@ -21,11 +28,12 @@ from pipeline.store import (
     DailyEndpointRollup,
     DailyEntryRollup,
     PipelineRun,
+    ProbeRow,
     active_entries,
     engine_for,
     start_run,
 )
-from tests.conftest import WriteEntry, make_entry
+from tests.conftest import REPO, WriteEntry, make_entry
 from tests.test_history import result
 from tests.webhook import WebhookReceiver
 
@@ -214,3 +222,66 @@ async def test_state_changes_alert_and_fill_the_run_summary(
     rows = json.loads(table.data) if isinstance(table.data, str) else table.data
     assert {(row["entry"], row["state"]) for row in rows} == {
         ("example-weather", "unreachable"), ("second-api", "live")}
+
+
+async def test_a_crashed_run_is_recorded_and_alerted(
+    prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str], tmp_path: Path,
+    hook: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The process running the flow is interrupted mid-probe: Prefect's crash hook tells."""
+    from prefect.settings import PREFECT_API_URL
+
+    silent = socket.socket()  # accepts connections (kernel backlog) and never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    base = f"https://127.0.0.1:{silent.getsockname()[1]}"
+    write_entry(make_entry(baseUrl=base, sampleRequest=f'curl "{base}/forecast"'))
+    env = {**os.environ, "APIDIR_PROBE_ENABLED": "true", "APIDIR_PROBE_ALLOW_PRIVATE": "true",
+           "APIDIR_PROBE_ATTEMPTS": "1", "APIDIR_PROBE_TIMEOUT": "120",
+           "PREFECT_API_URL": PREFECT_API_URL.value()}
+    process = subprocess.Popen([sys.executable, "-m", "flows.nightly"], cwd=REPO, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        engine = engine_for(quiet_env["APIDIR_DATABASE_URL"])
+        deadline = monotonic() + 90
+        while monotonic() < deadline and process.poll() is None:
+            with Session(engine) as session:
+                run = session.exec(select(PipelineRun)).first()
+            if run is not None and run.entries_seen:  # ingest is done: probing now
+                break
+            await asyncio.sleep(0.3)
+        await asyncio.sleep(1.5)
+        process.send_signal(signal.SIGTERM)
+        output, _ = await asyncio.to_thread(process.communicate, timeout=60)
+    finally:
+        process.kill()
+        silent.close()
+    assert process.returncode != 0, output.decode()
+    with Session(engine) as session:
+        run = session.exec(select(PipelineRun)).one()
+    assert run.state == "crashed", output.decode()[-3000:]
+    assert run.finished_at is not None and run.message
+    assert hook.events() == ["run_crashed"]
+    assert hook.received[0]["run"]["id"] == run.id
+    assert hook.received[0]["run"]["state"] == "crashed"
+
+
+async def test_backfill_reprobes_only_the_chosen_entries(
+    prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("chosen", "other"):  # .invalid never resolves: probes fail at DNS, locally
+        base = f"https://{name}.example.invalid"
+        write_entry(make_entry(id=f"{name}-api", baseUrl=base,
+                               sampleRequest=f'curl "{base}/forecast"'))
+    await nightly()  # probing off: ingest only
+    monkeypatch.setenv("APIDIR_PROBE_ENABLED", "true")
+    monkeypatch.setenv("APIDIR_PROBE_ATTEMPTS", "1")
+    today = datetime.now(UTC).date()
+    outcome = await backfill(today, today, entries=["chosen-api"], reprobe=True)
+    with Session(engine_for(quiet_env["APIDIR_DATABASE_URL"])) as session:
+        probed = {p.entry_id for p in session.exec(select(ProbeRow))}
+        rollups = session.exec(select(DailyEntryRollup).where(
+            DailyEntryRollup.day == today, DailyEntryRollup.entry_id == "chosen-api")).one()
+    assert probed == {"chosen-api"} and outcome["entries"] == ["chosen-api"]
+    assert (rollups.probes, rollups.state) == (2, "unreachable")
