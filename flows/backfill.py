@@ -16,6 +16,7 @@ from sqlmodel import select
 
 from flows.nightly import (
     alert_crash,
+    complete_run,
     fail_run,
     open_run,
     probe,
@@ -23,12 +24,11 @@ from flows.nightly import (
     rollup,
     run_stage,
     score,
-    summarize,
     with_retries,
 )
 from pipeline.rollup import days_between
 from pipeline.settings import Settings
-from pipeline.store import EntryRow, PipelineRun, engine_for, finish_run, session_scope, utcnow
+from pipeline.store import EntryRow, engine_for, session_scope, utcnow
 
 
 class UnknownSelectionError(ValueError):
@@ -83,9 +83,7 @@ async def backfill(
     except Exception as exc:
         await fail_run(settings, run_id, exc, "backfill")
         raise
-    with session_scope(engine_for(settings.database_url)) as session:
-        finish_run(session, session.get(PipelineRun, run_id), "completed")
-    run = await summarize(settings, run_id, presented, changes, None)
+    run = await complete_run(settings, run_id, presented, changes, None)
     return {
         "run": run_id,
         "days": [day.isoformat() for day in days],

@@ -189,11 +189,13 @@ async def rollup(
     return rows
 
 
-async def summarize(settings: Settings, run_id: int, presented: Presented,
-                    changes: list[Change], ingested: IngestSummary | None) -> PipelineRun:
-    """Publish the run summary as Prefect artifacts: a markdown report and a table."""
+async def complete_run(settings: Settings, run_id: int, presented: Presented,
+                       changes: list[Change], ingested: IngestSummary | None) -> PipelineRun:
+    """Mark the run completed and publish its summary as Prefect artifacts: a markdown
+    report and a table of every entry."""
     with session_scope(engine_for(settings.database_url)) as session:
         run = session.get(PipelineRun, run_id)
+        finish_run(session, run, "completed")
         contents = {row.id: row.content for row in active_entries(session)}
         report = run_report(run, presented.statuses, changes, ingested,
                             slowest_probes(session, run_id))
@@ -272,9 +274,7 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
     except Exception as exc:
         await fail_run(settings, run_id, exc, "nightly")
         raise
-    with session_scope(engine_for(settings.database_url)) as session:
-        finish_run(session, session.get(PipelineRun, run_id), "completed")
-    run = await summarize(settings, run_id, presented, changes, ingested)
+    run = await complete_run(settings, run_id, presented, changes, ingested)
     await alert_state_changes(settings, "nightly", run, changes)
     return {
         "run": run_id,
