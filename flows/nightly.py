@@ -15,6 +15,7 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from flows.probe_shards import probe_sharded
 from pipeline.catalog import load_categories, read_catalog
 from pipeline.history import history_frame, latest_statuses, plan_targets, record_probes
 from pipeline.ingest import IngestSummary, ingest_catalog
@@ -124,7 +125,10 @@ async def nightly() -> dict[str, Any]:
         run_id = start_run(session, "nightly").id
     try:
         summary = await ingest(settings, run_id)
-        await probe(settings, run_id)
+        if settings.probe_enabled and settings.probe_shards > 1:
+            await probe_sharded(settings, run_id)
+        else:
+            await probe(settings, run_id)
         now = utcnow()
         presented = await score(settings, run_id, now)
         version = await publish(settings, run_id, presented, now)

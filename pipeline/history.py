@@ -7,8 +7,9 @@ network was down), so one bad night never turns the whole directory red.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import pandas as pd
@@ -69,18 +70,59 @@ def plan_targets(session: Session, entries: Sequence[EntryRow]) -> list[ProbeTar
     return targets
 
 
+@dataclass(frozen=True)
+class ProbeTally:
+    """What a run's probes came to; tallies of shards add up to the run's."""
+
+    outcomes: Mapping[str, int] = field(default_factory=dict)
+    connect_failures: int = 0
+
+    @classmethod
+    def of(cls, results: Iterable[ProbeResult]) -> ProbeTally:
+        results = list(results)
+        return cls(
+            outcomes=dict(Counter(r.outcome for r in results)),
+            connect_failures=sum(1 for r in results if r.error_class in CONNECT_FAILURES),
+        )
+
+    def __add__(self, other: ProbeTally) -> ProbeTally:
+        return ProbeTally(
+            outcomes=dict(Counter(self.outcomes) + Counter(other.outcomes)),
+            connect_failures=self.connect_failures + other.connect_failures,
+        )
+
+    @property
+    def probes(self) -> int:
+        return sum(self.outcomes.values())
+
+    @property
+    def network_suspect(self) -> bool:
+        """Most probes failed to connect at once: the prober's network, not the providers."""
+        return (
+            self.probes >= SUSPECT_MIN_PROBES
+            and self.connect_failures >= SUSPECT_SHARE * self.probes
+        )
+
+
 def network_suspect(results: Sequence[ProbeResult]) -> bool:
     """Most probes failed to connect at once: the prober's network, not the providers."""
-    failed = sum(1 for r in results if r.error_class in CONNECT_FAILURES)
-    return len(results) >= SUSPECT_MIN_PROBES and failed >= SUSPECT_SHARE * len(results)
+    return ProbeTally.of(results).network_suspect
 
 
 def record_probes(session: Session, run: PipelineRun, results: Iterable[ProbeResult]) -> int:
     """Add one row per probe, linked to its run, entry and endpoint; flag a suspect run."""
+    tally = add_probes(session, run.id, results)
+    close_probe_run(session, run, tally)
+    return tally.probes
+
+
+def add_probes(session: Session, run_id: int, results: Iterable[ProbeResult]) -> ProbeTally:
+    """Add one row per probe of an entry (committed by the caller); the run's counts are left
+    to `close_probe_run`, since a shard sees only its part of the run."""
     results = [r for r in results if r.entry_id is not None]
     session.add_all(
         ProbeRow(
-            run_id=run.id,
+            run_id=run_id,
             entry_id=r.entry_id,
             endpoint_id=r.endpoint_id,
             url=r.url,
@@ -100,12 +142,16 @@ def record_probes(session: Session, run: PipelineRun, results: Iterable[ProbeRes
         )
         for r in results
     )
-    run.probes = len(results)
-    run.probes_failed = sum(1 for r in results if r.outcome == "unreachable")
-    run.network_suspect = network_suspect(results)
+    return ProbeTally.of(results)
+
+
+def close_probe_run(session: Session, run: PipelineRun, tally: ProbeTally) -> None:
+    """Store the run's probe counts and flag it network-suspect when most failed to connect."""
+    run.probes = tally.probes
+    run.probes_failed = tally.outcomes.get("unreachable", 0)
+    run.network_suspect = tally.network_suspect
     session.add(run)
     session.commit()
-    return len(results)
 
 
 def entry_status(probes: Sequence[ProbeRow]) -> Status:

@@ -1,0 +1,99 @@
+"""The probe stage in shards: targets split by host, each shard a Prefect task in a process of
+its own, every shard writing its probes into the same database.
+
+One event loop in one Python process tops out at some hundreds of probes a second (figures
+in docs/scaling.md); shards spread the probing over processes through the flow's task runner:
+a `ProcessPoolTaskRunner` here, or prefect-dask's `DaskTaskRunner` to spread them over a Dask
+cluster. No host is in two shards, so each shard's prober keeps its hosts' politeness alone.
+The run's counts and its network-suspect flag are taken over all shards together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+from prefect.futures import wait
+from prefect.task_runners import ProcessPoolTaskRunner
+from prefect.utilities.annotations import quote
+
+from pipeline.history import ProbeTally, add_probes, close_probe_run, plan_targets
+from pipeline.probe import probe_all
+from pipeline.settings import Settings
+from pipeline.shards import Shard, split_by_host
+from pipeline.store import PipelineRun, active_entries, engine_for, session_scope
+
+
+class ShardsFailedError(RuntimeError):
+    """Some shards failed after their retries; the others' probes are stored and counted."""
+
+
+@dataclass(frozen=True)
+class ShardReport:
+    """What one shard did, and in which process."""
+
+    index: int
+    hosts: frozenset[str]
+    process_id: int
+    tally: ProbeTally
+
+
+@task(
+    name="probe-shard",
+    task_run_name="probe-shard-{shard.index}",
+    cache_policy=NO_CACHE,
+    retries=1,
+    retry_delay_seconds=10,
+)
+async def probe_shard(settings: Settings, run_id: int, shard: Shard) -> ShardReport:
+    """Probe one shard's targets as coroutines of this task, then store its rows in one commit
+    (so a retried shard never leaves half its rows behind)."""
+    results = await probe_all(shard.targets, settings.probe_settings())
+    with session_scope(engine_for(settings.database_url)) as session:
+        tally = add_probes(session, run_id, results)
+    hosts = shard.hosts
+    get_run_logger().info(
+        "shard %d: %d URLs of %d hosts: %s",
+        shard.index, tally.probes, len(hosts), dict(sorted(tally.outcomes.items())),
+    )
+    return ShardReport(shard.index, hosts, os.getpid(), tally)
+
+
+@flow(name="probe-shards", task_runner=ProcessPoolTaskRunner())
+async def probe_in_shards(settings: Settings, run_id: int) -> list[ShardReport]:
+    """Plan every published entry's targets, probe them in shards, then count the run."""
+    engine = engine_for(settings.database_url)
+    with session_scope(engine) as session:
+        targets = plan_targets(session, active_entries(session))
+    shards = split_by_host(targets, settings.probe_shards)
+    # quote(): Prefect would otherwise walk every target looking for futures.
+    futures = [probe_shard.submit(settings, run_id, quote(shard)) for shard in shards]
+    await asyncio.to_thread(wait, futures)  # the flow's event loop stays free meanwhile
+    outcomes = [future.result(raise_on_failure=False) for future in futures]
+    reports = [outcome for outcome in outcomes if isinstance(outcome, ShardReport)]
+    tally = sum((report.tally for report in reports), ProbeTally())
+    with session_scope(engine) as session:
+        run = session.get(PipelineRun, run_id)
+        close_probe_run(session, run, tally)
+    logger = get_run_logger()
+    logger.info("probed %d URLs in %d shards: %s", tally.probes, len(shards),
+                dict(sorted(tally.outcomes.items())))
+    if run.network_suspect:
+        logger.warning("most probes failed to connect at once: run flagged network-suspect, "
+                       "published statuses keep the last trusted run")
+    failed = [shard.index for shard, outcome in zip(shards, outcomes, strict=True)
+              if not isinstance(outcome, ShardReport)]
+    if failed:
+        raise ShardsFailedError(f"probe shards {failed} of {len(shards)} failed: "
+                                f"{outcomes[failed[0]]!r}")
+    return reports
+
+
+async def probe_sharded(settings: Settings, run_id: int) -> list[ShardReport]:
+    """The sharded probe stage on a pool of `probe_workers` processes (0: one per CPU)."""
+    workers = min(settings.probe_workers or os.cpu_count() or 1, settings.probe_shards)
+    runner = ProcessPoolTaskRunner(max_workers=workers)
+    return await probe_in_shards.with_options(task_runner=runner)(settings, run_id)
