@@ -126,7 +126,7 @@ async def nightly() -> dict[str, Any]:
     try:
         summary = await ingest(settings, run_id)
         if settings.probe_enabled and settings.probe_shards > 1:
-            await probe_sharded(settings, run_id)
+            await probe_sharded(run_id)
         else:
             await probe(settings, run_id)
         now = utcnow()

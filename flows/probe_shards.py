@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import wait
+from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.task_runners import ProcessPoolTaskRunner
 from prefect.utilities.annotations import quote
 
@@ -38,7 +42,23 @@ class ShardReport:
     index: int
     hosts: frozenset[str]
     process_id: int
+    seconds: float  # probing and storing, without the process's start
     tally: ProbeTally
+
+
+@contextmanager
+def api_for_workers() -> Iterator[None]:
+    """Point the shard processes at this process's Prefect API. With no PREFECT_API_URL set,
+    Prefect runs a temporary server for this process alone; left so, every shard process
+    would start one of its own (some 20 s each, and their runs would not show here)."""
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = None if PREFECT_API_URL.value() else SubprocessASGIServer()
+    if server is None or not server.running:
+        yield
+        return
+    with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+        yield
 
 
 @task(
@@ -51,26 +71,34 @@ class ShardReport:
 async def probe_shard(settings: Settings, run_id: int, shard: Shard) -> ShardReport:
     """Probe one shard's targets as coroutines of this task, then store its rows in one commit
     (so a retried shard never leaves half its rows behind)."""
+    started = time.perf_counter()
     results = await probe_all(shard.targets, settings.probe_settings())
     with session_scope(engine_for(settings.database_url)) as session:
         tally = add_probes(session, run_id, results)
+    seconds = time.perf_counter() - started
     hosts = shard.hosts
     get_run_logger().info(
-        "shard %d: %d URLs of %d hosts: %s",
-        shard.index, tally.probes, len(hosts), dict(sorted(tally.outcomes.items())),
+        "shard %d: %d URLs of %d hosts in %.1f s: %s",
+        shard.index, tally.probes, len(hosts), seconds, dict(sorted(tally.outcomes.items())),
     )
-    return ShardReport(shard.index, hosts, os.getpid(), tally)
+    return ShardReport(shard.index, hosts, os.getpid(), seconds, tally)
 
 
 @flow(name="probe-shards", task_runner=ProcessPoolTaskRunner())
-async def probe_in_shards(settings: Settings, run_id: int) -> list[ShardReport]:
-    """Plan every published entry's targets, probe them in shards, then count the run."""
+async def probe_in_shards(run_id: int) -> list[ShardReport]:
+    """Plan every published entry's targets, probe them in shards, then count the run.
+
+    The settings come from the environment, never as a parameter: Prefect's server keeps
+    every flow run's parameters, and the database URL may carry a password.
+    """
+    settings = Settings()
     engine = engine_for(settings.database_url)
     with session_scope(engine) as session:
         targets = plan_targets(session, active_entries(session))
     shards = split_by_host(targets, settings.probe_shards)
-    # quote(): Prefect would otherwise walk every target looking for futures.
-    futures = [probe_shard.submit(settings, run_id, quote(shard)) for shard in shards]
+    with api_for_workers():
+        # quote(): Prefect would otherwise walk every target looking for futures.
+        futures = [probe_shard.submit(settings, run_id, quote(shard)) for shard in shards]
     await asyncio.to_thread(wait, futures)  # the flow's event loop stays free meanwhile
     outcomes = [future.result(raise_on_failure=False) for future in futures]
     reports = [outcome for outcome in outcomes if isinstance(outcome, ShardReport)]
@@ -92,8 +120,9 @@ async def probe_in_shards(settings: Settings, run_id: int) -> list[ShardReport]:
     return reports
 
 
-async def probe_sharded(settings: Settings, run_id: int) -> list[ShardReport]:
+async def probe_sharded(run_id: int) -> list[ShardReport]:
     """The sharded probe stage on a pool of `probe_workers` processes (0: one per CPU)."""
+    settings = Settings()
     workers = min(settings.probe_workers or os.cpu_count() or 1, settings.probe_shards)
     runner = ProcessPoolTaskRunner(max_workers=workers)
-    return await probe_in_shards.with_options(task_runner=runner)(settings, run_id)
+    return await probe_in_shards.with_options(task_runner=runner)(run_id)

@@ -142,7 +142,7 @@ async def test_shards_run_as_prefect_tasks_in_other_processes_into_one_store(
         ingest_catalog(session, read_catalog([settings.entries_dir], settings.entries_dir))
         run_id = start_run(session, "nightly").id
 
-    reports: list[ShardReport] = await probe_sharded(settings, run_id)
+    reports: list[ShardReport] = await probe_sharded(run_id)
 
     assert sorted(report.index for report in reports) == [0, 1, 2]
     assert all(report.process_id != os.getpid() for report in reports)
