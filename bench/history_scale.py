@@ -23,6 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from sqlalchemy import Engine, text  # noqa: E402
 from sqlmodel import select  # noqa: E402
 
 from pipeline.history import add_probes, history_frame, latest_statuses  # noqa: E402
@@ -79,7 +80,17 @@ def fill(database_url: str, entries: int, runs: int) -> None:
         with session_scope(engine) as session:
             size = len(read(session))
         print(f"  {name:>15}: {size} rows back in {time.perf_counter() - started:6.2f} s")
+    print(f"  storage: {stored_bytes(engine) / rows:.0f} bytes per probe row, indexes included")
     engine.dispose()
+
+
+def stored_bytes(engine: Engine) -> int:
+    """The probe table with its indexes (PostgreSQL), or the whole database file (SQLite)."""
+    with engine.connect() as connection:
+        if engine.dialect.name == "postgresql":
+            return connection.execute(text("SELECT pg_total_relation_size('probe')")).scalar_one()
+        connection.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
+    return Path(engine.url.database).stat().st_size
 
 
 def main() -> None:

@@ -39,7 +39,7 @@ from sqlalchemy import func  # noqa: E402
 from sqlmodel import select  # noqa: E402
 
 from flows.nightly import probe as probe_task  # noqa: E402
-from flows.probe_shards import probe_sharded  # noqa: E402
+from flows.probe_shards import peak_rss_mib, probe_sharded  # noqa: E402
 from pipeline.settings import Settings  # noqa: E402
 from pipeline.store import (  # noqa: E402
     EndpointRow,
@@ -57,13 +57,15 @@ WORK = REPO / "var" / "bench-shards"
 
 
 @flow(name="probe-stage-bench")
-async def probe_stage(run_id: int) -> float | None:
-    """The probe stage as the nightly flow runs it; the slowest shard's own seconds."""
+async def probe_stage(run_id: int) -> str:
+    """The probe stage as the nightly flow runs it; what the shards said of themselves."""
     settings = Settings()
-    if settings.probe_shards > 1:
-        return max(report.seconds for report in await probe_sharded(run_id))
-    await probe_task(settings, run_id)
-    return None
+    if settings.probe_shards == 1:
+        await probe_task(settings, run_id)
+        return ""
+    reports = await probe_sharded(run_id)
+    return (f", slowest shard {max(r.seconds for r in reports):.2f} s, "
+            f"peak RSS {max(r.peak_rss_mib for r in reports):.0f} MiB")
 
 
 @flow(name="warm-up")
@@ -96,20 +98,21 @@ def measure(name: str, env: dict[str, str], expected: int, max_seconds: float) -
     cpu = cpu_seconds()
     started = time.perf_counter()
     try:
-        slowest = asyncio.run(asyncio.wait_for(probe_stage(run_id), max_seconds))
+        shards = asyncio.run(asyncio.wait_for(probe_stage(run_id), max_seconds))
     except TimeoutError:
         print(f"{name:>26}: stopped after {max_seconds:.0f} s (--max-seconds)")
         return
     wall = time.perf_counter() - started
     cpu = cpu_seconds() - cpu
+    rss = peak_rss_mib()
     with session_scope(engine_for(settings.database_url)) as session:
         stored = session.exec(
             select(func.count()).select_from(ProbeRow).where(ProbeRow.run_id == run_id)
         ).one()
         run = session.get(PipelineRun, run_id)
-    shards = "" if slowest is None else f", slowest shard {slowest:.2f} s"
     print(f"{name:>26}: {stored} rows ({run.probes_failed} failed) in {wall:6.2f} s "
           f"= {stored / wall:5.0f} probes/s, {1000 * cpu / stored:.2f} CPU ms/probe{shards}"
+          + (f", flow process peak RSS {rss:.0f} MiB" if not shards else "")
           + ("" if stored == expected else " INCOMPLETE"))
 
 

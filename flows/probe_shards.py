@@ -1,21 +1,24 @@
 """The probe stage in shards: targets split by host, each shard a Prefect task in a process of
 its own, every shard writing its probes into the same database.
 
-One event loop in one Python process tops out at some hundreds of probes a second (figures
-in docs/scaling.md); shards spread the probing over processes through the flow's task runner:
-a `ProcessPoolTaskRunner` here, or prefect-dask's `DaskTaskRunner` to spread them over a Dask
-cluster. No host is in two shards, so each shard's prober keeps its hosts' politeness alone.
-The run's counts and its network-suspect flag are taken over all shards together.
+One event loop in one Python process tops out at one core, some 1,500 probes a second on
+loopback (figures in docs/scaling.md); shards spread the probing over processes through the
+flow's task runner, a `ProcessPoolTaskRunner` (another runner, such as prefect-dask's, would
+spread the same tasks over a cluster). No host is in two shards, so each shard's prober keeps
+its hosts' politeness alone. The run's counts and its network-suspect flag are taken over
+all shards together.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -43,7 +46,19 @@ class ShardReport:
     hosts: frozenset[str]
     process_id: int
     seconds: float  # probing and storing, without the process's start
+    peak_rss_mib: float  # of the process, so far
     tally: ProbeTally
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory. VmHWM, since getrusage's maximum survives the
+    fork and exec that start a pool process, and would report the parent's."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    kib = next((line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")), 0)
+    return int(kib) / 1024
 
 
 @contextmanager
@@ -81,7 +96,7 @@ async def probe_shard(settings: Settings, run_id: int, shard: Shard) -> ShardRep
         "shard %d: %d URLs of %d hosts in %.1f s: %s",
         shard.index, tally.probes, len(hosts), seconds, dict(sorted(tally.outcomes.items())),
     )
-    return ShardReport(shard.index, hosts, os.getpid(), seconds, tally)
+    return ShardReport(shard.index, hosts, os.getpid(), seconds, peak_rss_mib(), tally)
 
 
 @flow(name="probe-shards", task_runner=ProcessPoolTaskRunner())
