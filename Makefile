@@ -9,7 +9,14 @@ export PREFECT_HOME ?= $(CURDIR)/var/prefect
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export DO_NOT_TRACK ?= 1
 
-.PHONY: run test lint validate openapi clean system-packages serve
+# The store and flow tests also run on PostgreSQL: the test session starts a throwaway server
+# from the distribution's binaries under var/ (tests/postgres_server.py) and stops it at the
+# end. Installed here when missing, without the package's default cluster (nothing is left
+# running); as root directly, otherwise through sudo.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+PG_NO_MAIN := /etc/postgresql-common/createcluster.d/apidir-no-main-cluster.conf
+
+.PHONY: run test lint validate openapi clean system-packages serve postgres-binaries
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,7 +47,20 @@ run: $(STAMP)  ## ingest, probe, score and publish a release into public/
 	mkdir -p $(PREFECT_HOME)
 	$(BIN)/apidir run
 
-test: $(STAMP) system-packages  ## lint and run the whole test suite
+postgres-binaries:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then :; \
+	elif ! command -v apt-get >/dev/null; then \
+	  echo "no apt-get: install PostgreSQL's server binaries, or set APIDIR_TEST_POSTGRES_URL"; \
+	else \
+	  echo "installing the Debian package postgresql for the PostgreSQL tests"; \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-common && \
+	  $(SUDO) mkdir -p $(dir $(PG_NO_MAIN)) && \
+	  echo "create_main_cluster = false" | $(SUDO) tee $(PG_NO_MAIN) >/dev/null && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
+	fi
+
+test: $(STAMP) system-packages postgres-binaries  ## lint and run the whole test suite (SQLite and PostgreSQL)
 	mkdir -p $(PREFECT_HOME)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest

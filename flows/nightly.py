@@ -24,6 +24,7 @@ from prefect.tasks import Task, exponential_backoff
 from pydantic import ValidationError
 from sqlmodel import select
 
+from flows.probe_shards import probe_sharded
 from pipeline.alerts import alert_payload, send_alert
 from pipeline.catalog import load_categories, read_catalog
 from pipeline.changes import Change, recent_changes, record_state_changes
@@ -262,7 +263,10 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
     run_id = open_run(settings, "nightly")
     try:
         ingested = await run_stage("ingest", with_retries(ingest, settings)(settings, run_id))
-        await run_stage("probe", with_retries(probe, settings)(settings, run_id))
+        if settings.probe_enabled and settings.probe_shards > 1:
+            await run_stage("probe", probe_sharded(run_id))
+        else:
+            await run_stage("probe", with_retries(probe, settings)(settings, run_id))
         now = utcnow()
         presented = await run_stage("score", score(settings, now))
         version, changes = await run_stage(

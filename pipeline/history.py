@@ -7,12 +7,13 @@ network was down), so one bad night never turns the whole directory red.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import pandas as pd
-from sqlalchemy import and_, func
+from sqlalchemy import and_, func, insert
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
@@ -26,6 +27,10 @@ SUSPECT_SHARE = 0.9
 SUSPECT_MIN_PROBES = 10
 CONNECT_FAILURES = frozenset({"dns", "refused", "connect_timeout", "reset", "tls"})
 
+# Every column of a probe row that its ProbeResult carries under the same name.
+PROBE_COLUMNS = tuple(
+    column.name for column in ProbeRow.__table__.columns if column.name not in ("id", "run_id")
+)
 HISTORY_COLUMNS = [
     "run_id",
     "entry_id",
@@ -69,43 +74,75 @@ def plan_targets(session: Session, entries: Sequence[EntryRow]) -> list[ProbeTar
     return targets
 
 
+@dataclass(frozen=True)
+class ProbeTally:
+    """What a run's probes came to; tallies of shards add up to the run's."""
+
+    outcomes: Mapping[str, int] = field(default_factory=dict)
+    connect_failures: int = 0
+
+    @classmethod
+    def of(cls, results: Iterable[ProbeResult]) -> ProbeTally:
+        results = list(results)
+        return cls(
+            outcomes=dict(Counter(r.outcome for r in results)),
+            connect_failures=sum(1 for r in results if r.error_class in CONNECT_FAILURES),
+        )
+
+    def __add__(self, other: ProbeTally) -> ProbeTally:
+        return ProbeTally(
+            outcomes=dict(Counter(self.outcomes) + Counter(other.outcomes)),
+            connect_failures=self.connect_failures + other.connect_failures,
+        )
+
+    @property
+    def probes(self) -> int:
+        return sum(self.outcomes.values())
+
+    @property
+    def network_suspect(self) -> bool:
+        """Most probes failed to connect at once: the prober's network, not the providers."""
+        return (
+            self.probes >= SUSPECT_MIN_PROBES
+            and self.connect_failures >= SUSPECT_SHARE * self.probes
+        )
+
+
 def network_suspect(results: Sequence[ProbeResult]) -> bool:
     """Most probes failed to connect at once: the prober's network, not the providers."""
-    failed = sum(1 for r in results if r.error_class in CONNECT_FAILURES)
-    return len(results) >= SUSPECT_MIN_PROBES and failed >= SUSPECT_SHARE * len(results)
+    return ProbeTally.of(results).network_suspect
 
 
 def record_probes(session: Session, run: PipelineRun, results: Iterable[ProbeResult]) -> int:
     """Add one row per probe, linked to its run, entry and endpoint; flag a suspect run."""
+    tally = add_probes(session, run.id, results)
+    close_probe_run(session, run, tally)
+    return tally.probes
+
+
+def add_probes(session: Session, run_id: int, results: Iterable[ProbeResult]) -> ProbeTally:
+    """Add one row per probe of an entry (committed by the caller); the run's counts are left
+    to `close_probe_run`, since a shard sees only its part of the run.
+
+    One bulk INSERT without reading ids back: a night of a large catalogue is a million rows.
+    """
     results = [r for r in results if r.entry_id is not None]
-    session.add_all(
-        ProbeRow(
-            run_id=run.id,
-            entry_id=r.entry_id,
-            endpoint_id=r.endpoint_id,
-            url=r.url,
-            checked_at=r.checked_at,
-            outcome=r.outcome,
-            reason=r.reason,
-            error_class=r.error_class,
-            http_status=r.http_status,
-            total_ms=r.total_ms,
-            dns_ms=r.dns_ms,
-            connect_ms=r.connect_ms,
-            ttfb_ms=r.ttfb_ms,
-            final_url=r.final_url,
-            attempts=r.attempts,
-            redirects=r.redirects,
-            error=r.error,
+    if results:
+        session.execute(
+            insert(ProbeRow),
+            [{column: getattr(r, column) for column in PROBE_COLUMNS} | {"run_id": run_id}
+             for r in results],
         )
-        for r in results
-    )
-    run.probes = len(results)
-    run.probes_failed = sum(1 for r in results if r.outcome == "unreachable")
-    run.network_suspect = network_suspect(results)
+    return ProbeTally.of(results)
+
+
+def close_probe_run(session: Session, run: PipelineRun, tally: ProbeTally) -> None:
+    """Store the run's probe counts and flag it network-suspect when most failed to connect."""
+    run.probes = tally.probes
+    run.probes_failed = tally.outcomes.get("unreachable", 0)
+    run.network_suspect = tally.network_suspect
     session.add(run)
     session.commit()
-    return len(results)
 
 
 def entry_status(probes: Sequence[ProbeRow]) -> Status:

@@ -595,6 +595,14 @@ def _host_key(url: URL) -> str:
     return (url.raw_host or "").lower()
 
 
+def target_host(url: str) -> str:
+    """The host whose turn a probe of `url` waits for (its politeness key); '' if unparsable."""
+    try:
+        return _host_key(clean_url(URL(url)))
+    except (ValueError, TypeError):
+        return ""
+
+
 async def probe_all(
     targets: Iterable[ProbeTarget],
     settings: ProbeSettings,

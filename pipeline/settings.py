@@ -46,6 +46,15 @@ class Settings(BaseSettings):
         default=False,
         description="Turn the network guard off (local testing only): private addresses allowed.",
     )
+    probe_shards: int = Field(
+        default=1,
+        ge=1,
+        description="Split the probe stage into this many shards by host, each a Prefect task "
+        "in a process of its own (1: one task in the flow's process). Limits apply per shard.",
+    )
+    probe_workers: int = Field(
+        default=0, ge=0, description="Processes probing shards at once (0: one per CPU)."
+    )
 
     releases_kept: int = Field(
         default=30, ge=1, description="Releases kept under api/releases/ (the newest N)."

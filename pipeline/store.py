@@ -1,6 +1,8 @@
 """SQLModel tables, the engine, and the upserts and queries the stages share.
 
-SQLite by default; any SQLAlchemy URL (PostgreSQL included) works the same.
+SQLite by default; PostgreSQL through a `postgresql+psycopg://` URL works the same
+(the tests run against both). Nothing here is dialect-specific: text is ordered in
+Python, never by the server's collation, so every backend publishes the same bytes.
 Nothing is deleted: an entry gone from `data/` is retired with its history kept.
 """
 
@@ -196,9 +198,13 @@ def make_engine(database_url: str) -> Engine:
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
         Path(url.database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(database_url)
     if url.get_backend_name() == "sqlite":
+        engine = create_engine(database_url)
         event.listen(engine, "connect", _sqlite_pragmas)
+    else:
+        # A server may close idle connections while a long probe stage runs: test each one
+        # before use rather than fail the next stage.
+        engine = create_engine(database_url, pool_pre_ping=True)
     SQLModel.metadata.create_all(engine)
     return engine
 
@@ -249,9 +255,9 @@ def finish_run(session: Session, run: PipelineRun, state: str, message: str | No
 
 
 def active_entries(session: Session) -> list[EntryRow]:
-    """Entries that are published: not retired, sorted by id."""
-    statement = select(EntryRow).where(EntryRow.retired_at.is_(None)).order_by(EntryRow.id)
-    return list(session.exec(statement))
+    """Entries that are published: not retired, sorted by id (code points, on every backend)."""
+    statement = select(EntryRow).where(EntryRow.retired_at.is_(None))
+    return sorted(session.exec(statement), key=lambda row: row.id)
 
 
 def release_versions(session: Session) -> list[str]:

@@ -1,4 +1,5 @@
-"""Shared fixtures: a valid entry factory, a scratch data folder, and one Prefect harness."""
+"""Shared fixtures: a valid entry factory, a scratch data folder, a database on every backend,
+and one Prefect harness."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.postgres_server import running_server, scratch_database
+
 REPO = Path(__file__).resolve().parent.parent
+
+# Every test that uses `database_url` (directly or through `settings_env`) runs once per backend.
+BACKENDS = ("sqlite", "postgres")
+POSTGRES_URL_VARIABLE = "APIDIR_TEST_POSTGRES_URL"
 
 VALID_ENTRY: dict[str, Any] = {
     "id": "example-weather",
@@ -96,12 +103,44 @@ def write_entry(data_dir: Path) -> WriteEntry:
     return write
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "database_url" in metafunc.fixturenames:
+        metafunc.parametrize("database_url", BACKENDS, indirect=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A PostgreSQL server for the session: APIDIR_TEST_POSTGRES_URL, else one started here
+    from the installed binaries (stopped and removed at the end)."""
+    given = os.environ.get(POSTGRES_URL_VARIABLE)
+    if given:
+        yield given
+        return
+    with running_server(REPO / "var" / "test-postgres") as url:
+        if url is None:
+            pytest.skip(f"PostgreSQL is not installed (`make test` installs it) and "
+                        f"{POSTGRES_URL_VARIABLE} is not set")
+        yield url
+
+
 @pytest.fixture
-def settings_env(tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """APIDIR_* variables pointing every setting at the temporary folder."""
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty store: a SQLite file, or a new database on the PostgreSQL server."""
+    if getattr(request, "param", "sqlite") == "sqlite":
+        yield f"sqlite:///{tmp_path / 'var' / 'apidir.db'}"
+        return
+    with scratch_database(request.getfixturevalue("postgres_server")) as url:
+        yield url
+
+
+@pytest.fixture
+def settings_env(
+    database_url: str, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
+    """APIDIR_* variables pointing every setting at the temporary folder and database."""
     env = {
         "APIDIR_DATA_DIR": str(data_dir),
-        "APIDIR_DATABASE_URL": f"sqlite:///{tmp_path / 'var' / 'apidir.db'}",
+        "APIDIR_DATABASE_URL": database_url,
         "APIDIR_OUTPUT_DIR": str(tmp_path / "public"),
         "APIDIR_BASE_URL": "https://directory.test",
     }

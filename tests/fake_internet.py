@@ -301,8 +301,9 @@ def unaccepting_port(host: str = "127.0.0.1") -> Iterator[int]:
         listener.close()
 
 
-def self_signed_context(folder: Path, host: str = "127.0.0.1") -> ssl.SSLContext:
-    """A server TLS context with a fresh self-signed certificate for `host` (an IP)."""
+def self_signed_context(folder: Path, host: str | Sequence[str] = "127.0.0.1") -> ssl.SSLContext:
+    """A server TLS context with a fresh self-signed certificate for `host` (an IP, or several);
+    the certificate is `folder/cert.pem`, which clients can be told to trust."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -320,7 +321,10 @@ def self_signed_context(folder: Path, host: str = "127.0.0.1") -> ssl.SSLContext
         .not_valid_before(now - dt.timedelta(minutes=5))
         .not_valid_after(now + dt.timedelta(hours=1))
         .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(host))]),
+            x509.SubjectAlternativeName([
+                x509.IPAddress(ipaddress.ip_address(address))
+                for address in ([host] if isinstance(host, str) else host)
+            ]),
             critical=False,
         )
         .sign(key, hashes.SHA256())

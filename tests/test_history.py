@@ -1,4 +1,5 @@
-"""Probe history in SQLite: rows only added, status from the latest trusted run, suspect runs."""
+"""Probe history in the store (SQLite and PostgreSQL): rows only added, status from the latest
+trusted run, suspect runs."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def result(url: str, outcome: str, status: int | None = None, ms: float | None =
 
 
 @pytest.fixture
-def session(tmp_path: Path, write_entry: WriteEntry, data_dir: Path):
+def session(database_url: str, write_entry: WriteEntry, data_dir: Path):
     endpoints = [
         {"method": "GET", "path": "/forecast", "description": "Forecast."},
         {"method": "POST", "path": "/alerts", "description": "Create an alert."},
@@ -46,7 +47,7 @@ def session(tmp_path: Path, write_entry: WriteEntry, data_dir: Path):
     write_entry(make_entry(id="open-api", category="maps", baseUrl="https://open.example.org",
                            sampleRequest='curl "https://open.example.org/x"',
                            endpoints=[{"method": "POST", "path": "/a", "description": "A."}]))
-    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    engine = make_engine(database_url)
     entries = data_dir / "entries"
     with Session(engine, expire_on_commit=False) as session:
         ingest_catalog(session, read_catalog([entries], entries))

@@ -1,4 +1,5 @@
-"""Ingest into a real SQLite file: idempotent upserts, retire-not-delete, bad files kept."""
+"""Ingest into a real store (SQLite file and PostgreSQL): idempotent upserts, retire-not-delete,
+bad files kept."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from tests.conftest import WriteEntry, make_entry
 
 
 @pytest.fixture
-def engine(tmp_path: Path):
-    engine = make_engine(f"sqlite:///{tmp_path / 'var' / 'store.db'}")
+def engine(database_url: str):
+    engine = make_engine(database_url)
     yield engine
     engine.dispose()
 
@@ -27,7 +28,8 @@ def ingest(engine, data_dir: Path):
         return ingest_catalog(session, read_catalog([entries], entries))
 
 
-def test_database_file_is_created_with_its_folder(engine, tmp_path: Path) -> None:
+def test_database_file_is_created_with_its_folder(tmp_path: Path) -> None:
+    make_engine(f"sqlite:///{tmp_path / 'var' / 'store.db'}").dispose()
     assert (tmp_path / "var" / "store.db").is_file()
 
 

@@ -1,0 +1,190 @@
+"""Sharded probing: targets split by host, shards probed in other processes as Prefect tasks,
+every shard writing into the same store (SQLite and PostgreSQL), politeness held per host."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import (
+    FlowRunFilter,
+    FlowRunFilterId,
+    FlowRunFilterParentFlowRunId,
+)
+from prefect.client.schemas.sorting import FlowRunSort, TaskRunSort
+from sqlmodel import Session, select
+
+from flows.nightly import nightly
+from flows.probe_shards import ShardReport, probe_sharded
+from pipeline.catalog import read_catalog
+from pipeline.ingest import ingest_catalog
+from pipeline.probe import ProbeTarget, target_host
+from pipeline.settings import Settings
+from pipeline.shards import split_by_host
+from pipeline.store import PipelineRun, ProbeRow, engine_for, session_scope, start_run
+from tests.conftest import WriteEntry, make_entry
+from tests.fake_internet import FakeServer, self_signed_context
+
+HOSTS = [f"127.0.0.{number}" for number in range(11, 19)]
+PATHS = ("/ok", "/", "/slow")  # three targets per host; /slow answers after 0.3 s
+INTERVAL = 0.3
+
+
+def targets(spec: dict[str, int]) -> list[ProbeTarget]:
+    """`count` targets on each host, interleaved across hosts as a catalogue would list them."""
+    rows = [[ProbeTarget(f"https://{host}/p{n}") for n in range(count)]
+            for host, count in spec.items()]
+    return [t for group in itertools.zip_longest(*rows) for t in group if t is not None]
+
+
+def test_every_target_lands_in_exactly_one_shard_with_all_of_its_host() -> None:
+    given = targets({"a.example": 7, "b.example": 5, "c.example": 4, "d.example": 3,
+                     "e.example": 1, "f.example": 1})
+    shards = split_by_host(given, 3)
+    assert [shard.index for shard in shards] == [0, 1, 2]
+    assert Counter(t for shard in shards for t in shard.targets) == Counter(given)
+    for first, second in itertools.combinations(shards, 2):
+        assert not first.hosts & second.hosts
+    # within a shard, targets keep the order they were given in
+    for shard in shards:
+        assert list(shard.targets) == [t for t in given if t in set(shard.targets)]
+
+
+def test_hosts_are_dealt_largest_first_to_the_lightest_shard() -> None:
+    shards = split_by_host(targets({"a.example": 7, "b.example": 5, "c.example": 4,
+                                    "d.example": 3, "e.example": 1, "f.example": 1}), 3)
+    assert [sorted(shard.hosts) for shard in shards] == [
+        ["a.example"], ["b.example", "e.example", "f.example"], ["c.example", "d.example"]]
+    assert [len(shard.targets) for shard in shards] == [7, 7, 7]
+
+
+def test_host_names_are_compared_without_case_and_credentials() -> None:
+    given = [ProbeTarget("https://API.example.com/a"), ProbeTarget("https://u:p@api.example.com/b"),
+             ProbeTarget("https://other.example/c"), ProbeTarget("not a url at all")]
+    shards = split_by_host(given, 4)
+    assert [sorted(shard.hosts) for shard in shards] == [["api.example.com"], [""],
+                                                         ["other.example"]]
+    assert len(shards[0].targets) == 2
+
+
+def test_fewer_hosts_than_shards_gives_one_shard_per_host_and_the_split_is_stable() -> None:
+    given = targets({"a.example": 2, "b.example": 2})
+    assert len(split_by_host(given, 8)) == 2
+    assert [shard.hosts for shard in split_by_host(given, 8)] == [
+        shard.hosts for shard in split_by_host(list(reversed(given)), 8)]
+    assert split_by_host([], 3) == []
+    assert split_by_host(given, 1)[0].targets == tuple(given)
+    with pytest.raises(ValueError, match="at least 1"):
+        split_by_host(given, 0)
+
+
+def test_the_host_key_is_the_one_the_prober_spaces_requests_by() -> None:
+    assert target_host("https://Api.Example.COM:8443/v1?q=1") == "api.example.com"
+    assert target_host("https://[::1]:9/x") == "::1"
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeServer]:
+    """One HTTPS server on eight loopback addresses; probing processes trust its certificate."""
+    folder = tmp_path / "tls"
+    folder.mkdir()
+    context = self_signed_context(folder, HOSTS)
+    monkeypatch.setenv("SSL_CERT_FILE", str(folder / "cert.pem"))  # read by spawned processes
+    server = await FakeServer(hosts=HOSTS, ssl_context=context).start()
+    yield server
+    await server.close()
+
+
+def write_entries(write_entry: WriteEntry, server: FakeServer) -> None:
+    for index, host in enumerate(HOSTS):
+        base = f"https://{host}:{server.port}"
+        write_entry(make_entry(
+            id=f"sharded-{index}", baseUrl=base, sampleRequest=f'curl "{base}/ok"',
+            endpoints=[{"method": "GET", "path": path, "description": "Probed."}
+                       for path in PATHS]))
+
+
+def shard_env(monkeypatch: pytest.MonkeyPatch, shards: int) -> None:
+    for name, value in {"PROBE_SHARDS": shards, "PROBE_WORKERS": shards,
+                        "PROBE_ALLOW_PRIVATE": "true", "PROBE_PER_HOST": 1,
+                        "PROBE_INTERVAL": INTERVAL, "PROBE_ATTEMPTS": 1}.items():
+        monkeypatch.setenv(f"APIDIR_{name}", str(value))
+
+
+def assert_polite(server: FakeServer) -> None:
+    """Every host got its three requests one at a time, spaced by about the interval (starts
+    are spaced exactly; arrivals move by each connection's handshake on a loaded machine)."""
+    for host in HOSTS:
+        arrivals = sorted(server.arrivals(local=host))
+        assert len(arrivals) == len(PATHS), host
+        gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
+        assert min(gaps) >= INTERVAL / 2, (host, gaps)
+        assert server.max_active[host] == 1, host
+
+
+@pytest.mark.prefect
+async def test_shards_run_as_prefect_tasks_in_other_processes_into_one_store(
+    prefect_backend: None, hosts: FakeServer, write_entry: WriteEntry, data_dir: Path,
+    settings_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    write_entries(write_entry, hosts)
+    shard_env(monkeypatch, 3)
+    settings = Settings()
+    engine = engine_for(settings.database_url)
+    with session_scope(engine) as session:
+        ingest_catalog(session, read_catalog([settings.entries_dir], settings.entries_dir))
+        run_id = start_run(session, "nightly").id
+
+    reports: list[ShardReport] = await probe_sharded(run_id)
+
+    assert sorted(report.index for report in reports) == [0, 1, 2]
+    assert all(report.process_id != os.getpid() for report in reports)
+    assert len({report.process_id for report in reports}) >= 2  # spread over processes
+    for first, second in itertools.combinations(reports, 2):
+        assert not first.hosts & second.hosts
+    assert set().union(*(report.hosts for report in reports)) == set(HOSTS)
+    assert_polite(hosts)
+    with Session(engine) as session:
+        run = session.get(PipelineRun, run_id)
+        rows = session.exec(select(ProbeRow).where(ProbeRow.run_id == run_id)).all()
+    assert run.probes == len(rows) == len(HOSTS) * len(PATHS)
+    assert run.probes_failed == 0 and not run.network_suspect
+    assert {(row.outcome, row.http_status) for row in rows} == {("live", 200)}
+    assert Counter(row.entry_id for row in rows) == {
+        f"sharded-{index}": len(PATHS) for index in range(len(HOSTS))}
+
+
+@pytest.mark.prefect
+async def test_nightly_with_shards_publishes_every_entry_live(
+    prefect_backend: None, hosts: FakeServer, write_entry: WriteEntry,
+    settings_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    write_entries(write_entry, hosts)
+    shard_env(monkeypatch, 2)
+    state = await nightly(return_state=True)
+    result = await state.aresult()
+    published = json.loads((tmp_path / "public" / "api" / "apis.json").read_text())
+    assert {api["id"]: api["status"]["state"] for api in published["apis"]} == {
+        f"sharded-{index}": "live" for index in range(len(HOSTS))}
+    assert_polite(hosts)
+    with Session(engine_for(settings_env["APIDIR_DATABASE_URL"])) as session:
+        run = session.get(PipelineRun, result["run"])
+    assert run.state == "completed" and run.probes == len(HOSTS) * len(PATHS)
+    async with get_client() as client:
+        children = await client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            parent_flow_run_id=FlowRunFilterParentFlowRunId(
+                any_=[state.state_details.flow_run_id])), sort=FlowRunSort.ID_DESC, limit=10)
+        # the probe stage ran as the probe-shards subflow, with one task run per shard
+        assert len(children) == 1
+        task_runs = await client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[children[0].id])),
+            sort=TaskRunSort.NAME_ASC, limit=10)
+    assert [run.name for run in task_runs] == ["probe-shard-0", "probe-shard-1"]
+    assert {run.state.type.value for run in task_runs} == {"COMPLETED"}
