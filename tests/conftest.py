@@ -7,12 +7,15 @@ import copy
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
 
 from tests.postgres_server import running_server, scratch_database
+
+if TYPE_CHECKING:
+    from sqlmodel import Session
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -131,6 +134,30 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         return
     with scratch_database(request.getfixturevalue("postgres_server")) as url:
         yield url
+
+
+@pytest.fixture
+def ingested_store(database_url: str, data_dir: Path) -> Iterator[Callable[[], Session]]:
+    """Call it once the test's entries are written: a session on a store that ingested them."""
+    from sqlmodel import Session
+
+    from pipeline.catalog import read_catalog
+    from pipeline.ingest import ingest_catalog
+    from pipeline.store import make_engine
+
+    opened: list[Session] = []
+
+    def ingest() -> Session:
+        session = Session(make_engine(database_url), expire_on_commit=False)
+        opened.append(session)
+        entries = data_dir / "entries"
+        ingest_catalog(session, read_catalog([entries], entries))
+        return session
+
+    yield ingest
+    for session in opened:
+        session.close()
+        session.get_bind().dispose()
 
 
 @pytest.fixture

@@ -4,12 +4,10 @@ trusted run, suspect runs."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
-from sqlmodel import Session, select
+from sqlmodel import select
 
-from pipeline.catalog import read_catalog
 from pipeline.contract import ONLINE_NOTE
 from pipeline.history import (
     history_frame,
@@ -18,9 +16,8 @@ from pipeline.history import (
     plan_targets,
     record_probes,
 )
-from pipeline.ingest import ingest_catalog
 from pipeline.probe import ProbeResult
-from pipeline.store import EndpointRow, ProbeRow, active_entries, make_engine, start_run
+from pipeline.store import EndpointRow, ProbeRow, active_entries, start_run
 from tests.conftest import WriteEntry, make_entry
 
 T0 = datetime(2026, 11, 20, 3, 0, tzinfo=UTC)
@@ -36,7 +33,7 @@ def result(url: str, outcome: str, status: int | None = None, ms: float | None =
 
 
 @pytest.fixture
-def session(database_url: str, write_entry: WriteEntry, data_dir: Path):
+def session(write_entry: WriteEntry, ingested_store):
     endpoints = [
         {"method": "GET", "path": "/forecast", "description": "Forecast."},
         {"method": "POST", "path": "/alerts", "description": "Create an alert."},
@@ -47,12 +44,7 @@ def session(database_url: str, write_entry: WriteEntry, data_dir: Path):
     write_entry(make_entry(id="open-api", category="maps", baseUrl="https://open.example.org",
                            sampleRequest='curl "https://open.example.org/x"',
                            endpoints=[{"method": "POST", "path": "/a", "description": "A."}]))
-    engine = make_engine(database_url)
-    entries = data_dir / "entries"
-    with Session(engine, expire_on_commit=False) as session:
-        ingest_catalog(session, read_catalog([entries], entries))
-        yield session
-    engine.dispose()
+    return ingested_store()
 
 
 def test_targets_are_get_endpoints_without_placeholders_or_the_base_url(session) -> None:

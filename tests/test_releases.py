@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session
 
-from pipeline.catalog import load_categories, read_catalog
+from pipeline.catalog import load_categories
 from pipeline.changes import recent_changes, record_state_changes
 from pipeline.contract import Status
-from pipeline.ingest import ingest_catalog
 from pipeline.publish import (
     CHANGES,
     FULL_DATASET,
@@ -23,7 +22,6 @@ from pipeline.publish import (
     release_folder,
     validate_release,
 )
-from pipeline.store import make_engine
 from tests.conftest import REPO, WriteEntry, make_entry
 
 T0 = datetime(2026, 11, 21, 3, 0, tzinfo=UTC)
@@ -31,17 +29,12 @@ CATEGORIES = load_categories(REPO / "data" / "categories.yaml")
 
 
 @pytest.fixture
-def session(tmp_path: Path, write_entry: WriteEntry, data_dir: Path):
+def session(write_entry: WriteEntry, ingested_store):
     write_entry(make_entry())
     write_entry(make_entry(id="other-maps", name="Other Maps", category="maps",
                            baseUrl="https://maps.example.org",
                            sampleRequest='curl "https://maps.example.org/x"'))
-    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
-    entries = data_dir / "entries"
-    with Session(engine, expire_on_commit=False) as session:
-        ingest_catalog(session, read_catalog([entries], entries))
-        yield session
-    engine.dispose()
+    return ingested_store()
 
 
 def status(state: str, at: datetime) -> Status:

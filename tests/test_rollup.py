@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, time, timedelta
-from pathlib import Path
 
 import pytest
 from sqlmodel import Session, select
 
-from pipeline.catalog import read_catalog
 from pipeline.history import history_frame, plan_targets, record_probes
-from pipeline.ingest import ingest_catalog
 from pipeline.rollup import compute_day, day_bounds, days_between, roll_up_days
 from pipeline.score import score_entries
 from pipeline.store import (
     DailyEndpointRollup,
     DailyEntryRollup,
     active_entries,
-    make_engine,
     start_run,
 )
 from tests.conftest import WriteEntry, make_entry
@@ -33,7 +29,7 @@ def at(day: date, hour: int) -> datetime:
 
 
 @pytest.fixture
-def session(tmp_path: Path, write_entry: WriteEntry, data_dir: Path):
+def session(write_entry: WriteEntry, ingested_store):
     endpoints = [
         {"method": "GET", "path": "/forecast", "description": "Forecast."},
         {"method": "GET", "path": "/current", "description": "Now."},
@@ -42,12 +38,7 @@ def session(tmp_path: Path, write_entry: WriteEntry, data_dir: Path):
     write_entry(make_entry(endpoints=endpoints))
     write_entry(make_entry(id="quiet-maps", category="maps", baseUrl="https://maps.example.org",
                            sampleRequest='curl "https://maps.example.org/x"'))
-    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
-    entries = data_dir / "entries"
-    with Session(engine, expire_on_commit=False) as session:
-        ingest_catalog(session, read_catalog([entries], entries))
-        yield session
-    engine.dispose()
+    return ingested_store()
 
 
 @pytest.fixture
