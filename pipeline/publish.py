@@ -4,6 +4,12 @@ The whole release is written to a staging folder beside the live one, every
 file is validated against the contract, and only then is the staging folder
 exchanged with the live one in a single rename. A failed validation or a crash
 leaves the previous release as it was.
+
+The datasets (`apis.json`, one file per category) are compact JSON with one entry
+per line, so a release of 100,000 entries is built, written and validated as a
+stream of lines: every entry is checked once (JSON Schema and the pydantic model)
+in the full dataset, and each category file is checked to hold exactly the full
+dataset's lines of its category.
 """
 
 from __future__ import annotations
@@ -15,35 +21,44 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-from pydantic import ValidationError
-from sqlmodel import Session
+import jsonschema_rs
+import orjson
+from pydantic import BaseModel, ValidationError
+from sqlalchemy import Text, type_coerce
+from sqlmodel import Session, col, select
 
 from pipeline.catalog import Category
 from pipeline.contract import (
     INTERFACE_VERSION,
     LICENSE,
+    APIEntry,
     BuilderScore,
     CategoryDataset,
     CategoryIndex,
+    CategoryMeta,
     FullDataset,
     Meta,
     Status,
     Uptime,
 )
 from pipeline.openapi import component_schemas, render_openapi
-from pipeline.store import ReleaseRow, active_entries
+from pipeline.store import EntryRow, ReleaseRow
 
 FULL_DATASET = "api/apis.json"
 CATEGORY_INDEX = "api/categories.json"
 OPENAPI = "api/openapi.json"
+# A dataset file: this line, one entry per line (a comma ends all but the last), then the meta.
+DATASET_HEAD = b'{"apis":[\n'
+DATASET_META = b'],"meta":'
+MAX_PROBLEMS_PER_FILE = 100
 
 
 class ReleaseValidationError(RuntimeError):
@@ -70,6 +85,26 @@ def category_file(category_id: str) -> str:
 def render_json(document: Any) -> bytes:
     """Deterministic JSON: sorted keys, two-space indent, UTF-8, trailing newline."""
     return (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def _compact(document: Any) -> bytes:
+    return orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
+
+
+def render_dataset(meta: Mapping[str, Any], entry_lines: list[bytes]) -> bytes:
+    """A dataset file from its meta and its entries, each already rendered by `entry_line`."""
+    parts = [DATASET_HEAD]
+    for line in entry_lines:
+        parts += (line, b",\n")
+    if entry_lines:
+        parts[-1] = b"\n"
+    parts += (DATASET_META, _compact(meta), b"}\n")
+    return b"".join(parts)
+
+
+def entry_line(entry: Mapping[str, Any]) -> bytes:
+    """One published entry as its line of a dataset file: compact JSON, sorted keys, UTF-8."""
+    return _compact(entry)
 
 
 def published_entry(
@@ -110,26 +145,37 @@ def build_release(
     generated: datetime,
     base_url: str,
 ) -> dict[str, bytes]:
-    """Every file of a release, by path relative to the output folder."""
-    apis = sorted(entries, key=lambda entry: entry["id"])
+    """Every file of a release, by path relative to the output folder.
+
+    Each entry is rendered once, as it arrives (so `entries` may be a stream), and its line
+    is shared by the full dataset and its category file.
+    """
+    lines = sorted(
+        ((entry["id"], entry["category"], entry_line(entry)) for entry in entries),
+        key=lambda item: item[0],
+    )
     meta = {
         "version": version,
         "generated": generated,
-        "totalAPIs": len(apis),
+        "totalAPIs": len(lines),
         "source": f"{base_url.rstrip('/')}/{FULL_DATASET}",
         "license": LICENSE,
     }
     meta = Meta.model_validate(meta).model_dump(mode="json")
-    files = {FULL_DATASET: render_json({"meta": meta, "apis": apis})}
+    files = {FULL_DATASET: render_dataset(meta, [line for _, _, line in lines])}
+    by_category: dict[str, list[bytes]] = {category.id: [] for category in categories}
+    for _, category_id, line in lines:
+        by_category.setdefault(category_id, []).append(line)
+    del lines
     summaries = []
     for category in categories:
-        members = [api for api in apis if api["category"] == category.id]
+        members = by_category[category.id]
         category_meta = meta | {
             "category": category.id,
             "label": category.label,
             "count": len(members),
         }
-        files[category_file(category.id)] = render_json({"meta": category_meta, "apis": members})
+        files[category_file(category.id)] = render_dataset(category_meta, members)
         summaries.append(
             {
                 "id": category.id,
@@ -143,34 +189,167 @@ def build_release(
     return files
 
 
+_MODELS: dict[str, type[BaseModel]] = {
+    "FullDataset": FullDataset,
+    "CategoryDataset": CategoryDataset,
+    "CategoryIndex": CategoryIndex,
+    "APIEntry": APIEntry,
+    "Meta": Meta,
+    "CategoryMeta": CategoryMeta,
+}
+
+
 @cache
-def _schema_validators() -> dict[str, jsonschema.protocols.Validator]:
+def _schema_validators() -> dict[str, Any]:
+    """Compiled JSON Schema validators (jsonschema-rs) of the published component schemas."""
     defs = component_schemas()
     validators = {}
-    for name in ("FullDataset", "CategoryDataset", "CategoryIndex"):
+    for name in _MODELS:
         schema = {"$ref": f"#/$defs/{name}", "$defs": defs}
         schema = json.loads(json.dumps(schema).replace("#/components/schemas/", "#/$defs/"))
-        validators[name] = jsonschema.Draft202012Validator(
-            schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
-        )
+        validators[name] = jsonschema_rs.Draft202012Validator(schema, validate_formats=True)
     return validators
 
 
-def _check_document(name: str, path: str, document: Any, problems: list[str]) -> None:
-    model = {
-        "FullDataset": FullDataset,
-        "CategoryDataset": CategoryDataset,
-        "CategoryIndex": CategoryIndex,
-    }[name]
-    for error in _schema_validators()[name].iter_errors(document):
-        where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-        problems.append(f"{path}: {where}: {error.message} [schema]")
+def _check_document(
+    name: str, path: str, document: Any, problems: list[str], where: str = ""
+) -> None:
+    """JSON Schema and pydantic problems of one document (or part, at `where`) of a file."""
+    validator = _schema_validators()[name]
+    if not validator.is_valid(document):
+        for error in validator.iter_errors(document):
+            at = "/".join(str(p) for p in (*where.split("/"), *error.instance_path) if p != "")
+            problems.append(f"{path}: {at or '(root)'}: {error.message} [schema]")
     try:
-        model.model_validate(document)
+        _MODELS[name].model_validate(document)
     except ValidationError as exc:
         for error in exc.errors():
-            where = "/".join(str(p) for p in error["loc"]) or "(root)"
-            problems.append(f"{path}: {where}: {error['msg']} [contract]")
+            at = "/".join(str(p) for p in (*where.split("/"), *error["loc"]) if p != "")
+            problems.append(f"{path}: {at or '(root)'}: {error['msg']} [contract]")
+
+
+class _Malformed(ValueError):
+    """A dataset file that is not in the one-entry-per-line layout."""
+
+
+def _dataset_lines(handle: Any) -> Iterator[tuple[bool, bytes]]:
+    """(True, entry line) for each entry of a dataset file, then (False, meta); the framing
+    (head, commas, meta, end) is checked, so valid lines make a valid JSON document."""
+    if handle.readline() != DATASET_HEAD:
+        raise _Malformed(f"does not start with {DATASET_HEAD!r}")
+    previous: bytes | None = None
+    for line in handle:
+        if not line.endswith(b"\n"):
+            raise _Malformed("does not end with a newline")
+        if line.startswith(DATASET_META):
+            if previous is not None:
+                if previous.endswith(b","):
+                    raise _Malformed("a comma follows the last entry")
+                yield True, previous
+            if not line.endswith(b"}\n") or handle.read(1):
+                raise _Malformed("text follows the meta object")
+            yield False, line[len(DATASET_META) : -2]
+            return
+        if previous is not None:
+            if not previous.endswith(b","):
+                raise _Malformed("an entry line does not end with a comma")
+            yield True, previous[:-1]
+        previous = line[:-1]
+    raise _Malformed("ends before its meta")
+
+
+def _parse(data: bytes, path: str, where: str, problems: list[str]) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        problems.append(f"{path}: {where}: not JSON: {exc}")
+        return None
+
+
+class _CategoryReader:
+    """A category file read alongside the full dataset: each of its entry lines must be the
+    next line of its category in the full dataset."""
+
+    def __init__(self, folder: Path, category: Category, stack: ExitStack) -> None:
+        self.category, self.path = category, category_file(category.id)
+        self.problem: str | None = None
+        self.count = 0
+        try:
+            self.lines = _dataset_lines(stack.enter_context((folder / self.path).open("rb")))
+        except OSError as exc:
+            self.problem = f"{self.path}: unreadable: {exc}"
+
+    def next_part(self) -> tuple[bool, bytes] | None:
+        if self.problem is not None:
+            return None
+        try:
+            return next(self.lines, None)
+        except _Malformed as exc:
+            self.problem = f"{self.path}: unreadable: {exc}"
+            return None
+
+    def expect(self, data: bytes) -> None:
+        """The full dataset's next entry of this category: the file must hold it next."""
+        part = self.next_part()
+        if self.problem is None and part != (True, data):
+            self.problem = f"{self.path}: apis differ from {FULL_DATASET} filtered by category"
+        self.count += 1
+
+    def finish(self, full_meta: dict, problems: list[str]) -> None:
+        """The file must end here with a meta that matches the full dataset's."""
+        part = self.next_part()
+        if self.problem is None and (part is None or part[0]):
+            self.problem = f"{self.path}: apis differ from {FULL_DATASET} filtered by category"
+        if self.problem is not None:
+            problems.append(self.problem)
+            return
+        meta = _parse(part[1], self.path, "meta", problems)
+        _check_document("CategoryMeta", self.path, meta, problems, "meta")
+        if not isinstance(meta, dict):
+            return
+        if meta.get("count") != self.count:
+            problems.append(f"{self.path}: meta: meta.count must equal the number of apis")
+        if meta.get("category") != self.category.id:
+            problems.append(f"{self.path}: meta: meta.category must be {self.category.id!r}")
+        if meta.get("version") != full_meta.get("version"):
+            problems.append(f"{self.path}: meta.version differs from {FULL_DATASET}")
+
+
+def _validate_datasets(folder: Path, categories: list[Category], problems: list[str]) -> None:
+    """One pass over `apis.json`: every entry checked against the schema and the model, and
+    matched with the next line of its category file; then every meta."""
+    path = FULL_DATASET
+    with ExitStack() as stack:
+        readers = {c.id: _CategoryReader(folder, c, stack) for c in categories}
+        handle = stack.enter_context((folder / path).open("rb"))
+        meta: Any = None
+        count, last_id, found = 0, None, len(problems)
+        for is_entry, data in _dataset_lines(handle):
+            if not is_entry:
+                meta = _parse(data, path, "meta", problems)
+                _check_document("Meta", path, meta, problems, "meta")
+                break
+            entry = _parse(data, path, f"apis/{count}", problems)
+            _check_document("APIEntry", path, entry, problems, f"apis/{count}")
+            entry = entry if isinstance(entry, dict) else {}
+            entry_id = entry.get("id")
+            if not isinstance(entry_id, str) or (last_id is not None and entry_id <= last_id):
+                problems.append(f"{path}: apis/{count}: apis must be sorted by id with no id twice")
+            else:
+                last_id = entry_id
+            reader = readers.get(entry.get("category"))
+            if reader is None:
+                problems.append(f"{path}: apis/{count}: category is not one of the release's")
+            else:
+                reader.expect(data)
+            count += 1
+            if len(problems) - found > MAX_PROBLEMS_PER_FILE:
+                problems.append(f"{path}: more problems, not listed")
+                return
+        if isinstance(meta, dict) and meta.get("totalAPIs") != count:
+            problems.append(f"{path}: meta: meta.totalAPIs must equal the number of apis")
+        for reader in readers.values():
+            reader.finish(meta if isinstance(meta, dict) else {}, problems)
 
 
 def validate_release(folder: Path, categories: list[Category]) -> list[str]:
@@ -184,24 +363,13 @@ def validate_release(folder: Path, categories: list[Category]) -> list[str]:
             problems.append(f"{path}: unreadable: {exc}")
             return None
 
-    full = load(FULL_DATASET)
-    if full is not None:
-        _check_document("FullDataset", FULL_DATASET, full, problems)
+    try:
+        _validate_datasets(folder, categories, problems)
+    except (OSError, _Malformed) as exc:
+        problems.append(f"{FULL_DATASET}: unreadable: {exc}")
     index = load(CATEGORY_INDEX)
     if index is not None:
         _check_document("CategoryIndex", CATEGORY_INDEX, index, problems)
-    for category in categories:
-        path = category_file(category.id)
-        document = load(path)
-        if document is None:
-            continue
-        _check_document("CategoryDataset", path, document, problems)
-        if full is not None and isinstance(full.get("apis"), list):
-            expected = [api for api in full["apis"] if api.get("category") == category.id]
-            if document.get("apis") != expected:
-                problems.append(f"{path}: apis differ from {FULL_DATASET} filtered by category")
-            if document.get("meta", {}).get("version") != full["meta"].get("version"):
-                problems.append(f"{path}: meta.version differs from {FULL_DATASET}")
     load(OPENAPI)
     return problems
 
@@ -276,6 +444,18 @@ def assemble_entries(
     ]
 
 
+def _active_contents(session: Session) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(id, curated content) of every published entry, by id, streamed from the store."""
+    statement = (
+        select(EntryRow.id, type_coerce(EntryRow.content, Text))  # the JSON text, parsed below
+        .where(col(EntryRow.retired_at).is_(None))
+        .order_by(EntryRow.id)
+        .execution_options(yield_per=2000)
+    )
+    for entry_id, content in session.exec(statement):
+        yield entry_id, orjson.loads(content) if isinstance(content, str | bytes) else content
+
+
 def publish_release(
     session: Session,
     output_dir: Path,
@@ -287,12 +467,17 @@ def publish_release(
 ) -> ReleaseRow:
     """Publish the store's active entries as a new release and record it."""
     presented = presented or Presented()
-    contents = [(row.id, row.content) for row in active_entries(session)]
-    entries = assemble_entries(contents, presented.statuses, presented.scores, presented.uptimes)
+    statuses, scores, uptimes = presented.statuses, presented.scores, presented.uptimes
+    entries = (
+        published_entry(content, statuses.get(entry_id), scores.get(entry_id),
+                        uptimes.get(entry_id))
+        for entry_id, content in _active_contents(session)
+    )
     version = next_version(output_dir, now.date())
     files = build_release(entries, categories, version, now, base_url)
     write_release(output_dir, files, categories)
-    release = ReleaseRow(version=version, generated=now, total_apis=len(entries), run_id=run_id)
+    total = json.loads(files[CATEGORY_INDEX])["meta"]["totalAPIs"]
+    release = ReleaseRow(version=version, generated=now, total_apis=total, run_id=run_id)
     session.merge(release)
     session.commit()
     return release

@@ -23,6 +23,7 @@ from pipeline.publish import (
     category_file,
     next_version,
     staging_folders,
+    validate_release,
     write_release,
 )
 from tests.conftest import REPO
@@ -168,8 +169,57 @@ def test_output_is_deterministic(tmp_path: Path, catalogue_entries) -> None:
     first = release(catalogue_entries)
     second = release(list(reversed(catalogue_entries)))
     assert first == second
-    text = first[FULL_DATASET].decode()
-    assert text.endswith("\n") and '"apis": [' in text
+    lines = first[FULL_DATASET].decode().splitlines()
+    assert lines[0] == '{"apis":[' and lines[-1].startswith('],"meta":{')
+    entries = [json.loads(line.removesuffix(",")) for line in lines[1:-1]]
+    assert [e["id"] for e in entries] == sorted(api["id"] for api in catalogue_entries)
+    for line, entry in zip(lines[1:-1], entries, strict=True):  # compact, sorted keys
+        assert line.removesuffix(",") == json.dumps(
+            entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+
+
+def tampered(tmp_path: Path, entries: list[dict], path: str, change) -> list[str]:
+    """Problems of a written release after `change(lines)` edits one file's lines."""
+    out = write_release(tmp_path / "public", release(entries), CATEGORIES)
+    target = out / path
+    lines = target.read_bytes().splitlines(keepends=True)
+    target.write_bytes(b"".join(change(lines)))
+    return validate_release(out, CATEGORIES)
+
+
+def test_validation_finds_a_category_file_that_lost_an_entry(
+    tmp_path: Path, catalogue_entries
+) -> None:
+    problems = tampered(tmp_path, catalogue_entries, category_file("ai"),
+                        lambda lines: [lines[0], *lines[2:]])
+    assert problems == [
+        f"{category_file('ai')}: apis differ from {FULL_DATASET} filtered by category"
+    ]
+
+
+def test_validation_finds_an_entry_line_that_breaks_the_contract(
+    tmp_path: Path, catalogue_entries
+) -> None:
+    def break_third(lines: list[bytes]) -> list[bytes]:
+        entry = json.loads(lines[3].rstrip(b",\n"))
+        entry["authType"] = "token"
+        return [*lines[:3], json.dumps(entry).encode() + b",\n", *lines[4:]]
+
+    problems = tampered(tmp_path, catalogue_entries, FULL_DATASET, break_third)
+    assert any(p.startswith(f"{FULL_DATASET}: apis/2/authType:") and "[schema]" in p
+               for p in problems)
+    assert any(p.startswith(f"{FULL_DATASET}: apis/2/authType:") and "[contract]" in p
+               for p in problems)
+
+
+def test_validation_finds_broken_framing_and_order(tmp_path: Path, catalogue_entries) -> None:
+    no_comma = tampered(tmp_path, catalogue_entries, FULL_DATASET,
+                        lambda lines: [lines[0], lines[1].replace(b",\n", b"\n"), *lines[2:]])
+    assert no_comma == [f"{FULL_DATASET}: unreadable: an entry line does not end with a comma"]
+    swapped = tampered(tmp_path, catalogue_entries, FULL_DATASET,
+                       lambda lines: [lines[0], lines[2], lines[1], *lines[3:]])
+    assert f"{FULL_DATASET}: apis/1: apis must be sorted by id with no id twice" in swapped
 
 
 def test_version_counts_releases_of_the_same_day(tmp_path: Path, catalogue_entries) -> None:
