@@ -9,7 +9,7 @@ export PREFECT_HOME ?= $(CURDIR)/var/prefect
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export DO_NOT_TRACK ?= 1
 
-.PHONY: run test lint validate openapi clean
+.PHONY: run test lint validate openapi clean bench bench-nginx
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,22 @@ test: $(STAMP)  ## lint and run the whole test suite
 	mkdir -p $(PREFECT_HOME)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+BENCH_STAMP := $(VENV)/.bench-installed
+
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench-nginx:  ## Debian's nginx, the server the link-checker comparison runs against
+	command -v nginx >/dev/null || test -x /usr/sbin/nginx || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx)
+
+bench: $(BENCH_STAMP) bench-nginx  ## print the benchmark figures (see docs/performance.md)
+	mkdir -p $(PREFECT_HOME)
+	$(BIN)/python -m bench.compare_lychee
+	$(BIN)/python -m bench.makespan
+	$(BIN)/python -m bench.catalogue
 
 validate: $(STAMP)  ## check every entry file
 	$(BIN)/apidir validate
