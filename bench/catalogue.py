@@ -6,9 +6,9 @@ For each size: a synthetic catalogue (`bench.synthetic`) is written, then each
 stage runs in a fresh process against a SQLite file, as the nightly flow runs it:
 ingest (first time: every entry new; then again: every entry unchanged), a
 synthetic probe history of `--runs` nightly runs (not timed as a goal), score
-(the flow's own score task function) and publish. Peak RSS is the process's
-high-water mark (VmHWM), reset between score and publish, so the publish figure
-is the memory of a process that holds the scores, as in the flow.
+(the flow's own score task function) and publish (`publish_release`, in a process
+that first loads the scores the score stage computed, so they count in its peak).
+Peak RSS is the stage process's high-water mark (VmHWM, reset as the stage starts).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import json
 import os
+import pickle
 import random
 import re
 import subprocess
@@ -128,11 +129,23 @@ def stage_history(database_url: str, runs: int) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - started, "rows": rows, "targets": len(targets)}
 
 
-def stage_score_publish(root: Path, database_url: str, output: Path) -> dict[str, Any]:
-    """The flow's score task function, then publish_release, each with its own peak RSS."""
+def stage_score(root: Path, database_url: str, presented_file: Path) -> dict[str, Any]:
+    """The flow's own score task function; its result is kept for the publish stage."""
+    from flows.nightly import score
+    from pipeline.settings import Settings
+    from pipeline.store import utcnow
+
+    settings = Settings(data_dir=root, database_url=database_url)
+    presented, figures = measured(lambda: asyncio.run(score.fn(settings, 0, utcnow())))
+    presented_file.write_bytes(pickle.dumps(presented))
+    return figures | {"scored": len(presented.scores)}
+
+
+def stage_publish(root: Path, database_url: str, output: Path,
+                  presented_file: Path) -> dict[str, Any]:
+    """publish_release with the scores in memory (loaded first, so counted in the peak)."""
     from sqlmodel import Session
 
-    from flows.nightly import score
     from pipeline.catalog import load_categories
     from pipeline.publish import CATEGORY_INDEX, FULL_DATASET, category_file, publish_release
     from pipeline.settings import Settings
@@ -140,27 +153,26 @@ def stage_score_publish(root: Path, database_url: str, output: Path) -> dict[str
 
     settings = Settings(data_dir=root, database_url=database_url, output_dir=output)
     categories = load_categories(settings.categories_file)
-    now = utcnow()
-    presented, score_figures = measured(lambda: asyncio.run(score.fn(settings, 0, now)))
+    presented = pickle.loads(presented_file.read_bytes())
+    holding = peak_rss_mb()  # the process with the scores loaded, before publishing
 
     def publish() -> Any:
         with Session(engine_for(database_url)) as session:
-            return publish_release(session, output, settings.base_url, categories, now, presented)
+            return publish_release(session, output, settings.base_url, categories, utcnow(),
+                                   presented)
 
-    release, publish_figures = measured(publish)
+    release, figures = measured(publish)
     full = (output / FULL_DATASET).stat().st_size
     shares = {c.id: (output / category_file(c.id)).stat().st_size / full for c in categories}
     largest = max(shares, key=shares.get)
-    return {
-        "score": score_figures | {"scored": len(presented.scores)},
-        "publish": publish_figures | {
-            "published": release.total_apis,
-            "full_mb": full / 2**20,
-            "index_kb": (output / CATEGORY_INDEX).stat().st_size / 1024,
-            "largest_category": largest,
-            "largest_share": shares[largest],
-            "smallest_share": min(shares.values()),
-        },
+    return figures | {
+        "rss_before_mb": holding,
+        "published": release.total_apis,
+        "full_mb": full / 2**20,
+        "index_kb": (output / CATEGORY_INDEX).stat().st_size / 1024,
+        "largest_category": largest,
+        "largest_share": shares[largest],
+        "smallest_share": min(shares.values()),
     }
 
 
@@ -194,9 +206,11 @@ def bench_size(size: int, workdir: Path, runs: int) -> dict[str, Any]:
     first = run_stage("ingest", str(root), url)
     again = run_stage("ingest", str(root), url)
     history = run_stage("history", url, str(runs))
-    scored = run_stage("score-publish", str(root), url, str(output))
+    presented = workdir / f"presented-{size}.pickle"
+    scored = run_stage("score", str(root), url, str(presented))
+    published = run_stage("publish", str(root), url, str(output), str(presented))
     return {"size": size, "generate_s": generated, "ingest": first, "reingest": again,
-            "history": history, **scored}
+            "history": history, "score": scored, "publish": published}
 
 
 def print_figures(figures: dict[str, Any]) -> None:
@@ -216,7 +230,9 @@ def print_figures(figures: dict[str, Any]) -> None:
           f"  ({score['scored']:,} scored)")
     print(f"  publish           {publish['seconds']:7.1f} s  peak RSS "
           f"{publish['peak_rss_mb']:6.0f} MiB"
-          f"  goal < {GOALS['publish_s']:.0f} s and < {GOALS['publish_rss_mb']:.0f} MiB: "
+          f"  ({publish['rss_before_mb']:.0f} MiB with the scores loaded, before publishing)"
+          f"\n{'':30}goal < {GOALS['publish_s']:.0f} s and "
+          f"< {GOALS['publish_rss_mb']:.0f} MiB: "
           f"{verdict(publish['seconds'], GOALS['publish_s'])}, "
           f"{verdict(publish['peak_rss_mb'], GOALS['publish_rss_mb'])}")
     print(f"  apis.json {publish['full_mb']:.1f} MiB; largest category file "
@@ -232,8 +248,10 @@ def main() -> None:
             figures = stage_ingest(Path(args[0]), args[1])
         elif name == "history":
             figures = stage_history(args[0], int(args[1]))
+        elif name == "score":
+            figures = stage_score(Path(args[0]), args[1], Path(args[2]))
         else:
-            figures = stage_score_publish(Path(args[0]), args[1], Path(args[2]))
+            figures = stage_publish(Path(args[0]), args[1], Path(args[2]), Path(args[3]))
         print(json.dumps(figures))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -21,7 +21,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -138,6 +138,31 @@ def next_version(output_dir: Path, day: date) -> str:
     return f"{INTERFACE_VERSION}+{stamp}.{sequence}"
 
 
+def release_meta(version: str, generated: datetime, base_url: str, total: int) -> dict[str, Any]:
+    """The `meta` of `apis.json` (and the base of every other file's), as JSON values."""
+    meta = {
+        "version": version,
+        "generated": generated,
+        "totalAPIs": total,
+        "source": f"{base_url.rstrip('/')}/{FULL_DATASET}",
+        "license": LICENSE,
+    }
+    return Meta.model_validate(meta).model_dump(mode="json")
+
+
+def _category_meta(meta: dict[str, Any], category: Category, count: int) -> dict[str, Any]:
+    return meta | {"category": category.id, "label": category.label, "count": count}
+
+
+def _index_document(meta: dict[str, Any], counts: Mapping[str, int],
+                    categories: list[Category]) -> bytes:
+    summaries = [
+        {"id": c.id, "label": c.label, "description": c.description, "count": counts[c.id]}
+        for c in categories
+    ]
+    return render_json({"meta": meta, "categories": summaries})
+
+
 def build_release(
     entries: Iterable[Mapping[str, Any]],
     categories: list[Category],
@@ -147,46 +172,107 @@ def build_release(
 ) -> dict[str, bytes]:
     """Every file of a release, by path relative to the output folder.
 
-    Each entry is rendered once, as it arrives (so `entries` may be a stream), and its line
-    is shared by the full dataset and its category file.
+    Each entry is rendered once, as it arrives, and its line is shared by the full dataset
+    and its category file. (`stream_release` writes the same files without holding them.)
     """
     lines = sorted(
         ((entry["id"], entry["category"], entry_line(entry)) for entry in entries),
         key=lambda item: item[0],
     )
-    meta = {
-        "version": version,
-        "generated": generated,
-        "totalAPIs": len(lines),
-        "source": f"{base_url.rstrip('/')}/{FULL_DATASET}",
-        "license": LICENSE,
-    }
-    meta = Meta.model_validate(meta).model_dump(mode="json")
+    meta = release_meta(version, generated, base_url, len(lines))
     files = {FULL_DATASET: render_dataset(meta, [line for _, _, line in lines])}
     by_category: dict[str, list[bytes]] = {category.id: [] for category in categories}
     for _, category_id, line in lines:
         by_category.setdefault(category_id, []).append(line)
     del lines
-    summaries = []
     for category in categories:
         members = by_category[category.id]
-        category_meta = meta | {
-            "category": category.id,
-            "label": category.label,
-            "count": len(members),
-        }
-        files[category_file(category.id)] = render_dataset(category_meta, members)
-        summaries.append(
-            {
-                "id": category.id,
-                "label": category.label,
-                "description": category.description,
-                "count": len(members),
-            }
+        files[category_file(category.id)] = render_dataset(
+            _category_meta(meta, category, len(members)), members
         )
-    files[CATEGORY_INDEX] = render_json({"meta": meta, "categories": summaries})
+    counts = {category_id: len(members) for category_id, members in by_category.items()}
+    files[CATEGORY_INDEX] = _index_document(meta, counts, categories)
     files[OPENAPI] = render_openapi().encode()
     return files
+
+
+class EntriesOutOfOrderError(ValueError):
+    """`stream_release` was given entries not in strictly ascending id order."""
+
+
+class _DatasetWriter:
+    """The full dataset and every category file, written line by line as entries arrive."""
+
+    def __init__(self, folder: Path, categories: list[Category], stack: ExitStack) -> None:
+        def open_dataset(path: str) -> Any:
+            target = folder / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            handle = stack.enter_context(target.open("wb", buffering=1 << 20))
+            handle.write(DATASET_HEAD)
+            return handle
+
+        self.full = open_dataset(FULL_DATASET)
+        self.by_category = {c.id: open_dataset(category_file(c.id)) for c in categories}
+        self.counts = {c.id: 0 for c in categories}
+        self.total = 0
+        self.last_id: str | None = None
+
+    def add(self, entry: Mapping[str, Any]) -> None:
+        entry_id = entry["id"]
+        if self.last_id is not None and entry_id <= self.last_id:
+            raise EntriesOutOfOrderError(f"{entry_id!r} came after {self.last_id!r}")
+        self.last_id = entry_id
+        line = entry_line(entry)
+        category_id = entry["category"]
+        if category_id not in self.by_category:
+            raise ValueError(f"entry {entry_id!r}: category {category_id!r} is not listed")
+        handle = self.by_category[category_id]
+        for target, earlier in ((self.full, self.total), (handle, self.counts[category_id])):
+            if earlier:
+                target.write(b",\n")
+            target.write(line)
+        self.total += 1
+        self.counts[category_id] += 1
+
+    def finish(self, meta: dict[str, Any], categories: list[Category]) -> None:
+        ends = [(self.full, self.total, meta)]
+        for c in categories:
+            count = self.counts[c.id]
+            ends.append((self.by_category[c.id], count, _category_meta(meta, c, count)))
+        for handle, count, document_meta in ends:
+            handle.write(b"\n" if count else b"")
+            handle.write(DATASET_META + _compact(document_meta) + b"}\n")
+
+
+def stream_release(
+    output_dir: Path,
+    entries: Iterable[Mapping[str, Any]],
+    categories: list[Category],
+    version: str,
+    generated: datetime,
+    base_url: str,
+) -> int:
+    """Write a release from `entries` in ascending id order straight into the staging folder
+    (never holding the files in memory), validate it, swap it in; returns the entry count.
+
+    Raises EntriesOutOfOrderError (the live release untouched) if the order is broken.
+    """
+    total = 0
+
+    def write(staging: Path) -> None:
+        nonlocal total
+        with ExitStack() as stack:
+            writer = _DatasetWriter(staging, categories, stack)
+            for entry in entries:
+                writer.add(entry)
+            total = writer.total
+            meta = release_meta(version, generated, base_url, total)
+            writer.finish(meta, categories)
+        _write_file(staging, CATEGORY_INDEX, _index_document(meta, writer.counts, categories))
+        _write_file(staging, OPENAPI, render_openapi().encode())
+
+    _stage_and_swap(output_dir, categories, write)
+    return total
 
 
 _MODELS: dict[str, type[BaseModel]] = {
@@ -406,18 +492,24 @@ def staging_folders(output_dir: Path) -> list[Path]:
     return sorted(output_dir.parent.glob(f".{output_dir.name}.staging-*"))
 
 
-def write_release(output_dir: Path, files: Mapping[str, bytes], categories: list[Category]) -> Path:
-    """Stage `files`, validate them, then swap them in as the live release at `output_dir`."""
+def _write_file(folder: Path, relative: str, data: bytes) -> None:
+    target = folder / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+
+
+def _stage_and_swap(
+    output_dir: Path, categories: list[Category], write: Callable[[Path], None]
+) -> Path:
+    """`write` the release into a fresh staging folder, validate it, swap it in as live."""
     output_dir = output_dir.absolute()
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     for stale in staging_folders(output_dir):
         shutil.rmtree(stale, ignore_errors=True)
     staging = output_dir.with_name(f".{output_dir.name}.staging-{uuid.uuid4().hex[:8]}")
     try:
-        for relative, data in files.items():
-            target = staging / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+        staging.mkdir()
+        write(staging)
         problems = validate_release(staging, categories)
         if problems:
             raise ReleaseValidationError(problems)
@@ -426,6 +518,16 @@ def write_release(output_dir: Path, files: Mapping[str, bytes], categories: list
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return output_dir
+
+
+def write_release(output_dir: Path, files: Mapping[str, bytes], categories: list[Category]) -> Path:
+    """Stage `files`, validate them, then swap them in as the live release at `output_dir`."""
+
+    def write(staging: Path) -> None:
+        for relative, data in files.items():
+            _write_file(staging, relative, data)
+
+    return _stage_and_swap(output_dir, categories, write)
 
 
 def assemble_entries(
@@ -468,15 +570,19 @@ def publish_release(
     """Publish the store's active entries as a new release and record it."""
     presented = presented or Presented()
     statuses, scores, uptimes = presented.statuses, presented.scores, presented.uptimes
-    entries = (
-        published_entry(content, statuses.get(entry_id), scores.get(entry_id),
-                        uptimes.get(entry_id))
-        for entry_id, content in _active_contents(session)
-    )
+
+    def entries() -> Iterator[dict[str, Any]]:
+        for entry_id, content in _active_contents(session):
+            yield published_entry(content, statuses.get(entry_id), scores.get(entry_id),
+                                  uptimes.get(entry_id))
+
     version = next_version(output_dir, now.date())
-    files = build_release(entries, categories, version, now, base_url)
-    write_release(output_dir, files, categories)
-    total = json.loads(files[CATEGORY_INDEX])["meta"]["totalAPIs"]
+    try:
+        total = stream_release(output_dir, entries(), categories, version, now, base_url)
+    except EntriesOutOfOrderError:  # the database sorts ids another way: sort them here
+        files = build_release(entries(), categories, version, now, base_url)
+        write_release(output_dir, files, categories)
+        total = json.loads(files[CATEGORY_INDEX])["meta"]["totalAPIs"]
     release = ReleaseRow(version=version, generated=now, total_apis=total, run_id=run_id)
     session.merge(release)
     session.commit()

@@ -9,23 +9,30 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from sqlmodel import Session
 
+from pipeline import publish as publish_module
 from pipeline.catalog import load_categories, read_catalog
 from pipeline.contract import CATEGORY_IDS, FullDataset
+from pipeline.ingest import ingest_catalog
 from pipeline.openapi import component_schemas
 from pipeline.publish import (
     CATEGORY_INDEX,
     FULL_DATASET,
     OPENAPI,
+    EntriesOutOfOrderError,
     ReleaseValidationError,
     assemble_entries,
     build_release,
     category_file,
     next_version,
+    publish_release,
     staging_folders,
+    stream_release,
     validate_release,
     write_release,
 )
+from pipeline.store import active_entries, make_engine
 from tests.conftest import REPO
 
 NOW = datetime(2026, 11, 21, 3, 0, tzinfo=UTC)
@@ -229,3 +236,56 @@ def test_version_counts_releases_of_the_same_day(tmp_path: Path, catalogue_entri
     write_release(out, release(catalogue_entries, next_version(out, day)), CATEGORIES)
     assert next_version(out, day) == "2.0.0+20261121.2"
     assert next_version(out, date(2026, 11, 22)) == "2.0.0+20261122.1"
+
+
+def test_a_streamed_release_equals_the_built_one(tmp_path: Path, catalogue_entries) -> None:
+    ordered = sorted(catalogue_entries, key=lambda api: api["id"])
+    total = stream_release(tmp_path / "public", iter(ordered), CATEGORIES, "2.0.0+20261121.1",
+                           NOW, "https://directory.test")
+    built = release(catalogue_entries)
+    assert total == len(catalogue_entries)
+    assert {path: (tmp_path / "public" / path).read_bytes() for path in built} == built
+
+
+def test_a_stream_out_of_id_order_leaves_the_old_release(
+    tmp_path: Path, catalogue_entries
+) -> None:
+    out = write_release(tmp_path / "public", release(catalogue_entries), CATEGORIES)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    backwards = sorted(catalogue_entries, key=lambda api: api["id"], reverse=True)
+    with pytest.raises(EntriesOutOfOrderError):
+        stream_release(out, backwards, CATEGORIES, "2.0.0+20261121.2", NOW, "https://d.test")
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert staging_folders(out) == []
+
+
+@pytest.fixture
+def stored_catalogue(tmp_path: Path) -> Iterator[Session]:
+    """The real catalogue ingested into a SQLite file."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    entries = REPO / "data" / "entries"
+    with Session(engine) as session:
+        ingest_catalog(session, read_catalog([entries], entries))
+        yield session
+    engine.dispose()
+
+
+def test_publish_release_streams_the_store(tmp_path: Path, stored_catalogue) -> None:
+    out = tmp_path / "public"
+    record = publish_release(stored_catalogue, out, "https://directory.test", CATEGORIES, NOW)
+    contents = [(row.id, row.content) for row in active_entries(stored_catalogue)]
+    expected = release(assemble_entries(contents), record.version)
+    assert record.total_apis == len(contents) == 70
+    assert {path: (out / path).read_bytes() for path in expected} == expected
+
+
+def test_publish_release_sorts_entries_the_store_returns_out_of_order(
+    tmp_path: Path, stored_catalogue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    in_order = publish_module._active_contents
+    monkeypatch.setattr(publish_module, "_active_contents",
+                        lambda session: reversed(list(in_order(session))))
+    out = tmp_path / "public"
+    record = publish_release(stored_catalogue, out, "https://directory.test", CATEGORIES, NOW)
+    ids = [api["id"] for api in read(out, FULL_DATASET)["apis"]]
+    assert record.total_apis == len(ids) == 70 and ids == sorted(ids)
