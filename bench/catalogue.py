@@ -43,6 +43,12 @@ def peak_rss_mb() -> float:
     return int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) / 1024
 
 
+def rss_mb() -> float:
+    """The process's resident set now (Linux VmRSS), in MiB."""
+    status = Path("/proc/self/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024
+
+
 def reset_peak_rss() -> None:
     """Start a new high-water mark (Linux: writing 5 to clear_refs resets VmHWM)."""
     Path("/proc/self/clear_refs").write_text("5")
@@ -154,7 +160,7 @@ def stage_publish(root: Path, database_url: str, output: Path,
     settings = Settings(data_dir=root, database_url=database_url, output_dir=output)
     categories = load_categories(settings.categories_file)
     presented = pickle.loads(presented_file.read_bytes())
-    holding = peak_rss_mb()  # the process with the scores loaded, before publishing
+    holding = rss_mb()  # the process with the scores loaded, before publishing
 
     def publish() -> Any:
         with Session(engine_for(database_url)) as session:
@@ -254,6 +260,7 @@ def main() -> None:
             figures = stage_publish(Path(args[0]), args[1], Path(args[2]), Path(args[3]))
         print(json.dumps(figures))
         return
+    sys.stdout.reconfigure(line_buffering=True)  # figures show as they come, also in a log
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--runs", type=int, default=7, help="nightly runs of probe history")

@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import math
 import random
+import sys
 from dataclasses import dataclass
 
 from bench.probe import addresses, loopback_server, outcomes, probe_wall, raise_open_file_limit
@@ -89,6 +90,7 @@ def lower_bound(hosts: list[Host], paths: int, settings: ProbeSettings) -> dict[
 
 
 def main() -> None:
+    sys.stdout.reconfigure(line_buffering=True)  # figures show as they come, also in a log
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=1000)
     parser.add_argument("--paths", type=int, default=5, help="probes per host")
