@@ -88,7 +88,8 @@ def _insert_new(session: Session, new: list[tuple[EntryFile, dict, str, Path]],
     """Bulk-insert new entries, then their endpoints (one statement each, many rows)."""
     if not new:
         return
-    session.execute(insert(EntryRow), [
+    # Core inserts on the tables (not ORM bulk saves): one executemany each, no ORM bookkeeping.
+    session.execute(insert(EntryRow.__table__), [
         {"id": entry.id, "category": entry.category, "name": entry.name, "content": content,
          "content_hash": digest, "source_file": str(source), "first_seen_at": now,
          "updated_at": now, "retired_at": None}
@@ -96,7 +97,7 @@ def _insert_new(session: Session, new: list[tuple[EntryFile, dict, str, Path]],
     ])
     endpoints = [row for entry, *_ in new for row in _endpoint_rows(entry)]
     if endpoints:
-        session.execute(insert(EndpointRow), endpoints)
+        session.execute(insert(EndpointRow.__table__), endpoints)
 
 
 def ingest_catalog(
