@@ -16,7 +16,7 @@ export DO_NOT_TRACK ?= 1
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 PG_NO_MAIN := /etc/postgresql-common/createcluster.d/apidir-no-main-cluster.conf
 
-.PHONY: run test lint validate openapi clean system-packages serve postgres-binaries
+.PHONY: run test lint validate openapi clean system-packages serve postgres-binaries bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -64,6 +64,18 @@ test: $(STAMP) system-packages postgres-binaries  ## lint and run the whole test
 	mkdir -p $(PREFECT_HOME)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+BENCH_STAMP := $(VENV)/.bench-installed
+
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP) system-packages  ## print the benchmark figures (see docs/performance.md)
+	mkdir -p $(PREFECT_HOME)
+	$(BIN)/python -m bench.compare_lychee
+	$(BIN)/python -m bench.makespan
+	$(BIN)/python -m bench.catalogue
 
 validate: $(STAMP)  ## check every entry file
 	$(BIN)/apidir validate

@@ -1,6 +1,6 @@
 """Prober throughput on loopback: hosts x paths, with and without politeness.
 
-    python bench/probe.py [--hosts 1000 --paths 10 --per-host-interval 0.5 ...]
+    python -m bench.probe [--hosts 1000 --paths 10 --per-host-interval 0.5 ...]
 
 One aiohttp server (in a child process, so it does not share the prober's event
 loop) listens on `--hosts` loopback addresses 127.0.x.y, one socket each, same
@@ -20,13 +20,15 @@ import statistics
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from multiprocessing.sharedctypes import Synchronized
 
 from aiohttp import web
 
-from pipeline.probe import ProbeSettings, ProbeTarget, probe_all
+from pipeline.probe import ProbeResult, ProbeSettings, ProbeTarget, probe_all
 
 
 def addresses(count: int) -> list[str]:
@@ -45,11 +47,21 @@ def raise_open_file_limit(needed: int) -> None:
             print(f"warning: open-file limit {target} < {needed} wanted", file=sys.stderr)
 
 
-def serve(hosts: list[str], ready: Connection, served: Synchronized) -> None:
-    """Child process: answer 200 'ok' on every address until terminated."""
+def serve(
+    hosts: list[str],
+    ready: Connection,
+    served: Synchronized,
+    delays: dict[str, float] | None = None,
+) -> None:
+    """Child process: answer 200 'ok' on every address until terminated, after the
+    address's delay in `delays` (seconds) if it has one."""
     raise_open_file_limit(len(hosts) + 4096)
+    delays = delays or {}
 
-    async def handle(_request: web.BaseRequest) -> web.Response:
+    async def handle(request: web.BaseRequest) -> web.Response:
+        delay = delays.get(request.transport.get_extra_info("sockname")[0])
+        if delay:
+            await asyncio.sleep(delay)
         served.value += 1
         return web.Response(text="ok")
 
@@ -66,24 +78,57 @@ def serve(hosts: list[str], ready: Connection, served: Synchronized) -> None:
     asyncio.run(main())
 
 
-async def run(name: str, targets: list[ProbeTarget], settings: ProbeSettings,
-              max_seconds: float) -> None:
+async def probe_wall(
+    targets: list[ProbeTarget], settings: ProbeSettings, max_seconds: float
+) -> tuple[float, list[ProbeResult]] | None:
+    """Wall time and results of one `probe_all` run; None if it ran past `max_seconds`."""
     started = time.perf_counter()
     try:
         async with asyncio.timeout(max_seconds):
             results = await probe_all(targets, settings)
     except TimeoutError:
+        return None
+    return time.perf_counter() - started, results
+
+
+def outcomes(results: list[ProbeResult]) -> dict[str, int]:
+    """Count of results by outcome (unreachable ones by error class)."""
+    return dict(Counter(r.outcome if r.outcome != "unreachable" else r.error_class
+                        for r in results))
+
+
+async def run(name: str, targets: list[ProbeTarget], settings: ProbeSettings,
+              max_seconds: float) -> None:
+    measured = await probe_wall(targets, settings, max_seconds)
+    if measured is None:
         print(f"{name:>9}: stopped after {max_seconds:.0f} s (--max-seconds)")
         return
-    wall = time.perf_counter() - started
-    outcomes = Counter(r.outcome if r.outcome != "unreachable" else r.error_class for r in results)
+    wall, results = measured
     totals = sorted(r.total_ms for r in results if r.total_ms is not None)
     p50 = statistics.median(totals) if totals else float("nan")
     p99 = totals[int(len(totals) * 0.99) - 1] if totals else float("nan")
     print(
         f"{name:>9}: {len(results)} probes in {wall:6.2f} s = {len(results) / wall:7.0f} probes/s"
-        f"  (total_ms p50 {p50:.1f}, p99 {p99:.1f}; {dict(outcomes)})"
+        f"  (total_ms p50 {p50:.1f}, p99 {p99:.1f}; {outcomes(results)})"
     )
+
+
+@contextmanager
+def loopback_server(
+    hosts: list[str], delays: dict[str, float] | None = None
+) -> Iterator[tuple[int, Synchronized]]:
+    """`serve` in a child process (not sharing the prober's event loop): (port, served count)."""
+    receive, send = mp.Pipe(duplex=False)
+    served = mp.Value("q", 0, lock=False)
+    server = mp.Process(target=serve, args=(hosts, send, served, delays), daemon=True)
+    server.start()
+    try:
+        if not receive.poll(60):
+            raise SystemExit("the server did not start")
+        yield receive.recv(), served
+    finally:
+        server.terminate()
+        server.join(10)
 
 
 def main() -> None:
@@ -98,14 +143,7 @@ def main() -> None:
 
     hosts = addresses(args.hosts)
     raise_open_file_limit(args.global_concurrency * 4 + 1024)
-    receive, send = mp.Pipe(duplex=False)
-    served = mp.Value("q", 0, lock=False)
-    server = mp.Process(target=serve, args=(hosts, send, served), daemon=True)
-    server.start()
-    try:
-        if not receive.poll(60):
-            raise SystemExit("the server did not start")
-        port = receive.recv()
+    with loopback_server(hosts) as (port, served):
         targets = [
             ProbeTarget(f"http://{host}:{port}/p{path}", endpoint_id=path)
             for host in hosts
@@ -134,9 +172,6 @@ def main() -> None:
         )
         asyncio.run(run("polite", targets, polite, args.max_seconds))
         print(f"server answered {served.value} requests")
-    finally:
-        server.terminate()
-        server.join(10)
 
 
 if __name__ == "__main__":

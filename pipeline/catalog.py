@@ -6,10 +6,16 @@ once, each naming the file (with its line), the entry and the field.
 
 from __future__ import annotations
 
+import logging
+import os
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import date
+from functools import lru_cache
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +25,15 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pipeline.contract import CATEGORY_IDS, EntryContent, Uri
 from pipeline.lint import lint_entry
 
+log = logging.getLogger(__name__)
+
 ENTRY_SUFFIXES = (".yaml", ".yml")
+# libyaml's parser when PyYAML was built with it (the wheels are): ~10x faster on big catalogues.
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _compose(text: str) -> yaml.Node | None:
+    return yaml.compose(text, Loader=_LOADER)
 
 
 class EntryFile(EntryContent):
@@ -83,7 +97,7 @@ class CategoryError(ValueError):
 def load_categories(path: Path) -> list[Category]:
     """The 14 categories in reading order; raises CategoryError naming the file when wrong."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
         categories = [Category.model_validate(item) for item in raw]
     except (OSError, yaml.YAMLError, TypeError, ValidationError) as exc:
         raise CategoryError(f"{path}: {exc}") from exc
@@ -159,8 +173,7 @@ def read_entry_file(
     stem = path.stem
     try:
         text = path.read_text(encoding="utf-8")
-        tree = yaml.compose(text)
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_LOADER)
     except OSError as exc:
         return stem, None, [Problem(file, None, stem, None, "unreadable", str(exc))]
     except yaml.YAMLError as exc:
@@ -182,10 +195,13 @@ def read_entry_file(
 
     entry_id = raw["id"] if isinstance(raw.get("id"), str) else stem
     problems: list[Problem] = []
+    trees: list[yaml.Node | None] = []  # composed only when a problem needs its line
 
     def problem(loc: Sequence[int | str], rule: str, message: str) -> None:
+        if not trees:
+            trees.append(_compose(text))
         problems.append(
-            Problem(file, _node_line(tree, loc), entry_id, _field_name(loc), rule, message)
+            Problem(file, _node_line(trees[0], loc), entry_id, _field_name(loc), rule, message)
         )
 
     entry: EntryFile | None = None
@@ -212,7 +228,7 @@ def read_entry_file(
         problem(
             ("id",), "id-file-mismatch", f"id {raw.get('id')!r} must equal the file name {stem!r}"
         )
-    if entries_root is not None and path.parent.parent.resolve() == entries_root.resolve():
+    if entries_root is not None and _resolved(path.parent.parent) == _resolved(entries_root):
         folder = path.parent.name
         if raw.get("category") is not None and raw.get("category") != folder:
             problem(
@@ -223,12 +239,54 @@ def read_entry_file(
     return entry_id, (entry if not problems else None), problems
 
 
-def read_catalog(paths: Iterable[Path], entries_root: Path | None = None) -> CatalogReport:
-    """Read every entry file under `paths`, checking each one and the ids across files."""
+@lru_cache(maxsize=256)
+def _resolved(folder: Path) -> Path:
+    return folder.resolve()
+
+
+EntryReading = tuple[str, EntryFile | None, list[Problem]]
+# From this many files on, reading is spread over worker processes (YAML parsing is CPU-bound).
+PARALLEL_FROM = 5000
+_CHUNK = 500
+
+
+def _read_chunk(paths: list[Path], entries_root: Path | None) -> list[EntryReading]:
+    return [read_entry_file(path, entries_root) for path in paths]
+
+
+def _read_all(
+    files: list[Path], entries_root: Path | None, workers: int | None
+) -> Iterator[EntryReading]:
+    """`read_entry_file` of every file, in order; in `workers` processes for large catalogues."""
+    if workers is None:
+        workers = min(os.cpu_count() or 1, 8) if len(files) >= PARALLEL_FROM else 1
+    if workers <= 1:
+        yield from _read_chunk(files, entries_root)
+        return
+    chunks = [files[start : start + _CHUNK] for start in range(0, len(files), _CHUNK)]
+    try:
+        # spawn: never fork a process that may run threads (Prefect, the event loop)
+        with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+            done = list(pool.map(_read_chunk, chunks, [entries_root] * len(chunks)))
+    except BrokenProcessPool as exc:  # e.g. a __main__ that cannot be re-imported
+        log.warning("reading entry files in this process: worker processes failed (%s)", exc)
+        done = [_read_chunk(files, entries_root)]
+    for readings in done:
+        yield from readings
+
+
+def read_catalog(
+    paths: Iterable[Path], entries_root: Path | None = None, workers: int | None = None
+) -> CatalogReport:
+    """Read every entry file under `paths`, checking each one and the ids across files.
+
+    `workers`: processes that parse the files (default: one per core from
+    `PARALLEL_FROM` files on, else this process alone).
+    """
     report = CatalogReport(files=entry_files(paths))
     by_id: dict[str, list[Path]] = defaultdict(list)
-    for path in report.files:
-        entry_id, entry, problems = read_entry_file(path, entries_root)
+    readings = _read_all(report.files, entries_root, workers)
+    for path, (entry_id, entry, problems) in zip(report.files, readings, strict=True):
         report.problems.extend(problems)
         if entry is not None:
             report.entries[path] = entry
@@ -255,6 +313,6 @@ def read_catalog(paths: Iterable[Path], entries_root: Path | None = None) -> Cat
 
 def _id_line(path: Path) -> int | None:
     try:
-        return _node_line(yaml.compose(path.read_text(encoding="utf-8")), ("id",))
+        return _node_line(_compose(path.read_text(encoding="utf-8")), ("id",))
     except (OSError, yaml.YAMLError):
         return None

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 import pandas as pd
-from sqlalchemy import and_, func, insert
+from sqlalchemy import func, insert
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
@@ -41,6 +41,12 @@ HISTORY_COLUMNS = [
     "http_status",
     "total_ms",
 ]
+
+
+# What `entry_status` reads of a probe (rows of these columns stand in for ProbeRow objects).
+STATUS_COLUMNS = (
+    "entry_id", "endpoint_id", "url", "checked_at", "outcome", "http_status", "total_ms",
+)
 
 
 def plan_targets(session: Session, entries: Sequence[EntryRow]) -> list[ProbeTarget]:
@@ -182,26 +188,27 @@ def latest_statuses(
     """Each entry's status from its latest probe run that was not network-suspect.
 
     With `until`, only probes checked by then count: the status as it was at that moment.
+    Two index-friendly steps (the latest trusted run of each entry, then the probes of those
+    few runs) rather than one join, which SQLite plans as runs x entries row visits.
     """
-    trusted = _trusted_runs()
-    latest = (
-        select(col(ProbeRow.entry_id), func.max(ProbeRow.run_id).label("run_id"))
-        .where(col(ProbeRow.run_id).in_(trusted))
-        .group_by(col(ProbeRow.entry_id))
+    latest_runs = select(col(ProbeRow.entry_id), func.max(ProbeRow.run_id)).where(
+        col(ProbeRow.run_id).in_(_trusted_runs())
     )
     if until is not None:
-        latest = latest.where(ProbeRow.checked_at <= until)
-    latest = latest.subquery()
-    statement = select(ProbeRow).join(
-        latest, and_(ProbeRow.entry_id == latest.c.entry_id, ProbeRow.run_id == latest.c.run_id)
-    )
-    if until is not None:
-        statement = statement.where(ProbeRow.checked_at <= until)
+        latest_runs = latest_runs.where(ProbeRow.checked_at <= until)
     if entry_ids is not None:
-        statement = statement.where(col(ProbeRow.entry_id).in_(list(entry_ids)))
+        latest_runs = latest_runs.where(col(ProbeRow.entry_id).in_(list(entry_ids)))
+    latest = dict(session.exec(latest_runs.group_by(col(ProbeRow.entry_id))).all())
     by_entry: dict[str, list[ProbeRow]] = defaultdict(list)
-    for probe in session.exec(statement.order_by(ProbeRow.id)):
-        by_entry[probe.entry_id].append(probe)
+    for run_id in sorted(set(latest.values())):
+        statement = select(*(getattr(ProbeRow, name) for name in STATUS_COLUMNS)).where(
+            ProbeRow.run_id == run_id
+        )
+        if until is not None:
+            statement = statement.where(ProbeRow.checked_at <= until)
+        for probe in session.exec(statement.order_by(ProbeRow.id)):
+            if latest.get(probe.entry_id) == run_id:
+                by_entry[probe.entry_id].append(probe)
     order = _endpoint_order(session)
     return {
         entry_id: entry_status(sorted(probes, key=lambda p: order.get(p.endpoint_id, -1)))

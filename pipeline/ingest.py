@@ -3,6 +3,10 @@
 A valid file upserts its entry; an invalid one leaves the stored version as it
 was (so one bad edit never unpublishes an API); an entry whose file is gone is
 retired, never deleted.
+
+Built for large catalogues: what is stored is read once as (id, hash, state)
+columns, new entries and their endpoints go in as bulk inserts, and only changed
+or restored entries take the row-by-row path.
 """
 
 from __future__ import annotations
@@ -11,7 +15,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from sqlmodel import Session, select
+from sqlalchemy import insert, update
+from sqlmodel import Session, col, select
 
 from pipeline.catalog import CatalogReport, EntryFile
 from pipeline.store import EndpointRow, EntryRow, content_hash, utcnow
@@ -53,35 +58,46 @@ def _sync_endpoints(session: Session, entry: EntryFile) -> None:
             session.add(row)
 
 
-def _upsert(
-    session: Session, entry: EntryFile, source: Path, now: datetime, summary: IngestSummary
+def _update(
+    session: Session, entry: EntryFile, content: dict, digest: str, source: Path, now: datetime
 ) -> None:
-    content = entry.content()
-    digest = content_hash(content)
+    """Rewrite a stored entry (changed, moved or back from retirement) and its endpoints."""
     row = session.get(EntryRow, entry.id)
-    if row is None:
-        row = EntryRow(
-            id=entry.id,
-            category=entry.category,
-            name=entry.name,
-            content=content,
-            content_hash=digest,
-            source_file=str(source),
-            first_seen_at=now,
-            updated_at=now,
-        )
-        summary.added.append(entry.id)
-    elif row.content_hash != digest or row.retired_at is not None or row.source_file != str(source):
-        (summary.restored if row.retired_at is not None else summary.updated).append(entry.id)
-        row.category, row.name, row.content = entry.category, entry.name, content
-        row.content_hash, row.source_file, row.updated_at = digest, str(source), now
-        row.retired_at = None
-    else:
-        summary.unchanged.append(entry.id)
-        return
+    row.category, row.name, row.content = entry.category, entry.name, content
+    row.content_hash, row.source_file, row.updated_at = digest, str(source), now
+    row.retired_at = None
     session.add(row)
     session.flush()
     _sync_endpoints(session, entry)
+
+
+def _endpoint_rows(entry: EntryFile) -> list[dict[str, object]]:
+    """The endpoint rows of a new entry: first of each (method, path), in listed order."""
+    rows: dict[tuple[str, str], dict[str, object]] = {}
+    for position, endpoint in enumerate(entry.endpoints or []):
+        key = (endpoint.method or "GET", endpoint.path or "/")
+        if key not in rows:
+            rows[key] = {"entry_id": entry.id, "method": key[0], "path": key[1],
+                         "description": endpoint.description, "position": position,
+                         "active": True}
+    return list(rows.values())
+
+
+def _insert_new(session: Session, new: list[tuple[EntryFile, dict, str, Path]],
+                now: datetime) -> None:
+    """Bulk-insert new entries, then their endpoints (one statement each, many rows)."""
+    if not new:
+        return
+    # Core inserts on the tables (not ORM bulk saves): one executemany each, no ORM bookkeeping.
+    session.execute(insert(EntryRow.__table__), [
+        {"id": entry.id, "category": entry.category, "name": entry.name, "content": content,
+         "content_hash": digest, "source_file": str(source), "first_seen_at": now,
+         "updated_at": now, "retired_at": None}
+        for entry, content, digest, source in new
+    ])
+    endpoints = [row for entry, *_ in new for row in _endpoint_rows(entry)]
+    if endpoints:
+        session.execute(insert(EndpointRow.__table__), endpoints)
 
 
 def ingest_catalog(
@@ -94,13 +110,35 @@ def ingest_catalog(
     summary = IngestSummary(
         invalid=sorted(report.invalid_ids()), errors=[asdict(p) for p in report.problems]
     )
+    stored = {
+        entry_id: (digest, retired_at is not None, source_file)
+        for entry_id, digest, retired_at, source_file in session.exec(
+            select(EntryRow.id, EntryRow.content_hash, EntryRow.retired_at, EntryRow.source_file)
+        )
+    }
+    new: list[tuple[EntryFile, dict, str, Path]] = []
     for path, entry in sorted(report.entries.items(), key=lambda item: item[1].id):
-        _upsert(session, entry, path, now, summary)
+        content = entry.content()
+        digest = content_hash(content)
+        known = stored.get(entry.id)
+        if known is None:
+            new.append((entry, content, digest, path))
+            summary.added.append(entry.id)
+        elif known != (digest, False, str(path)):
+            (summary.restored if known[1] else summary.updated).append(entry.id)
+            _update(session, entry, content, digest, path, now)
+        else:
+            summary.unchanged.append(entry.id)
+    _insert_new(session, new, now)
     present = {entry.id for entry in report.entries.values()} | report.invalid_ids()
-    for row in session.exec(select(EntryRow).where(EntryRow.retired_at.is_(None))):
-        if row.id not in present:
-            row.retired_at = now
-            session.add(row)
-            summary.retired.append(row.id)
+    summary.retired = sorted(
+        entry_id for entry_id, (_, retired, _) in stored.items()
+        if not retired and entry_id not in present
+    )
+    for start in range(0, len(summary.retired), 500):  # bounded IN lists
+        chunk = summary.retired[start : start + 500]
+        session.execute(
+            update(EntryRow).where(col(EntryRow.id).in_(chunk)).values(retired_at=now)
+        )
     session.commit()
     return summary

@@ -9,22 +9,30 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from sqlmodel import Session
 
+from pipeline import publish as publish_module
 from pipeline.catalog import load_categories, read_catalog
 from pipeline.contract import CATEGORY_IDS, FullDataset
+from pipeline.ingest import ingest_catalog
 from pipeline.openapi import component_schemas
 from pipeline.publish import (
     CATEGORY_INDEX,
     FULL_DATASET,
     OPENAPI,
+    EntriesOutOfOrderError,
     ReleaseValidationError,
     assemble_entries,
     build_release,
     category_file,
     next_version,
+    publish_release,
     staging_folders,
+    stream_release,
+    validate_release,
     write_release,
 )
+from pipeline.store import active_entries, make_engine
 from tests.conftest import REPO
 
 NOW = datetime(2026, 11, 21, 3, 0, tzinfo=UTC)
@@ -168,8 +176,57 @@ def test_output_is_deterministic(tmp_path: Path, catalogue_entries) -> None:
     first = release(catalogue_entries)
     second = release(list(reversed(catalogue_entries)))
     assert first == second
-    text = first[FULL_DATASET].decode()
-    assert text.endswith("\n") and '"apis": [' in text
+    lines = first[FULL_DATASET].decode().splitlines()
+    assert lines[0] == '{"apis":[' and lines[-1].startswith('],"meta":{')
+    entries = [json.loads(line.removesuffix(",")) for line in lines[1:-1]]
+    assert [e["id"] for e in entries] == sorted(api["id"] for api in catalogue_entries)
+    for line, entry in zip(lines[1:-1], entries, strict=True):  # compact, sorted keys
+        assert line.removesuffix(",") == json.dumps(
+            entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+
+
+def tampered(tmp_path: Path, entries: list[dict], path: str, change) -> list[str]:
+    """Problems of a written release after `change(lines)` edits one file's lines."""
+    out = write_release(tmp_path / "public", release(entries), CATEGORIES)
+    target = out / path
+    lines = target.read_bytes().splitlines(keepends=True)
+    target.write_bytes(b"".join(change(lines)))
+    return validate_release(out, CATEGORIES)
+
+
+def test_validation_finds_a_category_file_that_lost_an_entry(
+    tmp_path: Path, catalogue_entries
+) -> None:
+    problems = tampered(tmp_path, catalogue_entries, category_file("ai"),
+                        lambda lines: [lines[0], *lines[2:]])
+    assert problems == [
+        f"{category_file('ai')}: apis differ from {FULL_DATASET} filtered by category"
+    ]
+
+
+def test_validation_finds_an_entry_line_that_breaks_the_contract(
+    tmp_path: Path, catalogue_entries
+) -> None:
+    def break_third(lines: list[bytes]) -> list[bytes]:
+        entry = json.loads(lines[3].rstrip(b",\n"))
+        entry["authType"] = "token"
+        return [*lines[:3], json.dumps(entry).encode() + b",\n", *lines[4:]]
+
+    problems = tampered(tmp_path, catalogue_entries, FULL_DATASET, break_third)
+    assert any(p.startswith(f"{FULL_DATASET}: apis/2/authType:") and "[schema]" in p
+               for p in problems)
+    assert any(p.startswith(f"{FULL_DATASET}: apis/2/authType:") and "[contract]" in p
+               for p in problems)
+
+
+def test_validation_finds_broken_framing_and_order(tmp_path: Path, catalogue_entries) -> None:
+    no_comma = tampered(tmp_path, catalogue_entries, FULL_DATASET,
+                        lambda lines: [lines[0], lines[1].replace(b",\n", b"\n"), *lines[2:]])
+    assert no_comma == [f"{FULL_DATASET}: unreadable: an entry line does not end with a comma"]
+    swapped = tampered(tmp_path, catalogue_entries, FULL_DATASET,
+                       lambda lines: [lines[0], lines[2], lines[1], *lines[3:]])
+    assert f"{FULL_DATASET}: apis/1: apis must be sorted by id with no id twice" in swapped
 
 
 def test_version_counts_releases_of_the_same_day(tmp_path: Path, catalogue_entries) -> None:
@@ -179,3 +236,56 @@ def test_version_counts_releases_of_the_same_day(tmp_path: Path, catalogue_entri
     write_release(out, release(catalogue_entries, next_version(out, day)), CATEGORIES)
     assert next_version(out, day) == "2.0.0+20261121.2"
     assert next_version(out, date(2026, 11, 22)) == "2.0.0+20261122.1"
+
+
+def test_a_streamed_release_equals_the_built_one(tmp_path: Path, catalogue_entries) -> None:
+    ordered = sorted(catalogue_entries, key=lambda api: api["id"])
+    total = stream_release(tmp_path / "public", iter(ordered), CATEGORIES, "2.0.0+20261121.1",
+                           NOW, "https://directory.test")
+    built = release(catalogue_entries)
+    assert total == len(catalogue_entries)
+    assert {path: (tmp_path / "public" / path).read_bytes() for path in built} == built
+
+
+def test_a_stream_out_of_id_order_leaves_the_old_release(
+    tmp_path: Path, catalogue_entries
+) -> None:
+    out = write_release(tmp_path / "public", release(catalogue_entries), CATEGORIES)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    backwards = sorted(catalogue_entries, key=lambda api: api["id"], reverse=True)
+    with pytest.raises(EntriesOutOfOrderError):
+        stream_release(out, backwards, CATEGORIES, "2.0.0+20261121.2", NOW, "https://d.test")
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert staging_folders(out) == []
+
+
+@pytest.fixture
+def stored_catalogue(tmp_path: Path) -> Iterator[Session]:
+    """The real catalogue ingested into a SQLite file."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    entries = REPO / "data" / "entries"
+    with Session(engine) as session:
+        ingest_catalog(session, read_catalog([entries], entries))
+        yield session
+    engine.dispose()
+
+
+def test_publish_release_streams_the_store(tmp_path: Path, stored_catalogue) -> None:
+    out = tmp_path / "public"
+    record = publish_release(stored_catalogue, out, "https://directory.test", CATEGORIES, NOW)
+    contents = [(row.id, row.content) for row in active_entries(stored_catalogue)]
+    expected = release(assemble_entries(contents), record.version)
+    assert record.total_apis == len(contents) == 70
+    assert {path: (out / path).read_bytes() for path in expected} == expected
+
+
+def test_publish_release_sorts_entries_the_store_returns_out_of_order(
+    tmp_path: Path, stored_catalogue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    in_order = publish_module._active_contents
+    monkeypatch.setattr(publish_module, "_active_contents",
+                        lambda session: reversed(list(in_order(session))))
+    out = tmp_path / "public"
+    record = publish_release(stored_catalogue, out, "https://directory.test", CATEGORIES, NOW)
+    ids = [api["id"] for api in read(out, FULL_DATASET)["apis"]]
+    assert record.total_apis == len(ids) == 70 and ids == sorted(ids)

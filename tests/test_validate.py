@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipeline import catalog
 from pipeline.catalog import read_catalog
 from tests.conftest import REPO, WriteEntry, make_entry
 
@@ -144,3 +145,20 @@ def test_the_repository_catalogue_is_valid() -> None:
     report = read_catalog([entries], entries)
     assert report.files, "the catalogue has no entries"
     assert report.ok, "\n".join(map(str, report.problems))
+
+
+def test_worker_processes_read_the_same_as_one_process(
+    write_entry: WriteEntry, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(catalog, "_CHUNK", 4)  # several chunks over the two workers
+    for number in range(12):
+        write_entry(make_entry(id=f"api-{number}"))
+    write_entry(make_entry(id="bad-colour", color="red"))
+    write_entry(text="id: [\n", name="broken")
+    write_entry(make_entry(id="api-3"), name="api-3-copy")  # a duplicate id across workers
+    entries = data_dir / "entries"
+    alone = read_catalog([entries], entries, workers=1)
+    spread = read_catalog([entries], entries, workers=2)
+    assert spread.problems == alone.problems
+    assert {"bad-colour", "yaml-syntax", "duplicate-id"} <= {p.rule for p in alone.problems}
+    assert spread.entries == alone.entries and len(alone.entries) == 11

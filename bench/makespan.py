@@ -1,0 +1,144 @@
+"""Probe makespan under a realistic mix, against the lower bound the limits allow.
+
+    python -m bench.makespan [--hosts 1000 --paths 5 --hang-share 0.03 --refuse-share 0.03]
+
+A loopback delay server (aiohttp, in a child process) answers each host 127.0.x.y
+after that host's latency, drawn log-uniformly from 20-800 ms; some hosts hang
+(answer long after the timeout) and some refuse (no listener on the address).
+The prober runs with its production-like limits (global concurrency, per-host
+concurrency and interval, timeout, retries) and the wall is printed against the
+lower bound those limits allow:
+
+- the busiest host's serial time: its request starts (retries included) spaced by
+  the interval, at most per-host-concurrency requests at a time;
+- the total work (every request's least duration) divided by the global concurrency;
+- one hanging probe: timeout x attempts plus the shortest backoff between attempts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import random
+import sys
+from dataclasses import dataclass
+
+from bench.probe import addresses, loopback_server, outcomes, probe_wall, raise_open_file_limit
+from pipeline.probe import ProbeSettings, ProbeTarget
+
+GOAL = 1.3  # wall within 1.3x of the lower bound
+HANG_SECONDS = 600.0  # a hanging host answers long after any timeout (the server is stopped first)
+
+
+@dataclass(frozen=True)
+class Host:
+    address: str
+    kind: str  # "answers", "hangs", "refuses"
+    latency: float  # seconds, for hosts that answer
+
+
+def draw_hosts(count: int, hang_share: float, refuse_share: float, seed: int) -> list[Host]:
+    rng = random.Random(seed)
+    hosts = []
+    for address in addresses(count):
+        draw = rng.random()
+        kind = "hangs" if draw < hang_share else (
+            "refuses" if draw < hang_share + refuse_share else "answers")
+        latency = math.exp(rng.uniform(math.log(0.020), math.log(0.800)))
+        hosts.append(Host(address, kind, latency))
+    return hosts
+
+
+def requests_of(host: Host, settings: ProbeSettings) -> tuple[int, float]:
+    """(requests per probe, least duration of each): a hanging host's probe is retried."""
+    if host.kind == "answers":
+        return 1, host.latency
+    if host.kind == "refuses":
+        return 1, 0.0  # refused at once, and a refusal is not retried
+    return settings.max_attempts, settings.total_timeout
+
+
+def probe_cost(host: Host, settings: ProbeSettings) -> float:
+    """The least time one probe of `host` takes: its requests plus the shortest backoffs."""
+    attempts, duration = requests_of(host, settings)
+    backoff = sum(settings.backoff_base * 2 ** (n - 1) / 2 for n in range(1, attempts))
+    return attempts * duration + backoff
+
+
+def host_serial_time(host: Host, paths: int, settings: ProbeSettings) -> float:
+    """The least time all probes of one host take. Politeness applies per request (a retry
+    waits for its turn, a backoff holds no slot): request starts spaced by the interval, at
+    most per-host-concurrency requests at a time, and no probe shorter than `probe_cost`."""
+    attempts, duration = requests_of(host, settings)
+    requests = paths * attempts
+    by_interval = (requests - 1) * settings.per_host_interval + duration
+    per_host = settings.per_host_concurrency or requests
+    by_concurrency = math.ceil(requests / per_host) * duration
+    return max(by_interval, by_concurrency, probe_cost(host, settings))
+
+
+def lower_bound(hosts: list[Host], paths: int, settings: ProbeSettings) -> dict[str, float]:
+    """The three floors; the run cannot end before the largest."""
+    work = sum(paths * attempts * duration
+               for attempts, duration in (requests_of(h, settings) for h in hosts))
+    return {
+        "busiest host": max(host_serial_time(h, paths, settings) for h in hosts),
+        "work / global": work / settings.global_concurrency,
+        "timeout x attempts": max(probe_cost(h, settings) for h in hosts),
+    }
+
+
+def main() -> None:
+    sys.stdout.reconfigure(line_buffering=True)  # figures show as they come, also in a log
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=1000)
+    parser.add_argument("--paths", type=int, default=5, help="probes per host")
+    parser.add_argument("--hang-share", type=float, default=0.03)
+    parser.add_argument("--refuse-share", type=float, default=0.03)
+    parser.add_argument("--global-concurrency", type=int, default=64)
+    parser.add_argument("--per-host-concurrency", type=int, default=2)
+    parser.add_argument("--per-host-interval", type=float, default=0.5)
+    parser.add_argument("--timeout", type=float, default=3.0)
+    parser.add_argument("--attempts", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--max-seconds", type=float, default=300, help="bound on the run")
+    args = parser.parse_args()
+
+    hosts = draw_hosts(args.hosts, args.hang_share, args.refuse_share, args.seed)
+    settings = ProbeSettings(
+        allow_private=True,  # loopback on purpose: the network guard is off for this bench
+        global_concurrency=args.global_concurrency,
+        per_host_concurrency=args.per_host_concurrency,
+        per_host_interval=args.per_host_interval,
+        connect_timeout=args.timeout,
+        total_timeout=args.timeout,
+        max_attempts=args.attempts,
+    )
+    listening = [h.address for h in hosts if h.kind != "refuses"]
+    delays = {h.address: HANG_SECONDS if h.kind == "hangs" else h.latency for h in hosts}
+    raise_open_file_limit(args.global_concurrency * 4 + 1024)
+    with loopback_server(listening, delays) as (port, _served):
+        targets = [ProbeTarget(f"http://{h.address}:{port}/p{path}")
+                   for h in hosts for path in range(args.paths)]
+        measured = asyncio.run(probe_wall(targets, settings, args.max_seconds))
+    if measured is None:
+        raise SystemExit(f"stopped after {args.max_seconds:.0f} s (--max-seconds)")
+    wall, results = measured
+    kinds = {kind: sum(h.kind == kind for h in hosts) for kind in ("answers", "hangs", "refuses")}
+    bound = lower_bound(hosts, args.paths, settings)
+    floor = max(bound.values())
+    print(f"{args.hosts} hosts x {args.paths} paths = {len(targets)} probes; hosts {kinds}; "
+          f"latency 20-800 ms log-uniform")
+    print(f"limits: global {args.global_concurrency}, per host {args.per_host_concurrency}, "
+          f"interval {args.per_host_interval} s, timeout {args.timeout} s x {args.attempts} "
+          f"attempts, backoff base {settings.backoff_base} s")
+    print(f"outcomes: {outcomes(results)}")
+    print("lower bound: " + ", ".join(f"{name} {value:.2f} s" for name, value in bound.items()))
+    verdict = "met" if wall <= floor * GOAL else "NOT met"
+    print(f"wall {wall:.2f} s vs bound {floor:.2f} s = {wall / floor:.2f}x "
+          f"(goal <= {GOAL}x: {verdict})")
+
+
+if __name__ == "__main__":
+    main()
