@@ -142,7 +142,7 @@ def stage_score(root: Path, database_url: str, presented_file: Path) -> dict[str
     from pipeline.store import utcnow
 
     settings = Settings(data_dir=root, database_url=database_url)
-    presented, figures = measured(lambda: asyncio.run(score.fn(settings, 0, utcnow())))
+    presented, figures = measured(lambda: asyncio.run(score.fn(settings, utcnow())))
     presented_file.write_bytes(pickle.dumps(presented))
     return figures | {"scored": len(presented.scores)}
 

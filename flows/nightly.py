@@ -38,6 +38,7 @@ from pipeline.score import entry_uptimes, score_entries
 from pipeline.settings import Settings
 from pipeline.store import (
     PipelineRun,
+    ReleaseRow,
     active_entries,
     engine_for,
     finish_run,
@@ -156,11 +157,11 @@ async def score(settings: Settings, as_of: datetime) -> Presented:
     )
 
 
-@task(name="publish", cache_policy=NO_CACHE)
-async def publish(
-    settings: Settings, run_id: int, presented: Presented, now: datetime
-) -> tuple[str, list[Change]]:
-    """Record the state changes, then write a new release of the static files and record it."""
+def publish_now(
+    settings: Settings, presented: Presented, now: datetime, run_id: int | None = None
+) -> tuple[ReleaseRow, list[Change]]:
+    """Record the state changes, then write a new release of the static files and record it
+    (in the run's record too, with a run)."""
     categories = load_categories(settings.categories_file)
     with session_scope(engine_for(settings.database_url)) as session:
         changes = record_state_changes(session, presented.statuses, now, run_id)
@@ -168,10 +169,21 @@ async def publish(
             session, settings.output_dir, settings.base_url, categories, now, presented, run_id,
             releases_kept=settings.releases_kept,
             changes=recent_changes(session, now - timedelta(days=settings.changes_days)),
+            pages=settings.publish_pages,
         )
-        run = session.get(PipelineRun, run_id)
-        run.release_version, run.entries_published = release.version, release.total_apis
-        session.add(run)
+        if run_id is not None:
+            run = session.get(PipelineRun, run_id)
+            run.release_version, run.entries_published = release.version, release.total_apis
+            session.add(run)
+    return release, changes
+
+
+@task(name="publish", cache_policy=NO_CACHE)
+async def publish(
+    settings: Settings, run_id: int, presented: Presented, now: datetime
+) -> tuple[str, list[Change]]:
+    """Record the state changes, then write a new release of the static files and record it."""
+    release, changes = publish_now(settings, presented, now, run_id)
     get_run_logger().info(
         "published %s: %d entries to %s", release.version, release.total_apis, settings.output_dir
     )

@@ -164,17 +164,17 @@ def _result_line(result: ProbeResult) -> str:
 
 @app.command()
 def publish() -> None:
-    """Publish the stored entries as a new release now, without ingesting or probing."""
-    from pipeline.publish import publish_release
-    from pipeline.store import engine_for, session_scope, utcnow
+    """Score the stored entries from their probe history and publish a new release now,
+    without ingesting or probing."""
+    from flows.nightly import publish_now, score
+    from pipeline.store import utcnow
 
     settings = Settings()
-    categories = load_categories(settings.categories_file)
-    with session_scope(engine_for(settings.database_url)) as session:
-        release = publish_release(
-            session, settings.output_dir, settings.base_url, categories, utcnow()
-        )
-    typer.echo(f"published release {release.version} with {release.total_apis} entries")
+    now = utcnow()
+    presented = asyncio.run(score.fn(settings, now))
+    release, changes = publish_now(settings, presented, now)
+    typer.echo(f"published release {release.version} with {release.total_apis} entries"
+               + (f"; {len(changes)} state changes" if changes else ""))
 
 
 @app.command()

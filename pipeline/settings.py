@@ -56,6 +56,9 @@ class Settings(BaseSettings):
         default=0, ge=0, description="Processes probing shards at once (0: one per CPU)."
     )
 
+    publish_pages: bool = Field(
+        default=True, description="Publish the reader pages with the JSON (off: JSON only)."
+    )
     releases_kept: int = Field(
         default=30, ge=1, description="Releases kept under api/releases/ (the newest N)."
     )
