@@ -148,8 +148,9 @@ def stage_score(root: Path, database_url: str, presented_file: Path) -> dict[str
 
 
 def stage_publish(root: Path, database_url: str, output: Path,
-                  presented_file: Path) -> dict[str, Any]:
-    """publish_release with the scores in memory (loaded first, so counted in the peak)."""
+                  presented_file: Path, pages: bool) -> dict[str, Any]:
+    """publish_release with the scores in memory (loaded first, so counted in the peak);
+    the JSON release alone, or with the reader pages."""
     from sqlmodel import Session
 
     from pipeline.catalog import load_categories
@@ -165,7 +166,7 @@ def stage_publish(root: Path, database_url: str, output: Path,
     def publish() -> Any:
         with Session(engine_for(database_url)) as session:
             return publish_release(session, output, settings.base_url, categories, utcnow(),
-                                   presented)
+                                   presented, pages=pages)
 
     release, figures = measured(publish)
     full = (output / FULL_DATASET).stat().st_size
@@ -214,9 +215,10 @@ def bench_size(size: int, workdir: Path, runs: int) -> dict[str, Any]:
     history = run_stage("history", url, str(runs))
     presented = workdir / f"presented-{size}.pickle"
     scored = run_stage("score", str(root), url, str(presented))
-    published = run_stage("publish", str(root), url, str(output), str(presented))
+    published = run_stage("publish", str(root), url, str(output), str(presented), "json")
+    with_pages = run_stage("publish", str(root), url, str(output), str(presented), "pages")
     return {"size": size, "generate_s": generated, "ingest": first, "reingest": again,
-            "history": history, "score": scored, "publish": published}
+            "history": history, "score": scored, "publish": published, "pages": with_pages}
 
 
 def print_figures(figures: dict[str, Any]) -> None:
@@ -241,6 +243,9 @@ def print_figures(figures: dict[str, Any]) -> None:
           f"< {GOALS['publish_rss_mb']:.0f} MiB: "
           f"{verdict(publish['seconds'], GOALS['publish_s'])}, "
           f"{verdict(publish['peak_rss_mb'], GOALS['publish_rss_mb'])}")
+    pages = figures["pages"]
+    print(f"  publish + pages   {pages['seconds']:7.1f} s  peak RSS {pages['peak_rss_mb']:6.0f} MiB"
+          "  (the JSON release and one reader page per entry and category; no goal)")
     print(f"  apis.json {publish['full_mb']:.1f} MiB; largest category file "
           f"{publish['largest_category']} = {publish['largest_share']:.1%} of it, smallest "
           f"{publish['smallest_share']:.1%}; goal < {GOALS['category_share']:.0%}: "
@@ -257,7 +262,8 @@ def main() -> None:
         elif name == "score":
             figures = stage_score(Path(args[0]), args[1], Path(args[2]))
         else:
-            figures = stage_publish(Path(args[0]), args[1], Path(args[2]), Path(args[3]))
+            figures = stage_publish(Path(args[0]), args[1], Path(args[2]), Path(args[3]),
+                                    pages=args[4] == "pages")
         print(json.dumps(figures))
         return
     sys.stdout.reconfigure(line_buffering=True)  # figures show as they come, also in a log
