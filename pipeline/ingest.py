@@ -18,7 +18,7 @@ from pathlib import Path
 from sqlalchemy import insert, update
 from sqlmodel import Session, col, select
 
-from pipeline.catalog import CatalogReport, EntryFile
+from pipeline.catalog import CatalogReport, EntryFile, paused_garbage_collection
 from pipeline.store import EndpointRow, EntryRow, content_hash, utcnow
 
 
@@ -106,7 +106,11 @@ def ingest_catalog(
     """Store every valid entry of `report`, keep invalid ones as stored, retire the vanished."""
     if not report.files:
         raise EmptyCatalogError("no entry files found; refusing to retire every stored entry")
-    now = now or utcnow()
+    with paused_garbage_collection():
+        return _ingest(session, report, now or utcnow())
+
+
+def _ingest(session: Session, report: CatalogReport, now: datetime) -> IngestSummary:
     summary = IngestSummary(
         invalid=sorted(report.invalid_ids()), errors=[asdict(p) for p in report.problems]
     )
