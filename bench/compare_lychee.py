@@ -28,12 +28,19 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.nginx import nginx_on
-from bench.probe import addresses, outcomes, probe_wall, raise_open_file_limit
-from pipeline.probe import ProbeSettings, ProbeTarget
+from bench.probe import (
+    add_load_arguments,
+    addresses,
+    loopback_settings,
+    outcomes,
+    probe_wall,
+    raise_open_file_limit,
+)
+from pipeline.probe import ProbeTarget
 
 GOAL_VS_LYCHEE = 1 / 3  # our wall at most a third of lychee's at equal settings
 GOAL_POLITE = 1.3  # polite wall within 1.3x of our own with politeness off
@@ -87,15 +94,7 @@ def run_lychee(urls: list[str], limits: Limits, max_seconds: float) -> tuple[flo
 async def run_prober(
     urls: list[str], limits: Limits, max_seconds: float
 ) -> tuple[float, dict[str, int]]:
-    settings = ProbeSettings(
-        allow_private=True,  # loopback on purpose: the network guard is off for this bench
-        global_concurrency=limits.global_concurrency,
-        per_host_concurrency=limits.per_host_concurrency,
-        per_host_interval=limits.per_host_interval,
-        total_timeout=limits.timeout,
-        max_attempts=1,
-        max_redirects=5,
-    )
+    settings = loopback_settings(argparse.Namespace(**asdict(limits)), limits.timeout, 1)
     measured = await probe_wall([ProbeTarget(url) for url in urls], settings, max_seconds)
     if measured is None:
         raise SystemExit(f"the prober ran past {max_seconds:.0f} s")
@@ -126,13 +125,8 @@ def compare(name: str, urls: list[str], limits: Limits, max_seconds: float) -> f
 def main() -> None:
     sys.stdout.reconfigure(line_buffering=True)  # figures show as they come, also in a log
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hosts", type=int, default=1000)
-    parser.add_argument("--paths", type=int, default=10, help="URLs per host")
-    parser.add_argument("--global-concurrency", type=int, default=64)
-    parser.add_argument("--per-host-concurrency", type=int, default=2)
-    parser.add_argument("--per-host-interval", type=float, default=0.5)
+    add_load_arguments(parser, paths=10, max_seconds=600)
     parser.add_argument("--timeout", type=float, default=15.0)
-    parser.add_argument("--max-seconds", type=float, default=600, help="bound per run")
     parser.add_argument("--orders", nargs="+", choices=("grouped", "shuffled"),
                         default=["grouped", "shuffled"],
                         help="URL order: host by host (as a catalogue lists them) or shuffled")

@@ -24,7 +24,15 @@ import random
 import sys
 from dataclasses import dataclass
 
-from bench.probe import addresses, loopback_server, outcomes, probe_wall, raise_open_file_limit
+from bench.probe import (
+    add_load_arguments,
+    addresses,
+    loopback_server,
+    loopback_settings,
+    outcomes,
+    probe_wall,
+    raise_open_file_limit,
+)
 from pipeline.probe import ProbeSettings, ProbeTarget
 
 GOAL = 1.3  # wall within 1.3x of the lower bound
@@ -92,29 +100,16 @@ def lower_bound(hosts: list[Host], paths: int, settings: ProbeSettings) -> dict[
 def main() -> None:
     sys.stdout.reconfigure(line_buffering=True)  # figures show as they come, also in a log
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hosts", type=int, default=1000)
-    parser.add_argument("--paths", type=int, default=5, help="probes per host")
+    add_load_arguments(parser, paths=5, max_seconds=300)
     parser.add_argument("--hang-share", type=float, default=0.03)
     parser.add_argument("--refuse-share", type=float, default=0.03)
-    parser.add_argument("--global-concurrency", type=int, default=64)
-    parser.add_argument("--per-host-concurrency", type=int, default=2)
-    parser.add_argument("--per-host-interval", type=float, default=0.5)
     parser.add_argument("--timeout", type=float, default=3.0)
     parser.add_argument("--attempts", type=int, default=2)
     parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--max-seconds", type=float, default=300, help="bound on the run")
     args = parser.parse_args()
 
     hosts = draw_hosts(args.hosts, args.hang_share, args.refuse_share, args.seed)
-    settings = ProbeSettings(
-        allow_private=True,  # loopback on purpose: the network guard is off for this bench
-        global_concurrency=args.global_concurrency,
-        per_host_concurrency=args.per_host_concurrency,
-        per_host_interval=args.per_host_interval,
-        connect_timeout=args.timeout,
-        total_timeout=args.timeout,
-        max_attempts=args.attempts,
-    )
+    settings = loopback_settings(args, args.timeout, args.attempts)
     listening = [h.address for h in hosts if h.kind != "refuses"]
     delays = {h.address: HANG_SECONDS if h.kind == "hangs" else h.latency for h in hosts}
     raise_open_file_limit(args.global_concurrency * 4 + 1024)

@@ -131,14 +131,35 @@ def loopback_server(
         server.join(10)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def loopback_settings(
+    args: argparse.Namespace, timeout: float, attempts: int
+) -> ProbeSettings:
+    """The prober's settings from the shared options, for loopback hosts: the network guard
+    is turned off on purpose (`allow_private`), as it is for the tests."""
+    return ProbeSettings(
+        allow_private=True,
+        global_concurrency=args.global_concurrency,
+        per_host_concurrency=args.per_host_concurrency,
+        per_host_interval=args.per_host_interval,
+        connect_timeout=timeout,
+        total_timeout=timeout,
+        max_attempts=attempts,
+    )
+
+
+def add_load_arguments(parser: argparse.ArgumentParser, paths: int, max_seconds: float) -> None:
+    """The options every probe benchmark shares: hosts x paths, the limits, the bound."""
     parser.add_argument("--hosts", type=int, default=1000)
-    parser.add_argument("--paths", type=int, default=10, help="probes per host")
+    parser.add_argument("--paths", type=int, default=paths, help="URLs per host")
     parser.add_argument("--global-concurrency", type=int, default=64)
     parser.add_argument("--per-host-concurrency", type=int, default=2)
     parser.add_argument("--per-host-interval", type=float, default=0.5)
-    parser.add_argument("--max-seconds", type=float, default=300, help="bound per run")
+    parser.add_argument("--max-seconds", type=float, default=max_seconds, help="bound per run")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_load_arguments(parser, paths=10, max_seconds=300)
     args = parser.parse_args()
 
     hosts = addresses(args.hosts)

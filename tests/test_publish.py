@@ -19,6 +19,7 @@ from pipeline.openapi import component_schemas
 from pipeline.publish import (
     CATEGORY_INDEX,
     FULL_DATASET,
+    MAX_PROBLEMS_PER_FILE,
     OPENAPI,
     EntriesOutOfOrderError,
     ReleaseValidationError,
@@ -289,3 +290,15 @@ def test_publish_release_sorts_entries_the_store_returns_out_of_order(
     record = publish_release(stored_catalogue, out, "https://directory.test", CATEGORIES, NOW)
     ids = [api["id"] for api in read(out, FULL_DATASET)["apis"]]
     assert record.total_apis == len(ids) == 70 and ids == sorted(ids)
+
+
+def test_a_release_broken_everywhere_lists_a_bounded_number_of_problems(
+    tmp_path: Path, catalogue_entries
+) -> None:
+    broken = [dict(api, color="not-a-colour") for api in catalogue_entries]
+    with pytest.raises(ReleaseValidationError) as failure:
+        write_release(tmp_path / "public", release(broken), CATEGORIES)
+    problems = failure.value.problems
+    assert problems[-1] == f"{FULL_DATASET}: more problems, not listed"
+    assert len(problems) <= MAX_PROBLEMS_PER_FILE + 4
+    assert all("color" in p for p in problems[:-1])
