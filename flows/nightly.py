@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Awaitable, Collection
+from collections.abc import Awaitable, Collection, Sequence
 from dataclasses import asdict
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, TypeVar
@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from sqlmodel import select
 
 from flows.probe_shards import probe_sharded
-from pipeline.alerts import alert_payload, send_alert
+from pipeline.alerts import AlertEvent, alert_payload, send_alert
 from pipeline.catalog import load_categories, read_catalog
 from pipeline.changes import Change, recent_changes, record_state_changes
 from pipeline.history import history_frame, latest_statuses, plan_targets, record_probes
@@ -221,12 +221,26 @@ async def complete_run(settings: Settings, run_id: int, presented: Presented,
     return run
 
 
+async def alert(
+    settings: Settings,
+    event: AlertEvent,
+    flow: str,
+    run: PipelineRun | None,
+    changes: Sequence[Change] = (),
+    message: str | None = None,
+    flow_run_id: str | None = None,
+) -> None:
+    """Send one alert to the configured webhook (none configured: nothing is sent)."""
+    if settings.alert_webhook_url:
+        payload = alert_payload(event, flow, run, changes, message,
+                                flow_run_id or current_flow_run.id)
+        await send_alert(settings.alert_webhook_url, payload, settings.alert_timeout)
+
+
 async def alert_state_changes(settings: Settings, flow: str, run: PipelineRun,
                               changes: list[Change]) -> None:
-    if changes and settings.alert_webhook_url:
-        payload = alert_payload("state_changed", flow, run, changes,
-                                flow_run_id=current_flow_run.id)
-        await send_alert(settings.alert_webhook_url, payload, settings.alert_timeout)
+    if changes:
+        await alert(settings, "state_changed", flow, run, changes)
 
 
 async def fail_run(settings: Settings, run_id: int, error: BaseException, flow: str) -> None:
@@ -236,10 +250,7 @@ async def fail_run(settings: Settings, run_id: int, error: BaseException, flow: 
         run = session.get(PipelineRun, run_id)
         finish_run(session, run, "failed", message)
     get_run_logger().error("%s run %d failed: %s", flow, run_id, message)
-    if settings.alert_webhook_url:
-        payload = alert_payload("run_failed", flow, run, message=message,
-                                flow_run_id=current_flow_run.id)
-        await send_alert(settings.alert_webhook_url, payload, settings.alert_timeout)
+    await alert(settings, "run_failed", flow, run, message=message)
 
 
 async def alert_crash(flow: Flow, flow_run: FlowRun, state: State) -> None:
@@ -251,10 +262,8 @@ async def alert_crash(flow: Flow, flow_run: FlowRun, state: State) -> None:
         run = session.exec(statement).first()
         if run is not None and run.state == "running":
             finish_run(session, run, "crashed", message)
-    if settings.alert_webhook_url:
-        payload = alert_payload("run_crashed", flow.name, run, message=message,
-                                flow_run_id=str(flow_run.id))
-        await send_alert(settings.alert_webhook_url, payload, settings.alert_timeout)
+    await alert(settings, "run_crashed", flow.name, run, message=message,
+                flow_run_id=str(flow_run.id))
 
 
 def open_run(settings: Settings, flow: str) -> int:

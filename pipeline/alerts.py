@@ -17,7 +17,7 @@ from typing import Any, Literal
 import aiohttp
 
 from pipeline.changes import Change
-from pipeline.store import PipelineRun, as_utc, utcnow
+from pipeline.store import PipelineRun, utc_text, utcnow
 
 AlertEvent = Literal["run_failed", "run_crashed", "state_changed"]
 ALERT_VERSION = "1"
@@ -25,7 +25,7 @@ _log = logging.getLogger(__name__)
 
 
 def _iso(moment: datetime | None) -> str | None:
-    return None if moment is None else as_utc(moment).isoformat().replace("+00:00", "Z")
+    return None if moment is None else utc_text(moment)
 
 
 def _text(event: AlertEvent, flow: str, changes: Sequence[Change], message: str | None) -> str:

@@ -13,7 +13,7 @@ from datetime import datetime
 from sqlmodel import Session, col, select
 
 from pipeline.contract import Status
-from pipeline.store import EntryRow, EntryState, StateChange, as_utc
+from pipeline.store import EntryRow, EntryState, StateChange, as_utc, utc_text
 
 DOWN = "unreachable"
 
@@ -43,7 +43,7 @@ class Change:
             "name": self.name,
             "from": self.from_state,
             "to": self.to_state,
-            "at": self.at.isoformat().replace("+00:00", "Z"),
+            "at": utc_text(self.at),
         }
 
 

@@ -35,6 +35,11 @@ def as_utc(moment: datetime | None) -> datetime | None:
     return moment.replace(tzinfo=UTC)
 
 
+def utc_text(moment: datetime) -> str:
+    """A UTC moment as RFC 3339 text with `Z`, as the published documents write it."""
+    return as_utc(moment).isoformat().replace("+00:00", "Z")
+
+
 class EntryRow(SQLModel, table=True):
     """The last valid version of one curated entry."""
 
