@@ -12,7 +12,6 @@ from datetime import date
 from typing import Any
 
 from prefect import flow
-from sqlmodel import select
 
 from flows.nightly import (
     alert_crash,
@@ -28,7 +27,7 @@ from flows.nightly import (
 )
 from pipeline.rollup import days_between
 from pipeline.settings import Settings
-from pipeline.store import EntryRow, engine_for, session_scope, utcnow
+from pipeline.store import active_categories, engine_for, session_scope, utcnow
 
 
 class UnknownSelectionError(ValueError):
@@ -42,8 +41,7 @@ def chosen_entries(
     if not entries and not categories:
         return None
     with session_scope(engine_for(settings.database_url)) as session:
-        statement = select(EntryRow.id, EntryRow.category).where(EntryRow.retired_at.is_(None))
-        active = dict(session.exec(statement).all())
+        active = active_categories(session)
     unknown = sorted(set(entries or ()) - set(active))
     unknown += sorted(f"category {c}" for c in set(categories or ()) - set(active.values()))
     if unknown:

@@ -39,6 +39,7 @@ from pipeline.settings import Settings
 from pipeline.store import (
     PipelineRun,
     ReleaseRow,
+    active_categories,
     active_entries,
     engine_for,
     finish_run,
@@ -209,13 +210,13 @@ async def complete_run(settings: Settings, run_id: int, presented: Presented,
     with session_scope(engine_for(settings.database_url)) as session:
         run = session.get(PipelineRun, run_id)
         finish_run(session, run, "completed")
-        contents = {row.id: row.content for row in active_entries(session)}
+        categories = active_categories(session)
         report = run_report(run, presented.statuses, changes, ingested,
                             slowest_probes(session, run_id))
     await acreate_markdown_artifact(markdown=report, key=f"{run.flow}-summary",
                                     description=f"{run.flow} run {run_id}")
     await acreate_table_artifact(
-        table=entry_table(contents, presented.statuses, presented.scores),
+        table=entry_table(categories, presented.statuses, presented.scores),
         key=f"{run.flow}-entries", description="Every entry's status and builder score.",
     )
     return run

@@ -101,18 +101,19 @@ def run_report(
 
 
 def entry_table(
-    contents: Mapping[str, Mapping[str, Any]],
+    categories: Mapping[str, str],
     statuses: Mapping[str, Status],
     scores: Mapping[str, BuilderScore],
 ) -> list[dict[str, Any]]:
-    """One row per published entry: its status and its score, sorted by id."""
+    """One row per published entry (`categories`: its category by id): its status and its
+    score, sorted by id."""
     rows = []
-    for entry_id in sorted(contents):
+    for entry_id in sorted(categories):
         status = statuses.get(entry_id) or Status()
         score = scores.get(entry_id)
         rows.append({
             "entry": entry_id,
-            "category": contents[entry_id].get("category"),
+            "category": categories[entry_id],
             "state": status.state,
             "httpStatus": status.http_status,
             "responseTimeMs": status.response_time_ms,

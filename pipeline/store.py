@@ -265,5 +265,11 @@ def active_entries(session: Session) -> list[EntryRow]:
     return sorted(session.exec(statement), key=lambda row: row.id)
 
 
+def active_categories(session: Session) -> dict[str, str]:
+    """The category of every published entry, by id, without loading their content."""
+    statement = select(EntryRow.id, EntryRow.category).where(EntryRow.retired_at.is_(None))
+    return dict(session.exec(statement).all())
+
+
 def release_versions(session: Session) -> list[str]:
     return list(session.exec(select(ReleaseRow.version)))
