@@ -70,9 +70,9 @@ def _number(value: object) -> float | None:
 
 
 def _figures(row: pd.Series | None) -> dict[str, object]:
+    """A group's figures as rollup fields; none (the tables' defaults) for a day unprobed."""
     if row is None:
-        return {"probes": 0, "responses": 0, "live": 0, "live_share": None,
-                "p50_ms": None, "p90_ms": None}
+        return {}
     return {
         "probes": int(row["probes"]),
         "responses": int(row["responses"]),
@@ -83,10 +83,29 @@ def _figures(row: pd.Series | None) -> dict[str, object]:
     }
 
 
-def compute_day(session: Session, day: date, entry_ids: Collection[str] | None = None) -> DayRollup:
-    """The rollup of `day` for the active entries known or probed by its end (or `entry_ids`)."""
+def _window(session: Session, first: date, last: date) -> pd.DataFrame:
+    """The trusted probe history every day from `first` to `last` reads."""
+    return history_frame(
+        session, since=day_bounds(first)[1] - HISTORY_WINDOW, until=day_bounds(last)[1]
+    )
+
+
+def compute_day(
+    session: Session,
+    day: date,
+    entry_ids: Collection[str] | None = None,
+    history: pd.DataFrame | None = None,
+) -> DayRollup:
+    """The rollup of `day` for the active entries known or probed by its end (or `entry_ids`).
+
+    `history` may hold more than the day's window (read once for a range of days); only the
+    window ending with the day is used.
+    """
     start, end = day_bounds(day)
-    history = history_frame(session, since=end - HISTORY_WINDOW, until=end)
+    history = _window(session, day, day) if history is None else history
+    checked = history["checked_at"]
+    history = history[(checked >= pd.Timestamp(end - HISTORY_WINDOW))
+                      & (checked <= pd.Timestamp(end))]
     probed = set(history["entry_id"])
     statement = select(EntryRow).where(col(EntryRow.retired_at).is_(None))
     entries = [
@@ -151,10 +170,15 @@ def store_day(
 def roll_up_days(
     session: Session, days: Iterable[date], entry_ids: Collection[str] | None = None
 ) -> list[DayRollup]:
-    """Compute and store the rollups of every day in `days`; idempotent."""
+    """Compute and store the rollups of every day in `days`; idempotent. The probe history
+    is read once for all of them."""
+    days = list(days)
+    if not days:
+        return []
+    history = _window(session, min(days), max(days))
     rollups = []
     for day in days:
-        rollup = compute_day(session, day, entry_ids)
+        rollup = compute_day(session, day, entry_ids, history)
         store_day(session, rollup, entry_ids)
         rollups.append(rollup)
     return rollups
