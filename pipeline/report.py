@@ -88,7 +88,7 @@ def run_report(
                          for p in slowest])
     else:
         lines.append("No endpoint answered in this run.")
-    errors = ingest.errors if ingest is not None else run.errors
+    errors = run.errors or []  # the ingest stage keeps them in the run's record
     lines += ["", f"## Validation errors ({len(errors)})", ""]
     if errors:
         lines += _table(["file", "line", "entry", "field", "rule", "message"],
