@@ -6,7 +6,7 @@ For each size: a synthetic catalogue (`bench.synthetic`) is written, then each
 stage runs in a fresh process against a SQLite file, as the nightly flow runs it:
 ingest (first time: every entry new; then again: every entry unchanged), a
 synthetic probe history of `--runs` nightly runs (not timed as a goal), score
-(the flow's own score task function) and publish (`publish_release`, in a process
+(the score stage the flows run) and publish (`publish_release`, in a process
 that first loads the scores the score stage computed, so they count in its peak).
 Peak RSS is the stage process's high-water mark (VmHWM, reset as the stage starts).
 """
@@ -14,7 +14,6 @@ Peak RSS is the stage process's high-water mark (VmHWM, reset as the stage start
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import pickle
@@ -68,9 +67,9 @@ def stage_ingest(root: Path, database_url: str) -> dict[str, Any]:
     """Read and validate every file, then upsert into the store (as the flow's ingest task)."""
     from sqlmodel import Session
 
-    from pipeline.catalog import read_catalog
-    from pipeline.ingest import ingest_catalog
-    from pipeline.store import engine_for
+    from pipeline.catalogue.entries import read_catalog
+    from pipeline.catalogue.ingest import ingest_catalog
+    from pipeline.store.tables import engine_for
 
     engine = engine_for(database_url)
     entries = root / "entries"
@@ -98,8 +97,8 @@ def stage_history(database_url: str, runs: int) -> dict[str, Any]:
     from sqlalchemy import insert
     from sqlmodel import Session
 
-    from pipeline.history import plan_targets
-    from pipeline.store import PipelineRun, ProbeRow, active_entries, engine_for, utcnow
+    from pipeline.store.history import plan_targets
+    from pipeline.store.tables import PipelineRun, ProbeRow, active_entries, engine_for, utcnow
 
     engine = engine_for(database_url)
     rng = random.Random(7)
@@ -136,13 +135,13 @@ def stage_history(database_url: str, runs: int) -> dict[str, Any]:
 
 
 def stage_score(root: Path, database_url: str, presented_file: Path) -> dict[str, Any]:
-    """The flow's own score task function; its result is kept for the publish stage."""
-    from flows.nightly import score
+    """The score stage the flows run; its result is kept for the publish stage."""
+    from pipeline.operations.stages import score_entries_now
     from pipeline.settings import Settings
-    from pipeline.store import utcnow
+    from pipeline.store.tables import utcnow
 
     settings = Settings(data_dir=root, database_url=database_url)
-    presented, figures = measured(lambda: asyncio.run(score.fn(settings, utcnow())))
+    presented, figures = measured(lambda: score_entries_now(settings, utcnow()))
     presented_file.write_bytes(pickle.dumps(presented))
     return figures | {"scored": len(presented.scores)}
 
@@ -153,10 +152,11 @@ def stage_publish(root: Path, database_url: str, output: Path,
     the JSON release alone, or with the reader pages."""
     from sqlmodel import Session
 
-    from pipeline.catalog import load_categories
-    from pipeline.publish import CATEGORY_INDEX, FULL_DATASET, category_file, publish_release
+    from pipeline.catalogue.entries import load_categories
+    from pipeline.release.layout import CATEGORY_INDEX, FULL_DATASET, category_file
+    from pipeline.release.publish import publish_release
     from pipeline.settings import Settings
-    from pipeline.store import engine_for, utcnow
+    from pipeline.store.tables import engine_for, utcnow
 
     settings = Settings(data_dir=root, database_url=database_url, output_dir=output)
     categories = load_categories(settings.categories_file)

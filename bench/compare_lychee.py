@@ -40,7 +40,7 @@ from bench.probe import (
     probe_wall,
     raise_open_file_limit,
 )
-from pipeline.probe import ProbeTarget
+from pipeline.probing.probe import ProbeTarget
 
 GOAL_VS_LYCHEE = 1 / 3  # our wall at most a third of lychee's at equal settings
 GOAL_POLITE = 1.3  # polite wall within 1.3x of our own with politeness off

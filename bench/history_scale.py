@@ -26,9 +26,9 @@ sys.path.insert(0, str(REPO))
 from sqlalchemy import Engine, text  # noqa: E402
 from sqlmodel import select  # noqa: E402
 
-from pipeline.history import add_probes, history_frame, latest_statuses  # noqa: E402
-from pipeline.probe import ProbeResult  # noqa: E402
-from pipeline.store import (  # noqa: E402
+from pipeline.probing.probe import ProbeResult  # noqa: E402
+from pipeline.store.history import add_probes, history_frame, latest_statuses  # noqa: E402
+from pipeline.store.tables import (  # noqa: E402
     EndpointRow,
     EntryRow,
     engine_for,

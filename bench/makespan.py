@@ -33,7 +33,7 @@ from bench.probe import (
     probe_wall,
     raise_open_file_limit,
 )
-from pipeline.probe import ProbeSettings, ProbeTarget
+from pipeline.probing.probe import ProbeSettings, ProbeTarget
 
 GOAL = 1.3  # wall within 1.3x of the lower bound
 HANG_SECONDS = 600.0  # a hanging host answers long after any timeout (the server is stopped first)

@@ -28,7 +28,7 @@ from multiprocessing.sharedctypes import Synchronized
 
 from aiohttp import web
 
-from pipeline.probe import ProbeResult, ProbeSettings, ProbeTarget, probe_all
+from pipeline.probing.probe import ProbeResult, ProbeSettings, ProbeTarget, probe_all
 
 
 def addresses(count: int) -> list[str]:

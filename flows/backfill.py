@@ -13,44 +13,19 @@ from typing import Any
 
 from prefect import flow
 
-from flows.nightly import (
+from flows.nightly import probe, publish, rollup, score
+from pipeline.judging.rollup import days_between
+from pipeline.operations.runs import (
     alert_crash,
     complete_run,
     fail_run,
     open_run,
-    probe,
-    publish,
-    rollup,
     run_stage,
-    score,
     with_retries,
 )
-from pipeline.rollup import days_between
+from pipeline.operations.stages import chosen_entries
 from pipeline.settings import Settings
-from pipeline.store import active_categories, engine_for, session_scope, utcnow
-
-
-class UnknownSelectionError(ValueError):
-    """The backfill named entries or categories the store does not have."""
-
-
-def chosen_entries(
-    settings: Settings, entries: list[str] | None, categories: list[str] | None
-) -> list[str] | None:
-    """Ids of the active entries chosen by id or category; None when nothing narrows the choice."""
-    if not entries and not categories:
-        return None
-    with session_scope(engine_for(settings.database_url)) as session:
-        active = active_categories(session)
-    unknown = sorted(set(entries or ()) - set(active))
-    unknown += sorted(f"category {c}" for c in set(categories or ()) - set(active.values()))
-    if unknown:
-        raise UnknownSelectionError(f"no active entries for: {', '.join(unknown)}")
-    return sorted(
-        entry_id
-        for entry_id, category in active.items()
-        if entry_id in (entries or ()) or category in (categories or ())
-    )
+from pipeline.store.tables import utcnow
 
 
 @flow(name="backfill", on_crashed=[alert_crash])

@@ -12,8 +12,14 @@ from typing import Annotated
 
 import typer
 
-from pipeline.catalog import CategoryError, load_categories, read_catalog
-from pipeline.probe import ProbeResult, ProbeSettings, ProbeTarget, probe_all, probe_targets_for
+from pipeline.catalogue.entries import CategoryError, load_categories, read_catalog
+from pipeline.probing.probe import (
+    ProbeResult,
+    ProbeSettings,
+    ProbeTarget,
+    probe_all,
+    probe_targets_for,
+)
 from pipeline.settings import Settings
 
 app = typer.Typer(
@@ -166,12 +172,12 @@ def _result_line(result: ProbeResult) -> str:
 def publish() -> None:
     """Score the stored entries from their probe history and publish a new release now,
     without ingesting or probing."""
-    from flows.nightly import publish_now, score
-    from pipeline.store import utcnow
+    from pipeline.operations.stages import publish_now, score_entries_now
+    from pipeline.store.tables import utcnow
 
     settings = Settings()
     now = utcnow()
-    presented = asyncio.run(score.fn(settings, now))
+    presented = score_entries_now(settings, now)
     release, changes = publish_now(settings, presented, now)
     typer.echo(f"published release {release.version} with {release.total_apis} entries"
                + (f"; {len(changes)} state changes" if changes else ""))
@@ -185,7 +191,7 @@ def serve(
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
 ) -> None:
     """Preview the published release locally with the headers its static host sends."""
-    from pipeline.serve import serve_release
+    from pipeline.release.serve import serve_release
 
     folder = folder or Settings().output_dir
     if not folder.is_dir():
@@ -198,7 +204,7 @@ def serve(
 @app.command()
 def openapi() -> None:
     """Print the OpenAPI 3.1 document of the public interface."""
-    from pipeline.openapi import render_openapi
+    from pipeline.release.openapi import render_openapi
 
     sys.stdout.write(render_openapi())
 

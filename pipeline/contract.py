@@ -2,7 +2,7 @@
 
 These models are the one source of truth for what consumers receive: the
 publish stage validates every file against them and the OpenAPI document
-(`pipeline.openapi`) is generated from them.
+(`pipeline.release.openapi`) is generated from them.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pipeline.probe import ProbeSettings
+from pipeline.probing.probe import ProbeSettings
 
 
 class Settings(BaseSettings):

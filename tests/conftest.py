@@ -141,9 +141,9 @@ def ingested_store(database_url: str, data_dir: Path) -> Iterator[Callable[[], S
     """Call it once the test's entries are written: a session on a store that ingested them."""
     from sqlmodel import Session
 
-    from pipeline.catalog import read_catalog
-    from pipeline.ingest import ingest_catalog
-    from pipeline.store import make_engine
+    from pipeline.catalogue.entries import read_catalog
+    from pipeline.catalogue.ingest import ingest_catalog
+    from pipeline.store.tables import make_engine
 
     opened: list[Session] = []
 

@@ -16,12 +16,13 @@ import pandas as pd
 import yaml
 from sqlmodel import Session
 
-from pipeline.catalog import load_categories, read_catalog
+from pipeline.catalogue.entries import load_categories, read_catalog
+from pipeline.catalogue.ingest import ingest_catalog
 from pipeline.contract import ONLINE_NOTE, Status
-from pipeline.ingest import ingest_catalog
-from pipeline.publish import Presented, publish_release
-from pipeline.score import HISTORY_COLUMNS, entry_uptimes, score_entries
-from pipeline.store import active_entries, make_engine
+from pipeline.judging.present import Presented
+from pipeline.judging.score import HISTORY_COLUMNS, entry_uptimes, score_entries
+from pipeline.release.publish import publish_release
+from pipeline.store.tables import active_entries, make_engine
 from tests.conftest import REPO, make_entry
 
 NOW = datetime(2026, 11, 21, 3, 0, tzinfo=UTC)

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 import jsonschema
 import pytest_asyncio
 
-from pipeline.alerts import alert_payload, send_alert
-from pipeline.changes import Change
-from pipeline.store import PipelineRun
+from pipeline.judging.changes import Change
+from pipeline.operations.alerts import alert_payload, send_alert
+from pipeline.store.tables import PipelineRun
 from tests.conftest import REPO
 from tests.webhook import WebhookReceiver
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
 
-from pipeline.pages import NO_AUTH_HEADER
+from pipeline.release.pages import NO_AUTH_HEADER
 from tests.conftest import REPO
 from tests.site_release import (
     HOSTILE_NAME,

@@ -8,7 +8,7 @@ from datetime import date
 import pytest
 import yaml
 
-from pipeline.catalog import EntryFile, read_catalog
+from pipeline.catalogue.entries import EntryFile, read_catalog
 from pipeline.contract import CATEGORY_IDS
 from tests.conftest import REPO
 

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeline.cli import app
-from pipeline.history import plan_targets, record_probes
-from pipeline.store import active_entries, start_run
+from pipeline.store.history import plan_targets, record_probes
+from pipeline.store.tables import active_entries, start_run
 from tests.conftest import WriteEntry
 from tests.test_history import result
 

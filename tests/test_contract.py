@@ -18,7 +18,7 @@ from pipeline.contract import (
     Meta,
     Status,
 )
-from pipeline.openapi import openapi_document, render_openapi
+from pipeline.release.openapi import openapi_document, render_openapi
 from tests.conftest import REPO, make_entry
 
 

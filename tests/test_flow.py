@@ -10,7 +10,7 @@ import yaml
 from sqlmodel import Session, select
 
 from flows.nightly import nightly
-from pipeline.store import PipelineRun, ProbeRow, ReleaseRow, engine_for
+from pipeline.store.tables import PipelineRun, ProbeRow, ReleaseRow, engine_for
 from tests.conftest import WriteEntry, make_entry
 
 pytestmark = pytest.mark.prefect

@@ -9,15 +9,15 @@ import pytest
 from sqlmodel import select
 
 from pipeline.contract import ONLINE_NOTE
-from pipeline.history import (
+from pipeline.probing.probe import ProbeResult
+from pipeline.store.history import (
     history_frame,
     latest_statuses,
     network_suspect,
     plan_targets,
     record_probes,
 )
-from pipeline.probe import ProbeResult
-from pipeline.store import EndpointRow, ProbeRow, active_entries, start_run
+from pipeline.store.tables import EndpointRow, ProbeRow, active_entries, start_run
 from tests.conftest import WriteEntry, make_entry
 
 T0 = datetime(2026, 11, 20, 3, 0, tzinfo=UTC)

@@ -9,9 +9,9 @@ import pytest
 import yaml
 from sqlmodel import Session, select
 
-from pipeline.catalog import read_catalog
-from pipeline.ingest import EmptyCatalogError, ingest_catalog
-from pipeline.store import EndpointRow, EntryRow, active_entries, make_engine
+from pipeline.catalogue.entries import read_catalog
+from pipeline.catalogue.ingest import EmptyCatalogError, ingest_catalog
+from pipeline.store.tables import EndpointRow, EntryRow, active_entries, make_engine
 from tests.conftest import WriteEntry, make_entry
 
 

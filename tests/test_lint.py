@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.catalog import read_catalog
-from pipeline.credentials import credential_findings
+from pipeline.catalogue.credentials import credential_findings
+from pipeline.catalogue.entries import read_catalog
 from tests.conftest import WriteEntry, make_entry
 
 PRICING = make_entry()["pricing"]

@@ -12,13 +12,13 @@ import pytest_asyncio
 from fake_internet import FakeDNS, FakeServer, RawServer
 from yarl import URL
 
-from pipeline.netguard import (
+from pipeline.probing.netguard import (
     BlockedAddressError,
     GuardedResolver,
     GuardPolicy,
     builtin_reason,
 )
-from pipeline.probe import Prober, ProbeSettings, probe_url
+from pipeline.probing.probe import Prober, ProbeSettings, probe_url
 
 BLOCKED = [
     ("127.0.0.1", "loopback"),

@@ -22,9 +22,10 @@ from prefect.client.schemas.sorting import ArtifactSort
 from sqlmodel import Session, select
 
 from flows.backfill import backfill
-from flows.nightly import StageFailed, nightly
-from pipeline.history import plan_targets, record_probes
-from pipeline.store import (
+from flows.nightly import nightly
+from pipeline.operations.runs import StageFailed
+from pipeline.store.history import plan_targets, record_probes
+from pipeline.store.tables import (
     DailyEndpointRollup,
     DailyEntryRollup,
     PipelineRun,

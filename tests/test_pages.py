@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session
 
-import pipeline.pages as pages
-from pipeline.catalog import load_categories
+import pipeline.release.pages as pages
+from pipeline.catalogue.entries import load_categories
 from pipeline.contract import CATEGORY_IDS, ErrorBody
-from pipeline.hosting import HEADERS_FILE, NOT_FOUND_JSON, REDIRECTS_FILE, headers_for
-from pipeline.pages import (
+from pipeline.release.hosting import HEADERS_FILE, NOT_FOUND_JSON, REDIRECTS_FILE, headers_for
+from pipeline.release.layout import FULL_DATASET
+from pipeline.release.pages import (
     NO_AUTH_HEADER,
     PageError,
     category_page,
@@ -23,8 +24,9 @@ from pipeline.pages import (
     free_quota_text,
     share_text,
 )
-from pipeline.publish import FULL_DATASET, publish_release, validate_release
-from pipeline.store import make_engine
+from pipeline.release.publish import publish_release
+from pipeline.release.validate import validate_release
+from pipeline.store.tables import make_engine
 from tests.conftest import REPO
 from tests.site_release import (
     HOSTILE_DESCRIPTION,

@@ -23,7 +23,7 @@ from fake_internet import (
     unaccepting_port,
 )
 
-from pipeline.probe import (
+from pipeline.probing.probe import (
     Prober,
     ProbeResult,
     ProbeSettings,

@@ -11,29 +11,27 @@ import jsonschema
 import pytest
 from sqlmodel import Session
 
-from pipeline import publish as publish_module
-from pipeline.catalog import load_categories, read_catalog
+from pipeline.catalogue.entries import load_categories, read_catalog
+from pipeline.catalogue.ingest import ingest_catalog
 from pipeline.contract import CATEGORY_IDS, FullDataset
-from pipeline.ingest import ingest_catalog
-from pipeline.openapi import component_schemas
-from pipeline.publish import (
-    CATEGORY_INDEX,
-    FULL_DATASET,
-    MAX_PROBLEMS_PER_FILE,
-    OPENAPI,
+from pipeline.release import publish as publish_module
+from pipeline.release.layout import CATEGORY_INDEX, FULL_DATASET, OPENAPI, category_file
+from pipeline.release.openapi import component_schemas
+from pipeline.release.publish import (
     EntriesOutOfOrderError,
-    ReleaseValidationError,
     assemble_entries,
     build_release,
-    category_file,
     next_version,
     publish_release,
-    staging_folders,
     stream_release,
-    validate_release,
-    write_release,
 )
-from pipeline.store import active_entries, make_engine
+from pipeline.release.swap import staging_folders, write_release
+from pipeline.release.validate import (
+    MAX_PROBLEMS_PER_FILE,
+    ReleaseValidationError,
+    validate_release,
+)
+from pipeline.store.tables import active_entries, make_engine
 from tests.conftest import REPO
 
 NOW = datetime(2026, 11, 21, 3, 0, tzinfo=UTC)

@@ -10,18 +10,13 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session
 
-from pipeline.catalog import load_categories
-from pipeline.changes import recent_changes, record_state_changes
+from pipeline.catalogue.entries import load_categories
 from pipeline.contract import Status
-from pipeline.publish import (
-    CHANGES,
-    FULL_DATASET,
-    RELEASE_INDEX,
-    Presented,
-    publish_release,
-    release_folder,
-    validate_release,
-)
+from pipeline.judging.changes import recent_changes, record_state_changes
+from pipeline.judging.present import Presented
+from pipeline.release.layout import CHANGES, FULL_DATASET, RELEASE_INDEX, release_folder
+from pipeline.release.publish import publish_release
+from pipeline.release.validate import validate_release
 from tests.conftest import REPO, WriteEntry, make_entry
 
 T0 = datetime(2026, 11, 21, 3, 0, tzinfo=UTC)

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from conftest import REPO, make_entry  # tests/ is on sys.path (rootdir conftest)
 
-from pipeline.catalog import EntryFile
-from pipeline.score import (
+from pipeline.catalogue.entries import EntryFile
+from pipeline.judging.score import (
     RUBRIC_VERSION,
     EntryScore,
     builder_score,

@@ -19,16 +19,18 @@ from prefect.client.schemas.filters import (
     FlowRunFilterParentFlowRunId,
 )
 from prefect.client.schemas.sorting import FlowRunSort, TaskRunSort
+from prefect.task_runners import ProcessPoolTaskRunner
 from sqlmodel import Session, select
 
 from flows.nightly import nightly
-from flows.probe_shards import ShardReport, probe_sharded
-from pipeline.catalog import read_catalog
-from pipeline.ingest import ingest_catalog
-from pipeline.probe import ProbeTarget, target_host
+from flows.probe_shards import probe_in_shards
+from pipeline.catalogue.entries import read_catalog
+from pipeline.catalogue.ingest import ingest_catalog
+from pipeline.operations.stages import ShardReport, shard_workers
+from pipeline.probing.probe import ProbeTarget, target_host
+from pipeline.probing.shards import split_by_host
 from pipeline.settings import Settings
-from pipeline.shards import split_by_host
-from pipeline.store import PipelineRun, ProbeRow, engine_for, session_scope, start_run
+from pipeline.store.tables import PipelineRun, ProbeRow, engine_for, session_scope, start_run
 from tests.conftest import WriteEntry, make_entry
 from tests.fake_internet import FakeServer, self_signed_context
 
@@ -142,7 +144,8 @@ async def test_shards_run_as_prefect_tasks_in_other_processes_into_one_store(
         ingest_catalog(session, read_catalog([settings.entries_dir], settings.entries_dir))
         run_id = start_run(session, "nightly").id
 
-    reports: list[ShardReport] = await probe_sharded(run_id)
+    runner = ProcessPoolTaskRunner(max_workers=shard_workers(Settings()))
+    reports: list[ShardReport] = await probe_in_shards.with_options(task_runner=runner)(run_id)
 
     assert sorted(report.index for report in reports) == [0, 1, 2]
     assert all(report.process_id != os.getpid() for report in reports)

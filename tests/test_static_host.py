@@ -1,7 +1,7 @@
 """The release served by real nginx (the shipped site config) and by `apidir serve`.
 
 Both hosts must answer alike: JSON as `application/json; charset=utf-8`, CORS on `/api/`,
-compression, the caching and security headers of `pipeline.hosting`, and a 404 with the
+compression, the caching and security headers of `pipeline.release.hosting`, and a 404 with the
 JSON body of `api/404.json` for an unknown category id.
 """
 
@@ -21,8 +21,14 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from pipeline.hosting import ASSET_CACHE, DOCUMENT_CACHE, HEADER_CSP, NOT_FOUND_JSON, headers_for
-from pipeline.openapi import openapi_document
+from pipeline.release.hosting import (
+    ASSET_CACHE,
+    DOCUMENT_CACHE,
+    HEADER_CSP,
+    NOT_FOUND_JSON,
+    headers_for,
+)
+from pipeline.release.openapi import openapi_document
 from tests.site_release import SampleRelease, publish_sample_release
 from tests.static_host import run_nginx, run_serve
 

@@ -6,7 +6,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench.synthetic import CATEGORY_MIX, category_counts, write_catalogue
-from pipeline.catalog import load_categories, read_catalog
+from pipeline.catalogue.entries import load_categories, read_catalog
 from tests.conftest import REPO
 
 

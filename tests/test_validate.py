@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline import catalog
-from pipeline.catalog import read_catalog
+from pipeline.catalogue import entries as catalog
+from pipeline.catalogue.entries import read_catalog
 from tests.conftest import REPO, WriteEntry, make_entry
 
 

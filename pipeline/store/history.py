@@ -18,8 +18,8 @@ from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
 from pipeline.contract import ONLINE_NOTE, Status
-from pipeline.probe import ProbeResult, ProbeTarget, probe_targets_for
-from pipeline.store import EndpointRow, EntryRow, PipelineRun, ProbeRow, as_utc
+from pipeline.probing.probe import ProbeResult, ProbeTarget, probe_targets_for
+from pipeline.store.tables import EndpointRow, EntryRow, PipelineRun, ProbeRow, as_utc
 
 # A run is network-suspect when at least this share of at least this many probes failed
 # to connect at all: real providers do not all go down in the same minute.

@@ -2,7 +2,7 @@
 
 The headers and the JSON 404 come from the release's own `_headers` and `_redirects`
 files (Netlify semantics: a redirect applies only where no file matches), so the preview
-shows what those files say; without them, the rules of `pipeline.hosting` apply.
+shows what those files say; without them, the rules of `pipeline.release.hosting` apply.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
-from pipeline.hosting import (
+from pipeline.release.hosting import (
     HEADER_RULES,
     HEADERS_FILE,
     REDIRECT_RULES,

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 import aiohttp
 
-from pipeline.changes import Change
-from pipeline.store import PipelineRun, utc_text, utcnow
+from pipeline.judging.changes import Change
+from pipeline.store.tables import PipelineRun, utc_text, utcnow
 
 AlertEvent = Literal["run_failed", "run_crashed", "state_changed"]
 ALERT_VERSION = "1"

@@ -18,8 +18,8 @@ from pathlib import Path
 from sqlalchemy import insert, update
 from sqlmodel import Session, col, select
 
-from pipeline.catalog import CatalogReport, EntryFile, paused_garbage_collection
-from pipeline.store import EndpointRow, EntryRow, content_hash, utcnow
+from pipeline.catalogue.entries import CatalogReport, EntryFile, paused_garbage_collection
+from pipeline.store.tables import EndpointRow, EntryRow, content_hash, utcnow
 
 
 class EmptyCatalogError(RuntimeError):

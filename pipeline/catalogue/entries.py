@@ -24,8 +24,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from pipeline.catalogue.lint import lint_entry
 from pipeline.contract import CATEGORY_IDS, EntryContent, Uri
-from pipeline.lint import lint_entry
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pipeline.probe import ProbeTarget, target_host
+from pipeline.probing.probe import ProbeTarget, target_host
 
 
 @dataclass(frozen=True)

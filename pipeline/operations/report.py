@@ -11,10 +11,10 @@ from typing import Any, get_args
 
 from sqlmodel import Session, col, select
 
-from pipeline.changes import Change
+from pipeline.catalogue.ingest import IngestSummary
 from pipeline.contract import BuilderScore, Status, StatusState
-from pipeline.ingest import IngestSummary
-from pipeline.store import PipelineRun, ProbeRow
+from pipeline.judging.changes import Change
+from pipeline.store.tables import PipelineRun, ProbeRow
 
 SLOWEST = 10
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from sqlmodel import Session, col, select
 
 from pipeline.contract import Status
-from pipeline.store import EntryRow, EntryState, StateChange, as_utc, utc_text
+from pipeline.store.tables import EntryRow, EntryState, StateChange, as_utc, utc_text
 
 DOWN = "unreachable"
 

@@ -24,8 +24,8 @@ from urllib.parse import urlsplit
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from pipeline.contract import ONLINE_NOTE, APIEntry, Uptime
-from pipeline.hosting import PAGE_CSP, host_files
-from pipeline.publish import CATEGORY_INDEX, FULL_DATASET
+from pipeline.release.hosting import PAGE_CSP, host_files
+from pipeline.release.layout import CATEGORY_INDEX, FULL_DATASET
 
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = TEMPLATES / "static"

@@ -14,9 +14,9 @@ from datetime import UTC, date, datetime, time, timedelta
 import pandas as pd
 from sqlmodel import Session, col, delete, select
 
-from pipeline.history import history_frame, latest_statuses
-from pipeline.score import score_entries
-from pipeline.store import DailyEndpointRollup, DailyEntryRollup, EntryRow, as_utc
+from pipeline.judging.score import score_entries
+from pipeline.store.history import history_frame, latest_statuses
+from pipeline.store.tables import DailyEndpointRollup, DailyEntryRollup, EntryRow, as_utc
 
 HISTORY_WINDOW = timedelta(days=30)  # the longest window any score or uptime reads
 _DAY_KEYS = ["probes", "responses", "live", "live_share", "p50_ms", "p90_ms"]

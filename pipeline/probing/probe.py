@@ -32,7 +32,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver
 from yarl import URL
 
-from pipeline.netguard import BlockedAddressError, GuardedResolver, GuardPolicy
+from pipeline.probing.netguard import BlockedAddressError, GuardedResolver, GuardPolicy
 
 log = logging.getLogger(__name__)
 

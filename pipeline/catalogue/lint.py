@@ -8,8 +8,8 @@ import shlex
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
+from pipeline.catalogue.credentials import credential_findings
 from pipeline.contract import EntryContent
-from pipeline.credentials import credential_findings
 
 Loc = tuple[int | str, ...]
 Lint = tuple[Loc, str, str]  # (field location, rule, message)

@@ -1,0 +1,153 @@
+"""Run bookkeeping shared by every flow: open a run's record, retry its stages, fail it, crash
+it, complete it with its summary, and send the alerts that go with each."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TypeVar
+
+from prefect import Flow, get_run_logger
+from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
+from prefect.client.schemas.objects import FlowRun, TaskRun
+from prefect.runtime import flow_run as current_flow_run
+from prefect.settings import PREFECT_API_URL, temporary_settings
+from prefect.states import State
+from prefect.tasks import Task, exponential_backoff
+from pydantic import ValidationError
+from sqlmodel import select
+
+from pipeline.catalogue.ingest import EmptyCatalogError, IngestSummary
+from pipeline.judging.changes import Change
+from pipeline.judging.present import Presented
+from pipeline.operations.alerts import AlertEvent, alert_payload, send_alert
+from pipeline.operations.report import entry_table, run_report, slowest_probes
+from pipeline.release.validate import ReleaseValidationError
+from pipeline.settings import Settings
+from pipeline.store.tables import (
+    PipelineRun,
+    active_categories,
+    engine_for,
+    finish_run,
+    session_scope,
+    start_run,
+)
+
+T = TypeVar("T")
+# Bad input does not get better by trying again: only other errors are retried.
+PERMANENT_ERRORS = (EmptyCatalogError, ReleaseValidationError, ValidationError, ValueError)
+
+
+class StageFailed(RuntimeError):
+    """A stage of a run failed; the message says which stage and what went wrong where."""
+
+    def __init__(self, stage: str, error: BaseException) -> None:
+        super().__init__(f"{stage} stage failed: {type(error).__name__}: {error}")
+        self.stage = stage
+
+
+def transient_failure(_task: Task, _task_run: TaskRun, state: State) -> bool:
+    """Prefect's retry condition: retry unless the error is one of bad input."""
+    return not isinstance(state.data, PERMANENT_ERRORS)
+
+
+def with_retries(stage: Task, settings: Settings) -> Task:
+    """`stage` retried `settings.stage_retries` times, the delay doubling from `retry_delay`."""
+    return stage.with_options(
+        retries=settings.stage_retries,
+        retry_delay_seconds=exponential_backoff(backoff_factor=settings.retry_delay),
+        retry_jitter_factor=0.2 if settings.retry_delay else None,
+        retry_condition_fn=transient_failure,
+    )
+
+
+async def run_stage(name: str, call: Awaitable[T]) -> T:
+    try:
+        return await call
+    except Exception as exc:
+        raise StageFailed(name, exc) from exc
+
+
+def open_run(settings: Settings, flow: str) -> int:
+    with session_scope(engine_for(settings.database_url)) as session:
+        run = start_run(session, flow, current_flow_run.id)
+        return run.id
+
+
+async def complete_run(settings: Settings, run_id: int, presented: Presented,
+                       changes: list[Change], ingested: IngestSummary | None) -> PipelineRun:
+    """Mark the run completed and publish its summary as Prefect artifacts: a markdown
+    report and a table of every entry."""
+    with session_scope(engine_for(settings.database_url)) as session:
+        run = session.get(PipelineRun, run_id)
+        finish_run(session, run, "completed")
+        categories = active_categories(session)
+        report = run_report(run, presented.statuses, changes, ingested,
+                            slowest_probes(session, run_id))
+    await acreate_markdown_artifact(markdown=report, key=f"{run.flow}-summary",
+                                    description=f"{run.flow} run {run_id}")
+    await acreate_table_artifact(
+        table=entry_table(categories, presented.statuses, presented.scores),
+        key=f"{run.flow}-entries", description="Every entry's status and builder score.",
+    )
+    return run
+
+
+async def alert(
+    settings: Settings,
+    event: AlertEvent,
+    flow: str,
+    run: PipelineRun | None,
+    changes: Sequence[Change] = (),
+    message: str | None = None,
+    flow_run_id: str | None = None,
+) -> None:
+    """Send one alert to the configured webhook (none configured: nothing is sent)."""
+    if settings.alert_webhook_url:
+        payload = alert_payload(event, flow, run, changes, message,
+                                flow_run_id or current_flow_run.id)
+        await send_alert(settings.alert_webhook_url, payload, settings.alert_timeout)
+
+
+async def alert_state_changes(settings: Settings, flow: str, run: PipelineRun,
+                              changes: list[Change]) -> None:
+    if changes:
+        await alert(settings, "state_changed", flow, run, changes)
+
+
+async def fail_run(settings: Settings, run_id: int, error: BaseException, flow: str) -> None:
+    """Keep the failure in the run's record and tell the webhook."""
+    message = str(error) if isinstance(error, StageFailed) else f"{type(error).__name__}: {error}"
+    with session_scope(engine_for(settings.database_url)) as session:
+        run = session.get(PipelineRun, run_id)
+        finish_run(session, run, "failed", message)
+    get_run_logger().error("%s run %d failed: %s", flow, run_id, message)
+    await alert(settings, "run_failed", flow, run, message=message)
+
+
+async def alert_crash(flow: Flow, flow_run: FlowRun, state: State) -> None:
+    """Prefect's on-crashed hook: the process died or was cancelled under the run."""
+    settings = Settings()
+    message = state.message or "the flow run crashed"
+    with session_scope(engine_for(settings.database_url)) as session:
+        statement = select(PipelineRun).where(PipelineRun.flow_run_id == str(flow_run.id))
+        run = session.exec(statement).first()
+        if run is not None and run.state == "running":
+            finish_run(session, run, "crashed", message)
+    await alert(settings, "run_crashed", flow.name, run, message=message,
+                flow_run_id=str(flow_run.id))
+
+
+@contextmanager
+def api_for_workers() -> Iterator[None]:
+    """Point the processes of a process-pool task runner at this process's Prefect API. With no
+    PREFECT_API_URL set, Prefect runs a temporary server for this process alone; left so, every
+    pool process would start one of its own (some 20 s each, and their runs would not show)."""
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = None if PREFECT_API_URL.value() else SubprocessASGIServer()
+    if server is None or not server.running:
+        yield
+        return
+    with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+        yield

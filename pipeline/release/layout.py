@@ -1,0 +1,30 @@
+"""Where each file of a release lives: names only, read by every module that writes,
+reads or links the release's files."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+FULL_DATASET = "api/apis.json"
+CATEGORY_INDEX = "api/categories.json"
+OPENAPI = "api/openapi.json"
+RELEASES_DIR = "api/releases"
+RELEASE_INDEX = "api/releases.json"
+CHANGES = "api/changes.json"
+# A dataset file: this line, one entry per line (a comma ends all but the last), then the meta.
+DATASET_HEAD = b'{"apis":[\n'
+DATASET_META = b'],"meta":'
+
+# Completes a staged release once its datasets are written (pages, release history):
+# called with the staging folder, the release's meta and its entry count per category.
+Completion = Callable[[Path, dict[str, Any], Mapping[str, int]], None]
+
+
+def category_file(category_id: str) -> str:
+    return f"api/categories/{category_id}.json"
+
+
+def release_folder(version: str) -> str:
+    return f"{RELEASES_DIR}/{version}"

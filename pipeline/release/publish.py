@@ -1,0 +1,400 @@
+"""Publish: build the release documents from the store and stage them for the swap.
+
+The datasets (`apis.json`, one file per category) are compact JSON with one entry per line,
+so a release of 100,000 entries is built and written as a stream of lines, never held in
+memory; `swap` validates the staged release and swaps it in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, get_args
+
+import orjson
+from sqlalchemy import Text, type_coerce
+from sqlmodel import Session, col, select
+
+from pipeline.catalogue.entries import Category
+from pipeline.contract import (
+    INTERFACE_VERSION,
+    LICENSE,
+    BuilderScore,
+    Meta,
+    Status,
+    StatusState,
+    Uptime,
+)
+from pipeline.judging.changes import Change
+from pipeline.judging.present import Presented
+from pipeline.release.layout import (
+    CATEGORY_INDEX,
+    CHANGES,
+    DATASET_HEAD,
+    DATASET_META,
+    FULL_DATASET,
+    OPENAPI,
+    RELEASE_INDEX,
+    Completion,
+    category_file,
+    release_folder,
+)
+from pipeline.release.openapi import render_openapi
+from pipeline.release.pages import site_files
+from pipeline.release.swap import link_tree, stage_and_swap, write_file, write_release
+from pipeline.store.tables import EntryRow, ReleaseRow
+
+DEFAULT_RELEASES_KEPT = 30
+
+
+def render_json(document: Any) -> bytes:
+    """Deterministic JSON: sorted keys, two-space indent, UTF-8, trailing newline."""
+    return (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def _compact(document: Any) -> bytes:
+    return orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
+
+
+def render_dataset(meta: Mapping[str, Any], entry_lines: list[bytes]) -> bytes:
+    """A dataset file from its meta and its entries, each already rendered by `entry_line`."""
+    parts = [DATASET_HEAD]
+    for line in entry_lines:
+        parts += (line, b",\n")
+    if entry_lines:
+        parts[-1] = b"\n"
+    parts += (DATASET_META, _compact(meta), b"}\n")
+    return b"".join(parts)
+
+
+def entry_line(entry: Mapping[str, Any]) -> bytes:
+    """One published entry as its line of a dataset file: compact JSON, sorted keys, UTF-8."""
+    return _compact(entry)
+
+
+def published_entry(
+    content: Mapping[str, Any],
+    status: Status | None = None,
+    builder_score: BuilderScore | None = None,
+    uptime: Uptime | None = None,
+) -> dict[str, Any]:
+    """One entry as published: the curated keys it sets plus every presented value."""
+    entry = dict(content)
+    entry["status"] = (status or Status()).model_dump(mode="json")
+    entry["builderScore"] = builder_score.model_dump(mode="json") if builder_score else None
+    entry["uptime"] = uptime.model_dump(mode="json") if uptime else None
+    return entry
+
+
+_VERSION_RE = re.compile(r"\+(\d{8})\.(\d+)$")
+
+
+def next_version(output_dir: Path, day: date) -> str:
+    """`2.0.0+<yyyymmdd>.<n>`: n counts the releases published to `output_dir` on that UTC day."""
+    stamp = day.strftime("%Y%m%d")
+    sequence = 1
+    try:
+        live = json.loads((output_dir / CATEGORY_INDEX).read_text(encoding="utf-8"))
+        match = _VERSION_RE.search(live["meta"]["version"])
+        if match and match.group(1) == stamp:
+            sequence = int(match.group(2)) + 1
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return f"{INTERFACE_VERSION}+{stamp}.{sequence}"
+
+
+def release_meta(version: str, generated: datetime, base_url: str, total: int) -> dict[str, Any]:
+    """The `meta` of `apis.json` (and the base of every other file's), as JSON values."""
+    meta = {
+        "version": version,
+        "generated": generated,
+        "totalAPIs": total,
+        "source": f"{base_url.rstrip('/')}/{FULL_DATASET}",
+        "license": LICENSE,
+    }
+    return Meta.model_validate(meta).model_dump(mode="json")
+
+
+def _category_meta(meta: dict[str, Any], category: Category, count: int) -> dict[str, Any]:
+    return meta | {"category": category.id, "label": category.label, "count": count}
+
+
+def _index_document(meta: dict[str, Any], counts: Mapping[str, int],
+                    categories: list[Category]) -> bytes:
+    summaries = [
+        {"id": c.id, "label": c.label, "description": c.description, "count": counts[c.id]}
+        for c in categories
+    ]
+    return render_json({"meta": meta, "categories": summaries})
+
+
+def build_release(
+    entries: Iterable[Mapping[str, Any]],
+    categories: list[Category],
+    version: str,
+    generated: datetime,
+    base_url: str,
+) -> dict[str, bytes]:
+    """Every file of a release, by path relative to the output folder.
+
+    Each entry is rendered once, as it arrives, and its line is shared by the full dataset
+    and its category file. (`stream_release` writes the same files without holding them.)
+    """
+    lines = sorted(
+        ((entry["id"], entry["category"], entry_line(entry)) for entry in entries),
+        key=lambda item: item[0],
+    )
+    meta = release_meta(version, generated, base_url, len(lines))
+    files = {FULL_DATASET: render_dataset(meta, [line for _, _, line in lines])}
+    by_category: dict[str, list[bytes]] = {category.id: [] for category in categories}
+    for _, category_id, line in lines:
+        by_category.setdefault(category_id, []).append(line)
+    del lines
+    for category in categories:
+        members = by_category[category.id]
+        files[category_file(category.id)] = render_dataset(
+            _category_meta(meta, category, len(members)), members
+        )
+    counts = {category_id: len(members) for category_id, members in by_category.items()}
+    files[CATEGORY_INDEX] = _index_document(meta, counts, categories)
+    files[OPENAPI] = render_openapi().encode()
+    return files
+
+
+class EntriesOutOfOrderError(ValueError):
+    """`stream_release` was given entries not in strictly ascending id order."""
+
+
+class _DatasetWriter:
+    """The full dataset and every category file, written line by line as entries arrive."""
+
+    def __init__(self, folder: Path, categories: list[Category], stack: ExitStack) -> None:
+        def open_dataset(path: str) -> Any:
+            target = folder / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            handle = stack.enter_context(target.open("wb", buffering=1 << 20))
+            handle.write(DATASET_HEAD)
+            return handle
+
+        self.full = open_dataset(FULL_DATASET)
+        self.by_category = {c.id: open_dataset(category_file(c.id)) for c in categories}
+        self.counts = {c.id: 0 for c in categories}
+        self.total = 0
+        self.last_id: str | None = None
+
+    def add(self, entry: Mapping[str, Any]) -> None:
+        entry_id = entry["id"]
+        if self.last_id is not None and entry_id <= self.last_id:
+            raise EntriesOutOfOrderError(f"{entry_id!r} came after {self.last_id!r}")
+        self.last_id = entry_id
+        line = entry_line(entry)
+        category_id = entry["category"]
+        if category_id not in self.by_category:
+            raise ValueError(f"entry {entry_id!r}: category {category_id!r} is not listed")
+        handle = self.by_category[category_id]
+        for target, earlier in ((self.full, self.total), (handle, self.counts[category_id])):
+            if earlier:
+                target.write(b",\n")
+            target.write(line)
+        self.total += 1
+        self.counts[category_id] += 1
+
+    def finish(self, meta: dict[str, Any], categories: list[Category]) -> None:
+        ends = [(self.full, self.total, meta)]
+        for c in categories:
+            count = self.counts[c.id]
+            ends.append((self.by_category[c.id], count, _category_meta(meta, c, count)))
+        for handle, count, document_meta in ends:
+            handle.write(b"\n" if count else b"")
+            handle.write(DATASET_META + _compact(document_meta) + b"}\n")
+
+
+def stream_release(
+    output_dir: Path,
+    entries: Iterable[Mapping[str, Any]],
+    categories: list[Category],
+    version: str,
+    generated: datetime,
+    base_url: str,
+    complete: Completion | None = None,
+    carry: Iterable[str] = (),
+) -> int:
+    """Write a release from `entries` in ascending id order straight into the staging folder
+    (never holding the files in memory), validate it, swap it in; returns the entry count.
+
+    Raises EntriesOutOfOrderError (the live release untouched) if the order is broken.
+    """
+    total = 0
+
+    def write(staging: Path) -> None:
+        nonlocal total
+        with ExitStack() as stack:
+            writer = _DatasetWriter(staging, categories, stack)
+            for entry in entries:
+                writer.add(entry)
+            total = writer.total
+            meta = release_meta(version, generated, base_url, total)
+            writer.finish(meta, categories)
+        write_file(staging, CATEGORY_INDEX, _index_document(meta, writer.counts, categories))
+        write_file(staging, OPENAPI, render_openapi().encode())
+        if complete is not None:
+            complete(staging, meta, writer.counts)
+
+    stage_and_swap(output_dir, categories, write, carry)
+    return total
+
+
+def assemble_entries(
+    contents: Iterable[tuple[str, Mapping[str, Any]]],
+    statuses: Mapping[str, Status] | None = None,
+    scores: Mapping[str, BuilderScore] | None = None,
+    uptimes: Mapping[str, Uptime] | None = None,
+) -> list[dict[str, Any]]:
+    """Published entries from (id, curated content) pairs and the presented values by id."""
+    statuses, scores, uptimes = statuses or {}, scores or {}, uptimes or {}
+    return [
+        published_entry(
+            content, statuses.get(entry_id), scores.get(entry_id), uptimes.get(entry_id)
+        )
+        for entry_id, content in contents
+    ]
+
+
+def _active_contents(session: Session) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(id, curated content) of every published entry, by id, streamed from the store."""
+    statement = (
+        select(EntryRow.id, type_coerce(EntryRow.content, Text))  # the JSON text, parsed below
+        .where(col(EntryRow.retired_at).is_(None))
+        .order_by(EntryRow.id)
+        .execution_options(yield_per=2000)
+    )
+    for entry_id, content in session.exec(statement):
+        yield entry_id, orjson.loads(content) if isinstance(content, str | bytes) else content
+
+
+def release_summary(
+    meta: Mapping[str, Any],
+    counts: Mapping[str, int],
+    by_state: Mapping[str, int],
+    categories: list[Category],
+) -> dict[str, Any]:
+    """The line of `api/releases.json` describing one release."""
+    return {
+        "version": meta["version"],
+        "generated": meta["generated"],
+        "counts": {
+            "total": meta["totalAPIs"],
+            "byCategory": {category.id: counts.get(category.id, 0) for category in categories},
+            "byState": {state: by_state.get(state, 0) for state in get_args(StatusState)},
+        },
+        "path": f"{release_folder(meta['version'])}/{FULL_DATASET.removeprefix('api/')}",
+    }
+
+
+def kept_releases(output_dir: Path, keep: int) -> list[dict[str, Any]]:
+    """The live release history's newest `keep` releases whose folders are still there."""
+    try:
+        index = json.loads((output_dir / RELEASE_INDEX).read_text(encoding="utf-8"))
+        listed = list(index["releases"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    kept = [
+        release
+        for release in listed
+        if isinstance(release, dict)
+        and (output_dir / release_folder(str(release.get("version")))).is_dir()
+    ]
+    return kept[: max(keep, 0)]
+
+
+def _not_in_snapshot(relative: Path) -> bool:
+    """Paths under `api/` that are not one release's own documents."""
+    return relative.parts[0] == "releases" or relative.as_posix() in (
+        "releases.json", "changes.json", "404.json"
+    )
+
+
+def write_history(
+    staging: Path,
+    summary: dict[str, Any],
+    previous: Sequence[Mapping[str, Any]],
+    meta: Mapping[str, Any],
+    changes: Sequence[Change],
+) -> None:
+    """The staged release's own copy under `api/releases/<version>/`, the index of kept
+    releases, and the change log."""
+    link_tree(staging / "api", staging / release_folder(meta["version"]), _not_in_snapshot)
+    write_file(staging, RELEASE_INDEX,
+               render_json({"meta": meta, "releases": [summary, *previous]}))
+    write_file(staging, CHANGES, render_json(
+        {"meta": meta, "changes": [change.document() for change in changes]}))
+
+
+def write_site(staging: Path) -> None:
+    """The reader pages, assets and host files, rendered from the staged documents."""
+    # Keys name every staged file (the pages link to them); only the two documents the
+    # pages are rendered from are read.
+    staged = {p.relative_to(staging).as_posix(): b"" for p in staging.rglob("*") if p.is_file()}
+    for path in (FULL_DATASET, CATEGORY_INDEX):
+        staged[path] = (staging / path).read_bytes()
+    for relative, data in site_files(staged).items():
+        write_file(staging, relative, data)
+
+
+def publish_release(
+    session: Session,
+    output_dir: Path,
+    base_url: str,
+    categories: list[Category],
+    now: datetime,
+    presented: Presented | None = None,
+    run_id: int | None = None,
+    releases_kept: int = DEFAULT_RELEASES_KEPT,
+    changes: Sequence[Change] = (),
+    pages: bool = True,
+) -> ReleaseRow:
+    """Publish the store's active entries as a new release and record it.
+
+    With the JSON go the reader pages (unless `pages` is off), the release's own copy under
+    `api/releases/<version>/` with the `releases_kept - 1` releases before it, listed in
+    `api/releases.json`, and `changes` in `api/changes.json`.
+    """
+    if releases_kept < 1:
+        raise ValueError(f"releases_kept must be at least 1, not {releases_kept}")
+    presented = presented or Presented()
+    statuses, scores, uptimes = presented.statuses, presented.scores, presented.uptimes
+    by_state: Counter[str] = Counter()
+
+    def entries() -> Iterator[dict[str, Any]]:
+        by_state.clear()
+        for entry_id, content in _active_contents(session):
+            status = statuses.get(entry_id)
+            by_state[status.state if status else "unchecked"] += 1
+            yield published_entry(content, status, scores.get(entry_id), uptimes.get(entry_id))
+
+    version = next_version(output_dir, now.date())
+    previous = kept_releases(output_dir, releases_kept - 1)
+    carry = [release_folder(release["version"]) for release in previous]
+
+    def complete(staging: Path, meta: dict[str, Any], counts: Mapping[str, int]) -> None:
+        if pages:
+            write_site(staging)
+        summary = release_summary(meta, counts, by_state, categories)
+        write_history(staging, summary, previous, meta, changes)
+
+    try:
+        total = stream_release(output_dir, entries(), categories, version, now, base_url,
+                               complete, carry)
+    except EntriesOutOfOrderError:  # the database sorts ids another way: sort them here
+        files = build_release(entries(), categories, version, now, base_url)
+        write_release(output_dir, files, categories, complete, carry)
+        total = json.loads(files[CATEGORY_INDEX])["meta"]["totalAPIs"]
+    release = ReleaseRow(version=version, generated=now, total_apis=total, run_id=run_id)
+    session.merge(release)
+    session.commit()
+    return release

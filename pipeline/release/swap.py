@@ -1,0 +1,122 @@
+"""Staging beside the live folder and the atomic swap: a release is written into a fresh
+staging folder, validated, and exchanged with the live folder in one rename, so a failed
+validation or a crash leaves the previous release as it was."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+
+from pipeline.catalogue.entries import Category
+from pipeline.release.layout import CATEGORY_INDEX, Completion
+from pipeline.release.validate import ReleaseValidationError, validate_release
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap two paths in one atomic rename (Linux renameat2); False where unsupported."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(first), at_fdcwd, os.fsencode(second), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EPERM):
+        return False
+    raise OSError(code, os.strerror(code), str(second))
+
+
+def _swap_in(staging: Path, output_dir: Path) -> None:
+    if not output_dir.exists():
+        staging.rename(output_dir)
+        return
+    if _exchange(staging, output_dir):
+        shutil.rmtree(staging)
+        return
+    retired = output_dir.with_name(f".{output_dir.name}.old-{uuid.uuid4().hex[:8]}")
+    output_dir.rename(retired)
+    staging.rename(output_dir)
+    shutil.rmtree(retired)
+
+
+def staging_folders(output_dir: Path) -> list[Path]:
+    return sorted(output_dir.parent.glob(f".{output_dir.name}.staging-*"))
+
+
+def write_file(folder: Path, relative: str, data: bytes) -> None:
+    target = folder / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+
+
+def link_tree(source: Path, target: Path, skip: Callable[[Path], bool] = lambda _: False) -> None:
+    """Hard-link the files under `source` into `target` (copies where links fail), but those
+    whose path relative to `source` is `skip`ped. Safe because published files are never
+    rewritten in place, only replaced by the swap."""
+    for path in sorted(source.rglob("*")):
+        relative = path.relative_to(source)
+        if path.is_dir() or skip(relative):
+            continue
+        destination = target / relative
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, destination)
+        except OSError:
+            shutil.copy2(path, destination)
+
+
+def stage_and_swap(
+    output_dir: Path,
+    categories: list[Category],
+    write: Callable[[Path], None],
+    carry: Iterable[str] = (),
+) -> Path:
+    """`write` the release into a fresh staging folder with the `carry` folders of the live
+    release, validate it, swap it in as live."""
+    output_dir = output_dir.absolute()
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    for stale in staging_folders(output_dir):
+        shutil.rmtree(stale, ignore_errors=True)
+    staging = output_dir.with_name(f".{output_dir.name}.staging-{uuid.uuid4().hex[:8]}")
+    try:
+        staging.mkdir()
+        write(staging)
+        for relative in carry:
+            if (output_dir / relative).is_dir() and not (staging / relative).exists():
+                link_tree(output_dir / relative, staging / relative)
+        problems = validate_release(staging, categories)
+        if problems:
+            raise ReleaseValidationError(problems)
+        _swap_in(staging, output_dir)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return output_dir
+
+
+def write_release(
+    output_dir: Path,
+    files: Mapping[str, bytes],
+    categories: list[Category],
+    complete: Completion | None = None,
+    carry: Iterable[str] = (),
+) -> Path:
+    """Stage `files`, validate them, then swap them in as the live release at `output_dir`."""
+
+    def write(staging: Path) -> None:
+        for relative, data in files.items():
+            write_file(staging, relative, data)
+        if complete is not None:
+            index = json.loads(files[CATEGORY_INDEX])
+            counts = {c["id"]: c["count"] for c in index["categories"]}
+            complete(staging, index["meta"], counts)
+
+    return stage_and_swap(output_dir, categories, write, carry)
+

@@ -1,0 +1,252 @@
+"""The release checked against the contract before the swap.
+
+The datasets (`apis.json`, one file per category) are compact JSON with one entry per line,
+so a release of 100,000 entries is validated as a stream of lines: every entry is checked
+once (JSON Schema and the pydantic model) in the full dataset, and each category file is
+checked to hold exactly the full dataset's lines of its category.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import ExitStack
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema_rs
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from pipeline.catalogue.entries import Category
+from pipeline.contract import (
+    APIEntry,
+    CategoryDataset,
+    CategoryIndex,
+    CategoryMeta,
+    ChangeLog,
+    FullDataset,
+    Meta,
+    ReleaseIndex,
+)
+from pipeline.release.layout import (
+    CATEGORY_INDEX,
+    CHANGES,
+    DATASET_HEAD,
+    DATASET_META,
+    FULL_DATASET,
+    OPENAPI,
+    RELEASE_INDEX,
+    category_file,
+)
+from pipeline.release.openapi import component_schemas
+
+MAX_PROBLEMS_PER_FILE = 100
+
+
+class ReleaseValidationError(RuntimeError):
+    """A staged release broke the contract; the live release was left untouched."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("release failed validation:\n  " + "\n  ".join(problems))
+        self.problems = problems
+
+
+
+
+_MODELS: dict[str, type[BaseModel]] = {
+    "FullDataset": FullDataset,
+    "CategoryDataset": CategoryDataset,
+    "CategoryIndex": CategoryIndex,
+    "APIEntry": APIEntry,
+    "Meta": Meta,
+    "CategoryMeta": CategoryMeta,
+    "ReleaseIndex": ReleaseIndex,
+    "ChangeLog": ChangeLog,
+}
+
+
+@cache
+def _schema_validators() -> dict[str, Any]:
+    """Compiled JSON Schema validators (jsonschema-rs) of the published component schemas."""
+    defs = component_schemas()
+    validators = {}
+    for name in _MODELS:
+        schema = {"$ref": f"#/$defs/{name}", "$defs": defs}
+        schema = json.loads(json.dumps(schema).replace("#/components/schemas/", "#/$defs/"))
+        validators[name] = jsonschema_rs.Draft202012Validator(schema, validate_formats=True)
+    return validators
+
+
+def _check_document(
+    name: str, path: str, document: Any, problems: list[str], where: str = ""
+) -> None:
+    """JSON Schema and pydantic problems of one document (or part, at `where`) of a file."""
+    validator = _schema_validators()[name]
+    if not validator.is_valid(document):
+        for error in validator.iter_errors(document):
+            at = "/".join(str(p) for p in (*where.split("/"), *error.instance_path) if p != "")
+            problems.append(f"{path}: {at or '(root)'}: {error.message} [schema]")
+    try:
+        _MODELS[name].model_validate(document)
+    except ValidationError as exc:
+        for error in exc.errors():
+            at = "/".join(str(p) for p in (*where.split("/"), *error["loc"]) if p != "")
+            problems.append(f"{path}: {at or '(root)'}: {error['msg']} [contract]")
+
+
+class _Malformed(ValueError):
+    """A dataset file that is not in the one-entry-per-line layout."""
+
+
+def _dataset_lines(handle: Any) -> Iterator[tuple[bool, bytes]]:
+    """(True, entry line) for each entry of a dataset file, then (False, meta); the framing
+    (head, commas, meta, end) is checked, so valid lines make a valid JSON document."""
+    if handle.readline() != DATASET_HEAD:
+        raise _Malformed(f"does not start with {DATASET_HEAD!r}")
+    previous: bytes | None = None
+    for line in handle:
+        if not line.endswith(b"\n"):
+            raise _Malformed("does not end with a newline")
+        if line.startswith(DATASET_META):
+            if previous is not None:
+                if previous.endswith(b","):
+                    raise _Malformed("a comma follows the last entry")
+                yield True, previous
+            if not line.endswith(b"}\n") or handle.read(1):
+                raise _Malformed("text follows the meta object")
+            yield False, line[len(DATASET_META) : -2]
+            return
+        if previous is not None:
+            if not previous.endswith(b","):
+                raise _Malformed("an entry line does not end with a comma")
+            yield True, previous[:-1]
+        previous = line[:-1]
+    raise _Malformed("ends before its meta")
+
+
+def _parse(data: bytes, path: str, where: str, problems: list[str]) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        problems.append(f"{path}: {where}: not JSON: {exc}")
+        return None
+
+
+class _CategoryReader:
+    """A category file read alongside the full dataset: each of its entry lines must be the
+    next line of its category in the full dataset."""
+
+    def __init__(self, folder: Path, category: Category, stack: ExitStack) -> None:
+        self.category, self.path = category, category_file(category.id)
+        self.problem: str | None = None
+        self.count = 0
+        try:
+            self.lines = _dataset_lines(stack.enter_context((folder / self.path).open("rb")))
+        except OSError as exc:
+            self.problem = f"{self.path}: unreadable: {exc}"
+
+    def next_part(self) -> tuple[bool, bytes] | None:
+        if self.problem is not None:
+            return None
+        try:
+            return next(self.lines, None)
+        except _Malformed as exc:
+            self.problem = f"{self.path}: unreadable: {exc}"
+            return None
+
+    def expect(self, data: bytes) -> None:
+        """The full dataset's next entry of this category: the file must hold it next."""
+        part = self.next_part()
+        if self.problem is None and part != (True, data):
+            self.problem = f"{self.path}: apis differ from {FULL_DATASET} filtered by category"
+        self.count += 1
+
+    def finish(self, full_meta: dict, problems: list[str]) -> None:
+        """The file must end here with a meta that matches the full dataset's."""
+        part = self.next_part()
+        if self.problem is None and (part is None or part[0]):
+            self.problem = f"{self.path}: apis differ from {FULL_DATASET} filtered by category"
+        if self.problem is not None:
+            problems.append(self.problem)
+            return
+        meta = _parse(part[1], self.path, "meta", problems)
+        _check_document("CategoryMeta", self.path, meta, problems, "meta")
+        if not isinstance(meta, dict):
+            return
+        if meta.get("count") != self.count:
+            problems.append(f"{self.path}: meta: meta.count must equal the number of apis")
+        if meta.get("category") != self.category.id:
+            problems.append(f"{self.path}: meta: meta.category must be {self.category.id!r}")
+        if meta.get("version") != full_meta.get("version"):
+            problems.append(f"{self.path}: meta.version differs from {FULL_DATASET}")
+
+
+def _validate_datasets(folder: Path, categories: list[Category], problems: list[str]) -> None:
+    """One pass over `apis.json`: every entry checked against the schema and the model, and
+    matched with the next line of its category file; then every meta."""
+    path = FULL_DATASET
+    with ExitStack() as stack:
+        readers = {c.id: _CategoryReader(folder, c, stack) for c in categories}
+        handle = stack.enter_context((folder / path).open("rb"))
+        meta: Any = None
+        count, last_id, found = 0, None, len(problems)
+        for is_entry, data in _dataset_lines(handle):
+            if not is_entry:
+                meta = _parse(data, path, "meta", problems)
+                _check_document("Meta", path, meta, problems, "meta")
+                break
+            entry = _parse(data, path, f"apis/{count}", problems)
+            _check_document("APIEntry", path, entry, problems, f"apis/{count}")
+            entry = entry if isinstance(entry, dict) else {}
+            entry_id = entry.get("id")
+            if not isinstance(entry_id, str) or (last_id is not None and entry_id <= last_id):
+                problems.append(f"{path}: apis/{count}: apis must be sorted by id with no id twice")
+            else:
+                last_id = entry_id
+            reader = readers.get(entry.get("category"))
+            if reader is None:
+                problems.append(f"{path}: apis/{count}: category is not one of the release's")
+            else:
+                reader.expect(data)
+            count += 1
+            if len(problems) - found > MAX_PROBLEMS_PER_FILE:
+                problems.append(f"{path}: more problems, not listed")
+                return
+        if isinstance(meta, dict) and meta.get("totalAPIs") != count:
+            problems.append(f"{path}: meta: meta.totalAPIs must equal the number of apis")
+        for reader in readers.values():
+            reader.finish(meta if isinstance(meta, dict) else {}, problems)
+
+
+def validate_release(folder: Path, categories: list[Category]) -> list[str]:
+    """Every contract problem of the release in `folder` (empty when it is valid)."""
+    problems: list[str] = []
+
+    def load(path: str) -> Any:
+        try:
+            return json.loads((folder / path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            problems.append(f"{path}: unreadable: {exc}")
+            return None
+
+    try:
+        _validate_datasets(folder, categories, problems)
+    except (OSError, _Malformed) as exc:
+        problems.append(f"{FULL_DATASET}: unreadable: {exc}")
+    index = load(CATEGORY_INDEX)
+    if index is not None:
+        _check_document("CategoryIndex", CATEGORY_INDEX, index, problems)
+    load(OPENAPI)
+    releases = load(RELEASE_INDEX) if (folder / RELEASE_INDEX).exists() else None
+    if releases is not None:
+        _check_document("ReleaseIndex", RELEASE_INDEX, releases, problems)
+        for release in releases.get("releases", []):
+            if not (folder / str(release.get("path", ""))).is_file():
+                problems.append(f"{RELEASE_INDEX}: {release.get('path')} is missing")
+    changes = load(CHANGES) if (folder / CHANGES).exists() else None
+    if changes is not None:
+        _check_document("ChangeLog", CHANGES, changes, problems)
+    return problems
+
