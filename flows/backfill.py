@@ -13,13 +13,15 @@ from typing import Any
 
 from prefect import flow
 
-from flows.nightly import probe, publish, rollup, score
+from flows.nightly import RUN_TIMEOUT, probe, publish, rollup, score
 from pipeline.judging.rollup import days_between
 from pipeline.operations.runs import (
     alert_crash,
+    alert_timeout,
     complete_run,
     fail_run,
     open_run,
+    report_network_suspect,
     run_stage,
     with_retries,
 )
@@ -28,7 +30,8 @@ from pipeline.settings import Settings
 from pipeline.store.tables import utcnow
 
 
-@flow(name="backfill", on_crashed=[alert_crash])
+@flow(name="backfill", on_crashed=[alert_crash], on_failure=[alert_timeout],
+      timeout_seconds=RUN_TIMEOUT)
 async def backfill(
     start: date,
     end: date,
@@ -47,6 +50,7 @@ async def backfill(
         )
         if reprobe:
             await run_stage("probe", with_retries(probe, settings)(settings, run_id, chosen))
+            await report_network_suspect(settings, "backfill", run_id)
         rows = await run_stage("rollup", with_retries(rollup, settings)(settings, days, chosen))
         now = utcnow()
         presented = await run_stage("score", score(settings, now))

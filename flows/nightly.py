@@ -26,15 +26,19 @@ from pipeline.operations import stages
 from pipeline.operations.runs import (
     alert_crash,
     alert_state_changes,
+    alert_timeout,
     complete_run,
     fail_run,
     open_run,
+    report_network_suspect,
     run_stage,
     with_retries,
 )
 from pipeline.settings import Settings
 from pipeline.store.tables import utcnow
 
+# A hung run fails at this bound instead of holding back every night queued behind it.
+RUN_TIMEOUT = Settings().run_timeout
 SUSPECT_WARNING = ("most probes failed to connect at once: run flagged network-suspect, "
                    "published statuses keep the last trusted run")
 
@@ -97,7 +101,8 @@ async def rollup(
     return rows
 
 
-@flow(name="nightly", on_crashed=[alert_crash])
+@flow(name="nightly", on_crashed=[alert_crash], on_failure=[alert_timeout],
+      timeout_seconds=RUN_TIMEOUT)
 async def nightly(run_date: date | None = None) -> dict[str, Any]:
     """Ingest the curated entries, probe, score, publish a new release, and roll up the day.
 
@@ -114,6 +119,7 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
             await run_stage("probe", probe_in_shards.with_options(task_runner=runner)(run_id))
         else:
             await run_stage("probe", with_retries(probe, settings)(settings, run_id))
+        await report_network_suspect(settings, "nightly", run_id)
         now = utcnow()
         presented = await run_stage("score", score(settings, now))
         version, changes = await run_stage(

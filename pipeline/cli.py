@@ -6,7 +6,7 @@ import asyncio
 import json
 import sys
 from dataclasses import asdict, replace
-from datetime import datetime
+from datetime import date
 from pathlib import Path
 from typing import Annotated
 
@@ -26,7 +26,43 @@ app = typer.Typer(
     help="API Directory: curate, probe, score and publish the catalogue.",
     no_args_is_help=True,
     add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: each value named by what it is (DATE, ID, URL)
 )
+LOCAL_BASE_URL = Settings.model_fields["base_url"].default
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        from pipeline.contract import INTERFACE_VERSION
+
+        typer.echo(f"apidir {version('apidir')} (interface {INTERFACE_VERSION})")
+        raise typer.Exit()
+
+
+@app.callback()
+def options(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print the version and exit.")] = False,
+) -> None:
+    """API Directory: curate, probe, score and publish the catalogue."""
+
+
+def fail(message: str, code: int = 2) -> None:
+    """End the command with one line on standard error."""
+    typer.echo(f"apidir: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def warn_if_local(settings: Settings) -> None:
+    """A release for a real host must not point its `meta.source` at localhost."""
+    if settings.base_url == LOCAL_BASE_URL:
+        typer.echo(f"apidir: warning: meta.source points at the local default {LOCAL_BASE_URL}; "
+                   "set APIDIR_BASE_URL to the address the output folder is served from",
+                   err=True)
 
 
 @app.command()
@@ -34,6 +70,7 @@ def run() -> None:
     """Run the nightly pipeline once, here, in Prefect's local mode."""
     from flows.nightly import nightly
 
+    warn_if_local(Settings())
     result = asyncio.run(nightly())
     typer.echo(
         f"published release {result['version']} with {result['published']} entries "
@@ -48,23 +85,42 @@ def run() -> None:
         )
 
 
+def day_of(text: str) -> date:
+    """A day written as YYYY-MM-DD."""
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a day written as YYYY-MM-DD") from None
+
+
 @app.command()
 def backfill(
-    start: Annotated[datetime, typer.Argument(formats=["%Y-%m-%d"], help="First day (UTC).")],
-    end: Annotated[datetime, typer.Argument(formats=["%Y-%m-%d"], help="Last day, included.")],
-    entry: Annotated[
-        list[str] | None, typer.Option(help="Only this entry id (repeatable).")
-    ] = None,
-    category: Annotated[
-        list[str] | None, typer.Option(help="Only this category's entries (repeatable).")
-    ] = None,
+    start: Annotated[date, typer.Argument(
+        parser=day_of, metavar="START", help="First day (UTC), as 2026-11-01.")],
+    end: Annotated[date, typer.Argument(
+        parser=day_of, metavar="END", help="Last day (UTC), included.")],
+    entry: Annotated[list[str] | None, typer.Option(
+        metavar="ID", help="Only this entry (repeatable).")] = None,
+    category: Annotated[list[str] | None, typer.Option(
+        metavar="CATEGORY", help="Only this category's entries (repeatable).")] = None,
     reprobe: Annotated[bool, typer.Option(help="Probe the chosen entries first.")] = False,
 ) -> None:
     """Recompute the daily rollups and scores of each day in a range, then republish."""
+    from difflib import get_close_matches
+
     from flows.backfill import backfill as backfill_flow
+    from pipeline.contract import CATEGORY_IDS
+
+    if end < start:
+        fail(f"END {end} is before START {start}")
+    for name in category or ():
+        if name not in CATEGORY_IDS:
+            close = get_close_matches(name, CATEGORY_IDS, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            fail(f"no category {name!r}: {hint}the categories are {', '.join(CATEGORY_IDS)}")
 
     result = asyncio.run(
-        backfill_flow(start.date(), end.date(), entries=entry, categories=category,
+        backfill_flow(start, end, entries=entry, categories=category,
                       reprobe=reprobe)
     )
     typer.echo(
@@ -77,17 +133,25 @@ def backfill(
 def validate(
     paths: Annotated[
         list[Path] | None,
-        typer.Argument(help="Entry files or folders (default: every entry under the data folder)."),
+        typer.Argument(metavar="[PATH]...",
+                       help="Entry files or folders (default: every entry under the data folder)."),
     ] = None,
 ) -> None:
     """Check entry files and report every problem at once; exit status 0 only when all is valid."""
     settings = Settings()
+    if not paths and not settings.entries_dir.is_dir():
+        fail(f"no entries folder at {settings.entries_dir}: run from a checkout of the "
+             "catalogue, set APIDIR_DATA_DIR, or name the files to check")
+    missing = [str(path) for path in paths or () if not path.exists()]
+    if missing:
+        fail(f"no such file or folder: {', '.join(missing)}")
     problems: list[str] = []
     try:
         load_categories(settings.categories_file)
     except CategoryError as exc:
         problems.append(str(exc))
-    report = read_catalog(paths or [settings.entries_dir], settings.entries_dir)
+    report = read_catalog(paths or [settings.entries_dir], settings.entries_dir,
+                          max_bytes=settings.entry_max_bytes)
     problems.extend(str(p) for p in report.problems)
     if not report.files:
         problems.append(
@@ -104,18 +168,21 @@ def validate(
 
 @app.command()
 def probe(
-    urls: Annotated[list[str] | None, typer.Argument(help="URLs to probe.")] = None,
+    urls: Annotated[list[str] | None, typer.Argument(
+        metavar="[URL]...", help="URLs to probe.")] = None,
     entry: Annotated[list[str] | None, typer.Option(
-        "--entry", "-e", help="Probe this entry's targets (repeatable).")] = None,
+        "--entry", "-e", metavar="ID", help="Probe this entry's targets (repeatable).")] = None,
     allow_private: Annotated[bool, typer.Option(
         "--allow-private", help="Turn the network guard off: private addresses allowed.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON lines.")] = False,
 ) -> None:
-    """Probe entries or URLs now and print each result; nothing is stored."""
+    """Probe entries or URLs now and print each result; nothing is stored. Exit status 1
+    when any probe got no HTTP response (unreachable, blocked, malformed), else 0."""
     settings = Settings()
     targets = [ProbeTarget(url) for url in urls or []]
     if entry:
-        report = read_catalog([settings.entries_dir], settings.entries_dir)
+        report = read_catalog([settings.entries_dir], settings.entries_dir,
+                              max_bytes=settings.entry_max_bytes)
         by_id = {e.id: e for e in report.entries.values()}
         for entry_id in entry:
             found = by_id.get(entry_id)
@@ -138,6 +205,10 @@ def probe(
     results = asyncio.run(_probe_with_progress(targets, probe_settings))
     for result in results:
         typer.echo(json.dumps(_result_dict(result)) if as_json else _result_line(result))
+    failed = sum(1 for result in results if result.outcome == "unreachable")
+    if failed:
+        typer.echo(f"{failed} of {len(results)} probe(s) got no HTTP response", err=True)
+        raise typer.Exit(1)
 
 
 async def _probe_with_progress(
@@ -176,6 +247,7 @@ def publish() -> None:
     from pipeline.store.tables import utcnow
 
     settings = Settings()
+    warn_if_local(settings)
     now = utcnow()
     presented = score_entries_now(settings, now)
     release, changes = publish_now(settings, presented, now)
@@ -186,19 +258,91 @@ def publish() -> None:
 @app.command()
 def serve(
     folder: Annotated[Path | None, typer.Option(
-        "--dir", help="Release folder (default: the output folder).")] = None,
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+        "--dir", metavar="FOLDER", help="Release folder (default: the output folder).")] = None,
+    host: Annotated[str, typer.Option(metavar="ADDRESS", help="Address to listen on.")
+                    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(metavar="PORT", min=0, max=65535,
+                                      help="Port to listen on.")] = 8000,
 ) -> None:
     """Preview the published release locally with the headers its static host sends."""
     from pipeline.release.serve import serve_release
 
     folder = folder or Settings().output_dir
     if not folder.is_dir():
-        typer.echo(f"{folder}: no published release here (run `apidir run` first)", err=True)
-        raise typer.Exit(2)
-    typer.echo(f"serving {folder}/ at http://{host}:{port}/ (Ctrl+C stops)")
-    serve_release(folder, host, port)
+        fail(f"{folder}: no published release here (run `apidir run` first)")
+
+    def ready(address: str) -> None:
+        typer.echo(f"serving {folder}/ at {address} (Ctrl+C stops)")
+
+    try:
+        serve_release(folder, host, port, ready)
+    except OSError as exc:
+        fail(f"cannot serve on {host}:{port}: {exc.strerror or exc}")
+    except KeyboardInterrupt:
+        typer.echo("stopped")
+
+
+db = typer.Typer(help="The store's schema: show it, upgrade it.", no_args_is_help=True)
+app.add_typer(db, name="db")
+
+
+@db.command("current")
+def db_current() -> None:
+    """Print the store's schema revision and the one this version needs; exit status 1 when
+    the store needs `apidir db upgrade`."""
+    from pipeline.store.migrate import head_revision, store_revision
+    from pipeline.store.tables import open_engine
+
+    engine = open_engine(Settings().database_url)
+    current, head = store_revision(engine), head_revision()
+    engine.dispose()
+    if current == head:
+        typer.echo(f"schema revision {current} (up to date)")
+        return
+    typer.echo(f"schema revision {current or 'none (empty database)'}; this version needs "
+               f"{head}: run `apidir db upgrade`")
+    raise typer.Exit(1)
+
+
+@db.command("upgrade")
+def db_upgrade() -> None:
+    """Upgrade the store to this version's schema in place, keeping every row."""
+    from pipeline.store.migrate import upgrade_store
+    from pipeline.store.tables import open_engine
+
+    engine = open_engine(Settings().database_url)
+    before, after = upgrade_store(engine)
+    engine.dispose()
+    if before == after:
+        typer.echo(f"schema revision {after}: already up to date")
+    else:
+        typer.echo(f"upgraded the store from schema revision {before or 'none'} to {after}")
+
+
+automations = typer.Typer(help="Prefect automations of the directory.", no_args_is_help=True)
+app.add_typer(automations, name="automations")
+
+
+@automations.command("apply")
+def automations_apply(
+    file: Annotated[Path, typer.Option(
+        metavar="FILE", help="The automation definitions.")] = Path(
+            "deploy/prefect/automations.yaml"),
+    within: Annotated[float | None, typer.Option(
+        metavar="SECONDS", min=10, help="Override each trigger's window (to try one out).")
+    ] = None,
+) -> None:
+    """Create the automations on the Prefect server of PREFECT_API_URL (the alert on a missed
+    night among them), with the alert webhook saved as a Webhook block."""
+    from prefect.settings import PREFECT_API_URL
+
+    from pipeline.operations.automations import apply_automations
+
+    if not PREFECT_API_URL.value():
+        fail("automations live on a Prefect server: set PREFECT_API_URL (see the README, "
+             "Run on a schedule)")
+    names = asyncio.run(apply_automations(file, Settings(), within))
+    typer.echo(f"applied {len(names)} automation(s): {', '.join(names)}")
 
 
 @app.command()
@@ -209,5 +353,65 @@ def openapi() -> None:
     sys.stdout.write(render_openapi())
 
 
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Errors a user can cause (bad settings, files, selections, a busy lock, an old store):
+    each is told in one line, never a traceback."""
+    from pydantic import ValidationError
+    from sqlalchemy.exc import ArgumentError, OperationalError
+
+    from pipeline.catalogue.ingest import EmptyCatalogError
+    from pipeline.operations.automations import AutomationError
+    from pipeline.operations.runs import StageFailed
+    from pipeline.operations.stages import UnknownSelectionError
+    from pipeline.release.swap import PublishLockTimeout
+    from pipeline.release.validate import ReleaseValidationError
+    from pipeline.store.migrate import StoreOutOfDateError
+
+    return (ValidationError, ArgumentError, OperationalError, EmptyCatalogError, StageFailed,
+            AutomationError,
+            UnknownSelectionError, PublishLockTimeout, ReleaseValidationError,
+            StoreOutOfDateError, CategoryError, OSError)
+
+
+def one_line(error: BaseException) -> str:
+    """An error as one line: a settings error names its variables, a failed validation
+    counts its problems and shows the first."""
+    from pydantic import ValidationError
+
+    from pipeline.release.validate import ReleaseValidationError
+
+    if isinstance(error, ValidationError):
+        fields = "; ".join(
+            f"APIDIR_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in error.errors()
+        )
+        return f"invalid setting: {fields}"
+    if isinstance(error, ReleaseValidationError):
+        return (f"release failed validation ({len(error.problems)} problems; the live release "
+                f"is unchanged), first: {error.problems[0]}")
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text
+
+
+def main() -> None:
+    """The `apidir` command, with every error a user can cause told in one line (exit 2)
+    and any other in one line too, with the way to see its traceback (exit 1)."""
+    import os
+
+    try:
+        app()
+    except KeyboardInterrupt:
+        typer.echo("apidir: interrupted", err=True)
+        sys.exit(130)
+    except Exception as error:
+        if os.environ.get("APIDIR_DEBUG"):
+            raise
+        if isinstance(error, _user_errors()):
+            typer.echo(f"apidir: {one_line(error)}", err=True)
+            sys.exit(2)
+        typer.echo(f"apidir: unexpected {type(error).__name__}: {one_line(error)} "
+                   "(APIDIR_DEBUG=1 shows the traceback)", err=True)
+        sys.exit(1)
+
+
 if __name__ == "__main__":
-    app()
+    main()

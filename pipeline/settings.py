@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -18,8 +19,17 @@ class Settings(BaseSettings):
     data_dir: Path = Field(
         default=Path("data"), description="Curated input: categories and entries."
     )
+    entry_max_bytes: int = Field(
+        default=256 * 1024, ge=1024,
+        description="Size limit of one entry file; a larger file is reported, never read.",
+    )
     database_url: str = Field(
         default="sqlite:///var/apidir.db", description="SQLAlchemy URL of the store."
+    )
+    database_upgrade: Literal["auto", "check"] = Field(
+        default="auto",
+        description="auto: upgrade the store's schema on start; check: refuse an older schema "
+        "and name the command that upgrades it (apidir db upgrade).",
     )
     output_dir: Path = Field(
         default=Path("public"), description="Folder the release is published to."
@@ -59,6 +69,10 @@ class Settings(BaseSettings):
     publish_pages: bool = Field(
         default=True, description="Publish the reader pages with the JSON (off: JSON only)."
     )
+    publish_lock_timeout: float = Field(
+        default=3600.0, gt=0,
+        description="Seconds a publisher waits for another one to finish before giving up.",
+    )
     releases_kept: int = Field(
         default=30, ge=1, description="Releases kept under api/releases/ (the newest N)."
     )
@@ -69,6 +83,16 @@ class Settings(BaseSettings):
         default=None,
         description="Webhook POSTed a JSON alert when a run fails or crashes or entries "
         "change state (unset: no alerts).",
+    )
+    alert_webhook_secret: str | None = Field(
+        default="apidir-alert-webhook",
+        description="Prefect Secret block holding the webhook URL, read when "
+        "APIDIR_ALERT_WEBHOOK_URL is unset (empty: none).",
+    )
+    run_timeout: float = Field(
+        default=6 * 3600, gt=0,
+        description="Seconds a nightly or backfill run may take before it is failed, so a "
+        "hung run never holds back the nights queued behind it.",
     )
     alert_timeout: float = Field(default=10.0, gt=0, description="Seconds per alert attempt.")
     stage_retries: int = Field(

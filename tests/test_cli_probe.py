@@ -54,9 +54,10 @@ async def test_probe_prints_json_results_for_urls(loopback: str) -> None:
 
 
 async def test_probe_refuses_loopback_while_the_guard_is_on(loopback: str) -> None:
-    code, out, _ = await run_probe(f"{loopback}/ok")
-    assert code == 0
+    code, out, err = await run_probe(f"{loopback}/ok")
+    assert code == 1  # a probe that got no response fails the command
     assert "unreachable" in out and "blocked" in out
+    assert "1 of 1 probe(s) got no HTTP response" in err
 
 
 async def test_probe_names_an_unknown_entry() -> None:

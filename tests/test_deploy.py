@@ -10,11 +10,15 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
+import jsonschema
 import pytest
 
 from tests.conftest import REPO
@@ -122,3 +126,65 @@ def test_the_deployments_run_through_a_worker(
         headers={"Content-Type": "application/json"}), timeout=10).read())
     completed = {run["deployment_id"] for run in runs if run["state_type"] == "COMPLETED"}
     assert completed == {nightly["id"], backfill["id"]}
+
+
+class HookRecorder(BaseHTTPRequestHandler):
+    """A loopback webhook that records every JSON body POSTed to it."""
+
+    received: ClassVar[list[dict]] = []
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", 0))
+        HookRecorder.received.append(json.loads(self.rfile.read(length)))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_the_missed_night_automation_calls_the_webhook(prefect_server: dict[str, str]) -> None:
+    """`apidir automations apply` on a real server; with its window made short, Prefect itself
+    finds no completed nightly and POSTs the documented `run_missed` alert."""
+    from tests.test_alerts import documented_schema
+
+    hook = ThreadingHTTPServer(("127.0.0.1", 0), HookRecorder)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    env = {**prefect_server, "APIDIR_ALERT_WEBHOOK_URL":
+           f"http://127.0.0.1:{hook.server_address[1]}/hook"}
+    api = env["PREFECT_API_URL"]
+
+    def apidir(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def automations() -> list[dict]:
+        return json.loads(urllib.request.urlopen(urllib.request.Request(
+            f"{api}/automations/filter", data=b"{}",
+            headers={"Content-Type": "application/json"}), timeout=10).read())
+
+    try:
+        assert "applied 1 automation(s): apidir-nightly-missed" in apidir("automations", "apply")
+        [applied] = automations()
+        assert applied["trigger"]["posture"] == "Proactive"
+        assert applied["trigger"]["within"] == 93600
+        assert applied["trigger"]["expect"] == ["prefect.flow-run.Completed"]
+        assert applied["trigger"]["match_related"]["prefect.resource.name"] == "nightly"
+        block = get_json(f"{api}/block_types/slug/webhook/block_documents/name/"
+                         "apidir-alert-webhook")
+        assert applied["actions"][0]["block_document_id"] == block["id"]
+
+        apidir("automations", "apply", "--within", "10")  # replaces it, with a short window
+        assert [a["trigger"]["within"] for a in automations()] == [10]
+        deadline = time.monotonic() + 120
+        while not HookRecorder.received and time.monotonic() < deadline:
+            time.sleep(1)
+        assert HookRecorder.received, "the automation never called the webhook"
+        alert = HookRecorder.received[0]
+        assert alert["event"] == "run_missed" and alert["flow"] == "nightly"
+        jsonschema.validate(alert, documented_schema(),
+                            format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    finally:
+        hook.shutdown()

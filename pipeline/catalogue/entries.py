@@ -24,6 +24,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from pipeline.catalogue.guard import (
+    DEFAULT_MAX_BYTES,
+    UNREAD_RULES,
+    UnsafeEntryFile,
+    check_place,
+    check_structure,
+    read_text,
+)
 from pipeline.catalogue.lint import lint_entry
 from pipeline.contract import CATEGORY_IDS, EntryContent, Uri
 
@@ -57,7 +65,7 @@ class Category(BaseModel):
     description: str
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Problem:
     """One broken rule in one file."""
 
@@ -67,6 +75,10 @@ class Problem:
     field: str | None
     rule: str
     message: str
+
+    def sort_key(self) -> tuple[str, int, str, str, str]:
+        """By file, then line (a problem of the whole file first), then rule."""
+        return (self.file, self.line or 0, self.rule, self.field or "", self.message)
 
     def __str__(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
@@ -165,19 +177,26 @@ def _rule_of(error: dict[str, Any]) -> str:
 
 
 def read_entry_file(
-    path: Path, entries_root: Path | None = None
+    path: Path, entries_root: Path | None = None, max_bytes: int = DEFAULT_MAX_BYTES
 ) -> tuple[str, EntryFile | None, list[Problem]]:
-    """Parse and validate one entry file.
+    """Parse and validate one entry file, once it keeps the limits of `guard`.
 
     Returns the id it declares (else its file name), the entry (None when invalid) and its problems.
     """
     file = str(path)
     stem = path.stem
     try:
-        text = path.read_text(encoding="utf-8")
+        check_place(path, entries_root)
+        text = read_text(path, max_bytes)
+        check_structure(text)
         raw = yaml.load(text, Loader=_LOADER)
+    except UnsafeEntryFile as exc:
+        return stem, None, [Problem(file, exc.line, stem, None, exc.rule, str(exc))]
     except OSError as exc:
-        return stem, None, [Problem(file, None, stem, None, "unreadable", str(exc))]
+        reason = exc.strerror or str(exc)
+        return stem, None, [Problem(file, None, stem, None, "unreadable", reason)]
+    except RecursionError:
+        return stem, None, [Problem(file, None, stem, None, "too-deep", "nested too deeply")]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -265,49 +284,56 @@ def paused_garbage_collection() -> Iterator[None]:
             gc.enable()
 
 
-def _read_chunk(paths: list[Path], entries_root: Path | None) -> list[EntryReading]:
+def _read_chunk(
+    paths: list[Path], entries_root: Path | None, max_bytes: int = DEFAULT_MAX_BYTES
+) -> list[EntryReading]:
     with paused_garbage_collection():
-        return [read_entry_file(path, entries_root) for path in paths]
+        return [read_entry_file(path, entries_root, max_bytes) for path in paths]
 
 
 def _read_all(
-    files: list[Path], entries_root: Path | None, workers: int | None
+    files: list[Path], entries_root: Path | None, workers: int | None, max_bytes: int
 ) -> Iterator[EntryReading]:
     """`read_entry_file` of every file, in order; in `workers` processes for large catalogues."""
     if workers is None:
         workers = min(os.cpu_count() or 1, 8) if len(files) >= PARALLEL_FROM else 1
     if workers <= 1:
-        yield from _read_chunk(files, entries_root)
+        yield from _read_chunk(files, entries_root, max_bytes)
         return
     chunks = [files[start : start + _CHUNK] for start in range(0, len(files), _CHUNK)]
     try:
         # spawn: never fork a process that may run threads (Prefect, the event loop)
         with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-            done = list(pool.map(_read_chunk, chunks, [entries_root] * len(chunks)))
+            done = list(pool.map(_read_chunk, chunks, [entries_root] * len(chunks),
+                                 [max_bytes] * len(chunks)))
     except BrokenProcessPool as exc:  # e.g. a __main__ that cannot be re-imported
         log.warning("reading entry files in this process: worker processes failed (%s)", exc)
-        done = [_read_chunk(files, entries_root)]
+        done = [_read_chunk(files, entries_root, max_bytes)]
     for readings in done:
         yield from readings
 
 
 def read_catalog(
-    paths: Iterable[Path], entries_root: Path | None = None, workers: int | None = None
+    paths: Iterable[Path],
+    entries_root: Path | None = None,
+    workers: int | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> CatalogReport:
     """Read every entry file under `paths`, checking each one and the ids across files.
 
     `workers`: processes that parse the files (default: one per core from
-    `PARALLEL_FROM` files on, else this process alone).
+    `PARALLEL_FROM` files on, else this process alone); `max_bytes`: the size limit of a file.
     """
     report = CatalogReport(files=entry_files(paths))
     by_id: dict[str, list[Path]] = defaultdict(list)
     with paused_garbage_collection():
-        readings = _read_all(report.files, entries_root, workers)
+        readings = _read_all(report.files, entries_root, workers, max_bytes)
         for path, (entry_id, entry, problems) in zip(report.files, readings, strict=True):
             report.problems.extend(problems)
             if entry is not None:
                 report.entries[path] = entry
-            by_id[entry_id].append(path)
+            if not any(problem.rule in UNREAD_RULES for problem in problems):
+                by_id[entry_id].append(path)
     for entry_id, paths_with_id in by_id.items():
         if len(paths_with_id) < 2:
             continue
@@ -324,12 +350,12 @@ def read_catalog(
                 )
             )
             report.entries.pop(path, None)
-    report.problems.sort()
+    report.problems.sort(key=Problem.sort_key)
     return report
 
 
 def _id_line(path: Path) -> int | None:
     try:
-        return _node_line(_compose(path.read_text(encoding="utf-8")), ("id",))
-    except (OSError, yaml.YAMLError):
+        return _node_line(_compose(read_text(path)), ("id",))
+    except (OSError, yaml.YAMLError, UnsafeEntryFile):
         return None

@@ -19,7 +19,7 @@ import aiohttp
 from pipeline.judging.changes import Change
 from pipeline.store.tables import PipelineRun, utc_text, utcnow
 
-AlertEvent = Literal["run_failed", "run_crashed", "state_changed"]
+AlertEvent = Literal["run_failed", "run_crashed", "run_network_suspect", "state_changed"]
 ALERT_VERSION = "1"
 _log = logging.getLogger(__name__)
 
@@ -30,7 +30,8 @@ def _iso(moment: datetime | None) -> str | None:
 
 def _text(event: AlertEvent, flow: str, changes: Sequence[Change], message: str | None) -> str:
     if event != "state_changed":
-        verb = "failed" if event == "run_failed" else "crashed"
+        verb = {"run_failed": "failed", "run_crashed": "crashed",
+                "run_network_suspect": "is network-suspect"}[event]
         return f"API Directory: {flow} run {verb}: {message or 'no message'}"
     down = sum(1 for change in changes if change.direction == "down")
     up = sum(1 for change in changes if change.direction == "up")

@@ -9,6 +9,7 @@ from typing import TypeVar
 
 from prefect import Flow, get_run_logger
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
+from prefect.blocks.system import Secret
 from prefect.client.schemas.objects import FlowRun, TaskRun
 from prefect.runtime import flow_run as current_flow_run
 from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -21,6 +22,12 @@ from pipeline.catalogue.ingest import EmptyCatalogError, IngestSummary
 from pipeline.judging.changes import Change
 from pipeline.judging.present import Presented
 from pipeline.operations.alerts import AlertEvent, alert_payload, send_alert
+from pipeline.operations.events import (
+    RUN_FAILED,
+    RUN_NETWORK_SUSPECT,
+    emit_run_event,
+    emit_state_changes,
+)
 from pipeline.operations.report import entry_table, run_report, slowest_probes
 from pipeline.release.validate import ReleaseValidationError
 from pipeline.settings import Settings
@@ -93,6 +100,20 @@ async def complete_run(settings: Settings, run_id: int, presented: Presented,
     return run
 
 
+async def webhook_url(settings: Settings) -> str | None:
+    """The alert webhook: `APIDIR_ALERT_WEBHOOK_URL`, else the Prefect Secret block named by
+    `APIDIR_ALERT_WEBHOOK_SECRET` where one is saved, else none."""
+    if settings.alert_webhook_url:
+        return settings.alert_webhook_url
+    if not settings.alert_webhook_secret:
+        return None
+    try:
+        secret = await Secret.aload(settings.alert_webhook_secret)
+    except ValueError:  # no such block
+        return None
+    return str(secret.get()) or None
+
+
 async def alert(
     settings: Settings,
     event: AlertEvent,
@@ -103,16 +124,32 @@ async def alert(
     flow_run_id: str | None = None,
 ) -> None:
     """Send one alert to the configured webhook (none configured: nothing is sent)."""
-    if settings.alert_webhook_url:
+    url = await webhook_url(settings)
+    if url:
         payload = alert_payload(event, flow, run, changes, message,
                                 flow_run_id or current_flow_run.id)
-        await send_alert(settings.alert_webhook_url, payload, settings.alert_timeout)
+        await send_alert(url, payload, settings.alert_timeout)
 
 
 async def alert_state_changes(settings: Settings, flow: str, run: PipelineRun,
                               changes: list[Change]) -> None:
     if changes:
+        emit_state_changes(flow, run.id, changes)
         await alert(settings, "state_changed", flow, run, changes)
+
+
+async def report_network_suspect(settings: Settings, flow: str, run_id: int) -> bool:
+    """Tell the operator (event and alert) when the run's probes were flagged network-suspect:
+    its statuses are not trusted, so a whole night may pass unmeasured."""
+    with session_scope(engine_for(settings.database_url)) as session:
+        run = session.get(PipelineRun, run_id)
+    if not run.network_suspect:
+        return False
+    message = (f"{run.probes_failed} of {run.probes} probes failed to connect: the prober's "
+               "network was likely down; published statuses keep the last trusted run")
+    emit_run_event(RUN_NETWORK_SUSPECT, flow, run_id, message)
+    await alert(settings, "run_network_suspect", flow, run, message=message)
+    return True
 
 
 async def fail_run(settings: Settings, run_id: int, error: BaseException, flow: str) -> None:
@@ -122,20 +159,36 @@ async def fail_run(settings: Settings, run_id: int, error: BaseException, flow: 
         run = session.get(PipelineRun, run_id)
         finish_run(session, run, "failed", message)
     get_run_logger().error("%s run %d failed: %s", flow, run_id, message)
+    emit_run_event(RUN_FAILED, flow, run_id, message)
     await alert(settings, "run_failed", flow, run, message=message)
+
+
+async def _close_left_open(flow: Flow, flow_run: FlowRun, state: State, ending: str,
+                           event: AlertEvent) -> None:
+    """Close the run's record if the flow ended without closing it, and tell."""
+    settings = Settings()
+    message = state.message or f"the flow run {ending}"
+    with session_scope(engine_for(settings.database_url)) as session:
+        statement = select(PipelineRun).where(PipelineRun.flow_run_id == str(flow_run.id))
+        run = session.exec(statement).first()
+        if run is None or run.state != "running":
+            return  # the flow closed it itself, and alerted
+        finish_run(session, run, ending, message)
+    if ending == "failed":
+        emit_run_event(RUN_FAILED, flow.name, run.id, message)
+    await alert(settings, event, flow.name, run, message=message,
+                flow_run_id=str(flow_run.id))
 
 
 async def alert_crash(flow: Flow, flow_run: FlowRun, state: State) -> None:
     """Prefect's on-crashed hook: the process died or was cancelled under the run."""
-    settings = Settings()
-    message = state.message or "the flow run crashed"
-    with session_scope(engine_for(settings.database_url)) as session:
-        statement = select(PipelineRun).where(PipelineRun.flow_run_id == str(flow_run.id))
-        run = session.exec(statement).first()
-        if run is not None and run.state == "running":
-            finish_run(session, run, "crashed", message)
-    await alert(settings, "run_crashed", flow.name, run, message=message,
-                flow_run_id=str(flow_run.id))
+    await _close_left_open(flow, flow_run, state, "crashed", "run_crashed")
+
+
+async def alert_timeout(flow: Flow, flow_run: FlowRun, state: State) -> None:
+    """Prefect's on-failure hook: a run stopped from outside its own code (its time limit
+    passed) is recorded as failed and alerted; a stage failure was already both."""
+    await _close_left_open(flow, flow_run, state, "failed", "run_failed")
 
 
 @contextmanager

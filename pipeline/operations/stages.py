@@ -8,10 +8,15 @@ import os
 import resource
 import time
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
+
+from prefect import get_client
+from prefect.concurrency.sync import concurrency
+from prefect.settings import PREFECT_API_URL
 
 from pipeline.catalogue.entries import CatalogReport, load_categories, read_catalog
 from pipeline.catalogue.ingest import EmptyCatalogError, IngestSummary, ingest_catalog
@@ -21,6 +26,7 @@ from pipeline.judging.rollup import DayRollup, roll_up_days
 from pipeline.probing.probe import probe_all
 from pipeline.probing.shards import Shard, split_by_host
 from pipeline.release.publish import publish_release
+from pipeline.release.swap import publish_lock
 from pipeline.settings import Settings
 from pipeline.store.history import (
     ProbeTally,
@@ -36,6 +42,7 @@ from pipeline.store.tables import (
     active_entries,
     engine_for,
     session_scope,
+    utcnow,
 )
 
 
@@ -45,7 +52,8 @@ def ingest_entries(settings: Settings, run_id: int) -> tuple[IngestSummary, Cata
         raise EmptyCatalogError(
             f"no entries folder at {settings.entries_dir}; refusing to retire every stored entry"
         )
-    report = read_catalog([settings.entries_dir], settings.entries_dir)
+    report = read_catalog([settings.entries_dir], settings.entries_dir,
+                          max_bytes=settings.entry_max_bytes)
     with session_scope(engine_for(settings.database_url)) as session:
         summary = ingest_catalog(session, report)
         run = session.get(PipelineRun, run_id)
@@ -159,13 +167,35 @@ def score_entries_now(settings: Settings, as_of: datetime) -> Presented:
         return present_entries(session, as_of)
 
 
+PUBLISH_LIMIT = "apidir-publish"
+
+
+@contextmanager
+def publisher_slot() -> Iterator[None]:
+    """The one slot of the Prefect global concurrency limit `apidir-publish` (made with limit 1
+    when missing), where a Prefect server is in use: publishers on other machines wait too.
+    Prefect's local mode serves one process alone, where the file lock is what counts."""
+    if not PREFECT_API_URL.value():
+        yield
+        return
+    with get_client(sync_client=True) as client:
+        client.upsert_global_concurrency_limit_by_name(PUBLISH_LIMIT, 1)
+    with concurrency(PUBLISH_LIMIT, occupy=1, strict=True):
+        yield
+
+
 def publish_now(
     settings: Settings, presented: Presented, now: datetime, run_id: int | None = None
 ) -> tuple[ReleaseRow, list[Change]]:
     """Record the state changes, then write a new release of the static files and record it
-    (in the run's record too, with a run)."""
+    (in the run's record too, with a run); one publisher at a time, here and elsewhere."""
     categories = load_categories(settings.categories_file)
-    with session_scope(engine_for(settings.database_url)) as session:
+    with (
+        publisher_slot(),
+        publish_lock(settings.output_dir, settings.publish_lock_timeout),
+        session_scope(engine_for(settings.database_url)) as session,
+    ):
+        now = max(now, utcnow())  # a release waits its turn: it is generated when it gets it
         changes = record_state_changes(session, presented.statuses, now, run_id)
         release = publish_release(
             session, settings.output_dir, settings.base_url, categories, now, presented, run_id,

@@ -84,7 +84,7 @@ class ProbeResult:
     # server_error, other
     reason: str | None
     # unreachable: dns, refused, connect_timeout, read_timeout, tls, reset, protocol,
-    # redirect_loop, blocked
+    # redirect_loop, blocked, malformed
     error_class: str | None
     http_status: int | None
     total_ms: float | None  # to response headers, final attempt, all its hops
@@ -512,8 +512,10 @@ class Prober:
         attempt = _Attempt(checked_at=datetime.now(UTC))
         try:
             url = clean_url(URL(url_text))
+            if not url.scheme or not url.raw_host:
+                raise ValueError("an absolute URL needs a scheme and a host, as https://host/path")
         except (ValueError, TypeError) as exc:
-            attempt.error_class = "blocked"
+            attempt.error_class = "malformed"
             attempt.error = f"not a valid URL: {exc}"[:_MESSAGE_LIMIT]
             return attempt
         visited = {url}

@@ -11,7 +11,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any, get_args
@@ -40,13 +40,20 @@ from pipeline.release.layout import (
     FULL_DATASET,
     OPENAPI,
     RELEASE_INDEX,
+    RELEASES_DIR,
     Completion,
     category_file,
     release_folder,
 )
 from pipeline.release.openapi import render_openapi
 from pipeline.release.pages import site_files
-from pipeline.release.swap import link_tree, stage_and_swap, write_file, write_release
+from pipeline.release.swap import (
+    link_tree,
+    publish_lock,
+    stage_and_swap,
+    write_file,
+    write_release,
+)
 from pipeline.store.tables import EntryRow, ReleaseRow
 
 DEFAULT_RELEASES_KEPT = 30
@@ -94,18 +101,31 @@ def published_entry(
 _VERSION_RE = re.compile(r"\+(\d{8})\.(\d+)$")
 
 
-def next_version(output_dir: Path, day: date) -> str:
-    """`2.0.0+<yyyymmdd>.<n>`: n counts the releases published to `output_dir` on that UTC day."""
+def next_version(output_dir: Path, day: date, taken: Iterable[str] = ()) -> str:
+    """`2.0.0+<yyyymmdd>.<n>`: n follows the live release's and every `taken` version of that
+    UTC day (the store's, the kept folders'), so no two releases share a version."""
     stamp = day.strftime("%Y%m%d")
-    sequence = 1
+    known = list(taken)
     try:
         live = json.loads((output_dir / CATEGORY_INDEX).read_text(encoding="utf-8"))
-        match = _VERSION_RE.search(live["meta"]["version"])
-        if match and match.group(1) == stamp:
-            sequence = int(match.group(2)) + 1
+        known.append(str(live["meta"]["version"]))
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    return f"{INTERFACE_VERSION}+{stamp}.{sequence}"
+    with suppress(OSError):
+        known += [folder.name for folder in (output_dir / RELEASES_DIR).iterdir()]
+    sequence = 0
+    for version in known:
+        match = _VERSION_RE.search(version)
+        if match and match.group(1) == stamp:
+            sequence = max(sequence, int(match.group(2)))
+    return f"{INTERFACE_VERSION}+{stamp}.{sequence + 1}"
+
+
+def stored_versions(session: Session, day: date) -> list[str]:
+    """The versions of the releases the store recorded on `day` (UTC)."""
+    pattern = f"%+{day.strftime('%Y%m%d')}.%"
+    statement = select(ReleaseRow.version).where(col(ReleaseRow.version).like(pattern))
+    return list(session.exec(statement))
 
 
 def release_meta(version: str, generated: datetime, base_url: str, total: int) -> dict[str, Any]:
@@ -377,24 +397,27 @@ def publish_release(
             by_state[status.state if status else "unchecked"] += 1
             yield published_entry(content, status, scores.get(entry_id), uptimes.get(entry_id))
 
-    version = next_version(output_dir, now.date())
-    previous = kept_releases(output_dir, releases_kept - 1)
-    carry = [release_folder(release["version"]) for release in previous]
+    # The version, the staging and the swap under one lock: two publishers never take the
+    # same version or remove each other's staging folder.
+    with publish_lock(output_dir):
+        version = next_version(output_dir, now.date(), stored_versions(session, now.date()))
+        previous = kept_releases(output_dir, releases_kept - 1)
+        carry = [release_folder(release["version"]) for release in previous]
 
-    def complete(staging: Path, meta: dict[str, Any], counts: Mapping[str, int]) -> None:
-        if pages:
-            write_site(staging)
-        summary = release_summary(meta, counts, by_state, categories)
-        write_history(staging, summary, previous, meta, changes)
+        def complete(staging: Path, meta: dict[str, Any], counts: Mapping[str, int]) -> None:
+            if pages:
+                write_site(staging)
+            summary = release_summary(meta, counts, by_state, categories)
+            write_history(staging, summary, previous, meta, changes)
 
-    try:
-        total = stream_release(output_dir, entries(), categories, version, now, base_url,
-                               complete, carry)
-    except EntriesOutOfOrderError:  # the database sorts ids another way: sort them here
-        files = build_release(entries(), categories, version, now, base_url)
-        write_release(output_dir, files, categories, complete, carry)
-        total = json.loads(files[CATEGORY_INDEX])["meta"]["totalAPIs"]
-    release = ReleaseRow(version=version, generated=now, total_apis=total, run_id=run_id)
-    session.merge(release)
-    session.commit()
+        try:
+            total = stream_release(output_dir, entries(), categories, version, now, base_url,
+                                   complete, carry)
+        except EntriesOutOfOrderError:  # the database sorts ids another way: sort them here
+            files = build_release(entries(), categories, version, now, base_url)
+            write_release(output_dir, files, categories, complete, carry)
+            total = json.loads(files[CATEGORY_INDEX])["meta"]["totalAPIs"]
+        release = ReleaseRow(version=version, generated=now, total_apis=total, run_id=run_id)
+        session.add(release)
+        session.commit()
     return release

@@ -7,8 +7,10 @@ shows what those files say; without them, the rules of `pipeline.release.hosting
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import mimetypes
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -89,6 +91,22 @@ def preview_app(folder: Path) -> web.Application:
     return app
 
 
-def serve_release(folder: Path, host: str, port: int) -> None:
-    """Serve `folder` until interrupted."""
-    web.run_app(preview_app(folder), host=host, port=port, print=None, access_log=None)
+def serve_release(
+    folder: Path, host: str, port: int, ready: Callable[[str], None] | None = None
+) -> None:
+    """Serve `folder` until interrupted; `ready` is told the address once the port is bound
+    (an OSError, such as a port in use, comes before it)."""
+
+    async def serve() -> None:
+        runner = web.AppRunner(preview_app(folder), access_log=None)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, host, port)
+            await site.start()
+            if ready is not None:
+                ready(f"http://{host}:{port}/")
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(serve())

@@ -1,6 +1,12 @@
 """Staging beside the live folder and the atomic swap: a release is written into a fresh
 staging folder, validated, and exchanged with the live folder in one rename, so a failed
-validation or a crash leaves the previous release as it was."""
+validation or a crash leaves the previous release as it was.
+
+One publisher at a time: every path that writes a release holds `publish_lock`, an exclusive
+lock on a file beside the output folder (released by the kernel when its holder dies). Each
+staging folder names its owner (process id and host), so a publisher removes only the
+leftovers of owners that are provably dead, never a folder another run is still writing.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,15 @@ import ctypes
 import errno
 import json
 import os
+import re
 import shutil
+import socket
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+
+from filelock import FileLock, Timeout
 
 from pipeline.catalogue.entries import Category
 from pipeline.release.layout import CATEGORY_INDEX, Completion
@@ -46,8 +57,71 @@ def _swap_in(staging: Path, output_dir: Path) -> None:
     shutil.rmtree(retired)
 
 
+# `.<output>.staging-<pid>@<host>-<random>`; older releases wrote `.<output>.staging-<random>`.
+_OWNER = re.compile(r"\.staging-(?P<pid>\d+)@(?P<host>.+)-[0-9a-f]{8}$")
+
+
+class PublishLockTimeout(RuntimeError):
+    """Another publisher held the output folder's lock for longer than the wait allowed."""
+
+
+def lock_file(output_dir: Path) -> Path:
+    output_dir = output_dir.absolute()
+    return output_dir.with_name(f".{output_dir.name}.publish.lock")
+
+
+@contextmanager
+def publish_lock(output_dir: Path, timeout: float | None = None) -> Iterator[None]:
+    """Hold the output folder's publish lock (waiting at most `timeout` seconds, None: for
+    ever). Re-entrant within a process, so a publishing path may nest the paths it calls."""
+    path = lock_file(output_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(path, is_singleton=True)
+    try:
+        lock.acquire(timeout=-1 if timeout is None else timeout)
+    except Timeout:
+        raise PublishLockTimeout(
+            f"another publisher has held {path} for more than {timeout:g} s; "
+            "try again when it has finished"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def staging_folders(output_dir: Path) -> list[Path]:
+    output_dir = output_dir.absolute()
     return sorted(output_dir.parent.glob(f".{output_dir.name}.staging-*"))
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def owner_is_dead(staging: Path) -> bool:
+    """True when the staging folder's owner provably runs no more: a process of this host
+    that is gone, or a folder from before owners were named (whose publisher held no lock
+    and cannot still be running once this one holds it)."""
+    match = _OWNER.search(staging.name)
+    if match is None:
+        return True
+    if match["host"] != socket.gethostname():
+        return False  # another machine's run: nothing here proves it dead
+    pid = int(match["pid"])
+    return pid != os.getpid() and not _process_alive(pid)
+
+
+def new_staging_folder(output_dir: Path) -> Path:
+    """A fresh staging folder beside `output_dir`, named after this process and host."""
+    owner = f"{os.getpid()}@{socket.gethostname()}"
+    return output_dir.with_name(f".{output_dir.name}.staging-{owner}-{uuid.uuid4().hex[:8]}")
 
 
 def write_file(folder: Path, relative: str, data: bytes) -> None:
@@ -82,9 +156,20 @@ def stage_and_swap(
     release, validate it, swap it in as live."""
     output_dir = output_dir.absolute()
     output_dir.parent.mkdir(parents=True, exist_ok=True)
+    with publish_lock(output_dir):
+        return _stage_and_swap_locked(output_dir, categories, write, carry)
+
+
+def _stage_and_swap_locked(
+    output_dir: Path,
+    categories: list[Category],
+    write: Callable[[Path], None],
+    carry: Iterable[str],
+) -> Path:
     for stale in staging_folders(output_dir):
-        shutil.rmtree(stale, ignore_errors=True)
-    staging = output_dir.with_name(f".{output_dir.name}.staging-{uuid.uuid4().hex[:8]}")
+        if owner_is_dead(stale):
+            shutil.rmtree(stale, ignore_errors=True)
+    staging = new_staging_folder(output_dir)
     try:
         staging.mkdir()
         write(staging)

@@ -21,6 +21,9 @@ from sqlalchemy import JSON, Column, DateTime, UniqueConstraint, event
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
+from pipeline.settings import Settings
+from pipeline.store.migrate import UpgradeMode, prepare_store
+
 UtcDateTime = DateTime(timezone=True)
 
 
@@ -198,19 +201,26 @@ class EntryState(SQLModel, table=True):
     since: datetime = Field(sa_type=UtcDateTime)
 
 
-def make_engine(database_url: str) -> Engine:
-    """An engine with every table created; a SQLite file's folder is made if missing."""
+def open_engine(database_url: str) -> Engine:
+    """An engine on the store as it is (schema untouched); a SQLite file's folder is made if
+    missing."""
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
         Path(url.database).parent.mkdir(parents=True, exist_ok=True)
     if url.get_backend_name() == "sqlite":
         engine = create_engine(database_url)
         event.listen(engine, "connect", _sqlite_pragmas)
-    else:
-        # A server may close idle connections while a long probe stage runs: test each one
-        # before use rather than fail the next stage.
-        engine = create_engine(database_url, pool_pre_ping=True)
-    SQLModel.metadata.create_all(engine)
+        return engine
+    # A server may close idle connections while a long probe stage runs: test each one
+    # before use rather than fail the next stage.
+    return create_engine(database_url, pool_pre_ping=True)
+
+
+def make_engine(database_url: str, upgrade: UpgradeMode = "auto") -> Engine:
+    """An engine on a store of this version's schema: created or upgraded by its migrations,
+    or checked, as `upgrade` says."""
+    engine = open_engine(database_url)
+    prepare_store(engine, upgrade)
     return engine
 
 
@@ -223,8 +233,9 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 @cache
 def engine_for(database_url: str) -> Engine:
-    """One engine per database URL for the life of the process."""
-    return make_engine(database_url)
+    """One engine per database URL for the life of the process, prepared as the settings say
+    (`APIDIR_DATABASE_UPGRADE`)."""
+    return make_engine(database_url, Settings().database_upgrade)
 
 
 @contextmanager

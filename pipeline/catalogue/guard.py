@@ -1,0 +1,112 @@
+"""The limits an entry file keeps before it is parsed, so no file can crash or swamp a run:
+its place (inside the data folder, symlinks resolved), its size, its encoding, its nesting
+depth and what its YAML aliases expand to (merge keys included).
+
+Each check raises `UnsafeEntryFile` with a rule and a message (and a line where there is one);
+the reader turns it into a problem of that file, and the run goes on with the others.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+DEFAULT_MAX_BYTES = 256 * 1024  # a full entry with samples is a few KiB
+MAX_DEPTH = 32  # an entry nests five levels deep; a parser recursing on depth must not meet 10,000
+MAX_NODES = 20_000  # nodes after every alias (and merge key) is expanded
+# An anchor (`&name`) starts a node: after a blank, a flow indicator, a key colon or a dash.
+# `&` inside a URL's query (`?a=1&b=2`) follows a letter or digit and is no anchor.
+_ANCHOR = re.compile(r"(?:^|[\s\[\]{},:-])&[^\s\[\]{},]")
+_DEEP_INDENT = re.compile(r"^(?: {24,}|(?:- *){8,})", re.MULTILINE)
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+# The rules of files that were refused or could not be read: no id of theirs is known.
+UNREAD_RULES = frozenset({"outside-data", "too-large", "not-utf8", "too-deep", "alias-bomb",
+                          "unreadable"})
+
+
+class UnsafeEntryFile(ValueError):
+    """An entry file that breaks a limit; it is reported, never parsed."""
+
+    def __init__(self, rule: str, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.rule, self.line = rule, line
+
+
+def inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def check_place(path: Path, entries_root: Path | None) -> None:
+    """A file under the entries folder must really be there: a symlink (of the file or of a
+    folder on its way) that leads outside the data folder is refused, never read."""
+    if entries_root is None:
+        return
+    root = entries_root.absolute()
+    if not inside(path.absolute(), root):
+        return  # a file named outside the folder on purpose (`apidir validate FILE`)
+    data = root.resolve().parent
+    target = path.resolve()
+    if not inside(target, data):
+        raise UnsafeEntryFile("outside-data", f"links outside the data folder (to {target})")
+
+
+def read_text(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    """The file's text, read no further than the size limit; UTF-8 only."""
+    with path.open("rb") as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise UnsafeEntryFile(
+            "too-large", f"file is larger than {max_bytes:,} bytes (APIDIR_ENTRY_MAX_BYTES)"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UnsafeEntryFile(
+            "not-utf8", f"not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}", line
+        ) from None
+
+
+def check_structure(text: str) -> None:
+    """Nesting depth and expanded size, from the parser's events (a loop, no recursion).
+    Skipped for text that can neither nest deep nor hold an anchor, which is nearly all."""
+    flow_brackets = text.count("[") + text.count("{")
+    if not (_ANCHOR.search(text) or flow_brackets > MAX_DEPTH or _DEEP_INDENT.search(text)):
+        return
+    depth = 0
+    sizes: list[int] = [0]  # expanded nodes of each open collection, the document's first
+    anchored: list[str | None] = [None]
+    expanded: dict[str, int] = {}
+    try:
+        for event in yaml.parse(text, Loader=_LOADER):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise UnsafeEntryFile("too-deep", f"nested deeper than {MAX_DEPTH} levels",
+                                          event.start_mark.line + 1)
+                sizes.append(1)
+                anchored.append(event.anchor)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+                size, anchor = sizes.pop(), anchored.pop()
+                if anchor is not None:
+                    expanded[anchor] = size
+                sizes[-1] += size
+            elif isinstance(event, yaml.ScalarEvent):
+                if event.anchor is not None:
+                    expanded[event.anchor] = 1
+                sizes[-1] += 1
+            elif isinstance(event, yaml.AliasEvent):
+                sizes[-1] += expanded.get(event.anchor, 1)
+            if sum(sizes) > MAX_NODES:
+                raise UnsafeEntryFile(
+                    "alias-bomb",
+                    f"expands to more than {MAX_NODES:,} values through its aliases",
+                    event.start_mark.line + 1,
+                )
+    except yaml.YAMLError:
+        return  # the loader reports the syntax error with its line

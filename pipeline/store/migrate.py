@@ -1,0 +1,110 @@
+"""Schema migrations of the store, with Alembic: every schema change ships as a revision under
+`migrations/versions/`, and the pipeline upgrades the database when it opens it (or, with
+`APIDIR_DATABASE_UPGRADE=check`, refuses with the command that upgrades it).
+
+A database made before migrations existed has no version table: it is recognised by its
+tables, marked with the revision it matches, then upgraded, so its history is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from filelock import FileLock
+from sqlalchemy import inspect, text
+from sqlalchemy.engine import Connection, Engine
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+UPGRADE_COMMAND = "apidir db upgrade"
+UpgradeMode = Literal["auto", "check"]
+# A database from before migrations, told by its tables: the newest schema's first.
+UNVERSIONED_SCHEMAS = (("0002", "daily_entry"), ("0001", "entry"))
+_ADVISORY_LOCK_KEY = 0x61706964  # PostgreSQL: one migrating process at a time
+
+
+class StoreOutOfDateError(RuntimeError):
+    """The store's schema is older than this version's and upgrading on start is off."""
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    return config
+
+
+@cache
+def head_revision() -> str:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def stored_revision(connection: Connection) -> str | None:
+    """The revision the database is at: its version table's, else the schema its tables
+    match (a database from before migrations), else None (an empty database)."""
+    revision = MigrationContext.configure(connection).get_current_revision()
+    if revision is not None:
+        return revision
+    tables = set(inspect(connection).get_table_names())
+    return next((rev for rev, table in UNVERSIONED_SCHEMAS if table in tables), None)
+
+
+def store_revision(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        return stored_revision(connection)
+
+
+@contextmanager
+def _migrating(engine: Engine) -> Iterator[Connection]:
+    """A connection held by one migrating process at a time (a lock file beside a SQLite
+    file, an advisory lock on PostgreSQL)."""
+    database = engine.url.database
+    sqlite_file = engine.url.get_backend_name() == "sqlite" and database not in (None, "",
+                                                                                 ":memory:")
+    with (FileLock(f"{database}.migrate.lock") if sqlite_file else nullcontext()), \
+            engine.connect() as connection:
+        postgres = engine.url.get_backend_name() == "postgresql"
+        if postgres:
+            connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _ADVISORY_LOCK_KEY})
+            connection.commit()
+        try:
+            yield connection
+        finally:
+            if postgres:
+                connection.rollback()
+                connection.execute(text("SELECT pg_advisory_unlock(:key)"),
+                                   {"key": _ADVISORY_LOCK_KEY})
+                connection.commit()
+
+
+def upgrade_store(engine: Engine) -> tuple[str | None, str]:
+    """Bring the store to the newest schema, keeping every row; (from, to) revisions."""
+    with _migrating(engine) as connection:
+        before = stored_revision(connection)
+        if MigrationContext.configure(connection).get_current_revision() is None and before:
+            command.stamp(alembic_config(connection), before)  # made before migrations
+        command.upgrade(alembic_config(connection), "head")
+        connection.commit()
+    return before, head_revision()
+
+
+def prepare_store(engine: Engine, mode: UpgradeMode = "auto") -> None:
+    """Make the store ready for this version: upgraded (`auto`), or checked (`check`: an
+    older schema is refused with StoreOutOfDateError; an empty database is created)."""
+    current = store_revision(engine)
+    if current == head_revision():
+        return
+    if mode == "check" and current is not None:
+        raise StoreOutOfDateError(
+            f"the store {engine.url.render_as_string(hide_password=True)} has schema "
+            f"revision {current}, this version needs {head_revision()}: run "
+            f"`{UPGRADE_COMMAND}` (or set APIDIR_DATABASE_UPGRADE=auto)"
+        )
+    upgrade_store(engine)

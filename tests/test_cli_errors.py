@@ -1,0 +1,107 @@
+"""The `apidir` command behaves: every error a user can cause ends in one clear line on
+standard error (never a traceback), with an exit status that says what happened."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO, WriteEntry
+
+
+def apidir(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO
+           ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=cwd,
+                          env={**os.environ, **(env or {})}, capture_output=True, text=True,
+                          timeout=120)
+
+
+def one_line(done: subprocess.CompletedProcess[str]) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    return lines[0]
+
+
+def test_version() -> None:
+    done = apidir("--version")
+    assert done.returncode == 0
+    assert done.stdout.startswith("apidir 2.") and "interface 2.0.0" in done.stdout
+
+
+def test_help_names_plain_types() -> None:
+    done = apidir("backfill", "--help")
+    assert done.returncode == 0
+    assert "START" in done.stdout and "CATEGORY" in done.stdout and "ID" in done.stdout
+    for raw in ("%Y-%m-%d", "list[str]", "<bool>"):
+        assert raw not in done.stdout
+
+
+def test_a_misspelt_backfill_category_is_one_line_with_a_suggestion() -> None:
+    done = apidir("backfill", "2026-11-01", "2026-11-02", "--category", "wether")
+    assert done.returncode == 2
+    line = one_line(done)
+    assert "no category 'wether'" in line and "did you mean 'weather'?" in line
+
+
+def test_a_backfill_that_ends_before_it_starts_is_refused() -> None:
+    done = apidir("backfill", "2026-11-05", "2026-11-01")
+    assert done.returncode == 2
+    assert "END 2026-11-01 is before START 2026-11-05" in one_line(done)
+
+
+def test_serve_on_a_busy_port_is_one_line_and_never_claims_to_serve(tmp_path: Path) -> None:
+    (tmp_path / "index.html").write_text("<!doctype html>")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = apidir("serve", "--dir", str(tmp_path), "--port", str(port))
+    assert done.returncode == 2
+    assert "serving" not in done.stdout
+    assert f"cannot serve on 127.0.0.1:{port}" in one_line(done)
+
+
+def test_a_malformed_url_is_reported_as_malformed_and_fails_the_probe() -> None:
+    done = apidir("probe", "not a url", "--json")
+    assert done.returncode == 1
+    assert '"error_class": "malformed"' in done.stdout
+    assert "1 of 1 probe(s) got no HTTP response" in one_line(done)
+
+
+def test_validate_outside_a_checkout_says_where_it_looked(tmp_path: Path) -> None:
+    done = apidir("validate", cwd=tmp_path, env={"PYTHONPATH": str(REPO)})
+    assert done.returncode == 2
+    line = one_line(done)
+    assert "no entries folder at data/entries" in line and "APIDIR_DATA_DIR" in line
+
+
+def test_validate_names_a_path_that_does_not_exist(settings_env: dict[str, str]) -> None:
+    done = apidir("validate", "no/such/file.yaml", env=settings_env)
+    assert done.returncode == 2
+    assert one_line(done) == "apidir: no such file or folder: no/such/file.yaml"
+
+
+def test_a_bad_setting_is_one_line_naming_the_variable(settings_env: dict[str, str]) -> None:
+    done = apidir("publish", env=settings_env | {"APIDIR_PROBE_TIMEOUT": "-1"})
+    assert done.returncode == 2
+    assert one_line(done).startswith("apidir: invalid setting: APIDIR_PROBE_TIMEOUT:")
+
+
+def test_publishing_for_localhost_warns(
+    write_entry: WriteEntry, settings_env: dict[str, str]
+) -> None:
+    write_entry()
+    env = {key: value for key, value in settings_env.items() if key != "APIDIR_BASE_URL"}
+    local = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "publish"], cwd=REPO, capture_output=True,
+        text=True, timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "APIDIR_BASE_URL"} | env)
+    assert local.returncode == 0, local.stderr
+    assert "warning: meta.source points at the local default http://localhost:8000" in (
+        local.stderr)
+    served = apidir("publish", env=settings_env)
+    assert served.returncode == 0 and "warning" not in served.stderr

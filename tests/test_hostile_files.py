@@ -1,0 +1,186 @@
+"""Hostile entry files are normal input: a non-UTF-8 byte, an alias or merge-key bomb, deep
+nesting, a huge file, a symlink out of the data folder, a file that vanishes. Each becomes one
+problem naming the file (and line), `validate` and the ingest go on with the others, and the
+entry keeps its last valid version."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from sqlmodel import Session
+
+from pipeline.catalogue.entries import read_catalog
+from pipeline.catalogue.guard import MAX_DEPTH, check_structure
+from pipeline.catalogue.ingest import ingest_catalog
+from pipeline.store.tables import EntryRow, make_engine
+from tests.conftest import REPO, WriteEntry, make_entry
+
+BILLION_LAUGHS = "".join(
+    ["id: lol\nl0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"]
+    + [f"l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 9)}]\n" for n in range(1, 10)]
+)
+MERGE_BOMB = "".join(
+    ["id: merge\nm0: &m0 {a: 1, b: 2, c: 3, d: 4}\n"]
+    + [f"m{n}: &m{n}\n  <<: [{', '.join([f'*m{n - 1}'] * 8)}]\n  k{n}: {n}\n"
+       for n in range(1, 12)]
+)
+
+
+def problems_of(data_dir: Path, **options: int) -> list:
+    entries = data_dir / "entries"
+    return read_catalog([entries], entries, **options).problems
+
+
+def only_problem(data_dir: Path, **options: int):
+    problems = problems_of(data_dir, **options)
+    assert len(problems) == 1, problems
+    return problems[0]
+
+
+def test_a_non_utf8_byte_is_one_problem_with_its_line(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    path = write_entry(name="latin")
+    path.write_bytes(path.read_bytes().replace(b"Example Inc.", b"Caf\xe9 Inc."))
+    write_entry(make_entry(id="fine"), name="fine")
+    problem = only_problem(data_dir)
+    assert (problem.file, problem.rule) == (str(path), "not-utf8")
+    assert problem.line == next(i for i, line in enumerate(path.read_bytes().splitlines(), 1)
+                                if b"\xe9" in line)
+    assert "0xe9" in problem.message
+
+
+@pytest.mark.parametrize(("text", "name"), [(BILLION_LAUGHS, "lol"), (MERGE_BOMB, "merge")])
+def test_alias_and_merge_key_bombs_are_refused_before_they_expand(
+    write_entry: WriteEntry, data_dir: Path, text: str, name: str
+) -> None:
+    write_entry(text=text, name=name)
+    started = time.perf_counter()
+    problem = only_problem(data_dir)
+    assert problem.rule == "alias-bomb"
+    assert problem.line is not None and problem.line > 1
+    assert time.perf_counter() - started < 5  # refused, not expanded (9**10 values)
+
+
+def test_anchors_that_expand_little_stay_allowed() -> None:
+    check_structure("a: &base {x: 1}\nb:\n  <<: *base\n  y: 2\nurl: https://h/?a=1&b=2\n")
+
+
+@pytest.mark.parametrize("shape", ["flow", "block"])
+def test_deep_nesting_is_refused_without_crashing_the_process(
+    write_entry: WriteEntry, data_dir: Path, settings_env: dict[str, str], shape: str
+) -> None:
+    deep = 50_000
+    text = ("id: deep\nx: " + "[" * deep + "]" * deep + "\n" if shape == "flow"
+            else "id: deep\nx:\n" + "".join("  " * n + "k:\n" for n in range(1, 300)))
+    write_entry(text=text, name="deep")
+    write_entry(make_entry(id="fine"), name="fine")
+    # a real process: a parser recursing on depth would kill it with a signal
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "validate"], cwd=REPO,
+                          env=os.environ | settings_env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "deep.yaml" in done.stderr and "[too-deep]" in done.stderr
+    assert f"deeper than {MAX_DEPTH} levels" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_huge_file_is_refused_and_its_entry_keeps_its_last_valid_version(
+    write_entry: WriteEntry, data_dir: Path, tmp_path: Path
+) -> None:
+    path = write_entry()
+    engine = make_engine(f"sqlite:///{tmp_path / 'apidir.db'}")
+    entries = data_dir / "entries"
+    with Session(engine) as session:
+        ingest_catalog(session, read_catalog([entries], entries))
+        huge = make_entry(description="x" * (2 * 1024 * 1024))
+        path.write_text(yaml.safe_dump(huge))
+        report = read_catalog([entries], entries, max_bytes=256 * 1024)
+        assert [(p.rule, p.file) for p in report.problems] == [("too-large", str(path))]
+        summary = ingest_catalog(session, report)
+        assert summary.invalid == ["example-weather"]
+        stored = session.get(EntryRow, "example-weather")
+        assert stored.content["description"] == make_entry()["description"]
+    engine.dispose()
+
+
+def test_the_size_limit_is_a_setting(write_entry: WriteEntry, data_dir: Path) -> None:
+    write_entry()
+    assert problems_of(data_dir) == []
+    assert only_problem(data_dir, max_bytes=1024).rule == "too-large"
+
+
+def test_a_symlink_out_of_the_data_folder_is_never_read(
+    write_entry: WriteEntry, data_dir: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "secrets" / "outside.yaml"
+    outside.parent.mkdir()
+    outside.write_text(yaml.safe_dump(make_entry(id="outside", description="leaked text")))
+    link = data_dir / "entries" / "weather" / "outside.yaml"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(outside)
+    folder_link = data_dir / "entries" / "maps"
+    folder_link.symlink_to(outside.parent, target_is_directory=True)
+    report = read_catalog([data_dir / "entries", folder_link / "outside.yaml"],
+                          data_dir / "entries")
+    assert report.entries == {}
+    assert {(p.file, p.rule) for p in report.problems} == {
+        (str(link), "outside-data"), (str(folder_link / "outside.yaml"), "outside-data")}
+    assert all("leaked" not in p.message for p in report.problems)
+
+
+def test_a_link_inside_the_data_folder_is_read(write_entry: WriteEntry, data_dir: Path) -> None:
+    shared = data_dir / "shared.yaml"
+    shared.write_text(yaml.safe_dump(make_entry()))
+    (data_dir / "entries" / "weather").mkdir(parents=True, exist_ok=True)
+    (data_dir / "entries" / "weather" / "example-weather.yaml").symlink_to(shared)
+    assert problems_of(data_dir) == []
+
+
+def test_a_file_that_vanishes_before_it_is_read_is_one_problem(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    gone = write_entry(make_entry(id="gone"), name="gone")
+    write_entry(make_entry(id="kept"), name="kept")
+    gone.unlink()  # listed by the caller, gone when read
+    entries = data_dir / "entries"
+    report = read_catalog([entries / "weather" / "kept.yaml", gone], entries)
+    assert [(p.file, p.rule) for p in report.problems] == [(str(gone), "unreadable")]
+    assert [e.id for e in report.entries.values()] == ["kept"]
+
+
+def test_the_nightly_ingest_goes_on_past_every_hostile_file(
+    write_entry: WriteEntry, data_dir: Path, settings_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The ingest stage the flows run, in a process of its own with a memory cap."""
+    write_entry(make_entry(id="fine"), name="fine")
+    write_entry(text=BILLION_LAUGHS, name="lol")
+    write_entry(text=MERGE_BOMB, name="merge")
+    write_entry(text="id: deep\nx: " + "[" * 30_000 + "]" * 30_000 + "\n", name="deep")
+    (data_dir / "entries" / "weather" / "latin.yaml").write_bytes(b"id: caf\xe9\n")
+    (data_dir / "entries" / "weather" / "huge.yaml").write_bytes(b"#" * (3 * 1024 * 1024))
+    script = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+        "from pipeline.operations.stages import ingest_entries\n"
+        "from pipeline.settings import Settings\n"
+        "from pipeline.store.tables import engine_for, session_scope, start_run\n"
+        "settings = Settings()\n"
+        "with session_scope(engine_for(settings.database_url)) as session:\n"
+        "    run_id = start_run(session, 'nightly').id\n"
+        "summary, report = ingest_entries(settings, run_id)\n"
+        "print(sorted(summary.added), sorted(summary.invalid))\n"
+        "print(sorted({p.rule for p in report.problems}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=os.environ | settings_env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    added, rules = done.stdout.splitlines()
+    assert added == "['fine'] ['deep', 'huge', 'latin', 'lol', 'merge']"
+    assert rules == "['alias-bomb', 'not-utf8', 'too-deep', 'too-large']"

@@ -1,0 +1,191 @@
+"""Schema migrations keep history: a store made by the first release, full of probe history,
+is upgraded in place on SQLite and PostgreSQL and every row is found again; the migrations
+build exactly the models' schema; `check` mode refuses an old store with the command to run."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect, text
+from sqlmodel import Session, SQLModel, func, select
+
+from pipeline.judging.present import present_entries
+from pipeline.store.migrate import (
+    StoreOutOfDateError,
+    head_revision,
+    store_revision,
+    upgrade_store,
+)
+from pipeline.store.tables import (
+    EndpointRow,
+    EntryRow,
+    PipelineRun,
+    ProbeRow,
+    ReleaseRow,
+    StateChange,
+    make_engine,
+    open_engine,
+)
+from tests.conftest import REPO, make_entry
+
+FIRST_RELEASE_SCHEMA = REPO / "tests" / "fixtures" / "store-schema-first-release.sql"
+T0 = datetime(2026, 11, 15, 3, 0, tzinfo=UTC)
+NIGHTS = 5
+
+
+def first_release_statements(backend: str) -> list[str]:
+    """The first release's schema as its SQLite database held it (the committed fixture); the
+    same types in PostgreSQL's words for a PostgreSQL store."""
+    sql = FIRST_RELEASE_SCHEMA.read_text()
+    if backend == "postgresql":
+        sql = re.sub(r"\bDATETIME\b", "TIMESTAMP WITH TIME ZONE", sql)
+        sql = re.sub(r"\bid INTEGER NOT NULL", "id SERIAL NOT NULL", sql)
+    return [statement for statement in sql.split(";") if statement.strip()]
+
+
+def fill_first_release_store(database_url: str) -> dict[str, int]:
+    """A store of the first release's schema with entries, endpoints, runs, probes and
+    releases, written with plain SQL as that release wrote them."""
+    engine = open_engine(database_url)
+    entry = make_entry()
+    with engine.begin() as connection:
+        for statement in first_release_statements(engine.url.get_backend_name()):
+            connection.execute(text(statement))
+        for number in range(3):
+            connection.execute(
+                text("INSERT INTO entry (id, category, name, content, content_hash, source_file,"
+                     " first_seen_at, updated_at) VALUES (:id, 'weather', :name, :content, 'h',"
+                     " :file, :at, :at)"),
+                {"id": f"entry-{number}", "name": f"Entry {number}", "at": T0,
+                 "file": f"data/entries/weather/entry-{number}.yaml",
+                 "content": __import__("json").dumps(entry | {"id": f"entry-{number}"})},
+            )
+            connection.execute(
+                text("INSERT INTO endpoint (entry_id, method, path, position, active)"
+                     " VALUES (:entry, 'GET', '/forecast', 0, true)"),  # ids 1, 2, 3
+                {"entry": f"entry-{number}"},
+            )
+        for night in range(NIGHTS):
+            at = T0 + timedelta(days=night)
+            connection.execute(
+                text("INSERT INTO pipeline_run (flow, started_at, finished_at, state,"
+                     " entries_seen, entries_published, entries_added, entries_updated,"
+                     " entries_retired, entries_invalid, probes, probes_failed, network_suspect,"
+                     " release_version) VALUES ('nightly', :at, :at, 'completed', 3, 3, 0,"
+                     " 0, 0, 0, 3, 0, false, :version)"),
+                {"at": at, "version": f"2.0.0+202611{15 + night}.1"},  # ids 1 to NIGHTS
+            )
+            connection.execute(
+                text("INSERT INTO release (version, generated, total_apis, run_id)"
+                     " VALUES (:version, :at, 3, :run)"),
+                {"version": f"2.0.0+202611{15 + night}.1", "at": at, "run": night + 1},
+            )
+            for number in range(3):
+                connection.execute(
+                    text("INSERT INTO probe (run_id, entry_id, endpoint_id, url, checked_at,"
+                         " outcome, http_status, total_ms, attempts, redirects) VALUES (:run,"
+                         " :entry, :endpoint, :url, :at, 'live', 200, :ms, 1, 0)"),
+                    {"run": night + 1, "entry": f"entry-{number}", "endpoint": number + 1,
+                     "url": "https://api.example.com/v1/forecast", "at": at,
+                     "ms": 100.0 + night * 10 + number},
+                )
+    engine.dispose()
+    return {"entries": 3, "runs": NIGHTS, "probes": 3 * NIGHTS, "releases": NIGHTS}
+
+
+def test_a_first_release_store_is_upgraded_with_every_row_kept(database_url: str) -> None:
+    counts = fill_first_release_store(database_url)
+    engine = make_engine(database_url)  # the pipeline opens it: upgraded on start
+    assert store_revision(engine) == head_revision()
+    with Session(engine) as session:
+        assert session.exec(select(func.count()).select_from(EntryRow)).one() == counts["entries"]
+        assert session.exec(select(func.count()).select_from(EndpointRow)).one() == 3
+        assert session.exec(select(func.count()).select_from(PipelineRun)).one() == counts["runs"]
+        assert session.exec(select(func.count()).select_from(ReleaseRow)).one() == counts[
+            "releases"]
+        probes = session.exec(select(ProbeRow).order_by(ProbeRow.id)).all()
+        assert len(probes) == counts["probes"]
+        assert [p.total_ms for p in probes[:3]] == [100.0, 101.0, 102.0]
+        assert all(p.outcome == "live" and p.http_status == 200 for p in probes)
+        run = session.get(PipelineRun, 1)
+        assert run.flow_run_id is None and run.release_version == "2.0.0+20261115.1"
+        # the new tables work, and the history is read as evidence again
+        session.add(StateChange(entry_id="entry-0", from_state="live", to_state="online",
+                                at=T0 + timedelta(days=6)))
+        session.commit()
+        presented = present_entries(session, T0 + timedelta(days=NIGHTS))
+    assert {status.state for status in presented.statuses.values()} == {"live"}
+    assert presented.uptimes["entry-0"].last7d == 1.0
+    engine.dispose()
+
+
+def test_the_migrations_build_exactly_the_models_schema(database_url: str) -> None:
+    """Every schema change ships with its migration: the models and the head revision agree."""
+    engine = make_engine(database_url)
+    with engine.connect() as connection:
+        differences = compare_metadata(MigrationContext.configure(connection), SQLModel.metadata)
+    assert differences == []
+    assert "alembic_version" in inspect(engine).get_table_names()
+    engine.dispose()
+
+
+def test_a_store_made_before_migrations_by_the_last_release_is_recognised(
+    database_url: str,
+) -> None:
+    """The release before migrations made its tables with `create_all`: stamped, not rebuilt."""
+    engine = open_engine(database_url)
+    SQLModel.metadata.create_all(engine)
+    with Session(engine) as session:
+        session.add(EntryRow(id="kept", category="ai", name="Kept", content={}, content_hash="h",
+                             source_file="f", first_seen_at=T0, updated_at=T0))
+        session.commit()
+    assert store_revision(engine) == "0002"
+    assert upgrade_store(engine) == ("0002", head_revision())
+    with Session(engine) as session:
+        assert session.get(EntryRow, "kept").name == "Kept"
+    engine.dispose()
+
+
+def test_check_mode_refuses_an_old_store_and_names_the_command(database_url: str) -> None:
+    fill_first_release_store(database_url)
+    with pytest.raises(StoreOutOfDateError, match="run `apidir db upgrade`"):
+        make_engine(database_url, upgrade="check")
+    engine = open_engine(database_url)
+    assert store_revision(engine) == "0001"  # untouched
+    engine.dispose()
+
+
+def test_an_empty_store_is_created_in_check_mode_too(database_url: str) -> None:
+    engine = make_engine(database_url, upgrade="check")
+    assert store_revision(engine) == head_revision()
+    engine.dispose()
+
+
+def test_the_db_commands_show_and_upgrade_the_schema(database_url: str) -> None:
+    fill_first_release_store(database_url)
+    env = {**os.environ, "APIDIR_DATABASE_URL": database_url, "APIDIR_DATABASE_UPGRADE": "check",
+           "APIDIR_BASE_URL": "https://directory.test"}
+
+    def apidir(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    current = apidir("db", "current")
+    assert current.returncode == 1
+    assert f"schema revision 0001; this version needs {head_revision()}" in current.stdout
+    refused = apidir("publish")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().count("\n") == 0 and "Traceback" not in refused.stderr
+    assert "run `apidir db upgrade`" in refused.stderr
+    assert database_url.rsplit("/", 1)[-1] in refused.stderr  # names the store
+    upgraded = apidir("db", "upgrade")
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert f"upgraded the store from schema revision 0001 to {head_revision()}" in upgraded.stdout
+    assert apidir("db", "current").returncode == 0

@@ -1,0 +1,187 @@
+"""One publisher at a time: publishers started together in separate processes (the publish
+stage and the bare `apidir publish` command) each publish a complete release under a version
+of its own; a staging folder is removed only when its owner is provably dead."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlmodel import Session, select
+
+from pipeline.catalogue.entries import load_categories
+from pipeline.release.layout import (
+    CATEGORY_INDEX,
+    FULL_DATASET,
+    RELEASE_INDEX,
+    category_file,
+    release_folder,
+)
+from pipeline.release.swap import (
+    PublishLockTimeout,
+    lock_file,
+    new_staging_folder,
+    owner_is_dead,
+    publish_lock,
+    staging_folders,
+)
+from pipeline.release.validate import validate_release
+from pipeline.store.tables import ReleaseRow, make_engine
+from tests.conftest import REPO, WriteEntry, make_entry
+
+PROCESSES = 4
+RELEASES_EACH = 4
+
+
+def publish_repeatedly(env: dict[str, str], times: int, start: multiprocessing.Barrier) -> None:
+    """A publisher process: the publish stage the flows and `apidir publish` run, `times` times."""
+    os.environ.update(env)
+    from pipeline.operations.stages import publish_now, score_entries_now
+    from pipeline.settings import Settings
+    from pipeline.store.tables import utcnow
+
+    settings = Settings()
+    start.wait(timeout=120)
+    for _ in range(times):
+        now = utcnow()
+        publish_now(settings, score_entries_now(settings, now), now)
+
+
+@pytest.fixture
+def published_store(write_entry: WriteEntry, tmp_path: Path, data_dir: Path) -> dict[str, str]:
+    for number, category in enumerate(("weather", "maps", "ai", "payments", "weather")):
+        write_entry(make_entry(id=f"entry-{number}", category=category))
+    env = {
+        "APIDIR_DATA_DIR": str(data_dir),
+        "APIDIR_DATABASE_URL": f"sqlite:///{tmp_path / 'var' / 'apidir.db'}",
+        "APIDIR_OUTPUT_DIR": str(tmp_path / "public"),
+        "APIDIR_BASE_URL": "https://directory.test",
+        "APIDIR_RELEASES_KEPT": "100",
+    }
+    from pipeline.catalogue.entries import read_catalog
+    from pipeline.catalogue.ingest import ingest_catalog
+
+    engine = make_engine(env["APIDIR_DATABASE_URL"])
+    with Session(engine) as session:
+        ingest_catalog(session, read_catalog([data_dir / "entries"], data_dir / "entries"))
+    engine.dispose()
+    return env
+
+
+def check_every_release(env: dict[str, str], expected: int) -> list[str]:
+    """Every release the store recorded is listed, kept complete, and has a version alone."""
+    output = Path(env["APIDIR_OUTPUT_DIR"])
+    categories = load_categories(Path(env["APIDIR_DATA_DIR"]) / "categories.yaml")
+    assert validate_release(output, categories) == []
+    engine = make_engine(env["APIDIR_DATABASE_URL"])
+    with Session(engine) as session:
+        stored = list(session.exec(select(ReleaseRow.version)))
+    engine.dispose()
+    listed = [r["version"] for r in json.loads((output / RELEASE_INDEX).read_text())["releases"]]
+    assert len(stored) == expected
+    assert sorted(listed) == sorted(stored)
+    assert len(set(listed)) == len(listed)
+    for version in listed:
+        folder = output / release_folder(version)
+        full = json.loads((folder / "apis.json").read_text())
+        assert full["meta"]["version"] == version
+        assert full["meta"]["totalAPIs"] == len(full["apis"]) == 5
+        for category in categories:
+            relative = category_file(category.id).removeprefix("api/")
+            part = json.loads((folder / relative).read_text())
+            assert part["meta"]["version"] == version
+    assert staging_folders(output) == []
+    return listed
+
+
+def test_publishers_in_many_processes_each_publish_a_whole_release_of_their_own(
+    published_store: dict[str, str],
+) -> None:
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(PROCESSES)
+    publishers = [
+        context.Process(target=publish_repeatedly, args=(published_store, RELEASES_EACH, start))
+        for _ in range(PROCESSES)
+    ]
+    for process in publishers:
+        process.start()
+    for process in publishers:
+        process.join(timeout=300)
+    assert [process.exitcode for process in publishers] == [0] * PROCESSES
+    versions = check_every_release(published_store, PROCESSES * RELEASES_EACH)
+    sequences = sorted(int(v.rsplit(".", 1)[1]) for v in versions)
+    assert sequences == list(range(1, PROCESSES * RELEASES_EACH + 1))
+
+
+def test_bare_publish_commands_started_together_wait_for_each_other(
+    published_store: dict[str, str],
+) -> None:
+    env = {**os.environ, **published_store}
+    commands = [
+        subprocess.Popen([sys.executable, "-m", "pipeline.cli", "publish"], cwd=REPO, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    outputs = [command.communicate(timeout=300) for command in commands]
+    assert [command.returncode for command in commands] == [0, 0, 0], outputs
+    check_every_release(published_store, 3)
+
+
+def test_a_publisher_gives_up_after_its_wait_with_one_clear_line(tmp_path: Path) -> None:
+    output = tmp_path / "public"
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\nfrom pathlib import Path\nfrom pipeline.release.swap import "
+         "publish_lock\nwith publish_lock(Path(sys.argv[1])):\n    print('held', flush=True)\n"
+         "    time.sleep(60)\n", str(output)],
+        cwd=REPO, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        with pytest.raises(PublishLockTimeout, match="another publisher has held"), \
+                publish_lock(output, timeout=0.5):
+            pass
+        assert time.monotonic() - started >= 0.5
+    finally:
+        holder.kill()
+        holder.wait()
+    with publish_lock(output, timeout=5):  # the kernel let go when its holder died
+        assert lock_file(output).exists()
+
+
+def test_only_a_provably_dead_owners_staging_folder_is_removed(
+    published_store: dict[str, str],
+) -> None:
+    output = Path(published_store["APIDIR_OUTPUT_DIR"]).absolute()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True)
+    dead_pid = int(finished.stdout)
+    host = socket.gethostname()
+    live = output.with_name(f".{output.name}.staging-{sleeper.pid}@{host}-0000aaaa")
+    dead = output.with_name(f".{output.name}.staging-{dead_pid}@{host}-0000bbbb")
+    elsewhere = output.with_name(f".{output.name}.staging-{dead_pid}@another-host-0000cccc")
+    unnamed = output.with_name(f".{output.name}.staging-0000dddd")  # from before owners
+    try:
+        for folder in (live, dead, elsewhere, unnamed):
+            folder.mkdir()
+            (folder / "half-written.json").write_text("{")
+        assert not owner_is_dead(new_staging_folder(output))  # this process's own
+        env = {**os.environ, **published_store}
+        subprocess.run([sys.executable, "-m", "pipeline.cli", "publish"], cwd=REPO, env=env,
+                       check=True, capture_output=True)
+        assert staging_folders(output) == sorted([live, elsewhere])
+        assert json.loads((output / FULL_DATASET).read_text())["meta"]["totalAPIs"] == 5
+        assert (output / CATEGORY_INDEX).is_file()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
