@@ -126,6 +126,9 @@ def test_the_deployments_run_through_a_worker(
         headers={"Content-Type": "application/json"}), timeout=10).read())
     completed = {run["deployment_id"] for run in runs if run["state_type"] == "COMPLETED"}
     assert completed == {nightly["id"], backfill["id"]}
+    # both publishers went through the one global slot of the server
+    publish_limit = get_json(f"{api}/v2/concurrency_limits/apidir-publish")
+    assert publish_limit["limit"] == 1 and publish_limit["active_slots"] == 0
 
 
 class HookRecorder(BaseHTTPRequestHandler):

@@ -1,0 +1,152 @@
+"""Prefect-native operations on real flow runs: the webhook from a Prefect Secret block, domain
+events a user can hang automations on, a network-suspect run that alerts, and a run over its
+time limit that is failed and alerted instead of holding back the nights behind it."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from prefect.blocks.system import Secret
+from prefect.client.orchestration import get_client
+from sqlmodel import Session, select
+
+from flows.nightly import RUN_TIMEOUT, nightly
+from pipeline.operations.events import ENTRY_STATE_CHANGED, RUN_FAILED, RUN_NETWORK_SUSPECT
+from pipeline.operations.runs import StageFailed
+from pipeline.settings import Settings
+from pipeline.store.tables import PipelineRun, engine_for
+from tests.conftest import WriteEntry, make_entry
+from tests.webhook import WebhookReceiver
+
+pytestmark = pytest.mark.prefect
+
+
+@pytest.fixture
+def quiet_env(settings_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    monkeypatch.setenv("APIDIR_PROBE_ENABLED", "false")
+    monkeypatch.setenv("APIDIR_STAGE_RETRIES", "0")
+    monkeypatch.delenv("APIDIR_ALERT_WEBHOOK_URL", raising=False)
+    return settings_env
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def receiver() -> AsyncIterator[WebhookReceiver]:
+    hook = await WebhookReceiver().start()
+    yield hook
+    await hook.close()
+
+
+async def events_named(prefix: str, timeout: float = 30) -> list[dict]:
+    """The events the Prefect server stored whose name starts with `prefix` (they are stored
+    a moment after they are emitted)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    async with get_client() as client:
+        while True:
+            response = await client.request(
+                "POST", "/events/filter",
+                json={"filter": {"event": {"prefix": [prefix]}, "any_resource": None},
+                      "limit": 50})
+            found = response.json()["events"]
+            if found or asyncio.get_running_loop().time() > deadline:
+                return found
+            await asyncio.sleep(0.5)
+
+
+async def test_the_webhook_comes_from_a_prefect_secret_block(
+    prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str], data_dir: Path,
+    receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    name = "apidir-test-webhook"
+    monkeypatch.setenv("APIDIR_ALERT_WEBHOOK_SECRET", name)
+    await Secret(value=receiver.url).save(name, overwrite=True)
+    try:
+        write_entry()
+        (data_dir / "entries").rename(data_dir / "gone")
+        with pytest.raises(StageFailed, match="ingest stage failed"):
+            await nightly()
+    finally:
+        async with get_client() as client:
+            block = await client.read_block_document_by_name(name, "secret")
+            await client.delete_block_document(block.id)
+    assert receiver.events() == ["run_failed"]
+    failed = await events_named(RUN_FAILED)
+    assert failed and failed[0]["payload"]["flow"] == "nightly"
+    assert "ingest stage failed" in failed[0]["payload"]["message"]
+
+
+async def test_a_network_suspect_run_alerts_and_emits_an_event(
+    prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str],
+    receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with socket.socket() as closed:  # a port nobody listens on: every connection refused
+        closed.bind(("127.0.0.1", 0))
+        base = f"https://127.0.0.1:{closed.getsockname()[1]}"
+    for number in range(6):  # 12 probes, all refused: the prober's own network looks down
+        write_entry(make_entry(id=f"entry-{number}", baseUrl=base,
+                               sampleRequest=f'curl "{base}/forecast"'))
+    monkeypatch.setenv("APIDIR_PROBE_ENABLED", "true")
+    monkeypatch.setenv("APIDIR_PROBE_ALLOW_PRIVATE", "true")
+    monkeypatch.setenv("APIDIR_PROBE_ATTEMPTS", "1")
+    monkeypatch.setenv("APIDIR_PROBE_INTERVAL", "0")
+    monkeypatch.setenv("APIDIR_ALERT_WEBHOOK_URL", receiver.url)
+    outcome = await nightly()
+    assert receiver.events() == ["run_network_suspect"]
+    alert = receiver.received[0]
+    assert alert["run"]["id"] == outcome["run"]
+    assert "12 of 12 probes failed to connect" in alert["run"]["message"]
+    suspect = await events_named(RUN_NETWORK_SUSPECT)
+    assert any(e["resource"]["prefect.resource.id"] == f"apidir.run.{outcome['run']}"
+               for e in suspect)
+
+
+async def test_state_changes_are_prefect_events(
+    prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str],
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from tests.test_orchestration import record_day
+
+    write_entry()
+    url = quiet_env["APIDIR_DATABASE_URL"]
+    today = datetime.now(UTC).date()
+    await nightly()  # ingests the entry
+    record_day(url, today - timedelta(days=2), {"example-weather": ("live", 200, 100.0)})
+    await nightly()
+    record_day(url, today - timedelta(days=1), {"example-weather": ("unreachable", None, 0.0)})
+    outcome = await nightly()
+    changed = [e for e in await events_named(ENTRY_STATE_CHANGED)
+               if e["related"][0]["prefect.resource.id"] == f"apidir.run.{outcome['run']}"]
+    assert [(e["resource"]["prefect.resource.id"], e["payload"]["from"], e["payload"]["to"])
+            for e in changed] == [("apidir.entry.example-weather", "live", "unreachable")]
+
+
+async def test_a_run_over_its_time_limit_is_failed_and_alerted(
+    prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str],
+    receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert RUN_TIMEOUT == Settings().run_timeout == 6 * 3600  # what the deployments run with
+    silent = socket.socket()  # accepts connections and never answers: the probe stage hangs
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    base = f"https://127.0.0.1:{silent.getsockname()[1]}"
+    write_entry(make_entry(baseUrl=base, sampleRequest=f'curl "{base}/forecast"'))
+    monkeypatch.setenv("APIDIR_PROBE_ENABLED", "true")
+    monkeypatch.setenv("APIDIR_PROBE_ALLOW_PRIVATE", "true")
+    monkeypatch.setenv("APIDIR_PROBE_TIMEOUT", "300")
+    monkeypatch.setenv("APIDIR_ALERT_WEBHOOK_URL", receiver.url)
+    try:
+        with pytest.raises(TimeoutError):
+            await nightly.with_options(timeout_seconds=4)()
+    finally:
+        silent.close()
+    with Session(engine_for(quiet_env["APIDIR_DATABASE_URL"])) as session:
+        run = session.exec(select(PipelineRun)).one()
+    assert run.state == "failed" and run.finished_at is not None
+    assert "timed out" in run.message or "timeout" in run.message.lower()
+    assert receiver.events() == ["run_failed"]
+    assert receiver.received[0]["run"]["id"] == run.id
