@@ -17,7 +17,7 @@ from flows.nightly import RUN_TIMEOUT, probe, publish, rollup, score
 from pipeline.judging.rollup import days_between
 from pipeline.operations.runs import (
     alert_crash,
-    alert_timeout,
+    close_failed_run,
     complete_run,
     fail_run,
     open_run,
@@ -30,7 +30,7 @@ from pipeline.settings import Settings
 from pipeline.store.tables import utcnow
 
 
-@flow(name="backfill", on_crashed=[alert_crash], on_failure=[alert_timeout],
+@flow(name="backfill", on_crashed=[alert_crash], on_failure=[close_failed_run],
       timeout_seconds=RUN_TIMEOUT)
 async def backfill(
     start: date,

@@ -26,7 +26,7 @@ from pipeline.operations import stages
 from pipeline.operations.runs import (
     alert_crash,
     alert_state_changes,
-    alert_timeout,
+    close_failed_run,
     complete_run,
     fail_run,
     open_run,
@@ -101,7 +101,7 @@ async def rollup(
     return rows
 
 
-@flow(name="nightly", on_crashed=[alert_crash], on_failure=[alert_timeout],
+@flow(name="nightly", on_crashed=[alert_crash], on_failure=[close_failed_run],
       timeout_seconds=RUN_TIMEOUT)
 async def nightly(run_date: date | None = None) -> dict[str, Any]:
     """Ingest the curated entries, probe, score, publish a new release, and roll up the day.

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
 import sys
 from dataclasses import asdict, replace
 from datetime import date
@@ -57,6 +59,26 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+class _WithoutTraceback(logging.Filter):
+    """Log lines on the terminal keep their message and lose the traceback (the run's record,
+    Prefect's UI and APIDIR_DEBUG=1 keep it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
+def terminal_logs_without_tracebacks() -> None:
+    """A failed run ends in one line on the terminal, not in Prefect's tracebacks."""
+    if os.environ.get("APIDIR_DEBUG"):
+        return
+    names = [name for name in logging.root.manager.loggerDict if name.startswith("prefect")]
+    for logger in [logging.root, *map(logging.getLogger, names)]:
+        for handler in logger.handlers:
+            if isinstance(handler, logging.StreamHandler):
+                handler.addFilter(_WithoutTraceback())
+
+
 def warn_if_local(settings: Settings) -> None:
     """A release for a real host must not point its `meta.source` at localhost."""
     if settings.base_url == LOCAL_BASE_URL:
@@ -70,6 +92,7 @@ def run() -> None:
     """Run the nightly pipeline once, here, in Prefect's local mode."""
     from flows.nightly import nightly
 
+    terminal_logs_without_tracebacks()
     warn_if_local(Settings())
     result = asyncio.run(nightly())
     typer.echo(
@@ -111,6 +134,7 @@ def backfill(
     from flows.backfill import backfill as backfill_flow
     from pipeline.contract import CATEGORY_IDS
 
+    terminal_logs_without_tracebacks()
     if end < start:
         fail(f"END {end} is before START {start}")
     for name in category or ():
@@ -395,8 +419,6 @@ def one_line(error: BaseException) -> str:
 def main() -> None:
     """The `apidir` command, with every error a user can cause told in one line (exit 2)
     and any other in one line too, with the way to see its traceback (exit 1)."""
-    import os
-
     try:
         app()
     except KeyboardInterrupt:

@@ -94,7 +94,7 @@ class Settings(BaseSettings):
         description="Seconds a nightly or backfill run may take before it is failed, so a "
         "hung run never holds back the nights queued behind it.",
     )
-    alert_timeout: float = Field(default=10.0, gt=0, description="Seconds per alert attempt.")
+    close_failed_run: float = Field(default=10.0, gt=0, description="Seconds per alert attempt.")
     stage_retries: int = Field(
         default=2, ge=0, description="Retries of a stage that touches the network or the disk."
     )

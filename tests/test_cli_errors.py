@@ -105,3 +105,17 @@ def test_publishing_for_localhost_warns(
         local.stderr)
     served = apidir("publish", env=settings_env)
     assert served.returncode == 0 and "warning" not in served.stderr
+
+
+def test_a_failed_run_ends_in_one_line_without_tracebacks(
+    settings_env: dict[str, str], data_dir: Path
+) -> None:
+    """`apidir run` with the entries folder gone: Prefect's own log lines stay, its
+    tracebacks do not reach the terminal, and the last line says what failed."""
+    (data_dir / "entries").rmdir()
+    done = apidir("run", env=settings_env | {"APIDIR_PROBE_ENABLED": "false",
+                                              "APIDIR_STAGE_RETRIES": "0"})
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr and '  File "' not in done.stderr
+    last = [line for line in done.stderr.splitlines() if line.startswith("apidir: ")][-1]
+    assert last.startswith("apidir: ingest stage failed: EmptyCatalogError: no entries folder")

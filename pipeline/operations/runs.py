@@ -128,7 +128,7 @@ async def alert(
     if url:
         payload = alert_payload(event, flow, run, changes, message,
                                 flow_run_id or current_flow_run.id)
-        await send_alert(url, payload, settings.alert_timeout)
+        await send_alert(url, payload, settings.close_failed_run)
 
 
 async def alert_state_changes(settings: Settings, flow: str, run: PipelineRun,
@@ -185,7 +185,7 @@ async def alert_crash(flow: Flow, flow_run: FlowRun, state: State) -> None:
     await _close_left_open(flow, flow_run, state, "crashed", "run_crashed")
 
 
-async def alert_timeout(flow: Flow, flow_run: FlowRun, state: State) -> None:
+async def close_failed_run(flow: Flow, flow_run: FlowRun, state: State) -> None:
     """Prefect's on-failure hook: a run stopped from outside its own code (its time limit
     passed) is recorded as failed and alerted; a stage failure was already both."""
     await _close_left_open(flow, flow_run, state, "failed", "run_failed")
