@@ -126,8 +126,15 @@ class Endpoint(ContractModel):
     description: str | None = None
 
 
+class Sdk(ContractModel):
+    """An official SDK of the listed API: a repository or a package of its provider."""
+
+    language: str = Field(min_length=1, description="Programming language, e.g. Python.")
+    url: Uri = Field(description="The SDK's official repository or package page.")
+
+
 class EntryContent(ContractModel):
-    """The curated part of an entry: exactly the seed's APIEntry fields."""
+    """The curated part of an entry: the seed's APIEntry fields, then optional additions."""
 
     id: Slug
     name: str = Field(min_length=1)
@@ -148,6 +155,18 @@ class EntryContent(ContractModel):
     endpoints: list[Endpoint] | None = None
     sample_request: str | None = None
     sample_response: str | None = None
+    # Additions (optional; a consumer of interface 2.0.0 ignores them).
+    openapi_url: Uri | None = Field(
+        default=None,
+        description="The provider's official machine-readable description of the API "
+        "(OpenAPI or Swagger), where it publishes one.",
+    )
+    status_page_url: Uri | None = Field(
+        default=None, description="The provider's status page for the API, where it has one."
+    )
+    sdks: list[Sdk] | None = Field(
+        default=None, description="Official SDKs of the API, by language."
+    )
 
 
 class Status(ContractModel):

@@ -162,3 +162,19 @@ def test_worker_processes_read_the_same_as_one_process(
     assert spread.problems == alone.problems
     assert {"bad-colour", "yaml-syntax", "duplicate-id"} <= {p.rule for p in alone.problems}
     assert spread.entries == alone.entries and len(alone.entries) == 11
+
+
+def test_the_optional_additions_are_checked_and_published(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    write_entry(make_entry(openapiUrl="http://api.example.com/openapi.json",
+                           statusPageUrl="https://status.example.com"))
+    assert {(p.field, p.rule) for p in problems_of(data_dir)} == {("openapiUrl", "https-only")}
+    write_entry(make_entry(sdks=[{"language": "Python", "url": "not a url"}]))
+    assert {(p.field, p.rule) for p in problems_of(data_dir)} == {("sdks[0].url", "bad-url")}
+    sdks = [{"language": "Python", "url": "https://github.com/example/example-python"}]
+    write_entry(make_entry(openapiUrl="https://api.example.com/openapi.json", sdks=sdks))
+    [entry] = read_catalog([data_dir / "entries"], data_dir / "entries").entries.values()
+    published = entry.content()
+    assert published["openapiUrl"] == "https://api.example.com/openapi.json"
+    assert published["sdks"] == sdks and "statusPageUrl" not in published

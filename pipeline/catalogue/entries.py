@@ -171,7 +171,8 @@ def _rule_of(error: dict[str, Any]) -> str:
         return "unknown-category" if loc == ("category",) else "bad-enum-value"
     if kind == "string_pattern_mismatch":
         return {"id": "bad-slug", "color": "bad-colour"}.get(str(top), "bad-format")
-    if kind == "value_error" and top in ("baseUrl", "docsUrl", "sources"):
+    if kind == "value_error" and top in ("baseUrl", "docsUrl", "sources", "openapiUrl",
+                                         "statusPageUrl", "sdks"):
         return "bad-url"
     return "bad-type"
 

@@ -54,7 +54,9 @@ def _sample_response(entry: EntryContent) -> Iterator[Lint]:
 
 
 def _addresses(entry: EntryContent) -> Iterator[Lint]:
-    for name, value in (("baseUrl", entry.base_url), ("docsUrl", entry.docs_url)):
+    for name, value in (("baseUrl", entry.base_url), ("docsUrl", entry.docs_url),
+                        ("openapiUrl", entry.openapi_url),
+                        ("statusPageUrl", entry.status_page_url)):
         if value is not None and urlsplit(value).scheme != "https":
             yield (name,), "https-only", f"must be an https URL (got {value!r})"
     if entry.base_url.endswith("/"):
