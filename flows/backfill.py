@@ -43,7 +43,7 @@ async def backfill(
     entries (default: all), then republish the current release; `reprobe` probes them first."""
     days = days_between(start, end)
     settings = Settings()
-    run_id = open_run(settings, "backfill")
+    run_id = await open_run(settings, "backfill")
     try:
         chosen = await run_stage(
             "select", asyncio.to_thread(chosen_entries, settings, entries, categories)

@@ -111,7 +111,7 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
     """
     settings = Settings()
     day = run_date or current_flow_run.scheduled_start_time.astimezone(UTC).date()
-    run_id = open_run(settings, "nightly")
+    run_id = await open_run(settings, "nightly")
     try:
         ingested = await run_stage("ingest", with_retries(ingest, settings)(settings, run_id))
         if settings.probe_enabled and settings.probe_shards > 1:

@@ -11,6 +11,7 @@ answer garbage, reset the connection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import ipaddress
 import socket
@@ -167,6 +168,13 @@ def default_routes(server: FakeServer) -> dict[str, Handler]:
         target = f"/chain?n={left - 1}" if left > 1 else "/ok"
         return web.Response(status=302, headers={"Location": target})
 
+    async def slow_chain(r: web.BaseRequest) -> web.StreamResponse:
+        """/slow-chain?n=6&d=0.6: each hop answers its redirect after `d` seconds."""
+        await asyncio.sleep(float(r.query.get("d", "0.6")))
+        left = int(r.query.get("n", "6"))
+        target = f"/slow-chain?n={left - 1}&d={r.query.get('d', '0.6')}" if left > 1 else "/ok"
+        return web.Response(status=302, headers={"Location": target})
+
     async def loop_a(_r: web.BaseRequest) -> web.StreamResponse:
         return web.Response(status=301, headers={"Location": "/loop-b"})
 
@@ -218,6 +226,7 @@ def default_routes(server: FakeServer) -> dict[str, Handler]:
         "/loop-a": loop_a,
         "/loop-b": loop_b,
         "/redirect": redirect_to,
+        "/slow-chain": slow_chain,
         "/cookie": cookie,
         "/huge": huge,
     }
@@ -225,11 +234,14 @@ def default_routes(server: FakeServer) -> dict[str, Handler]:
 
 @dataclass
 class RawServer:
-    """A TCP server with a fixed misbehaviour: 'hang', 'garbage', 'reset' or 'ok'."""
+    """A TCP server with a fixed misbehaviour: 'hang', 'garbage', 'reset', 'ok', or
+    'drop-after-redirect' (a redirect on a kept-alive connection, which the server then closes
+    when the next request arrives on it, unanswered; `/ok` on a fresh connection answers 200)."""
 
     mode: str
     host: str = "127.0.0.1"
     connections: int = 0
+    dropped: int = 0  # requests closed unanswered
     port: int = 0
     _server: asyncio.AbstractServer | None = None
     _writers: list[asyncio.StreamWriter] = field(default_factory=list)
@@ -253,11 +265,22 @@ class RawServer:
         self.connections += 1
         self._writers.append(writer)
         try:
-            await reader.readuntil(b"\r\n\r\n")
+            head = await reader.readuntil(b"\r\n\r\n")
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             writer.close()
             return
-        if self.mode == "hang":
+        if self.mode == "drop-after-redirect":
+            if head.startswith(b"GET /ok "):
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n"
+                             b"\r\nok")
+            else:
+                writer.write(b"HTTP/1.1 302 Found\r\nLocation: /ok\r\nContent-Length: 0\r\n\r\n")
+                await writer.drain()
+                with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+                    await reader.readuntil(b"\r\n\r\n")  # the next hop, on this connection
+                self.dropped += 1
+            await writer.drain()
+        elif self.mode == "hang":
             await reader.read()  # until the client gives up
         elif self.mode == "garbage":
             writer.write(b"SSH-2.0-OpenSSH_9.6 definitely not HTTP\r\n\x00\xff\r\n\r\n")

@@ -63,3 +63,12 @@ async def test_probe_refuses_loopback_while_the_guard_is_on(loopback: str) -> No
 async def test_probe_names_an_unknown_entry() -> None:
     code, _, err = await run_probe("--entry", "no-such-entry")
     assert code == 2 and "no-such-entry" in err
+
+
+async def test_credentials_in_a_url_never_reach_the_output(loopback: str) -> None:
+    secret_url = loopback.replace("http://", "http://user:s3cret-word@") + "/ok"
+    for args in (["--json"], []):
+        code, out, err = await run_probe(secret_url, "--allow-private", *args)
+        assert code == 0, err
+        assert "s3cret-word" not in out + err and "user:" not in out + err
+        assert f"{loopback}/ok" in out

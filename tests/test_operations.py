@@ -150,3 +150,64 @@ async def test_a_run_over_its_time_limit_is_failed_and_alerted(
     assert "timed out" in run.message or "timeout" in run.message.lower()
     assert receiver.events() == ["run_failed"]
     assert receiver.received[0]["run"]["id"] == run.id
+
+
+async def test_a_run_killed_outright_is_marked_crashed_by_the_next_run(
+    prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str],
+    receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SIGKILL leaves no hook to run: the run's record says `running` until the next run
+    finds its process gone, marks it crashed, alerts and says so in its summary."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from time import monotonic
+
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.sorting import ArtifactSort
+    from prefect.settings import PREFECT_API_URL
+
+    from tests.conftest import REPO
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    base = f"https://127.0.0.1:{silent.getsockname()[1]}"
+    write_entry(make_entry(baseUrl=base, sampleRequest=f'curl "{base}/forecast"'))
+    env = {**os.environ, "APIDIR_PROBE_ENABLED": "true", "APIDIR_PROBE_ALLOW_PRIVATE": "true",
+           "APIDIR_PROBE_TIMEOUT": "120", "PREFECT_API_URL": PREFECT_API_URL.value()}
+    process = subprocess.Popen([sys.executable, "-m", "flows.nightly"], cwd=REPO, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    engine = engine_for(quiet_env["APIDIR_DATABASE_URL"])
+    try:
+        deadline = monotonic() + 90
+        while monotonic() < deadline and process.poll() is None:
+            with Session(engine) as session:
+                run = session.exec(select(PipelineRun)).first()
+            if run is not None and run.entries_seen:  # probing now
+                break
+            await asyncio.sleep(0.3)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        process.kill()
+        silent.close()
+    with Session(engine) as session:
+        killed = session.exec(select(PipelineRun)).one()
+    assert killed.state == "running" and killed.pid == process.pid
+
+    monkeypatch.setenv("APIDIR_ALERT_WEBHOOK_URL", receiver.url)
+    outcome = await nightly()
+    with Session(engine) as session:
+        killed = session.get(PipelineRun, killed.id)
+    assert killed.state == "crashed" and killed.finished_at is not None
+    assert f"pid {process.pid}" in killed.message and "is gone" in killed.message
+    assert receiver.events()[0] == "run_crashed"
+    assert receiver.received[0]["run"]["id"] == killed.id
+    async with get_client() as client:
+        [summary] = await client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["nightly-summary"])),
+            sort=ArtifactSort.CREATED_DESC, limit=1)
+    assert f"# nightly run {outcome['run']}: completed" in summary.data
+    assert f"nightly run {killed.id}" in summary.data and "was left running" in summary.data

@@ -415,3 +415,33 @@ async def test_probe_all_keeps_target_order_and_probes_duplicates_once(web: Fake
 
 async def test_probe_all_of_nothing() -> None:
     assert await probe_all([], FAST) == []
+
+
+# --- keep-alive connections and the deadline of an attempt ---------------------------------
+
+
+async def test_a_keep_alive_connection_closed_after_a_redirect_is_resent_fresh() -> None:
+    """The server answers a redirect on a kept-alive connection, then closes that connection
+    when the next hop arrives on it, unanswered: the hop goes again on a fresh connection, and
+    the live API is reported live, in one attempt."""
+    server = await RawServer("drop-after-redirect").start()
+    try:
+        result = await probe_url(server.url("/start"), replace(FAST, max_attempts=1))
+    finally:
+        await server.close()
+    assert (result.outcome, result.http_status, result.redirects) == ("live", 200, 1)
+    assert result.attempts == 1
+    assert server.dropped == 1 and server.connections == 2
+
+
+async def test_a_redirect_chain_ends_within_one_deadline_per_attempt(web: FakeServer) -> None:
+    """Six hops of 0.6 s each would take 3.6 s; an attempt's deadline (1 s) covers all its
+    hops, so two attempts end in about 2 s, not 7.2 s."""
+    settings = replace(FAST, total_timeout=1.0, max_attempts=2)
+    started = asyncio.get_running_loop().time()
+    result = await probe_url(web.url("/slow-chain?n=6&d=0.6"), settings)
+    took = asyncio.get_running_loop().time() - started
+    assert (result.outcome, result.error_class, result.attempts) == (
+        "unreachable", "read_timeout", 2)
+    assert result.redirects < 6
+    assert took < 2 * settings.total_timeout + 1.0  # the documented bound, with backoff

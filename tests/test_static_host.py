@@ -12,6 +12,7 @@ import http.client
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -193,3 +194,39 @@ def test_serve_names_a_missing_release_folder(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert f"{missing}: no published release here" in result.stderr
+
+
+ODD_SPELLINGS_OF_HIDDEN = ["/./_headers", "/api/../_headers", "/%5Fheaders", "/_headers/",
+                           "/%2e/_redirects", "/api/%2e%2e/_redirects", "//_headers",
+                           "/_redirects%2f"]
+
+
+def raw_request(host: Host, target: str, method: str = "GET") -> tuple[int, str]:
+    """A request line sent as written (no client normalising it): the status and the head."""
+    address = urlsplit(host.base_url)
+    with socket.create_connection((address.hostname, address.port), timeout=10) as sock:
+        sock.sendall(f"{method} {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                     .encode())
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1")
+    return int(head.split(" ", 2)[1]), head
+
+
+def test_odd_paths_never_error_and_host_files_stay_hidden(host: Host) -> None:
+    hidden = (host.release / "_headers").read_text()
+    for target in ODD_SPELLINGS_OF_HIDDEN:
+        status, _ = raw_request(host, target)
+        assert status in (400, 404), (host.name, target, status)
+        assert hidden[:40] not in host.get(target).body.decode("latin-1"), target
+    for target in ("/%00", "/index.html%00.json", "/api/%00/apis.json"):
+        status, head = raw_request(host, target)
+        assert status == 400, (host.name, target, status)
+        assert "nosniff" in head.lower(), (host.name, target)  # error answers keep the headers
+
+
+def test_every_refusal_carries_the_security_headers(host: Host) -> None:
+    status, head = raw_request(host, "/api/apis.json", method="DELETE")
+    assert status == 405
+    assert "content-security-policy" in head.lower() and "nosniff" in head.lower()

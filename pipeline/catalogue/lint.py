@@ -59,6 +59,8 @@ def _addresses(entry: EntryContent) -> Iterator[Lint]:
                         ("statusPageUrl", entry.status_page_url)):
         if value is not None and urlsplit(value).scheme != "https":
             yield (name,), "https-only", f"must be an https URL (got {value!r})"
+        if value is not None and "@" in urlsplit(value).netloc:
+            yield (name,), "url-credentials", "must not hold a user name or password"
     if entry.base_url.endswith("/"):
         yield ("baseUrl",), "base-url-slash", "must not end with '/' (paths start with one)"
     for index, endpoint in enumerate(entry.endpoints or []):

@@ -52,11 +52,15 @@ def run_report(
     changes: Sequence[Change] = (),
     ingest: IngestSummary | None = None,
     slowest: Sequence[ProbeRow] = (),
+    abandoned: Sequence[PipelineRun] = (),
 ) -> str:
     """Markdown: entries by state, changes since the previous run, new and retired entries,
-    the slowest endpoints and the validation errors."""
+    the slowest endpoints, the validation errors, and the runs found left running."""
     states = Counter(status.state for status in statuses.values())
     lines = [f"# {run.flow} run {run.id}: {run.state}", ""]
+    for dead in abandoned:
+        lines += [f"**Crashed earlier:** {dead.flow} run {dead.id} (started "
+                  f"{dead.started_at:%Y-%m-%d %H:%M} UTC) was left running; {dead.message}.", ""]
     if run.release_version:
         lines += [f"Published release `{run.release_version}` with "
                   f"{run.entries_published} entries.", ""]

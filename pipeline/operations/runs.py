@@ -16,7 +16,7 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.states import State
 from prefect.tasks import Task, exponential_backoff
 from pydantic import ValidationError
-from sqlmodel import select
+from sqlmodel import Session, col, select
 
 from pipeline.catalogue.ingest import EmptyCatalogError, IngestSummary
 from pipeline.judging.changes import Change
@@ -32,10 +32,12 @@ from pipeline.operations.report import entry_table, run_report, slowest_probes
 from pipeline.release.validate import ReleaseValidationError
 from pipeline.settings import Settings
 from pipeline.store.tables import (
+    ABANDONED,
     PipelineRun,
     active_categories,
     engine_for,
     finish_run,
+    reap_abandoned_runs,
     session_scope,
     start_run,
 )
@@ -75,10 +77,26 @@ async def run_stage(name: str, call: Awaitable[T]) -> T:
         raise StageFailed(name, exc) from exc
 
 
-def open_run(settings: Settings, flow: str) -> int:
+async def open_run(settings: Settings, flow: str) -> int:
+    """Record a new run, after closing (as crashed, and alerting) every earlier run on this
+    host whose process died without closing its own record."""
     with session_scope(engine_for(settings.database_url)) as session:
         run = start_run(session, flow, current_flow_run.id)
-        return run.id
+        reaped = reap_abandoned_runs(session)  # closed after this run began: its report says
+    for dead in reaped:
+        get_run_logger().warning("%s run %d was left running: %s", dead.flow, dead.id,
+                                 dead.message)
+        await alert(settings, "run_crashed", dead.flow, dead, message=dead.message,
+                    flow_run_id=dead.flow_run_id)
+    return run.id
+
+
+def abandoned_since(session: Session, run: PipelineRun) -> list[PipelineRun]:
+    """The runs this run found left running by a dead process, and closed."""
+    statement = select(PipelineRun).where(
+        PipelineRun.state == "crashed", col(PipelineRun.finished_at) >= run.started_at,
+        col(PipelineRun.message).startswith(ABANDONED))
+    return list(session.exec(statement))
 
 
 async def complete_run(settings: Settings, run_id: int, presented: Presented,
@@ -90,7 +108,7 @@ async def complete_run(settings: Settings, run_id: int, presented: Presented,
         finish_run(session, run, "completed")
         categories = active_categories(session)
         report = run_report(run, presented.statuses, changes, ingested,
-                            slowest_probes(session, run_id))
+                            slowest_probes(session, run_id), abandoned_since(session, run))
     await acreate_markdown_artifact(markdown=report, key=f"{run.flow}-summary",
                                     description=f"{run.flow} run {run_id}")
     await acreate_table_artifact(

@@ -97,6 +97,16 @@ class ProbeResult:
     error: str | None  # short human message
 
 
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@]*@")
+
+
+def redact_userinfo(text: str) -> str:
+    """`text` with the userinfo (`user:password@`) of every URL in it removed: credentials
+    never reach output, logs, the store, alerts or published files (nor the wire: see
+    `clean_url`)."""
+    return _USERINFO.sub(r"\1", text)
+
+
 def probe_targets_for(
     base_url: str,
     endpoints: list[tuple[int | None, str, str]],
@@ -110,6 +120,7 @@ def probe_targets_for(
     targets: list[ProbeTarget] = []
     skipped: list[tuple[int | None, str]] = []
     seen: dict[str, int | None] = {}
+    base_url = redact_userinfo(base_url)
     for endpoint_id, method, path in endpoints:
         method = (method or "GET").upper()
         path = path or ""
@@ -226,7 +237,7 @@ def _is_temporary_dns(exc: BaseException) -> bool:
 def _message(exc: BaseException) -> str:
     blocked = next((e for e in _chain(exc) if isinstance(e, BlockedAddressError)), None)
     text = str(blocked) if blocked else f"{type(exc).__name__}: {exc}".rstrip(": ")
-    return " ".join(text.split())[:_MESSAGE_LIMIT]
+    return redact_userinfo(" ".join(text.split()))[:_MESSAGE_LIMIT]
 
 
 def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:
@@ -267,6 +278,7 @@ class _Hop:
     sent: float | None = None
     headers: float | None = None
     connected: bool = False
+    reused: bool = False  # sent on a pooled keep-alive connection
 
     @property
     def phase(self) -> str:
@@ -315,7 +327,7 @@ async def _on_conn_end(_s: Any, ctx: SimpleNamespace, _p: Any) -> None:
 
 async def _on_conn_reuse(_s: Any, ctx: SimpleNamespace, _p: Any) -> None:
     if hop := _ctx(ctx):
-        hop.connect, hop.connected = 0.0, True
+        hop.connect, hop.connected, hop.reused = 0.0, True, True
 
 
 async def _on_headers_sent(_s: Any, ctx: SimpleNamespace, _p: Any) -> None:
@@ -377,7 +389,7 @@ class _Attempt:
         ]
         reached = outcome != "unreachable" and len(spans) == len(self.hops)
         return ProbeResult(
-            url=url,
+            url=redact_userinfo(url),
             entry_id=None,
             endpoint_id=None,
             checked_at=self.checked_at,
@@ -516,9 +528,10 @@ class Prober:
                 raise ValueError("an absolute URL needs a scheme and a host, as https://host/path")
         except (ValueError, TypeError) as exc:
             attempt.error_class = "malformed"
-            attempt.error = f"not a valid URL: {exc}"[:_MESSAGE_LIMIT]
+            attempt.error = redact_userinfo(f"not a valid URL: {exc}")[:_MESSAGE_LIMIT]
             return attempt
         visited = {url}
+        deadline: float | None = None  # one deadline per attempt, across all its hops
         while True:
             attempt.final_url = str(url)
             hop = _Hop()
@@ -529,7 +542,8 @@ class Prober:
                 async with self._turn(host):
                     if attempt.redirects == 0:
                         attempt.checked_at = datetime.now(UTC)
-                    status, headers = await self._request(url, hop)
+                        deadline = asyncio.get_running_loop().time() + settings.total_timeout
+                    status, headers = await self._request(url, hop, deadline)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # every failure becomes a result, none aborts the run
@@ -539,7 +553,8 @@ class Prober:
                     attempt.error_class == "dns" and _is_temporary_dns(exc)
                 )
                 if attempt.error_class == "protocol" and not isinstance(exc, aiohttp.ClientError):
-                    log.warning("unexpected error probing %s", url, exc_info=exc)
+                    log.warning("unexpected error probing %s", redact_userinfo(str(url)),
+                                exc_info=exc)
                 return attempt
             attempt.status = status
             location = headers.get("location")
@@ -571,13 +586,31 @@ class Prober:
                 attempt.retryable = False
             return attempt
 
-    async def _request(self, url: URL, hop: _Hop) -> tuple[int, Mapping[str, str]]:
-        """One GET: headers read, body never downloaded, connection released at once."""
+    async def _request(
+        self, url: URL, hop: _Hop, deadline: float | None = None
+    ) -> tuple[int, Mapping[str, str]]:
+        """One GET: headers read, body never downloaded, connection released at once.
+
+        A keep-alive connection the server closed while it sat in the pool fails before any
+        byte of a response: the request is sent once more on a fresh connection, as browsers
+        and urllib3 do for an idempotent request (not a retry: the server never saw it).
+        """
         assert self._session is not None, "use Prober as an async context manager"
-        async with asyncio.timeout(self.settings.total_timeout):
-            response = await self._session.get(
-                url, allow_redirects=False, trace_request_ctx=hop
-            )
+        if deadline is None:
+            deadline = asyncio.get_running_loop().time() + self.settings.total_timeout
+        async with asyncio.timeout_at(deadline):
+            try:
+                response = await self._session.get(
+                    url, allow_redirects=False, trace_request_ctx=hop
+                )
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+                if not hop.reused or hop.headers is not None or not _closed_early(exc):
+                    raise
+                hop.reused, hop.connected, hop.sent = False, False, None
+                response = await self._session.get(
+                    url, allow_redirects=False, trace_request_ctx=hop,
+                    headers={"Connection": "close"},  # a fresh connection, used once
+                )
         try:
             return response.status, {
                 name: response.headers[name]
@@ -587,6 +620,14 @@ class Prober:
         finally:
             # The body was not read: release closes the connection unless it was complete.
             response.release()
+
+
+def _closed_early(exc: BaseException) -> bool:
+    """The peer closed or reset the connection (not a timeout, not TLS, not DNS)."""
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return True
+    return any(isinstance(e, ConnectionResetError | BrokenPipeError | ConnectionAbortedError)
+               for e in _chain(exc)) or "Connection reset" in str(exc)
 
 
 _KEPT_HEADERS = ("location", "retry-after", "server", "cf-mitigated", "cf-chl-bypass",

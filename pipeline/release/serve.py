@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import logging
 import mimetypes
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +28,7 @@ from pipeline.release.hosting import (
     parse_redirects_file,
 )
 
+log = logging.getLogger(__name__)
 HIDDEN = frozenset({HEADERS_FILE, REDIRECTS_FILE})
 TEXT_TYPES = ("application/json", "application/javascript", "text/javascript", "image/svg+xml")
 COMPRESSIBLE = ("text/", *TEXT_TYPES)
@@ -39,16 +41,30 @@ def content_type(path: Path) -> str:
     return kind
 
 
+class BadPath(ValueError):
+    """A request path no file can have (a NUL byte)."""
+
+
 def release_file(folder: Path, url_path: str) -> Path | None:
-    """The file of the release at `url_path` (a folder's index.html), or None."""
-    relative = unquote(url_path).lstrip("/")
-    if relative in HIDDEN:
-        return None
+    """The file of the release at `url_path` (a folder's index.html), or None.
+
+    The path is decoded and resolved once, then decided on: every spelling of a hidden host
+    file (`/./_headers`, `/x/../_headers`, `/%5Fheaders`, `/_headers/`) is the same file, and
+    hidden; nothing outside the folder is served.
+    """
+    decoded = unquote(url_path)
+    if "\x00" in decoded:
+        raise BadPath("a NUL byte in the path")
+    relative = decoded.lstrip("/")
     candidate = (folder / relative).resolve()
     if not candidate.is_relative_to(folder):
         return None
-    if candidate.is_dir() and (url_path.endswith("/") or not relative):
+    if candidate.relative_to(folder).as_posix() in HIDDEN:
+        return None
+    if candidate.is_dir() and (decoded.endswith("/") or not relative):
         candidate = candidate / "index.html"
+    elif decoded.endswith("/"):
+        return None  # a file is not a folder
     return candidate if candidate.is_file() else None
 
 
@@ -69,8 +85,14 @@ def preview_app(folder: Path) -> web.Application:
     async def serve_path(request: web.Request) -> web.StreamResponse:
         path = request.path
         if request.method not in ("GET", "HEAD"):
-            raise web.HTTPMethodNotAllowed(request.method, ["GET", "HEAD"])
-        status, found = 200, release_file(folder, path)
+            return web.Response(status=405, text="405 method not allowed\n",
+                                headers={**headers_for(path, rules), "Allow": "GET, HEAD"})
+        try:
+            status, found = 200, release_file(folder, request.raw_path.split("?", 1)[0])
+        except BadPath as exc:
+            log.info("400 for %r: %s", request.raw_path, exc)
+            return web.Response(status=400, text=f"400 bad request: {exc}\n",
+                                headers=headers_for("/", rules))
         if found is None:
             status = 404
             target = next((t for s, t, code in redirects

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, date, datetime
@@ -83,6 +85,8 @@ class PipelineRun(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     flow: str
     flow_run_id: str | None = Field(default=None, index=True)  # the orchestrator's run, if any
+    host: str | None = None  # the machine and process that run it, to tell one that died
+    pid: int | None = None
     started_at: datetime = Field(sa_type=UtcDateTime)
     finished_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
     state: str = "running"
@@ -254,8 +258,37 @@ def content_hash(content: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
+ABANDONED = "abandoned: the process running it"
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def reap_abandoned_runs(session: Session) -> list[PipelineRun]:
+    """Runs still `running` whose process on this host is gone (killed by the kernel, a
+    signal or a crash): marked `crashed`, and returned so the new run can tell."""
+    host = socket.gethostname()
+    statement = select(PipelineRun).where(PipelineRun.state == "running",
+                                          PipelineRun.host == host)
+    reaped = []
+    for run in session.exec(statement):
+        if run.pid is not None and run.pid != os.getpid() and _process_gone(run.pid):
+            finish_run(session, run, "crashed",
+                       f"{ABANDONED} (pid {run.pid} on {host}) is gone")
+            reaped.append(run)
+    return reaped
+
+
 def start_run(session: Session, flow: str, flow_run_id: str | None = None) -> PipelineRun:
-    run = PipelineRun(flow=flow, flow_run_id=flow_run_id, started_at=utcnow())
+    run = PipelineRun(flow=flow, flow_run_id=flow_run_id, started_at=utcnow(),
+                      host=socket.gethostname(), pid=os.getpid())
     session.add(run)
     session.commit()
     return run

@@ -1,0 +1,30 @@
+"""The machine and process that run each flow (`pipeline_run.host`, `pipeline_run.pid`), so the
+next run can mark a run whose process died as crashed.
+
+Revision ID: 0003
+Revises: 0002
+Create Date: 2026-11-23
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+from sqlmodel.sql.sqltypes import AutoString
+
+revision = "0003"
+down_revision = "0002"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("pipeline_run") as batch:
+        batch.add_column(sa.Column("host", AutoString(), nullable=True))
+        batch.add_column(sa.Column("pid", sa.Integer(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("pipeline_run") as batch:
+        batch.drop_column("pid")
+        batch.drop_column("host")
