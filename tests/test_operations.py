@@ -5,6 +5,7 @@ time limit that is failed and alerted instead of holding back the nights behind 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -211,3 +212,53 @@ async def test_a_run_killed_outright_is_marked_crashed_by_the_next_run(
             sort=ArtifactSort.CREATED_DESC, limit=1)
     assert f"# nightly run {outcome['run']}: completed" in summary.data
     assert f"nightly run {killed.id}" in summary.data and "was left running" in summary.data
+
+
+async def test_a_nightly_among_hostile_files_publishes_the_rest_within_its_memory_bound(
+    prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str], data_dir: Path,
+    tmp_path: Path,
+) -> None:
+    """A whole nightly run, in a process of its own, facing a merge-key bomb, an alias bomb,
+    deep nesting, a huge file, a non-UTF-8 file and a symlink to a file outside `data/`: it
+    completes under 1 GiB of peak memory, publishes the good entry, names each bad file, and
+    the outside file's text appears nowhere (output, store, release)."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    from prefect.settings import PREFECT_API_URL
+
+    from tests.conftest import REPO
+    from tests.test_hostile_files import BILLION_LAUGHS, MERGE_BOMB
+
+    marker = "TEXT-FROM-OUTSIDE-THE-DATA-FOLDER"
+    outside = tmp_path / "outside.yaml"
+    outside.write_text(f"id: leak\ndescription: {marker}\n")
+    write_entry(make_entry(id="fine"), name="fine")
+    write_entry(text=MERGE_BOMB, name="merge")
+    write_entry(text=BILLION_LAUGHS, name="lol")
+    write_entry(text="id: deep\nx: " + "[" * 40_000 + "]" * 40_000 + "\n", name="deep")
+    folder = data_dir / "entries" / "weather"
+    (folder / "huge.yaml").write_bytes(b"# " + b"x" * (50 * 1024 * 1024))
+    (folder / "latin.yaml").write_bytes(b"id: caf\xe9\n")
+    (folder / "leak.yaml").symlink_to(outside)
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
+    done = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "flows.nightly"], cwd=REPO, env=env,
+        capture_output=True, text=True, timeout=300)
+    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert peak_mib < 1024, f"peak RSS {peak_mib:.0f} MiB"
+    output = done.stdout + done.stderr
+    for name in ("merge", "lol", "deep", "huge", "latin", "leak"):
+        assert f"{name}.yaml" in output, name
+    release = Path(quiet_env["APIDIR_OUTPUT_DIR"])
+    published = json.loads((release / "api" / "apis.json").read_text())
+    assert [api["id"] for api in published["apis"]] == ["fine"]
+    with Session(engine_for(quiet_env["APIDIR_DATABASE_URL"])) as session:
+        run = session.exec(select(PipelineRun)).one()
+    assert run.state == "completed" and run.entries_invalid == 6
+    stored = json.dumps(run.errors)
+    released = "".join(p.read_text(errors="replace") for p in release.rglob("*") if p.is_file())
+    assert marker not in output and marker not in stored and marker not in released
