@@ -343,6 +343,35 @@ def db_upgrade() -> None:
         typer.echo(f"upgraded the store from schema revision {before or 'none'} to {after}")
 
 
+@app.command()
+def draft(
+    source: Annotated[str, typer.Argument(
+        metavar="SOURCE", help="The provider's OpenAPI or Swagger description: a file or URL.")],
+    category: Annotated[str | None, typer.Option(
+        metavar="CATEGORY", help="Write data/entries/CATEGORY/ID.yaml (else print it).")] = None,
+    entry_id: Annotated[str | None, typer.Option(
+        "--id", metavar="ID", help="The entry's id (default: from the title).")] = None,
+) -> None:
+    """Draft an entry from a provider's official API description; every field it cannot
+    know is a TODO that `validate` rejects until it is filled."""
+    from pipeline.catalogue.draft import draft_entry, load_description, render_draft
+    from pipeline.contract import CATEGORY_IDS
+
+    if category is not None and category not in CATEGORY_IDS:
+        fail(f"no category {category!r}: the categories are {', '.join(CATEGORY_IDS)}")
+    entry = draft_entry(load_description(source), source, category, entry_id)
+    text = render_draft(entry)
+    if category is None:
+        sys.stdout.write(text)
+        return
+    target = Settings().entries_dir / category / f"{entry['id']}.yaml"
+    if target.exists():
+        fail(f"{target} exists already: name another --id, or edit that file")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    typer.echo(f"wrote {target}: fill every TODO, then `apidir validate {target}`")
+
+
 automations = typer.Typer(help="Prefect automations of the directory.", no_args_is_help=True)
 app.add_typer(automations, name="automations")
 
@@ -383,6 +412,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from pydantic import ValidationError
     from sqlalchemy.exc import ArgumentError, OperationalError
 
+    from pipeline.catalogue.draft import DraftError
     from pipeline.catalogue.ingest import EmptyCatalogError
     from pipeline.operations.automations import AutomationError
     from pipeline.operations.runs import StageFailed
@@ -392,7 +422,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from pipeline.store.migrate import StoreOutOfDateError
 
     return (ValidationError, ArgumentError, OperationalError, EmptyCatalogError, StageFailed,
-            AutomationError,
+            AutomationError, DraftError,
             UnknownSelectionError, PublishLockTimeout, ReleaseValidationError,
             StoreOutOfDateError, CategoryError, OSError)
 

@@ -1,0 +1,152 @@
+"""`apidir draft`: an entry drafted from a provider's official API description (OpenAPI 3.0,
+3.1, Swagger 2.0 fixtures), every unknowable field a TODO that `validate` rejects."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from aiohttp import web
+
+from pipeline.catalogue.draft import DraftError, draft_entry, load_description, render_draft
+from pipeline.catalogue.entries import read_catalog
+from tests.conftest import REPO, make_entry
+
+FIXTURES = REPO / "tests" / "fixtures" / "openapi"
+
+
+def drafted(name: str, **options: str) -> dict:
+    source = str(FIXTURES / name)
+    return draft_entry(load_description(source), source, **options)
+
+
+def test_openapi_3_0() -> None:
+    entry = drafted("petstore-3.0.yaml", category="developer")
+    assert (entry["id"], entry["name"]) == ("swagger-petstore", "Swagger Petstore")
+    assert entry["baseUrl"] == "http://petstore.swagger.io/v1"
+    assert [(e["method"], e["path"]) for e in entry["endpoints"]] == [
+        ("GET", "/pets"), ("GET", "/pets/{petId}"), ("POST", "/pets")]
+    assert entry["endpoints"][0]["description"] == "List all pets"
+    assert entry["category"] == "developer"
+
+
+def test_openapi_3_1_with_a_bearer_scheme() -> None:
+    entry = drafted("resend-3.1-trimmed.yaml")
+    assert entry["baseUrl"] == "https://api.resend.com"
+    assert (entry["authType"], entry["authExample"]) == (
+        "bearer", "Authorization: Bearer YOUR_API_KEY")
+    methods = [(e["method"], e["path"]) for e in entry["endpoints"]]
+    assert len(methods) == 8  # up to eight, the probeable GETs first, none deprecated
+    assert methods[:4] == [("GET", "/emails"), ("GET", "/domains"), ("GET", "/api-keys"),
+                           ("GET", "/contacts")]
+    assert methods[4][0] == "GET" and "{" in methods[4][1]
+    assert "/audiences" not in {path for _, path in methods}
+    assert entry["description"] == "Resend is the email platform for developers."
+
+
+def test_openapi_3_1_with_servers_on_its_paths_and_no_scheme() -> None:
+    entry = drafted("open-meteo-flood-3.1.yaml")
+    assert entry["baseUrl"] == "https://flood-api.open-meteo.com"
+    assert entry["provider"] == "Open-Meteo"
+    assert entry["authType"] == "none" and entry["authDescription"].startswith("TODO:")
+    assert entry["endpoints"] == [{"method": "GET", "path": "/v1/flood",
+                                   "description": "Daily river discharge forecast"}]
+
+
+def test_swagger_2_0() -> None:
+    entry = drafted("osv-swagger-2.0.json")
+    assert (entry["id"], entry["baseUrl"]) == ("osv", "https://api.osv.dev")
+    assert [(e["method"], e["path"]) for e in entry["endpoints"]][:2] == [
+        ("GET", "/v1/vulns/{id}"), ("GET", "/v1experimental/importfindings/{source}")]
+    assert {e["method"] for e in entry["endpoints"][2:]} == {"POST"}
+
+
+def test_frankfurter_3_1_draft_states_what_it_cannot_know() -> None:
+    entry = drafted("frankfurter-3.1.json", category="finance")
+    assert entry["baseUrl"] == "https://api.frankfurter.dev/v1"
+    for field in ("color", "pricing", "rateLimit", "sampleRequest", "sampleResponse",
+                  "hasFreeTier", "verified", "docsUrl"):
+        assert str(entry[field]).startswith("TODO:"), field
+
+
+def test_validate_rejects_a_draft_until_every_todo_is_filled(tmp_path: Path) -> None:
+    entries = tmp_path / "entries"
+    path = entries / "finance" / "frankfurter-api.yaml"
+    path.parent.mkdir(parents=True)
+    entry = drafted("frankfurter-3.1.json", category="finance")
+    path.write_text(render_draft(entry))
+    problems = read_catalog([entries], entries).problems
+    todo = {p.field for p in problems if p.rule == "draft-todo"}
+    assert {"color", "pricing", "rateLimit", "sampleRequest", "verified"} <= todo
+    assert all(p.line for p in problems if p.rule == "draft-todo")
+    assert not [p for p in problems if p.field == "color" and p.rule != "draft-todo"]
+
+    filled = make_entry(id="frankfurter-api", category="finance")
+    for key, value in list(entry.items()):
+        if isinstance(value, str) and value.startswith("TODO:"):
+            entry[key] = filled.get(key)
+    entry["tags"] = filled["tags"]
+    entry["authDescription"] = "No key is needed."
+    entry["docsUrl"] = "https://frankfurter.dev"
+    entry["sources"] = ["https://frankfurter.dev"]
+    entry["sampleRequest"] = 'curl "https://api.frankfurter.dev/v1/latest"'
+    path.write_text(yaml.safe_dump(entry, sort_keys=False))
+    assert read_catalog([entries], entries).problems == []
+
+
+def test_not_an_api_description_is_one_clear_error(tmp_path: Path) -> None:
+    other = tmp_path / "other.yaml"
+    other.write_text("just: a mapping\n")
+    with pytest.raises(DraftError, match=r"not an OpenAPI 3\.x or Swagger 2\.0 description"):
+        load_description(str(other))
+
+
+def apidir(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=REPO,
+                          env=os.environ | env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_command_writes_the_file_once_and_refuses_to_overwrite(
+    settings_env: dict[str, str], data_dir: Path
+) -> None:
+    fixture = str(FIXTURES / "osv-swagger-2.0.json")
+    done = apidir("draft", fixture, "--category", "security", "--id", "osv-draft",
+                  env=settings_env)
+    assert done.returncode == 0, done.stderr
+    written = data_dir / "entries" / "security" / "osv-draft.yaml"
+    assert yaml.safe_load(written.read_text())["baseUrl"] == "https://api.osv.dev"
+    again = apidir("draft", fixture, "--category", "security", "--id", "osv-draft",
+                   env=settings_env)
+    assert again.returncode == 2 and "exists already" in again.stderr
+    assert apidir("validate", str(written), env=settings_env).returncode == 1
+    bad = apidir("draft", str(REPO / "pyproject.toml"), env=settings_env)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+async def test_a_description_at_a_url_is_fetched_and_named(settings_env: dict[str, str]) -> None:
+    body = (FIXTURES / "petstore-3.0.yaml").read_bytes()
+
+    async def serve(_: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="application/yaml")
+
+    app = web.Application()
+    app.router.add_get("/openapi.yaml", serve)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/openapi.yaml"
+    try:
+        import asyncio
+
+        done = await asyncio.to_thread(apidir, "draft", url, env=settings_env)
+    finally:
+        await runner.cleanup()
+    assert done.returncode == 0, done.stderr
+    entry = yaml.safe_load(done.stdout)
+    assert entry["openapiUrl"] == url and entry["sources"] == [url]
+    assert entry["name"] == "Swagger Petstore"
