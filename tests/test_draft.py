@@ -48,10 +48,20 @@ def test_openapi_3_1_with_a_bearer_scheme() -> None:
     assert entry["description"] == "Resend is the email platform for developers."
 
 
-def test_openapi_3_1_with_servers_on_its_paths_and_no_scheme() -> None:
-    entry = drafted("open-meteo-flood-3.1.yaml")
-    assert entry["baseUrl"] == "https://flood-api.open-meteo.com"
-    assert entry["provider"] == "Open-Meteo"
+def test_servers_given_on_the_paths_only_and_no_security_scheme() -> None:
+    """Some descriptions (Open-Meteo's among them) name their servers per path."""
+    document = {
+        "openapi": "3.1.0",
+        "info": {"title": "Flood API", "contact": {"name": "Example Org"},
+                 "description": "Daily river discharge forecasts. More text."},
+        "paths": {"/v1/flood": {
+            "servers": [{"url": "http://flood.example.org"}, {"url": "https://flood.example.org"}],
+            "get": {"summary": "Daily river discharge forecast"}}},
+    }
+    entry = draft_entry(document, "flood.yml")
+    assert entry["baseUrl"] == "https://flood.example.org"  # the https server preferred
+    assert entry["provider"] == "Example Org"
+    assert entry["description"] == "Daily river discharge forecasts."
     assert entry["authType"] == "none" and entry["authDescription"].startswith("TODO:")
     assert entry["endpoints"] == [{"method": "GET", "path": "/v1/flood",
                                    "description": "Daily river discharge forecast"}]
