@@ -17,9 +17,10 @@ FILES = sorted(ENTRIES.rglob("*.yaml"))
 # Keys that may be null, and when: no free tier, no per-unit charge; startingCentsPerMonth is
 # null where the provider publishes no price (the seed's "enterprise or unknown").
 NULLABLE = {("pricing", "freeQuota"), ("pricing", "unitCost")}
-# The seed's fields: every entry fills each of them. The optional additions (openapiUrl,
-# statusPageUrl, sdks) are filled only where the provider publishes such a thing.
-OPTIONAL_ADDITIONS = ("openapi_url", "status_page_url", "sdks")
+# The seed's fields: every entry fills each of them, but `color`, which comes only from the
+# provider's own brand material and is left out where that states none. The optional
+# additions (openapiUrl, statusPageUrl, sdks) are filled only where the provider has one.
+OPTIONAL_ADDITIONS = ("color", "openapi_url", "status_page_url", "sdks")
 ENTRY_KEYS = [
     name for name in EntryFile.model_fields
     if name not in ("sources", "verified", *OPTIONAL_ADDITIONS)
