@@ -8,7 +8,7 @@ publish stage validates every file against them and the OpenAPI document
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -97,6 +97,11 @@ class FreeQuota(ContractModel):
     unit: str | None = None
     period: str
     note: str | None = None
+    recurring: bool | None = Field(
+        default=None,
+        description="True: the allowance renews every period; false: a one-time credit "
+        "(a trial); absent: not stated.",
+    )
 
 
 class PricingTier(ContractModel):
@@ -111,6 +116,15 @@ class UnitCost(ContractModel):
     unit: str
 
 
+class TransactionFee(ContractModel):
+    """A fee per transaction, as payment APIs charge: e.g. 2.9 % + 30¢."""
+
+    percent: float = Field(ge=0, le=100, description="Share of each transaction, in percent.")
+    fixed_cents: int = Field(default=0, ge=0, description="Fixed part per transaction, in US "
+                             "cents (or the provider's main currency's cents).")
+    note: str | None = Field(default=None, description="What the fee applies to, as stated.")
+
+
 class Pricing(ContractModel):
     model: PricingModel | None = None
     starting_cents_per_month: int | None = Field(default=None, ge=0)
@@ -118,6 +132,16 @@ class Pricing(ContractModel):
     tiers: list[PricingTier] | None = None
     unit_cost: UnitCost | None = None
     details: str | None = None
+    transaction_fee: TransactionFee | None = Field(
+        default=None, description="The standard fee per transaction, where the API charges so."
+    )
+    sandbox: bool | None = Field(
+        default=None, description="A free sandbox or test mode to build against, without paying."
+    )
+    monthly_minimum_cents: int | None = Field(
+        default=None, ge=0,
+        description="The least a builder pays per month once live, in US cents (0: none).",
+    )
 
 
 class Endpoint(ContractModel):
@@ -188,15 +212,43 @@ class ScoreReasons(ContractModel):
     depth: list[str]
 
 
+class LatencyWindow(ContractModel):
+    """Response times of one window: only probes that got an HTTP answer count."""
+
+    samples: int = Field(ge=0, description="Timed responses in the window.")
+    p50_ms: int | None = Field(default=None, ge=0, description="Median time to headers.")
+    p95_ms: int | None = Field(default=None, ge=0, description="95th percentile, same.")
+
+
+class LatencyEvidence(ContractModel):
+    minimum_samples: int = Field(description="Timed responses in 7 days the score needs.")
+    eligible: bool = Field(description="Whether the last 7 days hold that many.")
+    last7d: LatencyWindow = Field(alias="last7d")
+    last30d: LatencyWindow = Field(alias="last30d")
+
+
+class ScoreEvidence(ContractModel):
+    """The inputs that made each sub-score, so a reader can check it."""
+
+    pricing: dict[str, Any] = Field(description="The pricing facts the score used.")
+    latency: LatencyEvidence
+    depth: dict[str, Any] = Field(description="The measures of the API the score used.")
+
+
 class BuilderScore(ContractModel):
     grade: Annotated[str, StringConstraints(pattern=r"^[A-F][+-]?$")]
     percent: Percent
     label: Annotated[str, StringConstraints(pattern=r"^\d{1,3}% builder-friendly$")]
-    pricing: Percent
-    latency: Percent
-    depth: Percent
+    pricing: Percent | None = Field(description="Null without the evidence it needs.")
+    latency: Percent | None = Field(description="Null without enough timed responses.")
+    depth: Percent | None = Field(description="Null without the evidence it needs.")
     rubric: str
     reasons: ScoreReasons | None = None
+    confidence: Literal["high", "medium", "low"] | None = Field(
+        default=None, description="How much evidence backs the grade.")
+    provisional: bool | None = Field(
+        default=None, description="True until Latency has its minimum evidence.")
+    evidence: ScoreEvidence | None = None
 
     @model_validator(mode="after")
     def _label_matches_percent(self) -> BuilderScore:

@@ -11,6 +11,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
@@ -19,6 +20,7 @@ from sqlmodel import Session, SQLModel, func, select
 from pipeline.judging.present import present_entries
 from pipeline.store.migrate import (
     StoreOutOfDateError,
+    alembic_config,
     head_revision,
     store_revision,
     upgrade_store,
@@ -139,17 +141,21 @@ def test_the_migrations_build_exactly_the_models_schema(database_url: str) -> No
 def test_a_store_made_before_migrations_by_the_last_release_is_recognised(
     database_url: str,
 ) -> None:
-    """The release before migrations made its tables with `create_all`: stamped, not rebuilt."""
+    """The release before migrations made its tables with `create_all`: that schema is
+    revision 0002's (built here by the migrations, then stripped of the version table as that
+    release had none), and such a store is stamped, not rebuilt."""
     engine = open_engine(database_url)
-    SQLModel.metadata.create_all(engine)
-    with Session(engine) as session:
-        session.add(EntryRow(id="kept", category="ai", name="Kept", content={}, content_hash="h",
-                             source_file="f", first_seen_at=T0, updated_at=T0))
-        session.commit()
+    with engine.begin() as connection:
+        command.upgrade(alembic_config(connection), "0002")
+        connection.execute(text("DROP TABLE alembic_version"))
+        connection.execute(text(
+            "INSERT INTO entry (id, category, name, content, content_hash, source_file,"
+            " first_seen_at, updated_at) VALUES ('kept', 'ai', 'Kept', '{}', 'h', 'f', :at, :at)"),
+            {"at": T0})
     assert store_revision(engine) == "0002"
     assert upgrade_store(engine) == ("0002", head_revision())
     with Session(engine) as session:
-        assert session.get(EntryRow, "kept").name == "Kept"
+        assert session.exec(select(EntryRow.name).where(EntryRow.id == "kept")).one() == "Kept"
     engine.dispose()
 
 

@@ -104,7 +104,7 @@ def test_index_cards_are_sorted_by_builder_score_and_carry_search_text(
 ) -> None:
     index = Elements(page(sample, "index.html"))
     cards = [attrs for tag, attrs in index.tags if tag == "li" and "data-category" in attrs]
-    scores = [int(card["data-score"]) for card in cards]
+    scores = [float(card["data-score"]) for card in cards]
     assert scores == sorted(scores, reverse=True) and len(set(scores)) > 1
     openai = next(card for card in cards if card["data-id"] == ONLINE_ID)
     for word in ("openai api", "openai", "embeddings", "hosted gpt models"):

@@ -445,3 +445,18 @@ async def test_a_redirect_chain_ends_within_one_deadline_per_attempt(web: FakeSe
         "unreachable", "read_timeout", 2)
     assert result.redirects < 6
     assert took < 2 * settings.total_timeout + 1.0  # the documented bound, with backoff
+
+
+def test_a_per_account_base_address_is_not_probed() -> None:
+    """`https://YOUR_PROJECT_REF.supabase.co` names no host of its own: probing it would
+    publish a live API as unreachable, so it is not probed and stays unchecked."""
+    from pipeline.probing.probe import probe_targets_for
+
+    for base in ("https://YOUR_PROJECT_REF.supabase.co/storage/v1",
+                 "https://api.cloudinary.com/v1_1/YOUR_CLOUD_NAME",
+                 "https://{tenant}.example.com"):
+        targets, skipped = probe_targets_for(base, [(1, "GET", "/a"), (2, "POST", "/b")])
+        assert targets == []
+        assert all(reason.startswith("base address is per account") for _, reason in skipped)
+    targets, _ = probe_targets_for("https://api.example.com/v1", [(1, "GET", "/a")])
+    assert [t.url for t in targets] == ["https://api.example.com/v1/a"]

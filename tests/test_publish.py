@@ -274,7 +274,8 @@ def test_publish_release_streams_the_store(tmp_path: Path, stored_catalogue) -> 
     record = publish_release(stored_catalogue, out, "https://directory.test", CATEGORIES, NOW)
     contents = [(row.id, row.content) for row in active_entries(stored_catalogue)]
     expected = release(assemble_entries(contents), record.version)
-    assert record.total_apis == len(contents) == 70
+    on_disk = read_catalog([REPO / "data" / "entries"]).entries
+    assert record.total_apis == len(contents) == len(on_disk)
     assert {path: (out / path).read_bytes() for path in expected} == expected
 
 
@@ -287,7 +288,7 @@ def test_publish_release_sorts_entries_the_store_returns_out_of_order(
     out = tmp_path / "public"
     record = publish_release(stored_catalogue, out, "https://directory.test", CATEGORIES, NOW)
     ids = [api["id"] for api in read(out, FULL_DATASET)["apis"]]
-    assert record.total_apis == len(ids) == 70 and ids == sorted(ids)
+    assert record.total_apis == len(ids) >= 70 and ids == sorted(ids)
 
 
 def test_a_release_broken_everywhere_lists_a_bounded_number_of_problems(

@@ -112,7 +112,7 @@ def test_a_known_entry_without_probes_is_unchecked(session: Session, history) ->
     rollup = compute_day(session, today)
     quiet = {row.entry_id: row for row in rollup.entries}["quiet-maps"]
     assert (quiet.state, quiet.probes, quiet.live_share, quiet.latency) == (
-        "unchecked", 0, None, 0)
+        "unchecked", 0, None, None)  # no Latency without probes (rubric 2.0)
 
 
 def test_scores_are_those_at_the_end_of_each_day(session: Session, history) -> None:

@@ -178,3 +178,23 @@ def test_the_optional_additions_are_checked_and_published(
     published = entry.content()
     assert published["openapiUrl"] == "https://api.example.com/openapi.json"
     assert published["sdks"] == sdks and "statusPageUrl" not in published
+
+
+def test_the_new_pricing_fields_are_checked(write_entry: WriteEntry, data_dir: Path) -> None:
+    pricing = make_entry()["pricing"] | {
+        "transactionFee": {"percent": 150, "fixedCents": -5},
+        "monthlyMinimumCents": -1, "sandbox": "maybe"}
+    pricing["freeQuota"] = pricing["freeQuota"] | {"recurring": "often"}
+    write_entry(make_entry(pricing=pricing))
+    found = {(p.field, p.rule) for p in problems_of(data_dir)}
+    assert found == {
+        ("pricing.transactionFee.percent", "out-of-range"),
+        ("pricing.transactionFee.fixedCents", "out-of-range"),
+        ("pricing.monthlyMinimumCents", "out-of-range"),
+        ("pricing.sandbox", "bad-type"),
+        ("pricing.freeQuota.recurring", "bad-type"),
+    }
+    fine = make_entry()["pricing"] | {"transactionFee": {"percent": 2.9, "fixedCents": 30},
+                                      "monthlyMinimumCents": 0, "sandbox": True}
+    write_entry(make_entry(pricing=fine))
+    assert problems_of(data_dir) == []

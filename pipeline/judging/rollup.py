@@ -135,6 +135,7 @@ def compute_day(
                 pricing=score.pricing.value,
                 latency=score.latency.value,
                 depth=score.depth.value,
+                provisional=score.provisional,
                 percent=score.percent,
                 grade=score.grade,
                 rubric=score.rubric,

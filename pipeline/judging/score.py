@@ -18,9 +18,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline.contract import BuilderScore, ScoreReasons, Uptime
+from pipeline.contract import (
+    BuilderScore,
+    LatencyEvidence,
+    ScoreEvidence,
+    ScoreReasons,
+    Uptime,
+)
 
-RUBRIC_VERSION = "1.0.0"
+RUBRIC_VERSION = "2.0.0"
 
 # Probe history columns this module reads, and what a probe outcome may be.
 HISTORY_COLUMNS = ("entry_id", "url", "checked_at", "outcome", "total_ms", "run_id")
@@ -28,45 +34,39 @@ OUTCOMES = ("unreachable", "online", "live")  # worst to best; "responded" = onl
 RESPONDED = ("live", "online")
 WINDOWS: dict[str, int] = {"1d": 1, "7d": 7, "30d": 30}  # window name -> days before as_of
 
-# Pricing: points per fact, 100 in all.
-FREE_TIER_POINTS = 35
-MODEL_POINTS = {"free": 25, "freemium": 20, "pay-as-you-go": 15, "subscription": 5,
-                "enterprise": 0}
-UNKNOWN_MODEL_POINTS = 5
-START_CENTS = (0, 1_000, 5_000, 20_000, 100_000)  # starting price per month, in cents ...
-START_POINTS = (25, 18, 10, 3, 0)  # ... and its points, linear in between, 0 from $1,000
-GROWTH_POINTS = 10  # a published price to grow into (or a free model)
-FREE_QUOTA_POINTS = 5  # a stated free quota, counted only with a free tier
+# Pricing: what a builder pays to start, and how plainly growth is priced; 100 in all.
+FREE_TIER_POINTS = {"recurring": 35, "one-time": 20}  # a renewing allowance beats a trial
+ONE_TIME_PERIODS = ("one-time", "once", "trial", "signup", "sign-up")
+SANDBOX_POINTS = 10  # a free sandbox or test mode to build against
+MINIMUM_CENTS = (0, 1_000, 5_000, 20_000, 100_000)  # least paid per month, in cents ...
+MINIMUM_POINTS = (25, 18, 10, 3, 0)  # ... and its points, linear in between, 0 from $1,000
+GROWTH_POINTS = 20  # a published price to grow into: unit cost, fee, paid tiers (or none needed)
+QUOTA_POINTS, QUOTA_NOTE_POINTS = 10, 5  # a free allowance with its amount (or only described)
 
-# Latency: speed from percentiles of the last 7 days, times the share that responded.
+# Latency: time to headers of the responses that reached the server, as a benchmark reports it.
 LATENCY_WINDOW = "7d"
-LITTLE_HISTORY = 5  # fewer probes than this in the window are flagged
+MIN_LATENCY_SAMPLES = 5  # timed responses in the window; fewer: no Latency, a provisional grade
+HIGH_CONFIDENCE_SAMPLES = 20
 P50_MS = (100, 300, 1_000, 3_000)
 P50_POINTS = (100, 80, 40, 0)
-P90_MS = (250, 750, 2_000, 6_000)
-P90_POINTS = (100, 75, 35, 0)
+P95_MS = (300, 1_000, 2_500, 8_000)
+P95_POINTS = (100, 75, 35, 0)
 P50_WEIGHT = 0.6
-P90_WEIGHT = 0.4
+P95_WEIGHT = 0.4
 
-# Depth: points per fact, 100 in all.
+# Depth: what a builder gets, measured, not whether the file is filled; 100 in all.
 ENDPOINT_COUNTS = (0, 1, 3, 5, 10)
-ENDPOINT_POINTS = (0, 5, 11, 15, 20)  # linear in between, 20 from 10 endpoints
-METHOD_POINTS, METHOD_CAP = 5, 10  # per distinct HTTP method
+ENDPOINT_POINTS = (0, 5, 12, 16, 20)  # linear in between, 20 from 10 endpoints
+METHOD_POINTS, METHOD_CAP = 4, 8  # per distinct HTTP method
 RESOURCE_POINTS, RESOURCE_CAP = 3, 12  # per distinct top-level path segment
-DEPTH_FIELDS: tuple[tuple[str, int, str], ...] = (  # (content key, points, reason when missing)
-    ("docsUrl", 10, "no docs address"),
-    ("sampleRequest", 8, "no sample request"),
-    ("sampleResponse", 8, "no sample response"),
-    ("authDescription", 6, "auth not described"),
-    ("authExample", 6, "no auth example"),
-    ("rateLimit", 6, "no rate limit stated"),
-    ("description", 4, "no description"),
-)
-ONE_SENTENCE_POINTS = 2
-ONE_SENTENCE_MAX_CHARS = 200
-LONG_DESCRIPTION_POINTS = 8
+OPENAPI_POINTS = 15  # an official machine-readable description to generate a client from
+SDK_POINTS = 10  # an official SDK
+AUTH_POINTS = {"none": 15, "api-key": 10, "bearer": 10, "basic": 8, "hmac": 5, "oauth2": 3}
+NO_ACCOUNT_POINTS = 10  # the sample request runs without an account
+DOCS_POINTS = 5
+RATE_LIMIT_POINTS = 5
 
-# Builder score: weights in hundredths (so the combination is exact), and grade bands.
+# Builder score: weights in hundredths, renormalised over the sub-scores that have evidence.
 WEIGHTS = {"pricing": 35, "latency": 30, "depth": 35}
 GRADE_BANDS: tuple[tuple[int, str], ...] = ((85, "A"), (70, "B"), (55, "C"), (40, "D"), (0, "F"))
 
@@ -76,10 +76,12 @@ _SENTENCE_BREAK = re.compile(r"[.!?][\"')\]]?\s+\S")
 
 @dataclass(frozen=True)
 class SubScore:
-    """One sub-score 0-100 and the short facts that made it."""
+    """One sub-score 0-100 (None without its minimum evidence), the short facts that made it,
+    and the inputs, published as evidence."""
 
-    value: int
+    value: int | None
     reasons: tuple[str, ...]
+    evidence: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -94,15 +96,22 @@ class EntryScore:
     grade: str
     label: str
     rubric: str
+    confidence: str
+    provisional: bool
 
     def contract(self) -> BuilderScore:
         """The published `builderScore` value."""
-        return BuilderScore(grade=self.grade, percent=self.percent, label=self.label,
-                            pricing=self.pricing.value, latency=self.latency.value,
-                            depth=self.depth.value, rubric=self.rubric,
-                            reasons=ScoreReasons(pricing=list(self.pricing.reasons),
-                                                 latency=list(self.latency.reasons),
-                                                 depth=list(self.depth.reasons)))
+        return BuilderScore(
+            grade=self.grade, percent=self.percent, label=self.label,
+            pricing=self.pricing.value, latency=self.latency.value, depth=self.depth.value,
+            rubric=self.rubric, confidence=self.confidence, provisional=self.provisional,
+            reasons=ScoreReasons(pricing=list(self.pricing.reasons),
+                                 latency=list(self.latency.reasons),
+                                 depth=list(self.depth.reasons)),
+            evidence=ScoreEvidence(pricing=dict(self.pricing.evidence),
+                                   latency=LatencyEvidence.model_validate(self.latency.evidence),
+                                   depth=dict(self.depth.evidence)),
+        )
 
 
 # --- small helpers ---------------------------------------------------------------------------
@@ -144,51 +153,75 @@ def _as_of(as_of: datetime) -> pd.Timestamp:
 # --- pricing ---------------------------------------------------------------------------------
 
 
-def pricing_score(content: Mapping[str, Any]) -> SubScore:
-    """How cheaply a builder can start and grow: free tier, model, starting price, growth path."""
+def _free_allowance(content: Mapping[str, Any]) -> str | None:
+    """`recurring`, `one-time` (a trial credit) or None (no free tier)."""
     pricing = content.get("pricing") or {}
-    model = pricing.get("model")
-    free_tier = content.get("hasFreeTier") is True or model == "free"
-    start = pricing.get("startingCentsPerMonth")
-    if start is None and model == "free":
-        start = 0
+    if not (content.get("hasFreeTier") is True or pricing.get("model") == "free"):
+        return None
     quota = pricing.get("freeQuota") or {}
-    unit_cost = pricing.get("unitCost")
+    one_time = quota.get("recurring") is False or str(quota.get("period", "")).lower() in (
+        ONE_TIME_PERIODS)
+    return "one-time" if one_time else "recurring"
+
+
+def pricing_score(content: Mapping[str, Any]) -> SubScore:
+    """What a builder pays to start (free allowance, sandbox, monthly minimum) and how plainly
+    growth is priced (unit cost, transaction fee, paid tiers); never the model's name."""
+    pricing = content.get("pricing")
+    if not pricing and content.get("hasFreeTier") is None:
+        return SubScore(None, ("no pricing stated",), {})
+    pricing = pricing or {}
+    model = pricing.get("model")
+    allowance = _free_allowance(content)
+    quota = pricing.get("freeQuota") or {}
+    sandbox = pricing.get("sandbox")
+    minimum = pricing.get("monthlyMinimumCents")
+    if minimum is None:
+        minimum = 0 if model == "free" or allowance else pricing.get("startingCentsPerMonth")
+    unit_cost, fee = pricing.get("unitCost"), pricing.get("transactionFee")
     paid_tiers = [t["monthlyCents"] for t in pricing.get("tiers") or []
                   if (t.get("monthlyCents") or 0) > 0]
 
-    points = FREE_TIER_POINTS if free_tier else 0
-    reasons = ["free tier" if free_tier else "no free tier"]
-
-    points += MODEL_POINTS.get(model, UNKNOWN_MODEL_POINTS)
-    label = model or "pricing model not stated"
-    if start is None:
-        reasons.append(f"{label}, starting price not stated")
+    points, reasons = 0.0, []
+    if allowance:
+        points += FREE_TIER_POINTS[allowance]
+        reasons.append("free tier" if allowance == "recurring" else "one-time free credit")
     else:
-        points += float(np.interp(start, START_CENTS, START_POINTS))
-        reasons.append(f"{label} from {_dollars(start)}/month")
-
-    if free_tier and (quota.get("amount") is not None or _present(quota.get("note"))):
-        points += FREE_QUOTA_POINTS
-        if quota.get("amount") is not None:
-            unit = f" {quota['unit']}" if quota.get("unit") else ""
-            reasons.append(f"free quota {_number(quota['amount'])}{unit}/{quota.get('period')}")
-        else:
-            reasons.append("free quota stated")
-
+        reasons.append("no free tier")
+    if sandbox or model == "free":  # a free API is its own sandbox
+        points += SANDBOX_POINTS
+        if sandbox:
+            reasons.append("free sandbox")
+    if minimum is None:
+        reasons.append("monthly minimum not stated")
+    else:
+        points += float(np.interp(minimum, MINIMUM_CENTS, MINIMUM_POINTS))
+        reasons.append("no monthly minimum" if minimum == 0
+                       else f"from {_dollars(minimum)}/month")
     if model == "free":
-        points += GROWTH_POINTS
-        reasons.append("no paid plan needed")
+        growth = "nothing to buy"
+    elif fee:
+        fixed = f" + {_number(fee.get('fixedCents') or 0)}¢" if fee.get("fixedCents") else ""
+        growth = f"{_number(fee['percent'])}%{fixed} per transaction"
     elif unit_cost:
-        points += GROWTH_POINTS
-        reasons.append(f"unit cost {_dollars(unit_cost['amountCents'])} per "
-                       f"{_number(unit_cost['per'])} {unit_cost['unit']}")
+        growth = (f"unit cost {_dollars(unit_cost['amountCents'])} per "
+                  f"{_number(unit_cost['per'])} {unit_cost['unit']}")
     elif paid_tiers:
+        growth = f"paid tiers from {_dollars(min(paid_tiers))}/month"
+    else:
+        growth = None
+    if growth:
         points += GROWTH_POINTS
-        reasons.append(f"paid tiers from {_dollars(min(paid_tiers))}/month")
+        reasons.append(growth)
     else:
         reasons.append("no published price to grow into")
-    return SubScore(round_half_up(points), tuple(reasons[:MAX_REASONS]))
+    if allowance and quota.get("amount") is not None:
+        points += QUOTA_POINTS
+    elif allowance and _present(quota.get("note")):
+        points += QUOTA_NOTE_POINTS
+    evidence = {"freeAllowance": allowance, "sandbox": sandbox, "monthlyMinimumCents": minimum,
+                "growth": growth, "freeQuotaAmount": quota.get("amount") if allowance else None}
+    return SubScore(round_half_up(points), tuple(reasons[:MAX_REASONS]), evidence)
 
 
 # --- depth -----------------------------------------------------------------------------------
@@ -201,43 +234,34 @@ def _resource(path: str) -> str:
 
 
 def depth_score(content: Mapping[str, Any]) -> SubScore:
-    """How far a builder gets from the listing alone: endpoints, docs, samples, auth, limits."""
+    """What a builder gets: the API's breadth, an official description and SDKs, auth friction,
+    a sample that runs without an account, docs and a stated rate limit."""
     endpoints = [e for e in content.get("endpoints") or [] if _present(e.get("path"))]
     methods = {e["method"] for e in endpoints if _present(e.get("method"))}
     resources = {_resource(e["path"]) for e in endpoints}
+    auth = content.get("authType")
 
     points = float(np.interp(len(endpoints), ENDPOINT_COUNTS, ENDPOINT_POINTS))
     points += min(METHOD_POINTS * len(methods), METHOD_CAP)
     points += min(RESOURCE_POINTS * len(resources), RESOURCE_CAP)
-    if endpoints:
-        facts = [f"{_plural(len(endpoints), 'endpoint')} over {_plural(len(methods), 'method')} "
-                 f"and {_plural(len(resources), 'resource')}"]
-    else:
-        facts = ["no endpoints listed"]
-
-    gaps = []
-    for key, field_points, missing in DEPTH_FIELDS:
-        if _present(content.get(key)):
-            points += field_points
-        else:
-            gaps.append(missing)
-    description = (content.get("description") or "").strip()
-    if description:
-        if len(description) <= ONE_SENTENCE_MAX_CHARS and not _SENTENCE_BREAK.search(description):
-            points += ONE_SENTENCE_POINTS
-        else:
-            gaps.append("description is not one short sentence")
-    if _present(content.get("longDescription")):
-        points += LONG_DESCRIPTION_POINTS
-    else:
-        gaps.append("no long description")
-
-    if not gaps:
-        facts.append("docs, samples, auth and rate limit all stated")
-    elif len(gaps) > MAX_REASONS - 1:
-        more = len(gaps) - (MAX_REASONS - 2)
-        gaps = [*gaps[: MAX_REASONS - 2], f"and {more} more gaps"]
-    return SubScore(round_half_up(points), tuple(facts + gaps))
+    reasons = [f"{_plural(len(endpoints), 'endpoint')} over {_plural(len(methods), 'method')} "
+               f"and {_plural(len(resources), 'resource')}" if endpoints
+               else "no endpoints listed"]
+    has = {"openapi": _present(content.get("openapiUrl")),
+           "sdks": bool(content.get("sdks")), "docs": _present(content.get("docsUrl")),
+           "rateLimit": _present(content.get("rateLimit"))}
+    points += OPENAPI_POINTS * has["openapi"] + SDK_POINTS * has["sdks"]
+    points += DOCS_POINTS * has["docs"] + RATE_LIMIT_POINTS * has["rateLimit"]
+    points += AUTH_POINTS.get(auth, 0)
+    if auth == "none":
+        points += NO_ACCOUNT_POINTS
+    extras = [name for key, name in (("openapi", "official OpenAPI description"),
+                                     ("sdks", "official SDKs")) if has[key]]
+    reasons.append(", ".join(extras) if extras else "no official OpenAPI description or SDK")
+    reasons.append("no account needed" if auth == "none" else f"auth: {auth}")
+    evidence = {"endpoints": len(endpoints), "methods": len(methods),
+                "resources": len(resources), "authType": auth, **has}
+    return SubScore(round_half_up(points), tuple(reasons[:MAX_REASONS]), evidence)
 
 
 # --- builder score ---------------------------------------------------------------------------
@@ -254,12 +278,19 @@ def grade_for(percent: int) -> str:
     return next(letter for floor, letter in GRADE_BANDS if percent >= floor)
 
 
-def builder_score(pricing: int, latency: int, depth: int) -> tuple[int, str]:
-    """(percent, grade): the weighted sum of the sub-scores, rounded half up in exact integers."""
+def builder_score(pricing: int | None, latency: int | None, depth: int | None) -> tuple[int, str]:
+    """(percent, grade): the weighted mean of the sub-scores that have evidence (weights
+    renormalised), rounded half up in exact integers."""
+    known = {}
     for name, value in (("pricing", pricing), ("latency", latency), ("depth", depth)):
-        _check_percent(name, value)
-    total = WEIGHTS["pricing"] * pricing + WEIGHTS["latency"] * latency + WEIGHTS["depth"] * depth
-    percent = (int(total) + 50) // 100
+        if value is not None:
+            _check_percent(name, value)
+            known[name] = value
+    if not known:
+        raise ValueError("at least one sub-score is needed")
+    total = sum(WEIGHTS[name] * value for name, value in known.items())
+    weight = sum(WEIGHTS[name] for name in known)
+    percent = (2 * total + weight) // (2 * weight)
     return percent, grade_for(percent)
 
 
@@ -410,84 +441,87 @@ def uptime_shares(history: pd.DataFrame, as_of: datetime) -> dict[str, float | N
 # --- latency ---------------------------------------------------------------------------------
 
 
-def _latency_values(stats: pd.DataFrame) -> np.ndarray:
-    """Latency sub-score per row of `_window_stats`, vectorised: speed * share responded."""
-    p50 = stats["p50_ms"].to_numpy(dtype=float)
-    p90 = stats["p90_ms"].to_numpy(dtype=float)
-    speed = (P50_WEIGHT * np.interp(p50, P50_MS, P50_POINTS)
-             + P90_WEIGHT * np.interp(p90, P90_MS, P90_POINTS))
-    probes = stats[f"probes_{LATENCY_WINDOW}"].to_numpy(dtype=float)
-    responses = stats[f"responses_{LATENCY_WINDOW}"].to_numpy(dtype=float)
-    share = np.divide(responses, probes, out=np.zeros_like(probes), where=probes > 0)
-    raw = np.where(np.isnan(speed) | (responses == 0), 0.0, speed * share)
-    return np.floor(raw + 0.5 + 1e-9).astype(int)
+def _speed(p50: float, p95: float) -> int:
+    return round_half_up(P50_WEIGHT * float(np.interp(p50, P50_MS, P50_POINTS))
+                         + P95_WEIGHT * float(np.interp(p95, P95_MS, P95_POINTS)))
 
 
-def _latency_subscore(value: int, probes: int, responses: int, timed: int,
-                      p50: float, p90: float) -> SubScore:
-    window = LATENCY_WINDOW.replace("d", " days")
-    if probes == 0:
-        return SubScore(0, (f"no probes in {window}",))
-    if responses == 0:
-        return SubScore(0, (f"never reached in {window} ({_plural(probes, 'probe')})",))
-    reasons = []
-    if timed:
-        reasons.append(f"p50 {round_half_up(p50)} ms, p90 {round_half_up(p90)} ms over "
-                       f"{_plural(timed, 'response')}")
-    else:
-        reasons.append("no response times recorded")
-    reasons.append(f"responded {responses} of {probes}")
-    if probes < LITTLE_HISTORY:
-        reasons.append(f"little history ({_plural(probes, 'probe')})")
-    return SubScore(int(value), tuple(reasons))
+def _ms(value: float) -> int | None:
+    return None if value is None or pd.isna(value) else round_half_up(value)
 
 
-def _latency_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Latency inputs and sub-score per entry_id, from one pass over the history."""
-    group, keys = _grouped(frame, ["entry_id"])
-    stats = _window_stats(frame, group, len(keys)).set_index(keys["entry_id"])
-    return stats.assign(latency=_latency_values(stats))
+def _latency_table(frame: pd.DataFrame) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per entry and window (7d, 30d): timed responses, p50, p95. Only probes that got an
+    HTTP answer count (a fast 401 is fast); unreachable probes have no time to count."""
+    timed = frame.loc[frame["responded"] & frame["total_ms"].notna()]
+    table: dict[str, dict[str, dict[str, Any]]] = {}
+    for window in ("7d", "30d"):
+        inside = timed.loc[timed[f"in_{window}"]]
+        groups = inside.groupby("entry_id")["total_ms"]
+        stats = pd.DataFrame({"samples": groups.size(), "p50": groups.quantile(0.5),
+                              "p95": groups.quantile(0.95)})
+        for row in stats.itertuples():
+            table.setdefault(row.Index, {})[window] = {
+                "samples": int(row.samples), "p50": row.p50, "p95": row.p95}
+    return table
 
 
-def _latency_from_row(row: Any) -> SubScore:
-    return _latency_subscore(row.latency, int(getattr(row, f"probes_{LATENCY_WINDOW}")),
-                             int(getattr(row, f"responses_{LATENCY_WINDOW}")),
-                             int(getattr(row, f"timed_{LATENCY_WINDOW}")), row.p50_ms, row.p90_ms)
+def _latency_subscore(windows: Mapping[str, Mapping[str, Any]]) -> SubScore:
+    empty = {"samples": 0, "p50": math.nan, "p95": math.nan}
+    week, month = windows.get("7d", empty), windows.get("30d", empty)
+    evidence = {
+        "minimumSamples": MIN_LATENCY_SAMPLES,
+        "eligible": week["samples"] >= MIN_LATENCY_SAMPLES,
+        "last7d": {"samples": week["samples"], "p50Ms": _ms(week["p50"]),
+                   "p95Ms": _ms(week["p95"])},
+        "last30d": {"samples": month["samples"], "p50Ms": _ms(month["p50"]),
+                    "p95Ms": _ms(month["p95"])},
+    }
+    if not evidence["eligible"]:
+        reason = (f"not enough probes: {week['samples']} timed responses in 7 days, "
+                  f"{MIN_LATENCY_SAMPLES} needed")
+        return SubScore(None, (reason,), evidence)
+    reasons = (f"p50 {_ms(week['p50'])} ms, p95 {_ms(week['p95'])} ms over "
+               f"{_plural(week['samples'], 'response')} in 7 days",)
+    return SubScore(_speed(week["p50"], week["p95"]), reasons, evidence)
 
 
 def latency_score(history: pd.DataFrame, as_of: datetime) -> SubScore:
-    """Latency of ONE entry: p50/p90 over its last 7 days of responses, times the share answered."""
-    frame = _prepare(history, as_of)
-    frame = frame.assign(entry_id="entry")
-    table = _latency_table(frame)
-    if table.empty:
-        return _latency_subscore(0, 0, 0, 0, math.nan, math.nan)
-    return _latency_from_row(next(table.itertuples()))
+    """Latency of ONE entry: p50 and p95 of its timed responses of the last 7 days."""
+    frame = _prepare(history, as_of).assign(entry_id="entry")
+    return _latency_subscore(_latency_table(frame).get("entry", {}))
 
 
 # --- everything at once ----------------------------------------------------------------------
+
+
+def confidence_of(pricing: SubScore, latency: SubScore) -> str:
+    """high: every sub-score known, Latency from many samples; medium: every one known; low:
+    a sub-score lacks its evidence (the grade is provisional or partial)."""
+    if latency.value is None or pricing.value is None:
+        return "low"
+    samples = latency.evidence["last7d"]["samples"]
+    return "high" if samples >= HIGH_CONFIDENCE_SAMPLES else "medium"
 
 
 def score_entries(contents: Mapping[str, Mapping[str, Any]], history: pd.DataFrame,
                   as_of: datetime) -> dict[str, EntryScore]:
     """Scores of every entry in `contents`, by id; history is grouped once for all of them.
 
-    Probes of ids not in `contents` are ignored; an entry without probes scores 0 on Latency.
+    Probes of ids not in `contents` are ignored; an entry without enough timed responses has
+    no Latency, and its grade, from the other sub-scores, is provisional.
     """
-    frame = _prepare(history, as_of)
-    table = _latency_table(frame)
-    latencies = {row.Index: _latency_from_row(row) for row in table.itertuples()}
-    unprobed = _latency_subscore(0, 0, 0, 0, math.nan, math.nan)
+    table = _latency_table(_prepare(history, as_of))
     scores: dict[str, EntryScore] = {}
     for entry_id in sorted(contents):
         content = contents[entry_id]
         pricing, depth = pricing_score(content), depth_score(content)
-        latency = latencies.get(entry_id, unprobed)
+        latency = _latency_subscore(table.get(entry_id, {}))
         percent, grade = builder_score(pricing.value, latency.value, depth.value)
         scores[entry_id] = EntryScore(entry_id, pricing, latency, depth, percent, grade,
-                                      f"{percent}% builder-friendly", RUBRIC_VERSION)
+                                      f"{percent}% builder-friendly", RUBRIC_VERSION,
+                                      confidence_of(pricing, latency), latency.value is None)
     return scores
-
 
 
 def entry_uptimes(history: pd.DataFrame, as_of: datetime) -> dict[str, Uptime]:

@@ -97,6 +97,8 @@ class ProbeResult:
     error: str | None  # short human message
 
 
+# A base address written for the reader's own account: `https://YOUR_PROJECT_REF.supabase.co`.
+_ACCOUNT_PLACEHOLDER = re.compile(r"YOUR_[A-Z0-9_]+|\{[^}]*\}|<[^>]*>")
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@]*@")
 
 
@@ -116,11 +118,16 @@ def probe_targets_for(
     """From an entry's baseUrl and endpoints (endpoint_id, method, path): the GET targets
     without {placeholders} joined to baseUrl (baseUrl itself when none), duplicates removed,
     plus the skipped endpoints with their reason ("method is POST", "path has placeholders",
-    "same URL as endpoint N")."""
+    "same URL as endpoint N"). A base address written for the reader's own account
+    (`https://YOUR_PROJECT_REF.supabase.co`) has no URL to probe: no targets at all."""
     targets: list[ProbeTarget] = []
     skipped: list[tuple[int | None, str]] = []
     seen: dict[str, int | None] = {}
     base_url = redact_userinfo(base_url)
+    placeholder = _ACCOUNT_PLACEHOLDER.search(base_url)
+    if placeholder:  # a per-account address: there is no one URL to probe
+        reason = f"base address is per account ({placeholder.group(0)})"
+        return [], [(endpoint_id, reason) for endpoint_id, _, _ in endpoints]
     for endpoint_id, method, path in endpoints:
         method = (method or "GET").upper()
         path = path or ""

@@ -121,10 +121,13 @@ def search_text(api: Mapping[str, Any]) -> str:
     return " ".join(w for w in words if w).lower()
 
 
-def score_key(api: Mapping[str, Any]) -> tuple[int, str]:
-    """Best builder score first, then by name; unscored entries last."""
-    percent = (api.get("builderScore") or {}).get("percent")
-    return (-(percent if percent is not None else -1), api["name"].lower())
+def score_key(api: Mapping[str, Any]) -> tuple[int, bool, str]:
+    """Best builder score first, a confirmed grade before a provisional one of the same
+    percent, then by name; unscored entries last."""
+    score = api.get("builderScore") or {}
+    percent = score.get("percent")
+    return (-(percent if percent is not None else -1), bool(score.get("provisional")),
+            api["name"].lower())
 
 
 def presented_entry(api: Mapping[str, Any]) -> dict[str, Any]:
