@@ -43,7 +43,9 @@ def _templates(data_dir: Path) -> dict[str, list[tuple[str, str, str, str]]]:
     for path in sorted((data_dir / "entries").rglob("*.yaml")):
         text = path.read_text(encoding="utf-8")
         raw = yaml.safe_load(text)
-        host = urlsplit(raw["baseUrl"]).hostname or ""
+        host = urlsplit(raw["baseUrl"]).netloc
+        if "YOUR_" in raw["baseUrl"]:
+            continue  # a per-account address has no host to give each copy its own
         by_category[raw["category"]].append((raw["id"], raw["name"], host, text))
     return by_category
 

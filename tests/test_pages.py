@@ -119,7 +119,8 @@ def test_entry_page_presents_every_item(sample: SampleRelease) -> None:
     assert api["authExample"] in html.by_id("auth-header")
     assert html.by_id("rate-limit") == api["rateLimit"]
     assert html.by_id("pricing-model").startswith(api["pricing"]["model"])
-    assert html.by_id("free-quota") == "none stated"
+    quota = api["pricing"]["freeQuota"]
+    assert html.by_id("free-quota") == (quota["note"] if quota else "none stated")
     assert html.by_id("docs-url") == api["docsUrl"]
     assert html.by_id("status") == "Online — HTTP 401: path returned an error or may require " \
                                    "auth; response time 312 ms."
