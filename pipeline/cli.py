@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.catalogue.entries import CategoryError, load_categories, read_catalog
+from pipeline.catalogue.entries import CatalogReport, CategoryError, load_categories, read_catalog
 from pipeline.probing.probe import (
     ProbeResult,
     ProbeSettings,
@@ -160,6 +160,9 @@ def validate(
         typer.Argument(metavar="[PATH]...",
                        help="Entry files or folders (default: every entry under the data folder)."),
     ] = None,
+    stale: Annotated[bool, typer.Option(
+        "--stale", help="Also list entries whose facts were last verified more than "
+        "APIDIR_STALE_DAYS days ago (exit status 1 when there are any).")] = False,
 ) -> None:
     """Check entry files and report every problem at once; exit status 0 only when all is valid."""
     settings = Settings()
@@ -188,6 +191,26 @@ def validate(
         typer.echo(f"{len(problems)} problem(s) in {files} file(s)", err=True)
         raise typer.Exit(1)
     typer.echo(f"{files} entry file(s) valid")
+    if stale:
+        list_stale(report, settings.stale_days)
+
+
+def list_stale(report: CatalogReport, stale_days: int) -> None:
+    """One line per entry whose facts are older than `stale_days` (or never dated)."""
+    from datetime import UTC
+    from datetime import datetime as moment
+
+    today = moment.now(UTC).date()
+    old = sorted((entry.verified or date.min, str(path), entry.id)
+                 for path, entry in report.entries.items()
+                 if entry.verified is None or (today - entry.verified).days > stale_days)
+    for verified, path, entry_id in old:
+        when = ("never verified" if verified == date.min
+                else f"verified {verified}, {(today - verified).days} days ago")
+        typer.echo(f"{path}: entry {entry_id}: {when} (stale after {stale_days} days)")
+    typer.echo(f"{len(old)} stale entr{'y' if len(old) == 1 else 'ies'}")
+    if old:
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -8,6 +8,7 @@ publish stage validates every file against them and the OpenAPI document
 from __future__ import annotations
 
 import re
+from datetime import date
 from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
 
@@ -265,9 +266,21 @@ class Uptime(ContractModel):
     last30d: Share | None = Field(default=None, alias="last30d")
 
 
+class Provenance(ContractModel):
+    """Where the entry's facts come from and when a curator last checked them."""
+
+    verified: date | None = Field(default=None, description="Day the facts were last checked.")
+    sources: list[Uri] | None = Field(
+        default=None, description="The provider's pages (and named fallbacks) the facts are from.")
+    stale: bool | None = Field(
+        default=None, description="True when the last check is older than the directory's "
+        "staleness limit (180 days by default) at publish time.")
+
+
 class APIEntry(EntryContent):
     """A published entry: the curated content plus the presented values."""
 
+    provenance: Provenance | None = None
     status: Status = Field(default_factory=Status)
     builder_score: BuilderScore | None = None
     uptime: Uptime | None = None

@@ -73,6 +73,10 @@ class Settings(BaseSettings):
         default=3600.0, gt=0,
         description="Seconds a publisher waits for another one to finish before giving up.",
     )
+    stale_days: int = Field(
+        default=180, ge=1,
+        description="Days after an entry's verified date when its facts are flagged stale.",
+    )
     releases_kept: int = Field(
         default=30, ge=1, description="Releases kept under api/releases/ (the newest N)."
     )

@@ -273,7 +273,7 @@ def test_publish_release_streams_the_store(tmp_path: Path, stored_catalogue) -> 
     out = tmp_path / "public"
     record = publish_release(stored_catalogue, out, "https://directory.test", CATEGORIES, NOW)
     contents = [(row.id, row.content) for row in active_entries(stored_catalogue)]
-    expected = release(assemble_entries(contents), record.version)
+    expected = release(assemble_entries(contents, as_of=NOW.date()), record.version)
     on_disk = read_catalog([REPO / "data" / "entries"]).entries
     assert record.total_apis == len(contents) == len(on_disk)
     assert {path: (out / path).read_bytes() for path in expected} == expected
@@ -301,3 +301,47 @@ def test_a_release_broken_everywhere_lists_a_bounded_number_of_problems(
     assert problems[-1] == f"{FULL_DATASET}: more problems, not listed"
     assert len(problems) <= MAX_PROBLEMS_PER_FILE + 4
     assert all("color" in p for p in problems[:-1])
+
+
+def test_provenance_is_published_and_flagged_stale_past_its_age(
+    tmp_path: Path, write_entry, data_dir: Path
+) -> None:
+    from tests.conftest import make_entry
+
+    write_entry(make_entry(id="fresh", verified="2026-11-01"), name="fresh")
+    write_entry(make_entry(id="old", verified="2026-01-02"), name="old")
+    write_entry(make_entry(id="undated", verified=None), name="undated")
+    entries = data_dir / "entries"
+    engine = make_engine(f"sqlite:///{tmp_path / 'apidir.db'}")
+    with Session(engine) as session:
+        ingest_catalog(session, read_catalog([entries], entries))
+        publish_release(session, tmp_path / "public", "https://directory.test", CATEGORIES,
+                        NOW, stale_days=180)
+    engine.dispose()
+    published = {a["id"]: a for a in read(tmp_path / "public", FULL_DATASET)["apis"]}
+    assert published["fresh"]["provenance"] == {
+        "verified": "2026-11-01", "sources": ["https://docs.example.com/api"], "stale": False}
+    assert published["old"]["provenance"]["stale"] is True  # 323 days before NOW
+    assert published["undated"]["provenance"] == {
+        "verified": None, "sources": ["https://docs.example.com/api"], "stale": True}
+    page = (tmp_path / "public" / "apis" / "old.html").read_text()
+    assert "stale: facts due for a re-check" in page and "2026-01-02" in page
+
+
+def test_validate_stale_lists_entries_past_their_age(
+    write_entry, data_dir: Path, settings_env: dict[str, str]
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import make_entry
+
+    write_entry(make_entry(id="fresh", verified="2099-01-01"), name="fresh")
+    write_entry(make_entry(id="old", verified="2020-01-02"), name="old")
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "validate", "--stale"],
+                          cwd=REPO, env=os.environ | settings_env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1
+    assert "entry old: verified 2020-01-02" in done.stdout and "fresh" not in done.stdout
+    assert done.stdout.strip().endswith("1 stale entry")

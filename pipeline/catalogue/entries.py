@@ -56,8 +56,14 @@ class EntryFile(EntryContent):
     verified: date | None = None
 
     def content(self) -> dict[str, Any]:
-        """The publishable part, as JSON values, with only the keys the file sets."""
-        return self.model_dump(mode="json", exclude_unset=True, exclude={"sources", "verified"})
+        """The publishable part, as JSON values, with only the keys the file sets; the
+        curator's `sources` and `verified` are published as `provenance`."""
+        content = self.model_dump(mode="json", exclude_unset=True,
+                                  exclude={"sources", "verified"})
+        if self.sources or self.verified:
+            content["provenance"] = {"verified": self.verified and self.verified.isoformat(),
+                                     "sources": list(self.sources or []) or None}
+        return content
 
 
 class Category(BaseModel):

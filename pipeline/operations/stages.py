@@ -201,7 +201,7 @@ def publish_now(
             session, settings.output_dir, settings.base_url, categories, now, presented, run_id,
             releases_kept=settings.releases_kept,
             changes=recent_changes(session, now - timedelta(days=settings.changes_days)),
-            pages=settings.publish_pages,
+            pages=settings.publish_pages, stale_days=settings.stale_days,
         )
         if run_id is not None:
             run = session.get(PipelineRun, run_id)

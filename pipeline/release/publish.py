@@ -84,14 +84,33 @@ def entry_line(entry: Mapping[str, Any]) -> bytes:
     return _compact(entry)
 
 
+DEFAULT_STALE_DAYS = 180
+
+
+def stale_provenance(provenance: Mapping[str, Any] | None, as_of: date | None,
+                     stale_days: int = DEFAULT_STALE_DAYS) -> dict[str, Any] | None:
+    """The curated provenance with `stale` set as of `as_of`: checked more than `stale_days`
+    days before, or never (no verified date)."""
+    if provenance is None:
+        return None
+    verified = provenance.get("verified")
+    stale = None if as_of is None else (
+        verified is None or (as_of - date.fromisoformat(verified)).days > stale_days)
+    return {**provenance, "stale": stale}
+
+
 def published_entry(
     content: Mapping[str, Any],
     status: Status | None = None,
     builder_score: BuilderScore | None = None,
     uptime: Uptime | None = None,
+    as_of: date | None = None,
+    stale_days: int = DEFAULT_STALE_DAYS,
 ) -> dict[str, Any]:
     """One entry as published: the curated keys it sets plus every presented value."""
     entry = dict(content)
+    if "provenance" in entry:
+        entry["provenance"] = stale_provenance(entry["provenance"], as_of, stale_days)
     entry["status"] = (status or Status()).model_dump(mode="json")
     entry["builderScore"] = builder_score.model_dump(mode="json") if builder_score else None
     entry["uptime"] = uptime.model_dump(mode="json") if uptime else None
@@ -274,12 +293,15 @@ def assemble_entries(
     statuses: Mapping[str, Status] | None = None,
     scores: Mapping[str, BuilderScore] | None = None,
     uptimes: Mapping[str, Uptime] | None = None,
+    as_of: date | None = None,
+    stale_days: int = DEFAULT_STALE_DAYS,
 ) -> list[dict[str, Any]]:
     """Published entries from (id, curated content) pairs and the presented values by id."""
     statuses, scores, uptimes = statuses or {}, scores or {}, uptimes or {}
     return [
         published_entry(
-            content, statuses.get(entry_id), scores.get(entry_id), uptimes.get(entry_id)
+            content, statuses.get(entry_id), scores.get(entry_id), uptimes.get(entry_id),
+            as_of, stale_days,
         )
         for entry_id, content in contents
     ]
@@ -377,6 +399,7 @@ def publish_release(
     releases_kept: int = DEFAULT_RELEASES_KEPT,
     changes: Sequence[Change] = (),
     pages: bool = True,
+    stale_days: int = DEFAULT_STALE_DAYS,
 ) -> ReleaseRow:
     """Publish the store's active entries as a new release and record it.
 
@@ -395,7 +418,8 @@ def publish_release(
         for entry_id, content in _active_contents(session):
             status = statuses.get(entry_id)
             by_state[status.state if status else "unchecked"] += 1
-            yield published_entry(content, status, scores.get(entry_id), uptimes.get(entry_id))
+            yield published_entry(content, status, scores.get(entry_id), uptimes.get(entry_id),
+                                  now.date(), stale_days)
 
     # The version, the staging and the swap under one lock: two publishers never take the
     # same version or remove each other's staging folder.
