@@ -145,10 +145,26 @@ class Pricing(ContractModel):
     )
 
 
+class EndpointStatus(ContractModel):
+    """One endpoint's own presented status, from the entry's latest trusted probe run."""
+
+    state: StatusState = Field(default="unchecked", description="live, online, unreachable, "
+                               "or unchecked (not probed, or not yet).")
+    http_status: int | None = Field(default=None, ge=100, le=999)
+    response_time_ms: int | None = Field(default=None, ge=0, description="Time to headers.")
+    checked_at: AwareDatetime | None = Field(default=None, description="The check date.")
+    reason: str | None = Field(default=None, description="Why it answered as it did (auth, "
+                               "rate_limited, not_found, …) or why it failed (dns, timeout, …).")
+    note: str | None = Field(default=None, description="Why it is not probed, e.g. "
+                             "'method is POST' or 'path has placeholders'.")
+
+
 class Endpoint(ContractModel):
     method: HttpMethod | None = None
     path: str | None = None
     description: str | None = None
+    status: EndpointStatus | None = Field(
+        default=None, description="Published with each entry: this endpoint's own status.")
 
 
 class Sdk(ContractModel):

@@ -126,3 +126,28 @@ def test_history_frame_has_the_columns_the_score_stage_reads(session) -> None:
                                    "outcome", "http_status", "total_ms"]
     assert frame.loc[0, "total_ms"] == 42 and str(frame["checked_at"].dt.tz) == "UTC"
     assert history_frame(session, since=T0 + timedelta(hours=1)).empty
+
+
+def test_each_endpoint_has_its_own_status_or_says_why_it_is_not_probed(session) -> None:
+    from dataclasses import replace
+
+    from pipeline.store.history import endpoint_statuses
+
+    assert endpoint_statuses(session)["example-weather"][0].state == "unchecked"  # no run yet
+    run = start_run(session, "nightly")
+    forecast, current = plan_targets(session, active_entries(session))[:2]
+    record_probes(session, run, [
+        replace(result(forecast.url, "online", 401, 80.4, endpoint=forecast.endpoint_id),
+                reason="auth"),
+        result(current.url, "unreachable", None, None, endpoint=current.endpoint_id,
+               error_class="read_timeout"),
+    ])
+    statuses = endpoint_statuses(session)["example-weather"]
+    assert sorted(statuses) == [0, 1, 2, 3]  # one per endpoint, by position
+    assert statuses[0].model_dump(exclude_none=True) == {
+        "state": "online", "httpStatus": 401, "responseTimeMs": 80, "checkedAt": T0,
+        "reason": "auth"}
+    assert (statuses[1].state, statuses[1].note) == ("unchecked", "method is POST")
+    assert (statuses[2].state, statuses[2].note) == ("unchecked", "path has placeholders")
+    assert (statuses[3].state, statuses[3].reason, statuses[3].http_status) == (
+        "unreachable", "read_timeout", None)

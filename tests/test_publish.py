@@ -345,3 +345,33 @@ def test_validate_stale_lists_entries_past_their_age(
     assert done.returncode == 1
     assert "entry old: verified 2020-01-02" in done.stdout and "fresh" not in done.stdout
     assert done.stdout.strip().endswith("1 stale entry")
+
+
+def test_each_endpoint_is_published_with_its_own_status(
+    tmp_path: Path, write_entry, data_dir: Path
+) -> None:
+    from pipeline.contract import EndpointStatus
+    from pipeline.judging.present import Presented
+    from tests.conftest import make_entry
+
+    write_entry(make_entry())
+    entries = data_dir / "entries"
+    engine = make_engine(f"sqlite:///{tmp_path / 'apidir.db'}")
+    presented = Presented(endpoints={"example-weather": {
+        0: EndpointStatus(state="live", http_status=200, response_time_ms=120, checked_at=NOW),
+        2: EndpointStatus(note="path has placeholders"),
+    }})
+    with Session(engine) as session:
+        ingest_catalog(session, read_catalog([entries], entries))
+        publish_release(session, tmp_path / "public", "https://directory.test", CATEGORIES,
+                        NOW, presented)
+    engine.dispose()
+    [api] = read(tmp_path / "public", FULL_DATASET)["apis"]
+    first, second, third = api["endpoints"]
+    assert first["status"]["state"] == "live" and first["status"]["httpStatus"] == 200
+    assert "status" not in second  # nothing known of it: published as curated
+    assert third["status"] == {"state": "unchecked", "httpStatus": None, "responseTimeMs": None,
+                               "checkedAt": None, "reason": None,
+                               "note": "path has placeholders"}
+    page = (tmp_path / "public" / "apis" / "example-weather.html").read_text()
+    assert "not probed: path has placeholders" in page and "HTTP 200, 120 ms" in page

@@ -8,10 +8,10 @@ from datetime import datetime
 
 from sqlmodel import Session
 
-from pipeline.contract import BuilderScore, Status, Uptime
+from pipeline.contract import BuilderScore, EndpointStatus, Status, Uptime
 from pipeline.judging.rollup import HISTORY_WINDOW
 from pipeline.judging.score import entry_uptimes, score_entries
-from pipeline.store.history import history_frame, latest_statuses
+from pipeline.store.history import endpoint_statuses, history_frame, latest_statuses
 from pipeline.store.tables import active_entries
 
 
@@ -22,6 +22,7 @@ class Presented:
     statuses: dict[str, Status] = field(default_factory=dict)
     scores: dict[str, BuilderScore] = field(default_factory=dict)
     uptimes: dict[str, Uptime] = field(default_factory=dict)
+    endpoints: dict[str, dict[int, EndpointStatus]] = field(default_factory=dict)
 
 
 def present_entries(session: Session, as_of: datetime) -> Presented:
@@ -34,4 +35,5 @@ def present_entries(session: Session, as_of: datetime) -> Presented:
         statuses=statuses,
         scores={entry_id: entry_score.contract() for entry_id, entry_score in scores.items()},
         uptimes=entry_uptimes(history, as_of),
+        endpoints=endpoint_statuses(session),
     )

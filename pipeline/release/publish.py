@@ -25,6 +25,7 @@ from pipeline.contract import (
     INTERFACE_VERSION,
     LICENSE,
     BuilderScore,
+    EndpointStatus,
     Meta,
     Status,
     StatusState,
@@ -106,11 +107,19 @@ def published_entry(
     uptime: Uptime | None = None,
     as_of: date | None = None,
     stale_days: int = DEFAULT_STALE_DAYS,
+    endpoint_statuses: Mapping[int, EndpointStatus] | None = None,
 ) -> dict[str, Any]:
-    """One entry as published: the curated keys it sets plus every presented value."""
+    """One entry as published: the curated keys it sets plus every presented value, each
+    endpoint with its own status."""
     entry = dict(content)
     if "provenance" in entry:
         entry["provenance"] = stale_provenance(entry["provenance"], as_of, stale_days)
+    if endpoint_statuses is not None and entry.get("endpoints"):
+        entry["endpoints"] = [
+            {**endpoint, "status": endpoint_statuses[position].model_dump(mode="json")}
+            if position in endpoint_statuses else endpoint
+            for position, endpoint in enumerate(entry["endpoints"])
+        ]
     entry["status"] = (status or Status()).model_dump(mode="json")
     entry["builderScore"] = builder_score.model_dump(mode="json") if builder_score else None
     entry["uptime"] = uptime.model_dump(mode="json") if uptime else None
@@ -295,13 +304,15 @@ def assemble_entries(
     uptimes: Mapping[str, Uptime] | None = None,
     as_of: date | None = None,
     stale_days: int = DEFAULT_STALE_DAYS,
+    endpoints: Mapping[str, Mapping[int, EndpointStatus]] | None = None,
 ) -> list[dict[str, Any]]:
     """Published entries from (id, curated content) pairs and the presented values by id."""
     statuses, scores, uptimes = statuses or {}, scores or {}, uptimes or {}
+    endpoints = endpoints or {}
     return [
         published_entry(
             content, statuses.get(entry_id), scores.get(entry_id), uptimes.get(entry_id),
-            as_of, stale_days,
+            as_of, stale_days, endpoints.get(entry_id),
         )
         for entry_id, content in contents
     ]
@@ -419,7 +430,7 @@ def publish_release(
             status = statuses.get(entry_id)
             by_state[status.state if status else "unchecked"] += 1
             yield published_entry(content, status, scores.get(entry_id), uptimes.get(entry_id),
-                                  now.date(), stale_days)
+                                  now.date(), stale_days, presented.endpoints.get(entry_id))
 
     # The version, the staging and the swap under one lock: two publishers never take the
     # same version or remove each other's staging folder.

@@ -17,7 +17,7 @@ from sqlalchemy import func, insert
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
-from pipeline.contract import ONLINE_NOTE, Status
+from pipeline.contract import ONLINE_NOTE, EndpointStatus, Status
 from pipeline.probing.probe import ProbeResult, ProbeTarget, probe_targets_for
 from pipeline.store.tables import EndpointRow, EntryRow, PipelineRun, ProbeRow, as_utc
 
@@ -46,6 +46,7 @@ HISTORY_COLUMNS = [
 # What `entry_status` reads of a probe (rows of these columns stand in for ProbeRow objects).
 STATUS_COLUMNS = (
     "entry_id", "endpoint_id", "url", "checked_at", "outcome", "http_status", "total_ms",
+    "reason", "error_class",
 )
 
 
@@ -188,6 +189,45 @@ def latest_statuses(
     """Each entry's status from its latest probe run that was not network-suspect.
 
     With `until`, only probes checked by then count: the status as it was at that moment.
+    """
+    return {entry_id: entry_status(probes)
+            for entry_id, probes in latest_probes(session, entry_ids, until).items()}
+
+
+def endpoint_statuses(
+    session: Session, entry_ids: Iterable[str] | None = None
+) -> dict[str, dict[int, EndpointStatus]]:
+    """Each active endpoint's own status, by entry and position: from the probe of it in the
+    entry's latest trusted run, else unchecked with the reason it is not probed."""
+    probed = {
+        (probe.entry_id, probe.endpoint_id): probe
+        for probes in latest_probes(session, entry_ids).values() for probe in probes
+        if probe.endpoint_id is not None
+    }
+    statement = select(EndpointRow.id, EndpointRow.entry_id, EndpointRow.position,
+                       EndpointRow.probe_note).where(EndpointRow.active)
+    if entry_ids is not None:
+        statement = statement.where(col(EndpointRow.entry_id).in_(list(entry_ids)))
+    statuses: dict[str, dict[int, EndpointStatus]] = defaultdict(dict)
+    for endpoint_id, entry_id, position, note in session.exec(statement):
+        probe = probed.get((entry_id, endpoint_id))
+        if probe is None:
+            statuses[entry_id][position] = EndpointStatus(note=note)
+            continue
+        state = ("live" if probe.outcome == "live"
+                 else "online" if probe.http_status is not None else "unreachable")
+        statuses[entry_id][position] = EndpointStatus(
+            state=state, http_status=probe.http_status,
+            response_time_ms=None if probe.total_ms is None else round(probe.total_ms),
+            checked_at=as_utc(probe.checked_at), reason=probe.reason or probe.error_class)
+    return dict(statuses)
+
+
+def latest_probes(
+    session: Session, entry_ids: Iterable[str] | None = None, until: datetime | None = None
+) -> dict[str, list[ProbeRow]]:
+    """The probes of each entry's latest trusted run (by `until`), in endpoint order.
+
     Two index-friendly steps (the latest trusted run of each entry, then the probes of those
     few runs) rather than one join, which SQLite plans as runs x entries row visits.
     """
@@ -210,10 +250,8 @@ def latest_statuses(
             if latest.get(probe.entry_id) == run_id:
                 by_entry[probe.entry_id].append(probe)
     order = _endpoint_order(session)
-    return {
-        entry_id: entry_status(sorted(probes, key=lambda p: order.get(p.endpoint_id, -1)))
-        for entry_id, probes in by_entry.items()
-    }
+    return {entry_id: sorted(probes, key=lambda p: order.get(p.endpoint_id, -1))
+            for entry_id, probes in by_entry.items()}
 
 
 def _endpoint_order(session: Session) -> dict[int | None, int]:
