@@ -27,6 +27,7 @@ from filelock import FileLock, Timeout
 from pipeline.catalogue.entries import Category
 from pipeline.release.layout import CATEGORY_INDEX, Completion
 from pipeline.release.validate import ReleaseValidationError, validate_release
+from pipeline.store.tables import process_alive
 
 
 def _exchange(first: Path, second: Path) -> bool:
@@ -95,16 +96,6 @@ def staging_folders(output_dir: Path) -> list[Path]:
     return sorted(output_dir.parent.glob(f".{output_dir.name}.staging-*"))
 
 
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's
-        return True
-    return True
-
-
 def owner_is_dead(staging: Path) -> bool:
     """True when the staging folder's owner provably runs no more: a process of this host
     that is gone, or a folder from before owners were named (whose publisher held no lock
@@ -115,7 +106,7 @@ def owner_is_dead(staging: Path) -> bool:
     if match["host"] != socket.gethostname():
         return False  # another machine's run: nothing here proves it dead
     pid = int(match["pid"])
-    return pid != os.getpid() and not _process_alive(pid)
+    return pid != os.getpid() and not process_alive(pid)
 
 
 def new_staging_folder(output_dir: Path) -> Path:

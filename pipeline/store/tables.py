@@ -262,14 +262,15 @@ def content_hash(content: dict[str, Any]) -> str:
 ABANDONED = "abandoned: the process running it"
 
 
-def _process_gone(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process of this machine runs under `pid` (another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return True
-    except PermissionError:
         return False
-    return False
+    except PermissionError:
+        return True
+    return True
 
 
 def reap_abandoned_runs(session: Session) -> list[PipelineRun]:
@@ -280,7 +281,7 @@ def reap_abandoned_runs(session: Session) -> list[PipelineRun]:
                                           PipelineRun.host == host)
     reaped = []
     for run in session.exec(statement):
-        if run.pid is not None and run.pid != os.getpid() and _process_gone(run.pid):
+        if run.pid is not None and run.pid != os.getpid() and not process_alive(run.pid):
             finish_run(session, run, "crashed",
                        f"{ABANDONED} (pid {run.pid} on {host}) is gone")
             reaped.append(run)
