@@ -39,8 +39,6 @@ from pipeline.store.tables import utcnow
 
 # A hung run fails at this bound instead of holding back every night queued behind it.
 RUN_TIMEOUT = Settings().run_timeout
-SUSPECT_WARNING = ("most probes failed to connect at once: run flagged network-suspect, "
-                   "published statuses keep the last trusted run")
 
 
 @task(name="ingest", cache_policy=NO_CACHE)
@@ -67,8 +65,6 @@ async def probe(settings: Settings, run_id: int, entry_ids: Collection[str] | No
         return 0
     probed = await stages.probe_entries(settings, run_id, entry_ids)
     logger.info("probed %d URLs: %s", probed.probes, probed.outcomes)
-    if probed.network_suspect:
-        logger.warning(SUSPECT_WARNING)
     return probed.probes
 
 

@@ -165,6 +165,7 @@ async def report_network_suspect(settings: Settings, flow: str, run_id: int) -> 
         return False
     message = (f"{run.probes_failed} of {run.probes} probes failed to connect: the prober's "
                "network was likely down; published statuses keep the last trusted run")
+    get_run_logger().warning("%s run %d flagged network-suspect: %s", flow, run_id, message)
     emit_run_event(RUN_NETWORK_SUSPECT, flow, run_id, message)
     await alert(settings, "run_network_suspect", flow, run, message=message)
     return True
