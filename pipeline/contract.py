@@ -49,6 +49,9 @@ AuthType = Literal["bearer", "api-key", "oauth2", "basic", "hmac", "none"]
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 PricingModel = Literal["free", "freemium", "subscription", "pay-as-you-go", "enterprise"]
 StatusState = Literal["live", "online", "unreachable", "unchecked"]
+FailureClass = Literal["dead", "blocked", "transient", "tls"]
+LifecycleState = Literal["active", "degraded", "failing", "dead", "deprecated"]
+CorsState = Literal["yes", "no", "unknown"]
 
 SLUG_PATTERN = r"^[a-z0-9]+(?:-[a-z0-9]+)*$"
 COLOR_PATTERN = r"^#[0-9a-fA-F]{6}$"
@@ -157,6 +160,10 @@ class EndpointStatus(ContractModel):
                                "rate_limited, not_found, …) or why it failed (dns, timeout, …).")
     note: str | None = Field(default=None, description="Why it is not probed, e.g. "
                              "'method is POST' or 'path has placeholders'.")
+    failure: FailureClass | None = Field(
+        default=None, description="Set when it failed twice in the run (a second look at the "
+        "end of the run confirmed it): dead (404/410 or no such host), blocked (bot challenge "
+        "or 429), transient (5xx, timeout, reset) or tls.")
 
 
 class Endpoint(ContractModel):
@@ -172,6 +179,16 @@ class Sdk(ContractModel):
 
     language: str = Field(min_length=1, description="Programming language, e.g. Python.")
     url: Uri = Field(description="The SDK's official repository or package page.")
+
+
+class Deprecation(ContractModel):
+    """The provider's deprecation of an API, as the curator recorded it."""
+
+    on: date | None = Field(default=None, description="Day the provider deprecated it, or "
+                            "will shut it down, as announced.")
+    successor: Slug | None = Field(default=None, description="Id of the entry that replaces "
+                                   "it, where the directory lists one.")
+    note: str | None = Field(default=None, description="The provider's words, in short.")
 
 
 class EntryContent(ContractModel):
@@ -208,6 +225,9 @@ class EntryContent(ContractModel):
     sdks: list[Sdk] | None = Field(
         default=None, description="Official SDKs of the API, by language."
     )
+    deprecated: Deprecation | None = Field(
+        default=None, description="Set by the curator when the provider deprecates the API: "
+        "the entry stays published, marked, until it is retired.")
 
 
 class Status(ContractModel):
@@ -219,6 +239,46 @@ class Status(ContractModel):
     checked_at: AwareDatetime | None = None
     note: str | None = None
     url: Uri | None = None
+    failure: FailureClass | None = Field(
+        default=None, description="When no target answered in the run, twice: the class of "
+        "the failure of the deciding target (dead, blocked, transient, tls).")
+
+
+class Lifecycle(ContractModel):
+    """Where the entry stands in its life, judged over runs rather than from one probe."""
+
+    state: LifecycleState = Field(description="active; degraded (some targets fail); failing "
+                                  "(no target answered for several runs in a row); dead "
+                                  "(confirmed dead for weeks); deprecated (by its provider).")
+    since: AwareDatetime | None = Field(default=None, description="When it entered this state.")
+    reason: str | None = Field(default=None, description="What the judgement rests on.")
+    successor: Slug | None = Field(default=None, description="Deprecated: the entry replacing "
+                                   "it, if listed.")
+
+
+class Https(ContractModel):
+    """Measured transport security of the base address."""
+
+    enabled: bool = Field(description="The base address is HTTPS.")
+    tls_version: str | None = Field(default=None, description="Protocol of the last "
+                                    "connection, e.g. TLSv1.3.")
+    cert_expires: AwareDatetime | None = Field(default=None, description="When the server's "
+                                               "certificate expires.")
+    cert_days_left: int | None = Field(default=None, description="Whole days from the release "
+                                       "to that expiry (negative: expired).")
+    checked_at: AwareDatetime | None = None
+
+
+class Cors(ContractModel):
+    """Whether a web page on another origin may read the API's answers, as measured by
+    sending an `Origin` header (no credentials) to every probed target."""
+
+    state: CorsState = Field(description="yes: Access-Control-Allow-Origin allows any origin or "
+                             "ours; no: an answer came without it; unknown: nothing answered.")
+    allow_origin: str | None = Field(default=None, description="The header's value, as sent.")
+    credentials: bool | None = Field(default=None, description="Access-Control-Allow-"
+                                     "Credentials was true.")
+    checked_at: AwareDatetime | None = None
 
 
 class ScoreReasons(ContractModel):
@@ -300,6 +360,9 @@ class APIEntry(EntryContent):
     status: Status = Field(default_factory=Status)
     builder_score: BuilderScore | None = None
     uptime: Uptime | None = None
+    lifecycle: Lifecycle | None = None
+    https: Https | None = None
+    cors: Cors | None = None
 
 
 class Meta(ContractModel):
@@ -406,17 +469,37 @@ class StateChangeItem(ContractModel):
     at: AwareDatetime
 
 
+class CatalogueEvent(ContractModel):
+    """Something that happened to an entry: added to the catalogue, retired from it, or moved
+    from one lifecycle state to another."""
+
+    kind: Literal["added", "retired", "lifecycle"]
+    entry: Slug
+    name: str
+    from_state: LifecycleState | None = Field(default=None, alias="from",
+                                              description="lifecycle: the state left.")
+    to_state: LifecycleState | None = Field(default=None, alias="to",
+                                            description="lifecycle: the state entered.")
+    at: AwareDatetime
+
+
+def _check_newest_first(moments: list[Any], what: str) -> None:
+    if moments != sorted(moments, reverse=True):
+        raise ValueError(f"{what} must be listed newest first")
+
+
 class ChangeLog(ContractModel):
-    """`api/changes.json`: recent state changes, newest first."""
+    """`api/changes.json`: recent state changes and catalogue events, newest first."""
 
     meta: Meta
     changes: list[StateChangeItem]
+    events: list[CatalogueEvent] | None = Field(
+        default=None, description="Entries added and retired, and lifecycle transitions.")
 
     @model_validator(mode="after")
     def _newest_first(self) -> ChangeLog:
-        moments = [change.at for change in self.changes]
-        if moments != sorted(moments, reverse=True):
-            raise ValueError("changes must be listed newest first")
+        _check_newest_first([change.at for change in self.changes], "changes")
+        _check_newest_first([event.at for event in self.events or []], "events")
         return self
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -65,6 +66,25 @@ class Settings(BaseSettings):
     probe_workers: int = Field(
         default=0, ge=0, description="Processes probing shards at once (0: one per CPU)."
     )
+    probe_confirm: bool = Field(
+        default=True,
+        description="Probe a failed target once more at the end of the run; only a failure "
+        "seen twice counts (off: one look decides).",
+    )
+    probe_ca_file: Path | None = Field(
+        default=None,
+        description="PEM file of extra certificate authorities to trust, beside the system's.",
+    )
+    failing_runs: int = Field(
+        default=3, ge=1,
+        description="Consecutive runs in which no target of an entry answered before its "
+        "lifecycle is `failing`.",
+    )
+    dead_days: int = Field(
+        default=14, ge=1,
+        description="Days an entry must be confirmed dead (404/410 or no such host on every "
+        "target) before its lifecycle is `dead`.",
+    )
 
     publish_pages: bool = Field(
         default=True, description="Publish the reader pages with the JSON (off: JSON only)."
@@ -117,7 +137,16 @@ class Settings(BaseSettings):
             max_attempts=self.probe_attempts,
             allow_private=self.probe_allow_private,
             user_agent=f"apidir-prober/2.0 (+{self.base_url}; read-only health check)",
+            origin=self.probe_origin,
+            ca_file=str(self.probe_ca_file) if self.probe_ca_file else None,
+            confirm_failures=self.probe_confirm,
         )
+
+    @property
+    def probe_origin(self) -> str:
+        """The directory's own origin, sent as `Origin` to learn what a browser would be told."""
+        parts = urlsplit(self.base_url)
+        return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else ""
 
     @property
     def entries_dir(self) -> Path:

@@ -42,6 +42,7 @@ FAST = ProbeSettings(
     connect_timeout=1,
     total_timeout=2,
     backoff_base=0.02,
+    confirm_failures=False,  # one look per target; tests/test_health.py covers the second
 )
 
 

@@ -372,6 +372,6 @@ def test_each_endpoint_is_published_with_its_own_status(
     assert "status" not in second  # nothing known of it: published as curated
     assert third["status"] == {"state": "unchecked", "httpStatus": None, "responseTimeMs": None,
                                "checkedAt": None, "reason": None,
-                               "note": "path has placeholders"}
+                               "note": "path has placeholders", "failure": None}
     page = (tmp_path / "public" / "apis" / "example-weather.html").read_text()
     assert "not probed: path has placeholders" in page and "HTTP 200, 120 ms" in page

@@ -365,8 +365,28 @@ def read_catalog(
                 )
             )
             report.entries.pop(path, None)
+    _check_successors(report, entries_root)
     report.problems.sort(key=Problem.sort_key)
     return report
+
+
+def _check_successors(report: CatalogReport, entries_root: Path | None) -> None:
+    """A deprecated entry's successor must be another entry of the catalogue (its file under
+    `entries_root`, so one file can be checked alone)."""
+    known = ({path.stem for path in entry_files([entries_root])} if entries_root is not None
+             else {entry.id for entry in report.entries.values()})
+    for path, entry in list(report.entries.items()):
+        successor = entry.deprecated.successor if entry.deprecated else None
+        if successor is None or (successor != entry.id and successor in known):
+            continue
+        why = "is the entry itself" if successor == entry.id else "is not an entry of the catalogue"
+        try:
+            line = _node_line(_compose(read_text(path)), ("deprecated", "successor"))
+        except (OSError, yaml.YAMLError, UnsafeEntryFile):
+            line = None
+        report.problems.append(Problem(str(path), line, entry.id, "deprecated.successor",
+                                       "unknown-successor", f"successor {successor!r} {why}"))
+        del report.entries[path]
 
 
 def _id_line(path: Path) -> int | None:

@@ -19,7 +19,7 @@ from sqlalchemy import insert, update
 from sqlmodel import Session, col, select
 
 from pipeline.catalogue.entries import CatalogReport, EntryFile, paused_garbage_collection
-from pipeline.store.tables import EndpointRow, EntryRow, content_hash, utcnow
+from pipeline.store.tables import EndpointRow, EntryEvent, EntryRow, content_hash, utcnow
 
 
 class EmptyCatalogError(RuntimeError):
@@ -101,16 +101,19 @@ def _insert_new(session: Session, new: list[tuple[EntryFile, dict, str, Path]],
 
 
 def ingest_catalog(
-    session: Session, report: CatalogReport, now: datetime | None = None
+    session: Session, report: CatalogReport, now: datetime | None = None,
+    run_id: int | None = None,
 ) -> IngestSummary:
-    """Store every valid entry of `report`, keep invalid ones as stored, retire the vanished."""
+    """Store every valid entry of `report`, keep invalid ones as stored, retire the vanished;
+    each entry added, restored or retired is an event of the catalogue's history."""
     if not report.files:
         raise EmptyCatalogError("no entry files found; refusing to retire every stored entry")
     with paused_garbage_collection():
-        return _ingest(session, report, now or utcnow())
+        return _ingest(session, report, now or utcnow(), run_id)
 
 
-def _ingest(session: Session, report: CatalogReport, now: datetime) -> IngestSummary:
+def _ingest(session: Session, report: CatalogReport, now: datetime,
+            run_id: int | None) -> IngestSummary:
     summary = IngestSummary(
         invalid=sorted(report.invalid_ids()), errors=[asdict(p) for p in report.problems]
     )
@@ -144,5 +147,19 @@ def _ingest(session: Session, report: CatalogReport, now: datetime) -> IngestSum
         session.execute(
             update(EntryRow).where(col(EntryRow.id).in_(chunk)).values(retired_at=now)
         )
+    _record_events(session, summary, now, run_id)
     session.commit()
     return summary
+
+
+def _record_events(session: Session, summary: IngestSummary, now: datetime,
+                   run_id: int | None) -> None:
+    """The catalogue's history: an entry added (or back from retirement), an entry retired."""
+    events = [
+        {"entry_id": entry_id, "kind": kind, "at": now, "run_id": run_id}
+        for kind, ids in (("added", summary.added + summary.restored),
+                          ("retired", summary.retired))
+        for entry_id in ids
+    ]
+    if events:
+        session.execute(insert(EntryEvent.__table__), events)

@@ -1,7 +1,9 @@
-"""State changes: which entries moved between live, online and unreachable since the last run.
+"""Changes: which entries moved between live, online and unreachable since the last run, and
+the catalogue's events (entries added and retired, lifecycle transitions).
 
 Each run compares the presented statuses it publishes with the state each entry
-was last published with. A first check (from `unchecked`) is not a change.
+was last published with. A first check (from `unchecked`) is not a change, nor is the first
+lifecycle judgement of an entry (its `added` event stands for it).
 """
 
 from __future__ import annotations
@@ -12,8 +14,23 @@ from datetime import datetime
 
 from sqlmodel import Session, col, select
 
-from pipeline.contract import Status
-from pipeline.store.tables import EntryRow, EntryState, StateChange, as_utc, utc_text
+from pipeline.contract import Deprecation, Lifecycle, Status
+from pipeline.judging.health import (
+    LifecycleRecord,
+    LifecycleRules,
+    RunVerdict,
+    judge_lifecycle,
+    published_lifecycle,
+)
+from pipeline.store.tables import (
+    EntryEvent,
+    EntryLifecycle,
+    EntryRow,
+    EntryState,
+    StateChange,
+    as_utc,
+    utc_text,
+)
 
 DOWN = "unreachable"
 
@@ -95,3 +112,85 @@ def recent_changes(session: Session, since: datetime, limit: int = 500) -> list[
     rows = list(session.exec(statement))
     names = _names(session, sorted({row.entry_id for row in rows}))
     return [_change(row, names) for row in rows]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event of the catalogue as published: added, retired, or a lifecycle transition."""
+
+    kind: str
+    entry_id: str
+    name: str
+    from_state: str | None
+    to_state: str | None
+    at: datetime
+
+    def document(self) -> dict[str, str]:
+        document = {"kind": self.kind, "entry": self.entry_id, "name": self.name,
+                    "at": utc_text(self.at)}
+        if self.kind == "lifecycle":
+            document |= {"from": self.from_state, "to": self.to_state}
+        return document
+
+
+def record_lifecycles(
+    session: Session,
+    entry_ids: list[str],
+    verdicts: Mapping[str, RunVerdict],
+    deprecations: Mapping[str, Deprecation],
+    now: datetime,
+    rules: LifecycleRules,
+    run_id: int | None = None,
+) -> tuple[dict[str, Lifecycle], list[Event]]:
+    """Judge each entry's lifecycle after its latest trusted run; store it, record each
+    transition as an event, and return the published lifecycles and the new events."""
+    known = {row.entry_id: row for row in session.exec(select(EntryLifecycle))}
+    lifecycles: dict[str, Lifecycle] = {}
+    rows: list[EntryEvent] = []
+    for entry_id in entry_ids:
+        row = known.get(entry_id)
+        previous = None if row is None else LifecycleRecord(
+            row.state, as_utc(row.since), row.down_runs, as_utc(row.dead_since),
+            row.judged_run_id)
+        verdict, deprecation = verdicts.get(entry_id), deprecations.get(entry_id)
+        record = judge_lifecycle(previous, verdict, deprecation, now, rules)
+        lifecycles[entry_id] = published_lifecycle(record, verdict, deprecation)
+        if previous is not None and previous.state != record.state:
+            rows.append(EntryEvent(entry_id=entry_id, kind="lifecycle", from_value=previous.state,
+                                   to_value=record.state, at=now, run_id=run_id))
+        if previous != record:
+            row = row or EntryLifecycle(entry_id=entry_id)
+            row.state, row.since, row.down_runs = record.state, record.since, record.down_runs
+            row.dead_since, row.judged_run_id = record.dead_since, record.judged_run_id
+            session.add(row)
+    session.add_all(rows)
+    session.commit()
+    names = _names(session, [row.entry_id for row in rows])
+    return lifecycles, [_event(row, names) for row in rows]
+
+
+def _event(row: EntryEvent, names: Mapping[str, str]) -> Event:
+    return Event(row.kind, row.entry_id, names.get(row.entry_id, row.entry_id), row.from_value,
+                 row.to_value, as_utc(row.at))
+
+
+def recent_events(session: Session, since: datetime, limit: int = 500) -> list[Event]:
+    """Catalogue events at or after `since`, newest first, at most `limit`."""
+    statement = (
+        select(EntryEvent)
+        .where(EntryEvent.at >= since)
+        .order_by(col(EntryEvent.at).desc(), col(EntryEvent.id).desc())
+        .limit(limit)
+    )
+    rows = list(session.exec(statement))
+    names = _names(session, sorted({row.entry_id for row in rows}))
+    return [_event(row, names) for row in rows]
+
+
+def curated_deprecations(session: Session) -> dict[str, Deprecation]:
+    """The deprecation each active entry's curator recorded, by id."""
+    curated = col(EntryRow.content)["deprecated"]  # read in the database, not every content
+    statement = select(EntryRow.id, curated).where(
+        col(EntryRow.retired_at).is_(None), curated.is_not(None))
+    return {entry_id: Deprecation.model_validate(value)
+            for entry_id, value in session.exec(statement) if value}

@@ -1,5 +1,5 @@
-"""The presented values of every entry (status, builder score, uptime) as of one moment:
-what the score stage concludes from the store's entries and probe history."""
+"""The presented values of every entry (status, builder score, uptime, health) as of one
+moment: what the score stage concludes from the store's entries and probe history."""
 
 from __future__ import annotations
 
@@ -8,32 +8,58 @@ from datetime import datetime
 
 from sqlmodel import Session
 
-from pipeline.contract import BuilderScore, EndpointStatus, Status, Uptime
+from pipeline.contract import (
+    BuilderScore,
+    Cors,
+    EndpointStatus,
+    Https,
+    Lifecycle,
+    Status,
+    Uptime,
+)
+from pipeline.judging.health import RunVerdict, measured_cors, measured_https, run_verdict
 from pipeline.judging.rollup import HISTORY_WINDOW
 from pipeline.judging.score import entry_uptimes, score_entries
-from pipeline.store.history import endpoint_statuses, history_frame, latest_statuses
+from pipeline.store.history import (
+    endpoint_statuses,
+    entry_status,
+    history_frame,
+    latest_probes,
+)
 from pipeline.store.tables import active_entries
 
 
 @dataclass
 class Presented:
-    """The presented values of the entries, by id, as the probe and score stages computed them."""
+    """The presented values of the entries, by id, as the probe and score stages computed them;
+    `lifecycles` are judged when the release is published (once per run, under its lock)."""
 
     statuses: dict[str, Status] = field(default_factory=dict)
     scores: dict[str, BuilderScore] = field(default_factory=dict)
     uptimes: dict[str, Uptime] = field(default_factory=dict)
     endpoints: dict[str, dict[int, EndpointStatus]] = field(default_factory=dict)
+    verdicts: dict[str, RunVerdict] = field(default_factory=dict)
+    https: dict[str, Https] = field(default_factory=dict)
+    cors: dict[str, Cors] = field(default_factory=dict)
+    lifecycles: dict[str, Lifecycle] = field(default_factory=dict)
 
 
-def present_entries(session: Session, as_of: datetime) -> Presented:
-    """Every active entry's status, scores and uptime as of `as_of`, from the stored history."""
+def present_entries(session: Session, as_of: datetime, origin: str = "") -> Presented:
+    """Every active entry's status, scores, uptime and measured health as of `as_of`, from the
+    stored history; `origin` is the one the prober sent, which CORS answers are read against."""
     contents = {row.id: row.content for row in active_entries(session)}
     history = history_frame(session, since=as_of - HISTORY_WINDOW, until=as_of)
-    statuses = latest_statuses(session)
+    latest = {entry_id: probes for entry_id, probes in latest_probes(session).items()
+              if entry_id in contents}
     scores = score_entries(contents, history, as_of)
+    verdicts = {entry_id: run_verdict(probes) for entry_id, probes in latest.items()}
     return Presented(
-        statuses=statuses,
+        statuses={entry_id: entry_status(probes) for entry_id, probes in latest.items()},
         scores={entry_id: entry_score.contract() for entry_id, entry_score in scores.items()},
         uptimes=entry_uptimes(history, as_of),
-        endpoints=endpoint_statuses(session),
+        endpoints=endpoint_statuses(session, latest=latest),
+        verdicts={entry_id: v for entry_id, v in verdicts.items() if v is not None},
+        https={entry_id: measured_https(contents[entry_id]["baseUrl"], probes, as_of)
+               for entry_id, probes in latest.items()},
+        cors={entry_id: measured_cors(probes, origin) for entry_id, probes in latest.items()},
     )

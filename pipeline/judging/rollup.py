@@ -183,3 +183,28 @@ def roll_up_days(
         store_day(session, rollup, entry_ids)
         rollups.append(rollup)
     return rollups
+
+
+@dataclass(frozen=True)
+class DayFigures:
+    """One entry's day, as its trend chart draws it."""
+
+    day: date
+    probes: int
+    responses: int
+    p50_ms: float | None
+
+
+def entry_trends(session: Session, last_day: date, days: int = 30) -> dict[str, list[DayFigures]]:
+    """Each entry's daily figures over the `days` days ending on `last_day`, oldest first."""
+    statement = (
+        select(DailyEntryRollup.entry_id, DailyEntryRollup.day, DailyEntryRollup.probes,
+               DailyEntryRollup.responses, DailyEntryRollup.p50_ms)
+        .where(DailyEntryRollup.day > last_day - timedelta(days=days),
+               DailyEntryRollup.day <= last_day)
+        .order_by(DailyEntryRollup.day)
+    )
+    trends: dict[str, list[DayFigures]] = {}
+    for entry_id, day, probes, responses, p50_ms in session.exec(statement):
+        trends.setdefault(entry_id, []).append(DayFigures(day, probes, responses, p50_ms))
+    return trends

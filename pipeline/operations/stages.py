@@ -20,7 +20,15 @@ from prefect.settings import PREFECT_API_URL
 
 from pipeline.catalogue.entries import CatalogReport, load_categories, read_catalog
 from pipeline.catalogue.ingest import EmptyCatalogError, IngestSummary, ingest_catalog
-from pipeline.judging.changes import Change, recent_changes, record_state_changes
+from pipeline.judging.changes import (
+    Change,
+    curated_deprecations,
+    recent_changes,
+    recent_events,
+    record_lifecycles,
+    record_state_changes,
+)
+from pipeline.judging.health import LifecycleRules
 from pipeline.judging.present import Presented, present_entries
 from pipeline.judging.rollup import DayRollup, roll_up_days
 from pipeline.probing.probe import probe_all
@@ -55,7 +63,7 @@ def ingest_entries(settings: Settings, run_id: int) -> tuple[IngestSummary, Cata
     report = read_catalog([settings.entries_dir], settings.entries_dir,
                           max_bytes=settings.entry_max_bytes)
     with session_scope(engine_for(settings.database_url)) as session:
-        summary = ingest_catalog(session, report)
+        summary = ingest_catalog(session, report, run_id=run_id)
         run = session.get(PipelineRun, run_id)
         run.entries_seen = len(report.files)
         run.entries_added, run.entries_updated = len(summary.added), len(summary.updated)
@@ -164,7 +172,7 @@ def close_shards(
 def score_entries_now(settings: Settings, as_of: datetime) -> Presented:
     """Compute the presented values of every entry (status, scores, uptime) as of `as_of`."""
     with session_scope(engine_for(settings.database_url)) as session:
-        return present_entries(session, as_of)
+        return present_entries(session, as_of, settings.probe_origin)
 
 
 PUBLISH_LIMIT = "apidir-publish"
@@ -197,11 +205,16 @@ def publish_now(
     ):
         now = max(now, utcnow())  # a release waits its turn: it is generated when it gets it
         changes = record_state_changes(session, presented.statuses, now, run_id)
+        rules = LifecycleRules(settings.failing_runs, settings.dead_days)
+        presented.lifecycles, _ = record_lifecycles(
+            session, sorted(active_categories(session)), presented.verdicts,
+            curated_deprecations(session), now, rules, run_id)
+        since = now - timedelta(days=settings.changes_days)
         release = publish_release(
             session, settings.output_dir, settings.base_url, categories, now, presented, run_id,
-            releases_kept=settings.releases_kept,
-            changes=recent_changes(session, now - timedelta(days=settings.changes_days)),
+            releases_kept=settings.releases_kept, changes=recent_changes(session, since),
             pages=settings.publish_pages, stale_days=settings.stale_days,
+            events=recent_events(session, since),
         )
         if run_id is not None:
             run = session.get(PipelineRun, run_id)

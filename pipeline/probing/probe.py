@@ -21,7 +21,7 @@ import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -71,6 +71,15 @@ class ProbeSettings:
     # Networks refused even with allow_private (CIDR strings); lets loopback tests
     # exercise the guard on one hop of a redirect chain.
     blocked_networks: tuple[str, ...] = ()
+    # Sent as `Origin` (never with credentials) so the answer tells whether a browser page
+    # elsewhere may read the API: its Access-Control-Allow-Origin is recorded.
+    origin: str | None = "https://apidir.dev"
+    # Extra certificate authorities to trust (a PEM file), beside the system's: for a
+    # private deployment's own CA, and for tests with certificates they make.
+    ca_file: str | None = None
+    # Probe a failed target once more after every other target, in the same run: only a
+    # failure seen twice is a failure of the run.
+    confirm_failures: bool = True
 
 
 @dataclass
@@ -95,6 +104,51 @@ class ProbeResult:
     attempts: int
     redirects: int
     error: str | None  # short human message
+    # What a browser would be told: Access-Control-Allow-Origin and -Credentials of the final
+    # answer to our Origin (None: no answer, or the header was absent).
+    cors_allow_origin: str | None = None
+    cors_allow_credentials: bool | None = None
+    # The TLS connection of the final hop, when it was HTTPS and a new connection was made.
+    tls_version: str | None = None
+    cert_expires_at: datetime | None = None
+    confirmation: bool = False  # this probe re-checks a failure seen earlier in the run
+    # Set on a confirmation that failed again: dead, blocked, transient or tls.
+    failure_class: str | None = None
+
+
+FailureClass = Literal["dead", "blocked", "transient", "tls"]
+# Online answers that are failures of the API (an auth wall is not: it is the API asking for
+# a key); every unreachable probe is a failure too.
+FAILED_REASONS = frozenset({"not_found", "bot_challenge", "rate_limited", "server_error"})
+# Refused before anything was sent: a second look would see the same.
+SETTLED_ERRORS = frozenset({"malformed", "blocked"})
+
+
+def is_failure(result: ProbeResult) -> bool:
+    """Whether a probe failed: no answer at all, or an answer saying the API is gone, walled
+    off or broken (404/410, a bot challenge, 429, 5xx)."""
+    return result.outcome == "unreachable" or result.reason in FAILED_REASONS
+
+
+def failure_class(first: ProbeResult, second: ProbeResult) -> FailureClass | None:
+    """The class of a failure seen on both probes of a target (None: the second succeeded).
+
+    tls: a certificate or handshake failure; blocked: a bot challenge or 429; dead: 404/410 on
+    both probes, a name that does not resolve twice, or a URL that can never be fetched;
+    transient: anything else (5xx, timeouts, resets, refused connections, mixed answers).
+    """
+    if not is_failure(second):
+        return None
+    pair = (first, second)
+    if any(p.error_class == "tls" for p in pair):
+        return "tls"
+    if any(p.reason in ("bot_challenge", "rate_limited") for p in pair):
+        return "blocked"
+    if all(p.reason == "not_found" for p in pair) or all(p.error_class == "dns" for p in pair):
+        return "dead"
+    if all(p.error_class in SETTLED_ERRORS for p in pair):
+        return "dead"
+    return "transient"
 
 
 # A base address written for the reader's own account: `https://YOUR_PROJECT_REF.supabase.co`.
@@ -286,6 +340,8 @@ class _Hop:
     headers: float | None = None
     connected: bool = False
     reused: bool = False  # sent on a pooled keep-alive connection
+    tls_version: str | None = None
+    cert_expires_at: datetime | None = None
 
     @property
     def phase(self) -> str:
@@ -383,6 +439,8 @@ class _Attempt:
     redirects: int = 0
     retry_after: float | None = None
     retryable: bool = False
+    cors_allow_origin: str | None = None
+    cors_allow_credentials: bool | None = None
 
     def result(self, url: str, attempts: int) -> ProbeResult:
         if self.error_class is not None:
@@ -416,6 +474,11 @@ class _Attempt:
             attempts=attempts,
             redirects=self.redirects,
             error=self.error,
+            cors_allow_origin=self.cors_allow_origin if outcome != "unreachable" else None,
+            cors_allow_credentials=(self.cors_allow_credentials if outcome != "unreachable"
+                                    else None),
+            tls_version=self.hops[-1].tls_version if self.hops else None,
+            cert_expires_at=self.hops[-1].cert_expires_at if self.hops else None,
         )
 
 
@@ -448,15 +511,22 @@ class Prober:
 
     async def __aenter__(self) -> Prober:
         self._resolver = GuardedResolver(self.policy, self._inner_resolver)
+        context = ssl.create_default_context()
+        if self.settings.ca_file:
+            context.load_verify_locations(self.settings.ca_file)
+        headers = {"User-Agent": self.settings.user_agent, "Accept": "*/*"}
+        if self.settings.origin:
+            headers["Origin"] = self.settings.origin
         connector = aiohttp.TCPConnector(
             resolver=self._resolver,
+            ssl=context,
             limit=0,  # bounded by our own semaphores
             limit_per_host=0,
             ttl_dns_cache=60,  # cached answers were checked by the resolver
         )
         self._session = aiohttp.ClientSession(
             connector=connector,
-            headers={"User-Agent": self.settings.user_agent, "Accept": "*/*"},
+            headers=headers,
             cookie_jar=aiohttp.DummyCookieJar(),  # never store or send cookies
             trust_env=False,  # no proxy and no .netrc credentials from the environment
             timeout=aiohttp.ClientTimeout(
@@ -564,6 +634,11 @@ class Prober:
                                 exc_info=exc)
                 return attempt
             attempt.status = status
+            allowed = headers.get("access-control-allow-origin")
+            credentials = headers.get("access-control-allow-credentials")
+            attempt.cors_allow_origin = allowed.strip()[:_MESSAGE_LIMIT] if allowed else None
+            attempt.cors_allow_credentials = (
+                None if credentials is None else credentials.strip().lower() == "true")
             location = headers.get("location")
             if status in FOLLOWED_REDIRECTS and location:
                 try:
@@ -618,6 +693,7 @@ class Prober:
                     url, allow_redirects=False, trace_request_ctx=hop,
                     headers={"Connection": "close"},  # a fresh connection, used once
                 )
+        _read_tls(response, hop)
         try:
             return response.status, {
                 name: response.headers[name]
@@ -638,7 +714,22 @@ def _closed_early(exc: BaseException) -> bool:
 
 
 _KEPT_HEADERS = ("location", "retry-after", "server", "cf-mitigated", "cf-chl-bypass",
-                 "x-amzn-waf-action", "x-datadome")
+                 "x-amzn-waf-action", "x-datadome", "access-control-allow-origin",
+                 "access-control-allow-credentials")
+
+
+def _read_tls(response: aiohttp.ClientResponse, hop: _Hop) -> None:
+    """The TLS version and certificate expiry of the connection `response` came on, if HTTPS."""
+    connection = response.connection
+    transport = connection.transport if connection is not None else None
+    ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+    if ssl_object is None:
+        return
+    hop.tls_version = ssl_object.version()
+    not_after = (ssl_object.getpeercert() or {}).get("notAfter")
+    if isinstance(not_after, str):
+        with suppress(ValueError):
+            hop.cert_expires_at = datetime.fromtimestamp(ssl.cert_time_to_seconds(not_after), UTC)
 
 
 def _host_key(url: URL) -> str:
@@ -659,7 +750,8 @@ async def probe_all(
     on_result: Callable[[ProbeResult], None] | None = None,
 ) -> list[ProbeResult]:
     """Probe every target concurrently (one asyncio task per target, never a Prefect task),
-    returns results in target order; duplicate URLs probed once.
+    then each failed one once more (`confirm_failures`); returns the results in target order,
+    followed by the confirmations in target order. Duplicate URLs are probed once.
 
     `on_result` is called as each result is ready (to store it at once); an exception it
     raises cancels the run.
@@ -670,19 +762,43 @@ async def probe_all(
         by_url.setdefault(target.url, []).append(index)
     results: list[ProbeResult | None] = [None] * len(targets)
 
-    async def run(prober: Prober, url: str, indexes: list[int]) -> None:
+    confirmations: list[ProbeResult | None] = [None] * len(targets)
+    first: dict[str, ProbeResult] = {}
+
+    async def run(prober: Prober, url: str, indexes: list[int], again: bool = False) -> None:
         probed = await prober.probe(url)
+        if again:
+            probed.confirmation = True
+            probed.failure_class = failure_class(first[url], probed)
+        else:
+            first[url] = probed
+            if probed.error_class in SETTLED_ERRORS:  # nothing was sent: no second look
+                probed.failure_class = "dead"
         for index in indexes:
             target = targets[index]
             result = replace(probed, entry_id=target.entry_id, endpoint_id=target.endpoint_id)
-            results[index] = result
+            (confirmations if again else results)[index] = result
             if on_result is not None:
                 on_result(result)
 
-    async with Prober(settings) as prober, asyncio.TaskGroup() as group:
-        for url, indexes in by_url.items():
-            group.create_task(run(prober, url, indexes))
-    return [result for result in results if result is not None]
+    async with Prober(settings) as prober:
+        async with asyncio.TaskGroup() as group:
+            for url, indexes in by_url.items():
+                group.create_task(run(prober, url, indexes))
+        if settings.confirm_failures:
+            # After every other target, through the same hosts' turns: a flapping target
+            # gets its second look minutes later, and a failing host is never hammered.
+            async with asyncio.TaskGroup() as group:
+                for url, indexes in by_url.items():
+                    if _needs_confirmation(first[url]):
+                        group.create_task(run(prober, url, indexes, again=True))
+    return [result for result in [*results, *confirmations] if result is not None]
+
+
+def _needs_confirmation(result: ProbeResult) -> bool:
+    """A failure worth a second look: anything but a refusal made before a request was sent,
+    which is settled at once."""
+    return is_failure(result) and result.error_class not in SETTLED_ERRORS
 
 
 async def probe_url(url: str, settings: ProbeSettings) -> ProbeResult:

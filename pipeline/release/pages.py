@@ -13,8 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
-from collections.abc import Mapping
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime, timedelta
 from functools import cache
 from html.parser import HTMLParser
 from pathlib import Path
@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from pipeline.contract import ONLINE_NOTE, APIEntry, Uptime
+from pipeline.judging.rollup import DayFigures
 from pipeline.release.hosting import PAGE_CSP, host_files
 from pipeline.release.layout import CATEGORY_INDEX, FULL_DATASET
 
@@ -46,6 +47,25 @@ AUTH_LABELS = {
     "none": "None",
 }
 NO_AUTH_HEADER = "# No auth required"
+LIFECYCLE_LABELS = {
+    "active": "Active",
+    "degraded": "Degraded",
+    "failing": "Failing",
+    "dead": "Dead",
+    "deprecated": "Deprecated",
+}
+FAILURE_LABELS = {
+    "dead": "dead (404/410 or no such host)",
+    "blocked": "blocked (bot challenge or rate limit)",
+    "transient": "transient (server error, timeout or reset)",
+    "tls": "TLS (certificate or handshake)",
+}
+CORS_LABELS = {
+    "yes": "yes: a web page on another site may read its answers",
+    "no": "no: answers carry no Access-Control-Allow-Origin for other sites",
+    "unknown": "unknown: nothing answered yet",
+}
+TREND_DAYS = 30
 
 
 class PageError(RuntimeError):
@@ -137,6 +157,42 @@ def presented_entry(api: Mapping[str, Any]) -> dict[str, Any]:
     return entry
 
 
+def trend_svg(days: Sequence[DayFigures], last_day: date) -> str:
+    """The last 30 days as a small inline SVG: a bar per day for the share of probes that got
+    an answer, a line for the daily median response time; '' without any probed day."""
+    first_day = last_day - timedelta(days=TREND_DAYS - 1)
+    by_day = {d.day: d for d in days if first_day <= d.day <= last_day and d.probes}
+    if not by_day:
+        return ""
+    width, height, slot = TREND_DAYS * 10, 60, 10
+    slowest = max((d.p50_ms for d in by_day.values() if d.p50_ms is not None), default=None)
+    bars, points = [], []
+    for offset in range(TREND_DAYS):
+        figures = by_day.get(first_day + timedelta(days=offset))
+        if figures is None:
+            continue
+        share = figures.responses / figures.probes
+        bar = round(share * (height - 4), 1)
+        label = f"{figures.day.isoformat()}: {share * 100:.0f}% answered"
+        if figures.p50_ms is not None:
+            label += f", median {figures.p50_ms:.0f} ms"
+        bars.append(f'<rect x="{offset * slot + 1}" y="{height - bar}" width="{slot - 2}" '
+                    f'height="{bar}" fill="#2da44e"><title>{label}</title></rect>')
+        if figures.p50_ms is not None and slowest:
+            y = round(height - 2 - figures.p50_ms / slowest * (height - 8), 1)
+            points.append(f"{offset * slot + slot / 2:g},{y:g}")
+    line = (f'<polyline points="{" ".join(points)}" fill="none" stroke="#0969da" '
+            f'stroke-width="1.5"></polyline>' if len(points) > 1 else "")
+    summary = (f"{len(by_day)} probed days from {first_day.isoformat()} to "
+               f"{last_day.isoformat()}; slowest daily median {slowest:.0f} ms" if slowest
+               else f"{len(by_day)} probed days, no timed answer")
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+            f'width="{width}" height="{height}" role="img" aria-labelledby="trend-title">'
+            f'<title id="trend-title">Last {TREND_DAYS} days: {summary}</title>'
+            f'<rect x="0" y="0" width="{width}" height="{height}" fill="none" '
+            f'stroke="#8c959f" stroke-width="0.5"></rect>{"".join(bars)}{line}</svg>')
+
+
 @cache
 def environment() -> Environment:
     env = Environment(
@@ -159,6 +215,9 @@ def environment() -> Environment:
         STATE_LABELS=STATE_LABELS,
         AUTH_LABELS=AUTH_LABELS,
         NO_AUTH_HEADER=NO_AUTH_HEADER,
+        LIFECYCLE_LABELS=LIFECYCLE_LABELS,
+        FAILURE_LABELS=FAILURE_LABELS,
+        CORS_LABELS=CORS_LABELS,
         ONLINE_NOTE=ONLINE_NOTE,
         csp=PAGE_CSP,
         category_page=category_page,
@@ -180,11 +239,15 @@ def asset_files() -> tuple[dict[str, bytes], dict[str, str]]:
 
 
 def render_pages(
-    full: Mapping[str, Any], index: Mapping[str, Any], assets: Mapping[str, str]
+    full: Mapping[str, Any], index: Mapping[str, Any], assets: Mapping[str, str],
+    trends: Mapping[str, Sequence[DayFigures]] | None = None,
 ) -> dict[str, bytes]:
-    """The index, one page per category and one per entry, from the release's documents."""
+    """The index, one page per category and one per entry, from the release's documents and
+    each entry's daily figures (`trends`, by id)."""
     env = environment()
     meta = full["meta"]
+    last_day = datetime.fromisoformat(meta["generated"].replace("Z", "+00:00")).date()
+    trends = trends or {}
     apis = sorted((presented_entry(api) for api in full["apis"]), key=score_key)
     categories = list(index["categories"])
     labels = {category["id"]: category["label"] for category in categories}
@@ -203,7 +266,8 @@ def render_pages(
     for api in apis:
         path = entry_page(api["id"])
         pages[path] = env.get_template("entry.html").render(
-            common, root="../", api=api, category=labels.get(api["category"]), page=path
+            common, root="../", api=api, category=labels.get(api["category"]), page=path,
+            trend=trend_svg(trends.get(api["id"], ()), last_day),
         )
     return {path: html.encode() for path, html in pages.items()}
 
@@ -262,13 +326,14 @@ def check_pages(files: Mapping[str, bytes]) -> list[str]:
     return problems
 
 
-def site_files(files: Mapping[str, bytes]) -> dict[str, bytes]:
+def site_files(files: Mapping[str, bytes],
+               trends: Mapping[str, Sequence[DayFigures]] | None = None) -> dict[str, bytes]:
     """Pages, assets and host files for a release whose JSON documents are `files`."""
     full = json.loads(files[FULL_DATASET])
     index = json.loads(files[CATEGORY_INDEX])
     assets, asset_paths = asset_files()
     site = {**assets, **host_files()}
-    site.update(render_pages(full, index, asset_paths))
+    site.update(render_pages(full, index, asset_paths, trends))
     problems = check_pages({**files, **site})
     if problems:
         raise PageError(problems)

@@ -15,6 +15,7 @@ from contextlib import ExitStack, suppress
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any, get_args
+from urllib.parse import urlsplit
 
 import orjson
 from sqlalchemy import Text, type_coerce
@@ -25,14 +26,18 @@ from pipeline.contract import (
     INTERFACE_VERSION,
     LICENSE,
     BuilderScore,
+    Cors,
     EndpointStatus,
+    Https,
+    Lifecycle,
     Meta,
     Status,
     StatusState,
     Uptime,
 )
-from pipeline.judging.changes import Change
+from pipeline.judging.changes import Change, Event
 from pipeline.judging.present import Presented
+from pipeline.judging.rollup import DayFigures, entry_trends
 from pipeline.release.layout import (
     CATEGORY_INDEX,
     CHANGES,
@@ -108,9 +113,13 @@ def published_entry(
     as_of: date | None = None,
     stale_days: int = DEFAULT_STALE_DAYS,
     endpoint_statuses: Mapping[int, EndpointStatus] | None = None,
+    lifecycle: Lifecycle | None = None,
+    https: Https | None = None,
+    cors: Cors | None = None,
 ) -> dict[str, Any]:
     """One entry as published: the curated keys it sets plus every presented value, each
-    endpoint with its own status."""
+    endpoint with its own status. Without measurements, HTTPS is read off the base address,
+    CORS is unknown and the lifecycle is the curated one (deprecated, else active)."""
     entry = dict(content)
     if "provenance" in entry:
         entry["provenance"] = stale_provenance(entry["provenance"], as_of, stale_days)
@@ -123,6 +132,14 @@ def published_entry(
     entry["status"] = (status or Status()).model_dump(mode="json")
     entry["builderScore"] = builder_score.model_dump(mode="json") if builder_score else None
     entry["uptime"] = uptime.model_dump(mode="json") if uptime else None
+    if lifecycle is None:
+        curated = "deprecated" if content.get("deprecated") else "active"
+        lifecycle = Lifecycle(state=curated, reason="not judged from probes yet",
+                              successor=(content.get("deprecated") or {}).get("successor"))
+    entry["lifecycle"] = lifecycle.model_dump(mode="json", exclude_none=True)
+    https = https or Https(enabled=urlsplit(content["baseUrl"]).scheme.lower() == "https")
+    entry["https"] = https.model_dump(mode="json", exclude_none=True)
+    entry["cors"] = (cors or Cors(state="unknown")).model_dump(mode="json", exclude_none=True)
     return entry
 
 
@@ -378,24 +395,27 @@ def write_history(
     previous: Sequence[Mapping[str, Any]],
     meta: Mapping[str, Any],
     changes: Sequence[Change],
+    events: Sequence[Event] = (),
 ) -> None:
     """The staged release's own copy under `api/releases/<version>/`, the index of kept
-    releases, and the change log."""
+    releases, and the change log (state changes and catalogue events)."""
     link_tree(staging / "api", staging / release_folder(meta["version"]), _not_in_snapshot)
     write_file(staging, RELEASE_INDEX,
                render_json({"meta": meta, "releases": [summary, *previous]}))
     write_file(staging, CHANGES, render_json(
-        {"meta": meta, "changes": [change.document() for change in changes]}))
+        {"meta": meta, "changes": [change.document() for change in changes],
+         "events": [event.document() for event in events]}))
 
 
-def write_site(staging: Path) -> None:
-    """The reader pages, assets and host files, rendered from the staged documents."""
+def write_site(staging: Path, trends: Mapping[str, Sequence[DayFigures]] | None = None) -> None:
+    """The reader pages, assets and host files, rendered from the staged documents and each
+    entry's daily figures."""
     # Keys name every staged file (the pages link to them); only the two documents the
     # pages are rendered from are read.
     staged = {p.relative_to(staging).as_posix(): b"" for p in staging.rglob("*") if p.is_file()}
     for path in (FULL_DATASET, CATEGORY_INDEX):
         staged[path] = (staging / path).read_bytes()
-    for relative, data in site_files(staged).items():
+    for relative, data in site_files(staged, trends).items():
         write_file(staging, relative, data)
 
 
@@ -411,12 +431,13 @@ def publish_release(
     changes: Sequence[Change] = (),
     pages: bool = True,
     stale_days: int = DEFAULT_STALE_DAYS,
+    events: Sequence[Event] = (),
 ) -> ReleaseRow:
     """Publish the store's active entries as a new release and record it.
 
     With the JSON go the reader pages (unless `pages` is off), the release's own copy under
     `api/releases/<version>/` with the `releases_kept - 1` releases before it, listed in
-    `api/releases.json`, and `changes` in `api/changes.json`.
+    `api/releases.json`, and `changes` and `events` in `api/changes.json`.
     """
     if releases_kept < 1:
         raise ValueError(f"releases_kept must be at least 1, not {releases_kept}")
@@ -430,7 +451,9 @@ def publish_release(
             status = statuses.get(entry_id)
             by_state[status.state if status else "unchecked"] += 1
             yield published_entry(content, status, scores.get(entry_id), uptimes.get(entry_id),
-                                  now.date(), stale_days, presented.endpoints.get(entry_id))
+                                  now.date(), stale_days, presented.endpoints.get(entry_id),
+                                  presented.lifecycles.get(entry_id),
+                                  presented.https.get(entry_id), presented.cors.get(entry_id))
 
     # The version, the staging and the swap under one lock: two publishers never take the
     # same version or remove each other's staging folder.
@@ -441,9 +464,9 @@ def publish_release(
 
         def complete(staging: Path, meta: dict[str, Any], counts: Mapping[str, int]) -> None:
             if pages:
-                write_site(staging)
+                write_site(staging, entry_trends(session, now.date()))
             summary = release_summary(meta, counts, by_state, categories)
-            write_history(staging, summary, previous, meta, changes)
+            write_history(staging, summary, previous, meta, changes, events)
 
         try:
             total = stream_release(output_dir, entries(), categories, version, now, base_url,

@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import pandas as pd
 from sqlalchemy import func, insert
@@ -41,12 +42,16 @@ HISTORY_COLUMNS = [
     "http_status",
     "total_ms",
 ]
+# A target's probes in one run are its first look and, after a failure, its confirmation;
+# the last one (by row id) is what the run concluded about it.
+_TARGET_KEYS = ["run_id", "entry_id", "url"]
 
 
 # What `entry_status` reads of a probe (rows of these columns stand in for ProbeRow objects).
 STATUS_COLUMNS = (
-    "entry_id", "endpoint_id", "url", "checked_at", "outcome", "http_status", "total_ms",
-    "reason", "error_class",
+    "run_id", "entry_id", "endpoint_id", "url", "checked_at", "outcome", "http_status",
+    "total_ms", "reason", "error_class", "failure_class", "confirmation", "cors_allow_origin",
+    "cors_allow_credentials", "tls_version", "cert_expires_at",
 )
 
 
@@ -175,6 +180,7 @@ def entry_status(probes: Sequence[ProbeRow]) -> Status:
         checked_at=as_utc(deciding.checked_at),
         note=ONLINE_NOTE if state == "online" else None,
         url=deciding.url,
+        failure=deciding.failure_class if all(p.failure_class for p in probes) else None,
     )
 
 
@@ -195,13 +201,18 @@ def latest_statuses(
 
 
 def endpoint_statuses(
-    session: Session, entry_ids: Iterable[str] | None = None
+    session: Session,
+    entry_ids: Iterable[str] | None = None,
+    latest: Mapping[str, Sequence[Any]] | None = None,
 ) -> dict[str, dict[int, EndpointStatus]]:
     """Each active endpoint's own status, by entry and position: from the probe of it in the
-    entry's latest trusted run, else unchecked with the reason it is not probed."""
+    entry's latest trusted run (`latest`, read when not given), else unchecked with the reason
+    it is not probed."""
+    if latest is None:
+        latest = latest_probes(session, entry_ids)
     probed = {
         (probe.entry_id, probe.endpoint_id): probe
-        for probes in latest_probes(session, entry_ids).values() for probe in probes
+        for probes in latest.values() for probe in probes
         if probe.endpoint_id is not None
     }
     statement = select(EndpointRow.id, EndpointRow.entry_id, EndpointRow.position,
@@ -219,7 +230,8 @@ def endpoint_statuses(
         statuses[entry_id][position] = EndpointStatus(
             state=state, http_status=probe.http_status,
             response_time_ms=None if probe.total_ms is None else round(probe.total_ms),
-            checked_at=as_utc(probe.checked_at), reason=probe.reason or probe.error_class)
+            checked_at=as_utc(probe.checked_at), reason=probe.reason or probe.error_class,
+            failure=probe.failure_class)
     return dict(statuses)
 
 
@@ -246,9 +258,12 @@ def latest_probes(
         )
         if until is not None:
             statement = statement.where(ProbeRow.checked_at <= until)
+        final: dict[tuple[str, str], Any] = {}
         for probe in session.exec(statement.order_by(ProbeRow.id)):
             if latest.get(probe.entry_id) == run_id:
-                by_entry[probe.entry_id].append(probe)
+                final[probe.entry_id, probe.url] = probe  # a confirmation replaces the first
+        for (entry_id, _url), probe in final.items():
+            by_entry[entry_id].append(probe)
     order = _endpoint_order(session)
     return {entry_id: sorted(probes, key=lambda p: order.get(p.endpoint_id, -1))
             for entry_id, probes in by_entry.items()}
@@ -264,7 +279,8 @@ def _endpoint_order(session: Session) -> dict[int | None, int]:
 def history_frame(
     session: Session, since: datetime | None = None, until: datetime | None = None
 ) -> pd.DataFrame:
-    """Probe history as a data frame for the score stage (trusted runs only)."""
+    """Probe history as a data frame for the score stage (trusted runs only): one row per
+    target and run, the run's conclusion (a confirmation replaces the first look it checked)."""
     trusted = _trusted_runs()
     statement = select(*(getattr(ProbeRow, c) for c in HISTORY_COLUMNS)).where(
         col(ProbeRow.run_id).in_(trusted)
@@ -273,6 +289,8 @@ def history_frame(
         statement = statement.where(ProbeRow.checked_at >= since)
     if until is not None:
         statement = statement.where(ProbeRow.checked_at <= until)
-    frame = pd.DataFrame(list(session.exec(statement)), columns=HISTORY_COLUMNS)
+    frame = pd.DataFrame(list(session.exec(statement.order_by(ProbeRow.id))),
+                         columns=HISTORY_COLUMNS)
+    frame = frame.drop_duplicates(_TARGET_KEYS, keep="last", ignore_index=True)
     frame["checked_at"] = pd.to_datetime(frame["checked_at"], utc=True)
     return frame

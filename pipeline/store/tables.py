@@ -127,6 +127,13 @@ class ProbeRow(SQLModel, table=True):
     attempts: int = 1
     redirects: int = 0
     error: str | None = None
+    cors_allow_origin: str | None = None  # Access-Control-Allow-Origin to our Origin
+    cors_allow_credentials: bool | None = None
+    tls_version: str | None = None  # of the final hop's connection, when HTTPS
+    cert_expires_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
+    # A second look, at the end of the run, at a target that failed: it decides the run.
+    confirmation: bool = Field(default=False, sa_column_kwargs={"server_default": "0"})
+    failure_class: str | None = None  # dead | blocked | transient | tls: a confirmed failure
 
 
 class ReleaseRow(SQLModel, table=True):
@@ -204,6 +211,34 @@ class EntryState(SQLModel, table=True):
     entry_id: str = Field(primary_key=True, foreign_key="entry.id")
     state: str
     since: datetime = Field(sa_type=UtcDateTime)
+
+
+class EntryLifecycle(SQLModel, table=True):
+    """Where each entry stands in its life, judged once per probe run it took part in."""
+
+    __tablename__ = "entry_lifecycle"
+
+    entry_id: str = Field(primary_key=True, foreign_key="entry.id")
+    state: str  # active | degraded | failing | dead | deprecated
+    since: datetime = Field(sa_type=UtcDateTime)
+    down_runs: int = 0  # consecutive judged runs in which no target of the entry answered
+    dead_since: datetime | None = Field(default=None, sa_type=UtcDateTime)  # all targets dead
+    judged_run_id: int | None = Field(default=None, foreign_key="pipeline_run.id")
+
+
+class EntryEvent(SQLModel, table=True):
+    """Something that happened to an entry in the catalogue: added, retired, or a lifecycle
+    transition. Rows are only ever added."""
+
+    __tablename__ = "entry_event"
+
+    id: int | None = Field(default=None, primary_key=True)
+    entry_id: str = Field(foreign_key="entry.id", index=True)
+    kind: str  # added | retired | lifecycle
+    from_value: str | None = None  # lifecycle: the state left
+    to_value: str | None = None  # lifecycle: the state entered
+    at: datetime = Field(sa_type=UtcDateTime, index=True)
+    run_id: int | None = Field(default=None, foreign_key="pipeline_run.id")
 
 
 def open_engine(database_url: str) -> Engine:

@@ -1,0 +1,169 @@
+"""Health with evidence: what an entry's latest trusted run says of its transport (HTTPS,
+CORS) and of its failures, and where the entry stands in its life over runs.
+
+Everything here reads the final probes of a run (a confirmation replaces the first look it
+checked), so one failed request never marks an entry: only a failure seen twice counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from pipeline.contract import Cors, Deprecation, Https, Lifecycle, LifecycleState
+from pipeline.store.tables import as_utc
+
+ANY_ORIGIN = "*"
+
+
+@dataclass(frozen=True)
+class RunVerdict:
+    """What one run concluded about an entry's targets."""
+
+    run_id: int | None
+    checked_at: datetime
+    targets: int
+    failed: int  # targets whose failure was confirmed
+    dead: int  # of those, confirmed dead (404/410 on both looks, or no such host)
+
+    @property
+    def down(self) -> bool:
+        """No target answered: every one failed twice."""
+        return self.targets > 0 and self.failed == self.targets
+
+    @property
+    def all_dead(self) -> bool:
+        return self.targets > 0 and self.dead == self.targets
+
+
+def run_verdict(probes: Sequence[Any]) -> RunVerdict | None:
+    """The verdict of a run from its final probes of one entry (None: no probes)."""
+    if not probes:
+        return None
+    return RunVerdict(
+        run_id=probes[0].run_id,
+        checked_at=as_utc(max(p.checked_at for p in probes)),
+        targets=len(probes),
+        failed=sum(1 for p in probes if p.failure_class),
+        dead=sum(1 for p in probes if p.failure_class == "dead"),
+    )
+
+
+def measured_https(base_url: str, probes: Sequence[Any], as_of: datetime) -> Https:
+    """HTTPS of the base address, with the TLS version and certificate expiry the run saw."""
+    enabled = urlsplit(base_url).scheme.lower() == "https"
+    seen = next((p for p in probes if p.tls_version), None)
+    if seen is None:
+        checked = max((as_utc(p.checked_at) for p in probes), default=None)
+        return Https(enabled=enabled, checked_at=checked)
+    expires = as_utc(seen.cert_expires_at)
+    return Https(
+        enabled=enabled,
+        tls_version=seen.tls_version,
+        cert_expires=expires,
+        cert_days_left=None if expires is None else (expires - as_of) // timedelta(days=1),
+        checked_at=as_utc(seen.checked_at),
+    )
+
+
+def measured_cors(probes: Sequence[Any], origin: str) -> Cors:
+    """yes when an answer allowed any origin or ours; no when answers came without that;
+    unknown only when no target answered at all."""
+    answered = [p for p in probes if p.http_status is not None]
+    if not answered:
+        checked = max((as_utc(p.checked_at) for p in probes), default=None)
+        return Cors(state="unknown", checked_at=checked)
+    allowing = [p for p in answered if p.cors_allow_origin in (ANY_ORIGIN, origin)]
+    deciding = allowing[0] if allowing else answered[0]
+    return Cors(
+        state="yes" if allowing else "no",
+        allow_origin=deciding.cors_allow_origin,
+        credentials=deciding.cors_allow_credentials,
+        checked_at=as_utc(deciding.checked_at),
+    )
+
+
+@dataclass
+class LifecycleRecord:
+    """An entry's lifecycle as kept between runs (the store's `entry_lifecycle` row)."""
+
+    state: LifecycleState
+    since: datetime
+    down_runs: int = 0
+    dead_since: datetime | None = None
+    judged_run_id: int | None = None
+
+
+@dataclass(frozen=True)
+class LifecycleRules:
+    failing_runs: int = 3  # consecutive down runs before `failing`
+    dead_days: int = 14  # days confirmed dead before `dead`
+
+
+def judge_lifecycle(
+    previous: LifecycleRecord | None,
+    verdict: RunVerdict | None,
+    deprecation: Deprecation | None,
+    now: datetime,
+    rules: LifecycleRules,
+) -> LifecycleRecord:
+    """The entry's lifecycle after `verdict` (its latest trusted run), counted once per run:
+    judging the same run again changes nothing but the curated deprecation."""
+    record = LifecycleRecord("active", now) if previous is None else LifecycleRecord(
+        previous.state, previous.since, previous.down_runs, previous.dead_since,
+        previous.judged_run_id)
+    if verdict is not None and (previous is None or verdict.run_id != record.judged_run_id):
+        record.judged_run_id = verdict.run_id
+        record.down_runs = record.down_runs + 1 if verdict.down else 0
+        if not verdict.all_dead:
+            record.dead_since = None
+        elif record.dead_since is None:
+            record.dead_since = verdict.checked_at
+    state = _state(record, verdict, deprecation, now, rules)
+    if state != record.state:
+        record.state, record.since = state, now
+    return record
+
+
+def _state(record: LifecycleRecord, verdict: RunVerdict | None, deprecation: Deprecation | None,
+           now: datetime, rules: LifecycleRules) -> LifecycleState:
+    if deprecation is not None:
+        return "deprecated"
+    if record.dead_since is not None and now - record.dead_since >= timedelta(rules.dead_days):
+        return "dead"
+    if record.down_runs >= rules.failing_runs:
+        return "failing"
+    if verdict is not None and verdict.failed:
+        return "degraded"
+    return "active"
+
+
+def lifecycle_reason(record: LifecycleRecord, verdict: RunVerdict | None,
+                     deprecation: Deprecation | None) -> str:
+    """The judgement in a few words, as published."""
+    if record.state == "deprecated":
+        on = f" on {deprecation.on.isoformat()}" if deprecation and deprecation.on else ""
+        return f"deprecated by its provider{on}"
+    if record.state == "dead":
+        since = record.dead_since.date().isoformat() if record.dead_since else "?"
+        return f"every target confirmed dead (404/410 or no such host) since {since}"
+    if record.state == "failing":
+        return f"no target answered in {record.down_runs} runs in a row"
+    if record.state == "degraded" and verdict is not None:
+        return f"{verdict.failed} of {verdict.targets} targets failed twice in the last run"
+    if verdict is None:
+        return "not probed yet"
+    return f"{verdict.targets - verdict.failed} of {verdict.targets} targets answered"
+
+
+def published_lifecycle(record: LifecycleRecord, verdict: RunVerdict | None,
+                        deprecation: Deprecation | None) -> Lifecycle:
+    return Lifecycle(
+        state=record.state,
+        since=record.since,
+        reason=lifecycle_reason(record, verdict, deprecation),
+        successor=deprecation.successor if deprecation is not None else None,
+    )
