@@ -324,8 +324,13 @@ def unaccepting_port(host: str = "127.0.0.1") -> Iterator[int]:
         listener.close()
 
 
-def self_signed_context(folder: Path, host: str | Sequence[str] = "127.0.0.1") -> ssl.SSLContext:
-    """A server TLS context with a fresh self-signed certificate for `host` (an IP, or several);
+def self_signed_context(
+    folder: Path,
+    host: str | Sequence[str] = "127.0.0.1",
+    valid: tuple[dt.timedelta, dt.timedelta] = (dt.timedelta(minutes=-5), dt.timedelta(hours=1)),
+) -> ssl.SSLContext:
+    """A server TLS context with a fresh self-signed certificate for `host` (an IP, or several),
+    valid from now + valid[0] to now + valid[1] (chosen validity: expiring soon, expired);
     the certificate is `folder/cert.pem`, which clients can be told to trust."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -341,8 +346,8 @@ def self_signed_context(folder: Path, host: str | Sequence[str] = "127.0.0.1") -
         .issuer_name(name)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(hours=1))
+        .not_valid_before(now + valid[0])
+        .not_valid_after(now + valid[1])
         .add_extension(
             x509.SubjectAlternativeName([
                 x509.IPAddress(ipaddress.ip_address(address))

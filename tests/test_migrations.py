@@ -27,11 +27,13 @@ from pipeline.store.migrate import (
 )
 from pipeline.store.tables import (
     EndpointRow,
+    EntryEvent,
     EntryRow,
     PipelineRun,
     ProbeRow,
     ReleaseRow,
     StateChange,
+    as_utc,
     make_engine,
     open_engine,
 )
@@ -116,6 +118,12 @@ def test_a_first_release_store_is_upgraded_with_every_row_kept(database_url: str
         assert len(probes) == counts["probes"]
         assert [p.total_ms for p in probes[:3]] == [100.0, 101.0, 102.0]
         assert all(p.outcome == "live" and p.http_status == 200 for p in probes)
+        assert not any(p.confirmation or p.failure_class for p in probes)  # first looks
+        added = session.exec(select(EntryEvent).order_by(EntryEvent.entry_id)).all()
+        first_seen = {row.id: row.first_seen_at for row in session.exec(select(EntryRow))}
+        assert [(e.kind, e.entry_id) for e in added] == [("added", f"entry-{n}")
+                                                          for n in range(3)]
+        assert all(as_utc(e.at) == as_utc(first_seen[e.entry_id]) for e in added)
         run = session.get(PipelineRun, 1)
         assert run.flow_run_id is None and run.release_version == "2.0.0+20261115.1"
         # the new tables work, and the history is read as evidence again

@@ -720,8 +720,11 @@ _KEPT_HEADERS = ("location", "retry-after", "server", "cf-mitigated", "cf-chl-by
 
 def _read_tls(response: aiohttp.ClientResponse, hop: _Hop) -> None:
     """The TLS version and certificate expiry of the connection `response` came on, if HTTPS."""
+    # A small body read with the headers frees the connection at once: the protocol stays.
     connection = response.connection
-    transport = connection.transport if connection is not None else None
+    protocol = connection.protocol if connection is not None else getattr(
+        response, "_protocol", None)
+    transport = getattr(protocol, "transport", None)
     ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
     if ssl_object is None:
         return

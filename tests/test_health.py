@@ -1,0 +1,212 @@
+"""Health with evidence on the fake internet: confirmed failures and their classes, what a
+browser would be told (CORS), HTTPS with the certificate's expiry. Loopback only."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from aiohttp import web
+from fake_internet import FakeServer, RawServer, closed_port, self_signed_context
+
+from pipeline.judging.health import measured_cors, measured_https
+from pipeline.probing.probe import ProbeResult, ProbeSettings, ProbeTarget, probe_all
+
+ORIGIN = "https://directory.test"
+SETTINGS = ProbeSettings(
+    allow_private=True,
+    per_host_interval=0,
+    per_host_concurrency=8,
+    connect_timeout=1,
+    total_timeout=1,
+    backoff_base=0.01,
+    max_attempts=1,  # one request per look: the second look is the confirmation
+    origin=ORIGIN,
+)
+
+
+def by_url(results: list[ProbeResult]) -> dict[str, list[ProbeResult]]:
+    looks: dict[str, list[ProbeResult]] = {}
+    for result in results:
+        looks.setdefault(result.url, []).append(result)
+    return looks
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def web_server() -> AsyncIterator[FakeServer]:
+    server = await FakeServer().start()
+    yield server
+    await server.close()
+
+
+async def probe(urls: list[str],
+                settings: ProbeSettings = SETTINGS) -> dict[str, list[ProbeResult]]:
+    return by_url(await probe_all([ProbeTarget(url, "e", None) for url in urls], settings))
+
+
+async def test_each_failure_class_from_two_looks(web_server: FakeServer, tmp_path: Path) -> None:
+    hanging, resetting = await RawServer("hang").start(), await RawServer("reset").start()
+    expired = await FakeServer(ssl_context=self_signed_context(
+        tmp_path, valid=(dt.timedelta(days=-30), dt.timedelta(days=-1)))).start()
+    try:
+        urls = {
+            "dead-404": web_server.url("/missing"),
+            "dead-410": web_server.url("/gone"),
+            "dead-dns": "http://no-such-api.invalid/",
+            "blocked-challenge": web_server.url("/challenge"),
+            "blocked-429": web_server.url("/rate-always"),
+            "transient-5xx": web_server.url("/unavailable"),
+            "transient-timeout": hanging.url(),
+            "transient-reset": resetting.url(),
+            "transient-refused": f"http://127.0.0.1:{closed_port()}/",
+            "tls": expired.url("/ok"),
+            "fine-auth": web_server.url("/auth"),
+            "fine-ok": web_server.url("/ok"),
+        }
+
+        async def always_429(_r: web.BaseRequest) -> web.StreamResponse:
+            return web.Response(status=429)
+
+        web_server.routes["/rate-always"] = always_429
+        looks = await probe(list(urls.values()), replace(SETTINGS, ca_file=str(tmp_path /
+                                                                                 "cert.pem")))
+    finally:
+        for server in (hanging, resetting, expired):
+            await server.close()
+    for name, url in urls.items():
+        expected = None if name.startswith("fine") else name.split("-")[0]
+        final = looks[url][-1]
+        assert final.failure_class == expected, (name, looks[url])
+        assert len(looks[url]) == (1 if expected is None else 2), name
+        if expected:
+            first, second = looks[url]
+            assert (first.confirmation, second.confirmation) == (False, True)
+            assert first.failure_class is None  # one look alone is never a failure
+
+
+async def test_a_flapping_target_is_not_a_failure_but_one_failing_twice_is(
+    web_server: FakeServer,
+) -> None:
+    looks = await probe([web_server.url("/flaky"), web_server.url("/missing")])
+    flaky, missing = looks[web_server.url("/flaky")], looks[web_server.url("/missing")]
+    assert [r.http_status for r in flaky] == [500, 200]
+    assert flaky[-1].failure_class is None and flaky[-1].outcome == "live"
+    assert [r.http_status for r in missing] == [404, 404]
+    assert missing[-1].failure_class == "dead"
+
+
+async def test_confirmations_come_after_every_first_look_and_keep_the_host_interval(
+    web_server: FakeServer,
+) -> None:
+    settings = replace(SETTINGS, per_host_interval=0.2, per_host_concurrency=1)
+    paths = ["/missing", "/ok", "/auth", "/teapot", "/unavailable"]
+    await probe([web_server.url(path) for path in paths], settings)
+    arrivals = sorted((r.arrived, r.path) for r in web_server.requests)
+    assert [path for _, path in arrivals[:5]] == paths  # first looks, in order
+    assert sorted(path for _, path in arrivals[5:]) == ["/missing", "/unavailable"]
+    gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(arrivals)]
+    assert min(gaps) >= 0.19  # one host: its interval holds across both rounds
+
+
+async def test_confirmation_can_be_turned_off(web_server: FakeServer) -> None:
+    looks = await probe([web_server.url("/missing")], replace(SETTINGS, confirm_failures=False))
+    [only] = looks[web_server.url("/missing")]
+    assert (only.confirmation, only.failure_class) == (False, None)
+    assert web_server.hits["/missing"] == 1
+
+
+async def test_a_url_refused_before_sending_is_settled_without_a_second_look() -> None:
+    looks = await probe(["http://[::1/broken", "http://10.0.0.1/"],
+                        replace(SETTINGS, allow_private=False))
+    for results in looks.values():
+        [only] = results
+        assert only.failure_class == "dead" and only.error_class in ("malformed", "blocked")
+
+
+# --- CORS --------------------------------------------------------------------------------
+
+
+def cors_route(headers: dict[str, str]):
+    async def respond(_r: web.BaseRequest) -> web.StreamResponse:
+        return web.Response(text="{}", headers=headers)
+
+    return respond
+
+
+@pytest.mark.parametrize(
+    ("headers", "state", "allow_origin", "credentials"),
+    [
+        ({"Access-Control-Allow-Origin": "*"}, "yes", "*", None),
+        ({"Access-Control-Allow-Origin": ORIGIN, "Access-Control-Allow-Credentials": "true"},
+         "yes", ORIGIN, True),
+        ({"Access-Control-Allow-Origin": "https://only-them.example"}, "no",
+         "https://only-them.example", None),
+        ({}, "no", None, None),
+    ],
+    ids=["allow-all", "our-origin", "another-origin", "none"],
+)
+async def test_cors_as_a_browser_would_be_told(
+    web_server: FakeServer, headers: dict[str, str], state: str, allow_origin: str | None,
+    credentials: bool | None,
+) -> None:
+    web_server.routes["/cors"] = cors_route(headers)
+    [result] = (await probe([web_server.url("/cors")]))[web_server.url("/cors")]
+    [request] = web_server.requests
+    assert request.headers["Origin"] == ORIGIN  # sent, never with credentials or cookies
+    assert "Authorization" not in request.headers and "Cookie" not in request.headers
+    cors = measured_cors([result], ORIGIN)
+    assert (cors.state, cors.allow_origin, cors.credentials) == (state, allow_origin, credentials)
+    assert cors.checked_at == result.checked_at
+
+
+async def test_cors_is_unknown_only_when_nothing_answered(web_server: FakeServer) -> None:
+    refused = f"http://127.0.0.1:{closed_port()}/"
+    looks = await probe([refused, web_server.url("/auth")])
+    assert measured_cors([looks[refused][-1]], ORIGIN).state == "unknown"
+    answered = [looks[refused][-1], looks[web_server.url("/auth")][-1]]
+    assert measured_cors(answered, ORIGIN).state == "no"  # a 401 answered: it is known
+
+
+# --- HTTPS -------------------------------------------------------------------------------
+
+
+async def test_https_records_tls_version_and_certificate_expiry(tmp_path: Path) -> None:
+    context = self_signed_context(tmp_path, valid=(dt.timedelta(days=-1), dt.timedelta(days=10,
+                                                                                         hours=1)))
+    server = await FakeServer(ssl_context=context).start()
+    try:
+        url = server.url("/ok")
+        [result] = (await probe([url], replace(SETTINGS, ca_file=str(tmp_path / "cert.pem"))))[url]
+    finally:
+        await server.close()
+    assert result.outcome == "live" and result.tls_version in ("TLSv1.2", "TLSv1.3")
+    https = measured_https(url, [result], result.checked_at)
+    assert https.enabled and https.tls_version == result.tls_version
+    assert https.cert_days_left == 10
+    assert abs(https.cert_expires - (result.checked_at + dt.timedelta(days=10, hours=1))) \
+        < dt.timedelta(minutes=2)
+
+
+async def test_plain_http_has_no_tls_and_is_not_https(web_server: FakeServer) -> None:
+    url = web_server.url("/ok")
+    [result] = (await probe([url]))[url]
+    assert result.tls_version is None and result.cert_expires_at is None
+    https = measured_https(url, [result], result.checked_at)
+    assert (https.enabled, https.cert_days_left) == (False, None)
+
+
+async def test_an_expired_certificate_is_a_tls_failure_with_no_expiry_read(tmp_path: Path) -> None:
+    context = self_signed_context(tmp_path, valid=(dt.timedelta(days=-30), dt.timedelta(days=-2)))
+    server = await FakeServer(ssl_context=context).start()
+    try:
+        url = server.url("/ok")
+        looks = (await probe([url], replace(SETTINGS, ca_file=str(tmp_path / "cert.pem"))))[url]
+    finally:
+        await server.close()
+    assert [r.error_class for r in looks] == ["tls", "tls"]
+    assert looks[-1].failure_class == "tls" and server.requests == []

@@ -1,0 +1,218 @@
+"""Lifecycle over a recorded history of runs (SQLite and PostgreSQL): each state is reached,
+each transition and each entry added or retired is published in api/changes.json, and the
+published entries carry lifecycle, https and cors."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from pipeline.contract import ChangeLog, FullDataset
+from pipeline.operations import stages
+from pipeline.probing.probe import ProbeResult
+from pipeline.settings import Settings
+from pipeline.store.history import record_probes
+from pipeline.store.tables import engine_for, session_scope, start_run
+from tests.conftest import WriteEntry, make_entry
+
+NOW = datetime.now(UTC)
+ENTRIES = ("steady", "wobbly", "down", "gone", "old")
+BASE = {entry_id: f"https://{entry_id}.example.com" for entry_id in ENTRIES}
+ENDPOINTS = [{"method": "GET", "path": "/a", "description": "A."},
+             {"method": "GET", "path": "/b", "description": "B."}]
+# What each run sees, per entry and target: "ok", or a failure class seen on both looks.
+RUNS = [
+    {"steady": ("ok", "ok"), "wobbly": ("ok", "transient"), "down": ("transient", "transient"),
+     "gone": ("dead", "dead"), "old": ("ok", "ok")},
+    {"steady": ("ok", "ok"), "wobbly": ("ok", "transient"), "down": ("transient", "blocked"),
+     "gone": ("dead", "dead"), "old": ("ok", "ok")},
+    {"steady": ("ok", "ok"), "wobbly": ("ok", "ok"), "down": ("tls", "transient"),
+     "gone": ("dead", "dead"), "old": ("ok", "ok")},
+]
+FIRST_LOOK = {"dead": (404, "online", "not_found", None),
+              "blocked": (429, "online", "rate_limited", None),
+              "transient": (None, "unreachable", None, "read_timeout"),
+              "tls": (None, "unreachable", None, "tls")}
+
+
+def looks(entry_id: str, path: str, seen: str, at: datetime) -> list[ProbeResult]:
+    """One target's probes in a run: one look when fine, else the look and its confirmation."""
+    def probe(status: int | None, outcome: str, reason: str | None, error: str | None,
+              confirmation: bool = False, failure: str | None = None) -> ProbeResult:
+        url = BASE[entry_id] + path
+        return ProbeResult(
+            url=url, entry_id=entry_id, endpoint_id=None, checked_at=at, outcome=outcome,
+            reason=reason, error_class=error, http_status=status,
+            total_ms=90.0 if status else None, dns_ms=1.0, connect_ms=1.0, ttfb_ms=None,
+            final_url=url, attempts=1, redirects=0, error=None,
+            cors_allow_origin="*" if entry_id == "steady" and status else None,
+            tls_version="TLSv1.3" if status else None,
+            cert_expires_at=at + timedelta(days=40) if status else None,
+            confirmation=confirmation, failure_class=failure)
+
+    if seen == "ok":
+        return [probe(200, "live", None, None)]
+    first = FIRST_LOOK[seen]
+    return [probe(*first), probe(*first, confirmation=True, failure=seen)]
+
+
+def record_run(settings: Settings, run: dict[str, tuple[str, str]], at: datetime) -> None:
+    with session_scope(engine_for(settings.database_url)) as session:
+        record = start_run(session, "nightly")
+        results = [probe for entry_id, seen in run.items()
+                   for endpoint, state in zip(ENDPOINTS, seen, strict=True)
+                   for probe in looks(entry_id, endpoint["path"], state, at)]
+        record_probes(session, record, results)
+
+
+def publish(settings: Settings) -> tuple[FullDataset, ChangeLog]:
+    now = datetime.now(UTC)
+    stages.publish_now(settings, stages.score_entries_now(settings, now), now)
+    out = settings.output_dir
+    full = FullDataset.model_validate_json((out / "api" / "apis.json").read_bytes())
+    changes = ChangeLog.model_validate_json((out / "api" / "changes.json").read_bytes())
+    return full, changes
+
+
+def lifecycles(full: FullDataset) -> dict[str, str]:
+    return {api.id: api.lifecycle.state for api in full.apis}
+
+
+@pytest.fixture
+def catalogue(write_entry: WriteEntry, settings_env: dict[str, str],
+              monkeypatch: pytest.MonkeyPatch) -> Settings:
+    monkeypatch.setenv("APIDIR_FAILING_RUNS", "3")
+    monkeypatch.setenv("APIDIR_DEAD_DAYS", "2")
+    for entry_id in ENTRIES:
+        extra = {"deprecated": {"on": "2026-10-01", "successor": "steady",
+                                "note": "Replaced by Steady."}} if entry_id == "old" else {}
+        write_entry(make_entry(id=entry_id, name=entry_id.title(), baseUrl=BASE[entry_id],
+                               sampleRequest=f'curl "{BASE[entry_id]}/a"', endpoints=ENDPOINTS,
+                               **extra))
+    settings = Settings()
+    with session_scope(engine_for(settings.database_url)) as session:
+        run_id = start_run(session, "nightly").id
+    stages.ingest_entries(settings, run_id)
+    return settings
+
+
+def test_each_lifecycle_state_and_its_transitions_from_recorded_runs(
+    catalogue: Settings, data_dir: Path,
+) -> None:
+    full, changes = publish(catalogue)
+    assert lifecycles(full) == {"steady": "active", "wobbly": "active", "down": "active",
+                                "gone": "active", "old": "deprecated"}
+    assert {(e.kind, e.entry) for e in changes.events} == {("added", i) for i in ENTRIES}
+
+    seen = []
+    for night, run in enumerate(RUNS):
+        record_run(catalogue, run, NOW - timedelta(days=len(RUNS) - night))
+        full, changes = publish(catalogue)
+        seen.append(lifecycles(full))
+    assert seen == [
+        {"steady": "active", "wobbly": "degraded", "down": "degraded", "gone": "dead",
+         "old": "deprecated"},
+        {"steady": "active", "wobbly": "degraded", "down": "degraded", "gone": "dead",
+         "old": "deprecated"},
+        {"steady": "active", "wobbly": "active", "down": "failing", "gone": "dead",
+         "old": "deprecated"},
+    ]
+    transitions = [(e.entry, e.from_state, e.to_state) for e in reversed(changes.events)
+                   if e.kind == "lifecycle"]
+    assert transitions == [("down", "active", "degraded"), ("gone", "active", "dead"),
+                           ("wobbly", "active", "degraded"), ("down", "degraded", "failing"),
+                           ("wobbly", "degraded", "active")]
+
+    # Publishing again without a new run judges nothing twice: no count moves on.
+    full, again = publish(catalogue)
+    assert lifecycles(full) == seen[-1]
+    assert [e for e in again.events if e.kind == "lifecycle"] == [
+        e for e in changes.events if e.kind == "lifecycle"]
+
+    apis = {api.id: api for api in full.apis}
+    assert apis["down"].status.failure in ("tls", "transient")
+    assert apis["gone"].status.failure == "dead" and apis["gone"].status.state == "online"
+    assert apis["gone"].lifecycle.reason.startswith("every target confirmed dead")
+    assert apis["old"].lifecycle.successor == "steady"
+    assert apis["down"].lifecycle.reason == "no target answered in 3 runs in a row"
+    assert (apis["steady"].cors.state, apis["steady"].cors.allow_origin) == ("yes", "*")
+    assert apis["wobbly"].cors.state == "no"
+    assert apis["down"].cors.state == "unknown"  # nothing answered
+    assert apis["steady"].https.enabled and apis["steady"].https.tls_version == "TLSv1.3"
+    assert 38 <= apis["steady"].https.cert_days_left <= 40
+
+    # A dead entry stays published until its curator retires it; retiring is an event too.
+    (data_dir / "entries" / "weather" / "gone.yaml").unlink()
+    with session_scope(engine_for(catalogue.database_url)) as session:
+        run_id = start_run(session, "nightly").id
+    stages.ingest_entries(catalogue, run_id)
+    full, changes = publish(catalogue)
+    assert "gone" not in lifecycles(full)
+    assert (changes.events[0].kind, changes.events[0].entry) == ("retired", "gone")
+    document = json.loads((catalogue.output_dir / "api" / "changes.json").read_text())
+    assert document["events"][0] == {"kind": "retired", "entry": "gone", "name": "Gone",
+                                     "at": document["events"][0]["at"]}
+
+
+def test_a_failing_entry_that_answers_again_is_active(catalogue: Settings) -> None:
+    publish(catalogue)
+    down = {"down": ("transient", "transient")}
+    for night in range(3):
+        record_run(catalogue, down, NOW - timedelta(days=5 - night))
+        full, _ = publish(catalogue)
+    assert lifecycles(full)["down"] == "failing"
+    record_run(catalogue, {"down": ("ok", "transient")}, NOW - timedelta(days=1))
+    full, changes = publish(catalogue)
+    assert lifecycles(full)["down"] == "degraded"
+    latest = changes.events[0]
+    assert (latest.kind, latest.entry, latest.from_state, latest.to_state) == (
+        "lifecycle", "down", "failing", "degraded")
+
+
+def test_entry_pages_draw_the_last_30_days_and_show_health(catalogue: Settings) -> None:
+    publish(catalogue)
+    for night, run in enumerate(RUNS):  # each night publishes, as the nightly flow does
+        record_run(catalogue, run, NOW - timedelta(days=len(RUNS) - night))
+        publish(catalogue)
+    days = [(NOW - timedelta(days=n)).date() for n in range(len(RUNS), 0, -1)]
+    stages.roll_up(catalogue, days)
+    publish(catalogue)
+    pages = catalogue.output_dir / "apis"
+    steady = (pages / "steady.html").read_text()
+    chart = steady[steady.index('<figure class="trend"'):steady.index("</figure>")]
+    assert chart.count("<rect") == 1 + len(RUNS)  # the frame, then one bar a probed day
+    assert "100% answered" in chart and "<polyline" in chart
+    assert "Lifecycle: <strong>Active</strong>" in steady
+    assert 'id="cors">yes' in steady and "TLSv1.3" in steady
+    wobbly = (pages / "wobbly.html").read_text()
+    assert "50% answered" in wobbly  # the days it lost one target of two
+    down = (pages / "down.html").read_text()
+    assert "Lifecycle: <strong>Failing</strong>" in down and "Failed twice in the last run" in down
+    old = (pages / "old.html").read_text()
+    assert 'href="../apis/steady.html">steady</a>' in old
+    index = (catalogue.output_dir / "index.html").read_text()
+    assert 'class="badge lifecycle-failing"' in index and 'class="badge cors-yes"' in index
+
+
+def test_a_successor_must_be_an_entry_of_the_catalogue(write_entry: WriteEntry,
+                                                       data_dir: Path) -> None:
+    from pipeline.catalogue.entries import read_catalog
+
+    write_entry(make_entry(id="steady"))
+    write_entry(make_entry(id="old", deprecated={"successor": "nowhere"}))
+    write_entry(make_entry(id="self", deprecated={"successor": "self"}))
+    entries = data_dir / "entries"
+    report = read_catalog([entries], entries)
+    problems = {(p.entry, p.field, p.rule): p.message for p in report.problems}
+    assert problems == {
+        ("old", "deprecated.successor", "unknown-successor"):
+            "successor 'nowhere' is not an entry of the catalogue",
+        ("self", "deprecated.successor", "unknown-successor"):
+            "successor 'self' is the entry itself",
+    }
+    assert [e.id for e in report.entries.values()] == ["steady"]
+    alone = read_catalog([entries / "weather" / "steady.yaml"], entries)
+    assert alone.ok  # one file checked alone still knows the other entries
