@@ -210,3 +210,23 @@ async def test_an_expired_certificate_is_a_tls_failure_with_no_expiry_read(tmp_p
         await server.close()
     assert [r.error_class for r in looks] == ["tls", "tls"]
     assert looks[-1].failure_class == "tls" and server.requests == []
+
+
+def test_a_run_is_counted_by_its_conclusions_not_by_its_looks() -> None:
+    from pipeline.store.history import ProbeTally
+
+    def look(n: int, confirmation: bool, outcome: str) -> ProbeResult:
+        return ProbeResult(
+            url=f"https://api{n}.example.com/", entry_id=f"e{n}", endpoint_id=None,
+            checked_at=dt.datetime.now(dt.UTC), outcome=outcome, reason=None,
+            error_class="refused" if outcome == "unreachable" else None,
+            http_status=200 if outcome == "live" else None, total_ms=None, dns_ms=None,
+            connect_ms=None, ttfb_ms=None, final_url=None, attempts=1, redirects=0, error=None,
+            confirmation=confirmation)
+
+    # 10 targets, 8 refused on the first look; 2 of those answer the second: 6 of 10 failed.
+    results = [look(n, False, "unreachable" if n < 8 else "live") for n in range(10)]
+    results += [look(n, True, "unreachable" if n < 6 else "live") for n in range(8)]
+    tally = ProbeTally.of(results)
+    assert tally.probes == 10 and tally.outcomes == {"unreachable": 6, "live": 4}
+    assert not tally.network_suspect

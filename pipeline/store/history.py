@@ -95,7 +95,11 @@ class ProbeTally:
 
     @classmethod
     def of(cls, results: Iterable[ProbeResult]) -> ProbeTally:
+        """Counted over targets, each by the run's conclusion: its confirmation, if it had one
+        (so a failure probed twice counts once, and a suspect network is not double-counted)."""
         results = list(results)
+        confirmed = {(r.entry_id, r.url) for r in results if r.confirmation}
+        results = [r for r in results if r.confirmation or (r.entry_id, r.url) not in confirmed]
         return cls(
             outcomes=dict(Counter(r.outcome for r in results)),
             connect_failures=sum(1 for r in results if r.error_class in CONNECT_FAILURES),
