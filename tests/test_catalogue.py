@@ -19,8 +19,9 @@ FILES = sorted(ENTRIES.rglob("*.yaml"))
 NULLABLE = {("pricing", "freeQuota"), ("pricing", "unitCost")}
 # The seed's fields: every entry fills each of them, but `color`, which comes only from the
 # provider's own brand material and is left out where that states none. The optional
-# additions (openapiUrl, statusPageUrl, sdks) are filled only where the provider has one.
-OPTIONAL_ADDITIONS = ("color", "openapi_url", "status_page_url", "sdks")
+# additions (openapiUrl, statusPageUrl, sdks) are filled only where the provider has one, and
+# `deprecated` only where the provider deprecated the API.
+OPTIONAL_ADDITIONS = ("color", "openapi_url", "status_page_url", "sdks", "deprecated")
 ENTRY_KEYS = [
     name for name in EntryFile.model_fields
     if name not in ("sources", "verified", *OPTIONAL_ADDITIONS)

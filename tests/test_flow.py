@@ -79,5 +79,9 @@ async def test_nightly_probes_scores_and_publishes_every_entry(
     with Session(engine_for(settings_env["APIDIR_DATABASE_URL"])) as session:
         run = session.get(PipelineRun, result["run"])
         probes = session.exec(select(ProbeRow).where(ProbeRow.run_id == run.id)).all()
-    assert run.probes == len(probes) == 4 and not run.network_suspect
+    # 4 targets, each failing twice: the run counts 4 conclusions and keeps all 8 looks
+    assert run.probes == 4 and len(probes) == 8 and not run.network_suspect
     assert {p.error_class for p in probes} == {"dns"}
+    assert sorted((p.confirmation, p.failure_class) for p in probes) == [
+        (False, None)] * 4 + [(True, "dead")] * 4
+    assert {api["status"]["failure"] for api in published["apis"]} == {"dead"}

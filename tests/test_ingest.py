@@ -129,3 +129,80 @@ def test_an_empty_catalogue_never_retires_everything(
         ingest(engine, data_dir)
     with Session(engine) as session:
         assert [r.id for r in active_entries(session)] == ["example-weather"]
+
+
+# --- incremental ingest: an unchanged file is not parsed again --------------------------------
+
+
+def ingest_incrementally(engine, data_dir: Path):
+    """As the ingest stage does: the stored file hashes tell which files need no parsing."""
+    from pipeline.catalogue.ingest import stored_file_hashes
+
+    entries = data_dir / "entries"
+    with Session(engine) as session:
+        report = read_catalog([entries], entries, known=stored_file_hashes(session))
+        return report, ingest_catalog(session, report)
+
+
+def test_unchanged_files_are_not_parsed_and_changed_ones_always_are(
+    engine, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    import os
+
+    paths = {name: write_entry(make_entry(id=name)) for name in ("alpha", "beta", "gamma", "delta")}
+    report, summary = ingest_incrementally(engine, data_dir)
+    assert sorted(e.id for e in report.entries.values()) == sorted(paths)  # all parsed once
+    assert summary.added == sorted(paths)
+
+    report, summary = ingest_incrementally(engine, data_dir)
+    assert report.entries == {} and sorted(report.unchanged.values()) == sorted(paths)
+    assert summary.unchanged == sorted(paths) and not summary.retired
+
+    os.utime(paths["alpha"], (1, 1))  # touched, not changed
+    paths["beta"].write_text(yaml.safe_dump(make_entry(id="beta", name="Beta Two")))  # edited
+    paths["gamma"].unlink()  # deleted
+    renamed = paths["delta"].with_name("epsilon.yaml")  # renamed, with its id
+    paths["delta"].rename(renamed)
+    renamed.write_text(renamed.read_text().replace("id: delta", "id: epsilon"))
+    report, summary = ingest_incrementally(engine, data_dir)
+    assert sorted(e.id for e in report.entries.values()) == ["beta", "epsilon"]
+    assert list(report.unchanged.values()) == ["alpha"]
+    assert (summary.updated, summary.added, summary.retired) == (["beta"], ["epsilon"],
+                                                                 ["delta", "gamma"])
+    assert summary.unchanged == ["alpha"]
+    with Session(engine) as session:
+        assert session.get(EntryRow, "beta").name == "Beta Two"
+
+    # A comment changes the bytes, not the entry: parsed once, unchanged, then skipped.
+    paths["alpha"].write_text(paths["alpha"].read_text() + "# checked again\n")
+    report, summary = ingest_incrementally(engine, data_dir)
+    assert [e.id for e in report.entries.values()] == ["alpha"]
+    assert "alpha" in summary.unchanged and not summary.updated
+    report, _ = ingest_incrementally(engine, data_dir)
+    assert report.entries == {}
+
+
+def test_an_unchanged_file_swapped_for_a_symlink_out_of_data_is_refused(
+    engine, write_entry: WriteEntry, data_dir: Path, tmp_path: Path
+) -> None:
+    path = write_entry(make_entry(id="alpha"))
+    ingest_incrementally(engine, data_dir)
+    outside = tmp_path / "outside.yaml"
+    outside.write_bytes(path.read_bytes())  # the same bytes, now outside the data folder
+    path.unlink()
+    path.symlink_to(outside)
+    report, summary = ingest_incrementally(engine, data_dir)
+    assert report.unchanged == {} and [p.rule for p in report.problems] == ["outside-data"]
+    assert summary.invalid == ["alpha"] and not summary.retired  # the stored entry is kept
+
+
+def test_a_duplicate_id_beside_an_unchanged_file_makes_both_invalid(
+    engine, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    write_entry(make_entry(id="alpha"))
+    ingest_incrementally(engine, data_dir)
+    write_entry(make_entry(id="alpha", category="maps",
+                           sampleRequest='curl "https://api.example.com/v1/forecast"'))
+    report, summary = ingest_incrementally(engine, data_dir)
+    assert {p.rule for p in report.problems} == {"duplicate-id"}
+    assert report.unchanged == {} and summary.invalid == ["alpha"] and not summary.retired

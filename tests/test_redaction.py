@@ -42,6 +42,7 @@ async def test_results_errors_logs_and_the_store_hold_no_credentials(
 ) -> None:
     server = await FakeServer().start()
     settings = ProbeSettings(allow_private=True, per_host_interval=0, max_attempts=1,
+                             confirm_failures=False,
                              connect_timeout=1, total_timeout=2)
     refused = f"http://me:{SECRET}@127.0.0.1:{closed_port()}/x"
     answered = server.url("/ok").replace("http://", f"http://me:{SECRET}@")

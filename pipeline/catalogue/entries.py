@@ -7,16 +7,17 @@ once, each naming the file (with its line), the entry and the field.
 from __future__ import annotations
 
 import gc
+import hashlib
 import logging
 import os
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date
-from functools import lru_cache
+from functools import cache, lru_cache
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,10 @@ class CatalogReport:
     entries: dict[Path, EntryFile] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
+    # With `known` hashes: each file's hash, and the files not parsed since their hash is the
+    # one stored (by path, their id: the file name, as a stored entry's id always is).
+    digests: dict[Path, str] = field(default_factory=dict)
+    unchanged: dict[Path, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -333,17 +338,31 @@ def read_catalog(
     entries_root: Path | None = None,
     workers: int | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    known: Mapping[str, str] | None = None,
 ) -> CatalogReport:
     """Read every entry file under `paths`, checking each one and the ids across files.
 
     `workers`: processes that parse the files (default: one per core from
-    `PARALLEL_FROM` files on, else this process alone); `max_bytes`: the size limit of a file.
+    `PARALLEL_FROM` files on, else this process alone); `max_bytes`: the size limit of a file;
+    `known`: the stored hash of each file by path — a file whose hash is unchanged is not
+    parsed again (listed in `unchanged`), and every file's hash is kept in `digests`.
     """
     report = CatalogReport(files=entry_files(paths))
     by_id: dict[str, list[Path]] = defaultdict(list)
+    to_read = report.files
+    if known is not None:
+        for path in report.files:
+            digest = file_digest(path, entries_root, max_bytes)
+            if digest is None:
+                continue
+            report.digests[path] = digest
+            if known.get(str(path)) == digest:
+                report.unchanged[path] = path.stem
+                by_id[path.stem].append(path)
+        to_read = [path for path in report.files if path not in report.unchanged]
     with paused_garbage_collection():
-        readings = _read_all(report.files, entries_root, workers, max_bytes)
-        for path, (entry_id, entry, problems) in zip(report.files, readings, strict=True):
+        readings = _read_all(to_read, entries_root, workers, max_bytes)
+        for path, (entry_id, entry, problems) in zip(to_read, readings, strict=True):
             report.problems.extend(problems)
             if entry is not None:
                 report.entries[path] = entry
@@ -365,9 +384,35 @@ def read_catalog(
                 )
             )
             report.entries.pop(path, None)
+            report.unchanged.pop(path, None)
     _check_successors(report, entries_root)
     report.problems.sort(key=Problem.sort_key)
     return report
+
+
+@cache
+def reader_fingerprint() -> bytes:
+    """A digest of the code that turns a file into an entry (its models, checks and lints):
+    when that code changes, every file is parsed again, once."""
+    package = Path(__file__).parent
+    sources = [package.parent / "contract.py", *sorted(package.glob("*.py"))]
+    return hashlib.sha256(b"".join(source.read_bytes() for source in sources)).digest()
+
+
+def file_digest(path: Path, entries_root: Path | None,
+                max_bytes: int = DEFAULT_MAX_BYTES) -> str | None:
+    """The hash of a file's bytes under the reader's fingerprint; None for a file that cannot
+    be read within the limits (it is parsed, so the problem is reported). A symlink leading
+    outside the data folder is refused here too, before a byte of it is read."""
+    try:
+        check_place(path, entries_root)
+        with path.open("rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except (OSError, UnsafeEntryFile):
+        return None
+    if len(data) > max_bytes:
+        return None
+    return hashlib.sha256(reader_fingerprint() + data).hexdigest()
 
 
 def _check_successors(report: CatalogReport, entries_root: Path | None) -> None:

@@ -11,11 +11,12 @@ or restored entries take the row-by-row path.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import insert, update
+from sqlalchemy import bindparam, insert, update
 from sqlmodel import Session, col, select
 
 from pipeline.catalogue.entries import CatalogReport, EntryFile, paused_garbage_collection
@@ -59,12 +60,14 @@ def _sync_endpoints(session: Session, entry: EntryFile) -> None:
 
 
 def _update(
-    session: Session, entry: EntryFile, content: dict, digest: str, source: Path, now: datetime
+    session: Session, entry: EntryFile, content: dict, digest: str, source: Path, now: datetime,
+    file_hash: str | None,
 ) -> None:
     """Rewrite a stored entry (changed, moved or back from retirement) and its endpoints."""
     row = session.get(EntryRow, entry.id)
     row.category, row.name, row.content = entry.category, entry.name, content
     row.content_hash, row.source_file, row.updated_at = digest, str(source), now
+    row.file_hash = file_hash
     row.retired_at = None
     session.add(row)
     session.flush()
@@ -84,7 +87,7 @@ def _endpoint_rows(entry: EntryFile) -> list[dict[str, object]]:
 
 
 def _insert_new(session: Session, new: list[tuple[EntryFile, dict, str, Path]],
-                now: datetime) -> None:
+                now: datetime, file_hashes: Mapping[Path, str]) -> None:
     """Bulk-insert new entries, then their endpoints (one statement each, many rows)."""
     if not new:
         return
@@ -92,7 +95,7 @@ def _insert_new(session: Session, new: list[tuple[EntryFile, dict, str, Path]],
     session.execute(insert(EntryRow.__table__), [
         {"id": entry.id, "category": entry.category, "name": entry.name, "content": content,
          "content_hash": digest, "source_file": str(source), "first_seen_at": now,
-         "updated_at": now, "retired_at": None}
+         "updated_at": now, "retired_at": None, "file_hash": file_hashes.get(source)}
         for entry, content, digest, source in new
     ])
     endpoints = [row for entry, *_ in new for row in _endpoint_rows(entry)]
@@ -124,6 +127,7 @@ def _ingest(session: Session, report: CatalogReport, now: datetime,
         )
     }
     new: list[tuple[EntryFile, dict, str, Path]] = []
+    rehashed: list[dict[str, object]] = []  # same content, new file bytes (a comment, say)
     for path, entry in sorted(report.entries.items(), key=lambda item: item[1].id):
         content = entry.content()
         digest = content_hash(content)
@@ -133,11 +137,21 @@ def _ingest(session: Session, report: CatalogReport, now: datetime,
             summary.added.append(entry.id)
         elif known != (digest, False, str(path)):
             (summary.restored if known[1] else summary.updated).append(entry.id)
-            _update(session, entry, content, digest, path, now)
+            _update(session, entry, content, digest, path, now, report.digests.get(path))
         else:
             summary.unchanged.append(entry.id)
-    _insert_new(session, new, now)
-    present = {entry.id for entry in report.entries.values()} | report.invalid_ids()
+            rehashed.append({"entry_id": entry.id, "file_hash": report.digests.get(path)})
+    summary.unchanged = sorted([*summary.unchanged, *report.unchanged.values()])
+    _insert_new(session, new, now, report.digests)
+    if rehashed and report.digests:
+        session.execute(
+            update(EntryRow.__table__)
+            .where(EntryRow.__table__.c.id == bindparam("entry_id"))
+            .values(file_hash=bindparam("file_hash")),
+            rehashed,
+        )
+    present = ({entry.id for entry in report.entries.values()} | set(report.unchanged.values())
+               | report.invalid_ids())
     summary.retired = sorted(
         entry_id for entry_id, (_, retired, _) in stored.items()
         if not retired and entry_id not in present
@@ -163,3 +177,10 @@ def _record_events(session: Session, summary: IngestSummary, now: datetime,
     ]
     if events:
         session.execute(insert(EntryEvent.__table__), events)
+
+
+def stored_file_hashes(session: Session) -> dict[str, str]:
+    """The file hash of every published entry, by its source file: what need not be parsed."""
+    statement = select(EntryRow.source_file, EntryRow.file_hash).where(
+        col(EntryRow.retired_at).is_(None), col(EntryRow.file_hash).is_not(None))
+    return dict(session.exec(statement).all())

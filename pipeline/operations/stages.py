@@ -19,7 +19,12 @@ from prefect.concurrency.sync import concurrency
 from prefect.settings import PREFECT_API_URL
 
 from pipeline.catalogue.entries import CatalogReport, load_categories, read_catalog
-from pipeline.catalogue.ingest import EmptyCatalogError, IngestSummary, ingest_catalog
+from pipeline.catalogue.ingest import (
+    EmptyCatalogError,
+    IngestSummary,
+    ingest_catalog,
+    stored_file_hashes,
+)
 from pipeline.judging.changes import (
     Change,
     curated_deprecations,
@@ -60,9 +65,12 @@ def ingest_entries(settings: Settings, run_id: int) -> tuple[IngestSummary, Cata
         raise EmptyCatalogError(
             f"no entries folder at {settings.entries_dir}; refusing to retire every stored entry"
         )
+    engine = engine_for(settings.database_url)
+    with session_scope(engine) as session:
+        known = stored_file_hashes(session)
     report = read_catalog([settings.entries_dir], settings.entries_dir,
-                          max_bytes=settings.entry_max_bytes)
-    with session_scope(engine_for(settings.database_url)) as session:
+                          max_bytes=settings.entry_max_bytes, known=known)
+    with session_scope(engine) as session:
         summary = ingest_catalog(session, report, run_id=run_id)
         run = session.get(PipelineRun, run_id)
         run.entries_seen = len(report.files)

@@ -56,6 +56,9 @@ class EntryRow(SQLModel, table=True):
     content: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
     content_hash: str
     source_file: str
+    # The entry file's bytes (with the reader's fingerprint) when last parsed: an unchanged
+    # file is not parsed again.
+    file_hash: str | None = None
     first_seen_at: datetime = Field(sa_type=UtcDateTime)
     updated_at: datetime = Field(sa_type=UtcDateTime)
     retired_at: datetime | None = Field(default=None, sa_type=UtcDateTime, index=True)
