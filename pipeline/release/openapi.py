@@ -113,8 +113,8 @@ def openapi_document() -> dict[str, Any]:
                 "The category index.", "CategoryIndex",
             ),
             "/api/releases.json": _document(
-                "getReleases", "The kept releases, newest first; each stays readable under "
-                "api/releases/{version}/.", "The release history.", "ReleaseIndex",
+                "getReleases", "The kept releases, newest first; each stays readable, never "
+                "rewritten, at the path it lists.", "The release history.", "ReleaseIndex",
             ),
             "/api/changes.json": _document(
                 "getChanges", "Recent changes of entries' presented state, newest first.",
