@@ -224,6 +224,11 @@ def test_odd_paths_never_error_and_host_files_stay_hidden(host: Host) -> None:
         status, head = raw_request(host, target)
         assert status == 400, (host.name, target, status)
         assert "nosniff" in head.lower(), (host.name, target)  # error answers keep the headers
+    for target in ("/api/categories/%0Aai.json", "/api/%0D%0Aapis.json", "/api/%F2%99.json"):
+        answer = host.get(target)
+        assert answer.status == 404, (host.name, target)
+        assert answer.body == (host.release / NOT_FOUND_JSON).read_bytes(), (host.name, target)
+        assert answer.header("X-Content-Type-Options") == "nosniff", (host.name, target)
 
 
 def test_every_refusal_carries_the_security_headers(host: Host) -> None:

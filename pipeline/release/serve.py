@@ -109,7 +109,8 @@ def preview_app(folder: Path) -> web.Application:
         return response
 
     app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", serve_path)
+    # Every path, a newline (%0A) in it too: `.` would leave it to aiohttp's bare 404.
+    app.router.add_route("*", r"/{tail:[\s\S]*}", serve_path)
     return app
 
 
