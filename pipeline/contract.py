@@ -435,12 +435,16 @@ class ReleaseCounts(ContractModel):
 
 
 class ReleaseSummary(ContractModel):
-    """One kept release: its files are under `api/releases/<version>/`, never rewritten."""
+    """One kept release: its files are under `api/releases/<folder>/`, never rewritten."""
 
     version: SemVer
     generated: AwareDatetime
     counts: ReleaseCounts
-    path: str = Field(description="The release's full dataset, relative to the site root.")
+    path: str = Field(description=(
+        "The release's full dataset, relative to the site root. Its folder is the version "
+        "with `+` written `_` (api/releases/2.0.0_20261121.1/apis.json), since some object "
+        "stores and CDNs mangle a `+` in a path; releases kept from before that keep the "
+        "folder named by the version itself."))
 
 
 class ReleaseIndex(ContractModel):

@@ -1,4 +1,5 @@
-"""Real static hosts on loopback for the tests: nginx with the shipped site config, `apidir serve`.
+"""Real static hosts on loopback for the tests: nginx with the shipped site config, `apidir serve`,
+and a plain file server for pages that stand for a consumer's site on another origin.
 
 nginx runs unprivileged in the foreground with its prefix, temp folders, pid file and logs
 in a scratch folder; the site config is `deploy/nginx/apidir.conf` itself, wrapped in a
@@ -8,6 +9,7 @@ and release folder.
 
 from __future__ import annotations
 
+import functools
 import getpass
 import os
 import re
@@ -15,9 +17,11 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from tests.conftest import REPO
@@ -125,3 +129,24 @@ def run_serve(root: Path, work: Path) -> Iterator[str]:
         finally:
             process.terminate()
             process.wait(timeout=10)
+
+
+class QuietFiles(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def run_other_origin(root: Path) -> Iterator[str]:
+    """A plain file server for `root` on a loopback port of its own (another origin than the
+    hosts above), with no headers of the release; yields its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0),
+                                 functools.partial(QuietFiles, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

@@ -1,4 +1,5 @@
-"""Headless Chromium reads the release as nginx serves it: filter, search, open an entry, copy.
+"""Headless Chromium reads the release as nginx serves it: filter, search, open an entry, copy;
+and a page on another origin reads and revalidates a document from nginx and `apidir serve`.
 
 Chromium is Debian's package (`make test` installs it), driven by Playwright with a fresh
 profile and every background service off, since the machine has no network beyond loopback.
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
 
+from pipeline.release.hosting import LIVE_CACHE
 from pipeline.release.pages import NO_AUTH_HEADER
 from tests.conftest import REPO
 from tests.site_release import (
@@ -23,7 +25,7 @@ from tests.site_release import (
     SampleRelease,
     publish_sample_release,
 )
-from tests.static_host import run_nginx
+from tests.static_host import run_nginx, run_other_origin, run_serve
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -174,4 +176,69 @@ def test_entry_with_html_shows_it_as_text_and_fits_a_phone(
     assert page.locator("main img, main script, main b").count() == 0
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     page.screenshot(path=SCREENSHOTS / "entry-phone.png", full_page=True)
+    assert watch.problems == []
+
+
+@pytest.fixture(scope="module")
+def hosts(sample: SampleRelease, site: str,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    with run_serve(sample.folder, tmp_path_factory.mktemp("serve")) as serve:
+        yield {"nginx": site, "apidir-serve": serve}
+
+
+@pytest.fixture(scope="module")
+def other_origin() -> Iterator[str]:
+    with run_other_origin(REPO / "tests" / "fixtures" / "other-origin") as base_url:
+        yield base_url
+
+
+class Wire:
+    """What went over the wire, from Chromium's own network log (DevTools protocol): each
+    request's type and URL, and the status the server sent (a 304 the cache turned into a
+    200 for the script shows here as the 304 it was)."""
+
+    def __init__(self, browser: BrowserContext, page: Page) -> None:
+        self.page = page
+        self.requests: dict[str, tuple[str, str]] = {}
+        self.statuses: dict[str, int] = {}
+        session = browser.new_cdp_session(page)
+        session.on("Network.responseReceived", lambda e: self.requests.__setitem__(
+            e["requestId"], (e["type"], e["response"]["url"])))
+        session.on("Network.responseReceivedExtraInfo", lambda e: self.statuses.__setitem__(
+            e["requestId"], e["statusCode"]))
+        session.send("Network.enable")
+
+    def answers(self, kind: str, url: str, count: int) -> list[int]:
+        """The wire statuses of the requests of `kind` to `url`, in order, once `count` of
+        them have been seen (or 10 s have passed)."""
+        for _ in range(200):
+            ids = [i for i, (t, u) in self.requests.items() if (t, u) == (kind, url)]
+            if len(ids) >= count and all(i in self.statuses for i in ids):
+                break
+            self.page.wait_for_timeout(50)  # lets the browser's events arrive
+        return [self.statuses.get(i, 0) for i in ids]
+
+
+@pytest.mark.parametrize("host", ["nginx", "apidir-serve"])
+def test_a_page_on_another_origin_revalidates_a_document(
+    browser: BrowserContext, hosts: dict[str, str], other_origin: str, sample: SampleRelease,
+    host: str,
+) -> None:
+    page = browser.new_page()
+    watch = Watch(page)
+    wire = Wire(browser, page)
+    page.goto(f"{other_origin}/index.html")
+    url = f"{hosts[host]}/api/categories/finance.json"
+    assert not url.startswith(other_origin)
+    result = page.evaluate("url => revalidate(url)", url)
+
+    body = (sample.folder / "api" / "categories" / "finance.json").read_text(encoding="utf-8")
+    first, conditional, cached = result["first"], result["conditional"], result["cached"]
+    assert first["status"] == 200 and first["body"] == body
+    assert first["etag"] and first["lastModified"]  # exposed to the script
+    assert first["cacheControl"] == LIVE_CACHE
+    assert conditional["status"] == 304 and conditional["body"] == ""
+    assert cached["status"] == 200 and cached["body"] == body
+    assert wire.answers("Preflight", url, 1) == [204]
+    assert wire.answers("Fetch", url, 3) == [200, 304, 304]
     assert watch.problems == []

@@ -15,7 +15,13 @@ from pipeline.catalogue.entries import load_categories, read_catalog
 from pipeline.catalogue.ingest import ingest_catalog
 from pipeline.contract import CATEGORY_IDS, FullDataset
 from pipeline.release import publish as publish_module
-from pipeline.release.layout import CATEGORY_INDEX, FULL_DATASET, OPENAPI, category_file
+from pipeline.release.layout import (
+    CATEGORY_INDEX,
+    FULL_DATASET,
+    OPENAPI,
+    RELEASES_DIR,
+    category_file,
+)
 from pipeline.release.openapi import component_schemas
 from pipeline.release.publish import (
     EntriesOutOfOrderError,
@@ -235,6 +241,17 @@ def test_version_counts_releases_of_the_same_day(tmp_path: Path, catalogue_entri
     write_release(out, release(catalogue_entries, next_version(out, day)), CATEGORIES)
     assert next_version(out, day) == "2.0.0+20261121.2"
     assert next_version(out, date(2026, 11, 22)) == "2.0.0+20261122.1"
+
+
+def test_version_follows_kept_folders_of_either_name(tmp_path: Path) -> None:
+    """A kept folder names its version with `_` for `+`, or, from before, with `+` itself."""
+    out = tmp_path / "public"
+    day = date(2026, 11, 21)
+    (out / RELEASES_DIR / "2.0.0_20261121.3").mkdir(parents=True)
+    assert next_version(out, day) == "2.0.0+20261121.4"
+    (out / RELEASES_DIR / "2.0.0+20261121.5").mkdir()
+    (out / RELEASES_DIR / "2.0.0_20261122.9").mkdir()
+    assert next_version(out, day) == "2.0.0+20261121.6"
 
 
 def test_a_streamed_release_equals_the_built_one(tmp_path: Path, catalogue_entries) -> None:

@@ -14,7 +14,15 @@ from pipeline.catalogue.entries import load_categories
 from pipeline.contract import Status
 from pipeline.judging.changes import recent_changes, record_state_changes
 from pipeline.judging.present import Presented
-from pipeline.release.layout import CHANGES, FULL_DATASET, RELEASE_INDEX, release_folder
+from pipeline.release.layout import (
+    CHANGES,
+    FULL_DATASET,
+    RELEASE_INDEX,
+    RELEASES_DIR,
+    folder_version,
+    release_folder,
+    release_folder_name,
+)
 from pipeline.release.publish import publish_release
 from pipeline.release.validate import validate_release
 from tests.conftest import REPO, WriteEntry, make_entry
@@ -66,7 +74,7 @@ def test_each_release_is_kept_and_listed_newest_first(session: Session, tmp_path
     assert (out / release_folder(second.version) / "apis.json").read_bytes() == (
         out / FULL_DATASET).read_bytes()
     newest = index["releases"][0]
-    assert newest["path"] == f"api/releases/{second.version}/apis.json"
+    assert newest["path"] == f"{release_folder(second.version)}/apis.json"
     assert newest["counts"]["total"] == 2
     assert newest["counts"]["byState"] == {"live": 0, "online": 0, "unreachable": 1,
                                            "unchecked": 1}
@@ -81,7 +89,8 @@ def test_only_the_last_n_releases_are_kept(session: Session, tmp_path: Path) -> 
                 for n in range(4)]
     index = read(out, RELEASE_INDEX)
     assert [r["version"] for r in index["releases"]] == versions[:1:-1]
-    assert sorted(p.name for p in (out / "api" / "releases").iterdir()) == sorted(versions[2:])
+    assert sorted(p.name for p in (out / RELEASES_DIR).iterdir()) == sorted(
+        release_folder_name(version) for version in versions[2:])
 
 
 def test_a_release_folder_removed_by_hand_leaves_the_index(session: Session, tmp_path) -> None:
@@ -99,7 +108,53 @@ def test_an_index_listing_a_missing_release_fails_validation(session, tmp_path: 
     release, _ = publish(session, out, T0)
     shutil.rmtree(out / release_folder(release.version))
     problems = validate_release(out, CATEGORIES)
-    assert problems == [f"{RELEASE_INDEX}: api/releases/{release.version}/apis.json is missing"]
+    assert problems == [
+        f"{RELEASE_INDEX}: {release_folder(release.version)}/apis.json is missing"]
+
+
+def test_release_folders_have_no_plus_and_name_their_version_one_to_one(
+    session: Session, tmp_path: Path
+) -> None:
+    out = tmp_path / "public"
+    first, _ = publish(session, out, T0)
+    second, _ = publish(session, out, T0 + timedelta(hours=1))
+    assert "+" in first.version  # the version itself stays SemVer with build metadata
+    folders = sorted(p.name for p in (out / RELEASES_DIR).iterdir())
+    assert folders == ["2.0.0_20261121.1", "2.0.0_20261121.2"]
+    assert [folder_version(name) for name in folders] == [first.version, second.version]
+    for release in read(out, RELEASE_INDEX)["releases"]:
+        assert "+" not in release["path"]
+        kept = read(out, release["path"])
+        assert kept["meta"]["version"] == release["version"]
+    for version in ("2.0.0+20261121.1", "2.0.0+20991231.17", "2.1.0-rc.1+build.5"):
+        assert folder_version(release_folder_name(version)) == version
+        assert "+" not in release_folder_name(version)
+
+
+def test_a_release_kept_under_its_old_folder_name_stays_where_it_is(
+    session: Session, tmp_path: Path
+) -> None:
+    """A release published before safe folder names sits in `2.0.0+<day>.<n>/`: later
+    releases carry it there, list it with its own path, and never reuse its version."""
+    out = tmp_path / "public"
+    old, _ = publish(session, out, T0)
+    old_folder = f"{RELEASES_DIR}/{old.version}"
+    (out / release_folder(old.version)).rename(out / old_folder)
+    index = read(out, RELEASE_INDEX)
+    index["releases"][0]["path"] = f"{old_folder}/apis.json"
+    (out / RELEASE_INDEX).write_text(json.dumps(index), encoding="utf-8")
+    snapshot = (out / old_folder / "apis.json").read_bytes()
+
+    new, _ = publish(session, out, T0 + timedelta(minutes=5))
+    assert new.version == old.version.removesuffix(".1") + ".2"
+    listed = read(out, RELEASE_INDEX)["releases"]
+    assert [(r["version"], r["path"]) for r in listed] == [
+        (new.version, f"{release_folder(new.version)}/apis.json"),
+        (old.version, f"{old_folder}/apis.json"),
+    ]
+    assert (out / old_folder / "apis.json").read_bytes() == snapshot
+    assert not (out / release_folder(old.version)).exists()
+    assert validate_release(out, CATEGORIES) == []
 
 
 def test_at_least_one_release_is_kept(session: Session, tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """The release served by real nginx (the shipped site config) and by `apidir serve`.
 
-Both hosts must answer alike: JSON as `application/json; charset=utf-8`, CORS on `/api/`,
-compression, the caching and security headers of `pipeline.release.hosting`, and a 404 with the
-JSON body of `api/404.json` for an unknown category id.
+Both hosts must answer alike: JSON as `application/json; charset=utf-8`, CORS on `/api/` with
+preflights answered, compression, ETag and Last-Modified with 304s, the caching and security
+headers of `pipeline.release.hosting`, and a 404 with the JSON body of `api/404.json` for an
+unknown category id.
 """
 
 from __future__ import annotations
@@ -17,18 +18,22 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from email.utils import formatdate
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
+from pipeline.release.conditional import content_etag
 from pipeline.release.hosting import (
-    ASSET_CACHE,
-    DOCUMENT_CACHE,
     HEADER_CSP,
+    IMMUTABLE_CACHE,
+    LIVE_CACHE,
     NOT_FOUND_JSON,
     headers_for,
+    matching_headers,
 )
+from pipeline.release.layout import RELEASE_INDEX
 from pipeline.release.openapi import openapi_document
 from tests.site_release import SampleRelease, publish_sample_release
 from tests.static_host import run_nginx, run_serve
@@ -129,39 +134,210 @@ def test_an_unknown_category_is_a_404_with_a_json_body(host: Host, path: str) ->
     assert json.loads(answer.body)["error"]["status"] == 404
 
 
+def release_paths(release: Path) -> list[str]:
+    """The URL path of every file the release publishes (but the host files)."""
+    return sorted("/" + p.relative_to(release).as_posix() for p in release.rglob("*")
+                  if p.is_file() and p.name not in ("_headers", "_redirects"))
+
+
+def kept_dataset(release: Path) -> str:
+    """The URL path of the kept copy of the live `apis.json`."""
+    return "/" + json.loads((release / RELEASE_INDEX).read_text())["releases"][0]["path"]
+
+
+def test_every_published_file_has_one_caching_rule(sample: SampleRelease) -> None:
+    """Immutable where a name never changes content, live elsewhere; and no path gets one
+    header from two rules (Cloudflare Pages would join their values with a comma)."""
+    paths = release_paths(sample.folder)
+    assert any(path.startswith("/api/releases/") for path in paths)
+    for path in [*paths, "/", "/api/categories/nosuch.json"]:
+        names = [name.lower() for name, _ in matching_headers(path)]
+        assert len(names) == len(set(names)), path
+        immutable = path.startswith(("/api/releases/", "/assets/"))
+        assert headers_for(path)["Cache-Control"] == (
+            IMMUTABLE_CACHE if immutable else LIVE_CACHE), path
+
+
 def test_cache_and_security_headers_follow_the_published_rules(host: Host) -> None:
-    paths = ["/", "/index.html", "/categories/ai.html", "/apis/openai.html",
-             *JSON_PATHS, asset(host, ".css"), asset(host, ".js")]
-    for path in paths:
+    paths = release_paths(host.release)
+    assert len(paths) > 200
+    for path in ["/", *paths]:
         answer = host.get(path)
         assert answer.status == 200, path
         expected = headers_for(path)
         for name, value in expected.items():
             assert answer.header(name) == value, (host.name, path, name)
-    assert headers_for(asset(host, ".css"))["Cache-Control"] == ASSET_CACHE
-    assert headers_for("/apis/openai.html")["Cache-Control"] == DOCUMENT_CACHE
+    assert host.get(kept_dataset(host.release)).header("Cache-Control") == IMMUTABLE_CACHE
+    assert host.get(asset(host, ".css")).header("Cache-Control") == IMMUTABLE_CACHE
+    for live in ("/api/apis.json", "/api/releases.json", "/api/categories/ai.json",
+                 "/apis/openai.html", "/"):
+        assert host.get(live).header("Cache-Control") == LIVE_CACHE, live
     assert host.get("/index.html").header("Content-Security-Policy") == HEADER_CSP
 
 
 def test_only_reads_are_allowed_and_host_files_are_not_served(host: Host) -> None:
-    for method in ("POST", "PUT", "DELETE", "TRACE", "OPTIONS"):
+    for method in ("POST", "PUT", "DELETE", "TRACE", "PATCH"):
         refused = host.get("/api/apis.json", method=method)
         assert refused.status == 405, method
-        assert refused.header("Allow") in ("GET, HEAD", "GET,HEAD"), method
+        assert refused.header("Allow") == "GET, HEAD, OPTIONS", method
     assert host.get("/api/apis.json").header("Allow") is None
-    assert host.get("/api/apis.json", method="HEAD").status == 200
     assert host.get("/_headers").status == 404
     assert host.get("/_redirects").status == 404
     assert host.get("/../pyproject.toml").status in (400, 404)
 
 
-def test_nginx_revalidates_by_etag(sample: SampleRelease, tmp_path: Path) -> None:
-    with run_nginx(sample.folder, tmp_path / "nginx") as base_url:
-        host = Host("nginx", base_url, sample.folder)
-        first = host.get("/api/apis.json")
-        assert first.header("ETag") and first.header("Last-Modified")
-        again = host.get("/api/apis.json", If_None_Match=first.header("ETag"))
+PREFLIGHT = {"Origin": "http://127.0.0.2:8080", "Access-Control-Request-Method": "GET",
+             "Access-Control-Request-Headers": "if-none-match,if-modified-since"}
+
+
+@pytest.mark.parametrize("path", ["/api/apis.json", "/api/categories/ai.json",
+                                  "/api/categories/nosuch.json", "kept"])
+def test_a_cors_preflight_is_answered(host: Host, path: str) -> None:
+    path = kept_dataset(host.release) if path == "kept" else path
+    answer = host.get(path, method="OPTIONS", **PREFLIGHT)
+    assert answer.status == 204 and answer.body == b""
+    assert answer.header("Access-Control-Allow-Origin") == "*"
+    methods = {m.strip() for m in answer.header("Access-Control-Allow-Methods").split(",")}
+    assert methods == {"GET", "HEAD", "OPTIONS"}
+    allowed = {h.strip().lower() for h in answer.header("Access-Control-Allow-Headers").split(",")}
+    assert {"if-none-match", "if-modified-since"} <= allowed
+    assert int(answer.header("Access-Control-Max-Age")) >= 600
+    assert answer.header("Allow") == "GET, HEAD, OPTIONS"
+    assert answer.header("X-Content-Type-Options") == "nosniff"
+
+
+def test_pages_grant_no_cross_origin_reads(host: Host) -> None:
+    answer = host.get("/index.html", method="OPTIONS", **PREFLIGHT)
+    assert answer.status == 204
+    assert answer.header("Access-Control-Allow-Origin") is None
+    assert answer.header("Access-Control-Allow-Headers") is None
+
+
+def test_documents_carry_validators_a_script_on_another_origin_may_read(host: Host) -> None:
+    for path in ("/api/apis.json", "/api/categories/ai.json", "/index.html",
+                 asset(host, ".js"), kept_dataset(host.release)):
+        answer = host.get(path)
+        etag = answer.header("ETag")
+        assert etag and etag.startswith('"') and etag.endswith('"'), (path, etag)  # strong
+        modified = (host.release / path.lstrip("/")).stat().st_mtime
+        assert answer.header("Last-Modified") == formatdate(int(modified), usegmt=True), path
+    exposed = host.get("/api/apis.json").header("Access-Control-Expose-Headers")
+    assert {h.strip().lower() for h in exposed.split(",")} >= {"etag", "last-modified"}
+
+
+@pytest.mark.parametrize("path", ["/api/apis.json", "/api/categories/finance.json",
+                                  "/apis/openai.html", "kept"])
+def test_if_none_match_answers_304_while_the_file_is_unchanged(host: Host, path: str) -> None:
+    path = kept_dataset(host.release) if path == "kept" else path
+    first = host.get(path)
+    etag = first.header("ETag")
+    for sent in (etag, f"W/{etag}", f'"other", {etag}', "*"):
+        again = host.get(path, If_None_Match=sent)
+        assert again.status == 304 and again.body == b"", (host.name, sent)
+        assert again.header("ETag") == etag
+        assert again.header("Cache-Control") == first.header("Cache-Control")
+        assert again.header("Access-Control-Allow-Origin") == first.header(
+            "Access-Control-Allow-Origin")
+    changed = host.get(path, If_None_Match='"not-this-file"')
+    assert changed.status == 200 and changed.body == first.body
+
+
+def test_a_compressed_answer_has_a_weak_etag_that_revalidates(host: Host) -> None:
+    plain = host.get("/api/apis.json")
+    packed = host.get("/api/apis.json", Accept_Encoding="gzip")
+    assert packed.header("Content-Encoding") == "gzip"
+    assert packed.header("ETag") == f"W/{plain.header('ETag')}"
+    again = host.get("/api/apis.json", Accept_Encoding="gzip",
+                     If_None_Match=packed.header("ETag"))
     assert again.status == 304 and again.body == b""
+
+
+def test_if_modified_since_answers_304_unless_the_file_is_newer(host: Host) -> None:
+    path = "/api/categories/weather.json"
+    modified = int((host.release / path.lstrip("/")).stat().st_mtime)
+    for since, status in ((modified, 304), (modified + 3600, 304), (modified - 3600, 200)):
+        answer = host.get(path, If_Modified_Since=formatdate(since, usegmt=True))
+        assert answer.status == status, (host.name, since - modified)
+    for junk in ("yesterday", "", "Mon, 99 Foo 2026 99:99:99 GMT"):
+        assert host.get(path, If_Modified_Since=junk).status == 200, junk
+
+
+def test_if_none_match_decides_when_both_are_sent(host: Host) -> None:
+    """RFC 9110 §13.2.2: If-Modified-Since is ignored when If-None-Match is sent. A changed
+    ETag is never answered 304, whatever the date says, by either host."""
+    path = "/api/categories/maps.json"
+    first = host.get(path)
+    future = formatdate(int((host.release / path.lstrip("/")).stat().st_mtime) + 3600,
+                        usegmt=True)
+    stale = host.get(path, If_None_Match='"an-older-version"', If_Modified_Since=future)
+    assert stale.status == 200 and stale.body == first.body
+    current = host.get(path, If_None_Match=first.header("ETag"),
+                       If_Modified_Since=formatdate(0, usegmt=True))
+    # nginx answers 304 only when both conditions hold (its not_modified filter); a client
+    # sends both from one response, so they agree in practice (README, "Serving a release").
+    assert current.status == (304 if host.name == "apidir-serve" else 200)
+
+
+def test_head_is_answered_like_get_without_the_body(host: Host) -> None:
+    for path, extra in (("/api/apis.json", {}), ("/index.html", {"Accept_Encoding": "gzip"}),
+                        ("/api/categories/nosuch.json", {})):
+        got, head = host.get(path, **extra), host.get(path, method="HEAD", **extra)
+        assert head.status == got.status and head.body == b"", path
+        for name in ("Content-Type", "ETag", "Last-Modified", "Cache-Control",
+                     "Access-Control-Allow-Origin", "Content-Encoding", "Vary"):
+            assert head.header(name) == got.header(name), (host.name, path, name)
+    revalidated = host.get("/api/apis.json", method="HEAD",
+                           If_None_Match=host.get("/api/apis.json").header("ETag"))
+    assert revalidated.status == 304
+
+
+def test_a_kept_copy_has_the_etag_of_the_live_document(host: Host) -> None:
+    """`apidir serve` tags a file by the MD5 of its bytes (S3's ETag of a one-part upload);
+    nginx by its time and size, which a hard-linked kept copy shares too."""
+    live, kept = host.get("/api/apis.json"), host.get(kept_dataset(host.release))
+    assert live.body == kept.body and live.header("ETag") == kept.header("ETag")
+    if host.name == "apidir-serve":
+        assert live.header("ETag") == content_etag(live.body)
+    else:
+        stat = (host.release / "api" / "apis.json").stat()
+        assert live.header("ETag") == f'"{int(stat.st_mtime):x}-{stat.st_size:x}"'
+
+
+def test_serve_reads_repeated_conditions_as_http_says(sample: SampleRelease,
+                                                      tmp_path: Path) -> None:
+    """If-None-Match on two lines is one list (RFC 9110 §5.3); two If-Modified-Since lines
+    are no valid date, so they are ignored."""
+    with run_serve(sample.folder, tmp_path / "serve") as base_url:
+        host = Host("apidir-serve", base_url, sample.folder)
+        etag = host.get("/api/apis.json").header("ETag")
+        status, _ = raw_request(host, "/api/apis.json", "GET",
+                                'If-None-Match: "other"', f"If-None-Match: {etag}")
+        assert status == 304
+        now = formatdate(usegmt=True)
+        status, _ = raw_request(host, "/api/apis.json", "GET",
+                                f"If-Modified-Since: {now}", f"If-Modified-Since: {now}")
+        assert status == 200
+        status, _ = raw_request(host, "/api/apis.json", "GET", f"If-Modified-Since: {now}")
+        assert status == 304
+
+
+def test_a_replaced_file_gets_a_new_etag_and_no_304(tmp_path: Path) -> None:
+    release = tmp_path / "public"
+    (release / "api").mkdir(parents=True)
+    document = release / "api" / "apis.json"
+    document.write_text('{"apis": [], "meta": {}}\n')
+    with run_serve(release, tmp_path / "serve") as base_url:
+        host = Host("apidir-serve", base_url, release)
+        first = host.get("/api/apis.json")
+        assert host.get("/api/apis.json", If_None_Match=first.header("ETag")).status == 304
+        replacement = release / "api" / ".apis.json.new"
+        replacement.write_text('{"apis": [1], "meta": {}}\n')  # same size, same time below
+        modified = document.stat().st_mtime
+        os.utime(replacement, (modified, modified))
+        replacement.replace(document)
+        again = host.get("/api/apis.json", If_None_Match=first.header("ETag"))
+    assert again.status == 200 and again.body == document.read_bytes()
+    assert again.header("ETag") == content_etag(document.read_bytes()) != first.header("ETag")
 
 
 def test_the_published_openapi_document_holds_for_the_served_release(
@@ -201,12 +377,14 @@ ODD_SPELLINGS_OF_HIDDEN = ["/./_headers", "/api/../_headers", "/%5Fheaders", "/_
                            "/_redirects%2f"]
 
 
-def raw_request(host: Host, target: str, method: str = "GET") -> tuple[int, str]:
-    """A request line sent as written (no client normalising it): the status and the head."""
+def raw_request(host: Host, target: str, method: str = "GET",
+                *lines: str) -> tuple[int, str]:
+    """A request sent as written (no client normalising it), with any header `lines`: the
+    status and the head."""
     address = urlsplit(host.base_url)
+    head = "".join(f"{line}\r\n" for line in ("Host: x", "Connection: close", *lines))
     with socket.create_connection((address.hostname, address.port), timeout=10) as sock:
-        sock.sendall(f"{method} {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-                     .encode())
+        sock.sendall(f"{method} {target} HTTP/1.1\r\n{head}\r\n".encode())
         data = b""
         while chunk := sock.recv(65536):
             data += chunk
@@ -224,6 +402,11 @@ def test_odd_paths_never_error_and_host_files_stay_hidden(host: Host) -> None:
         status, head = raw_request(host, target)
         assert status == 400, (host.name, target, status)
         assert "nosniff" in head.lower(), (host.name, target)  # error answers keep the headers
+    for target in ("/api/categories/%0Aai.json", "/api/%0D%0Aapis.json", "/api/%F2%99.json"):
+        answer = host.get(target)
+        assert answer.status == 404, (host.name, target)
+        assert answer.body == (host.release / NOT_FOUND_JSON).read_bytes(), (host.name, target)
+        assert answer.header("X-Content-Type-Options") == "nosniff", (host.name, target)
 
 
 def test_every_refusal_carries_the_security_headers(host: Host) -> None:

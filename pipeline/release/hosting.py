@@ -5,9 +5,13 @@ the root of every release (Netlify / Cloudflare Pages style hosts), the nginx si
 under `deploy/nginx/` (kept in step by the tests, which compare its answers with these
 rules), and `apidir serve`, which reads the published `_headers` and `_redirects` back.
 
-Caching suits nightly releases: pages and JSON may be reused for an hour and then
-revalidated by ETag, so a new release is seen within the hour; assets carry a hash of
-their content in their name, so they are cached for a year and never revalidated.
+Caching by path: what never changes under its name (a kept release's folder, the assets named
+by a hash of their content) is cached for a year as immutable; the live documents, replaced by
+each release, are reused for five minutes and then revalidated by ETag, so a new release is
+seen within five minutes and an unchanged document costs a 304.
+
+No two rules give one path the same header: Cloudflare Pages joins the values of such a
+header with a comma (two `max-age`s in one `Cache-Control`) while others keep one of them.
 """
 
 from __future__ import annotations
@@ -18,6 +22,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pipeline.contract import ErrorBody, NotFoundError
+from pipeline.release.layout import (
+    CATEGORY_INDEX,
+    CHANGES,
+    FULL_DATASET,
+    OPENAPI,
+    RELEASE_INDEX,
+    RELEASES_DIR,
+)
 
 NOT_FOUND_JSON = "api/404.json"
 HEADERS_FILE = "_headers"
@@ -31,8 +43,32 @@ PAGE_CSP = (
 # A header may also forbid framing, which a <meta> policy cannot.
 HEADER_CSP = PAGE_CSP + "; frame-ancestors 'none'"
 
-DOCUMENT_CACHE = "public, max-age=3600, must-revalidate"
-ASSET_CACHE = "public, max-age=31536000, immutable"
+LIVE_CACHE = "public, max-age=300, must-revalidate"
+IMMUTABLE_CACHE = "public, max-age=31536000, immutable"
+
+# The methods of a read-only release, and what a page on another origin may send and read:
+# a conditional GET needs a preflight (If-None-Match is not a simple header), and the ETag
+# is hidden from scripts unless exposed.
+ALLOWED_METHODS = "GET, HEAD, OPTIONS"
+CORS_HEADERS: tuple[tuple[str, str], ...] = (
+    ("Access-Control-Allow-Origin", "*"),
+    ("Access-Control-Allow-Methods", ALLOWED_METHODS),
+    ("Access-Control-Allow-Headers", "If-None-Match, If-Modified-Since"),
+    ("Access-Control-Max-Age", "86400"),
+    ("Access-Control-Expose-Headers", "ETag, Last-Modified"),
+)
+
+# Paths that each release replaces; everything else it publishes is immutable.
+LIVE_PATHS: tuple[str, ...] = (
+    "/",
+    "/index.html",
+    "/categories/*",
+    "/apis/*",
+    "/api/categories/*",
+    *(f"/{path}" for path in (FULL_DATASET, CATEGORY_INDEX, OPENAPI, RELEASE_INDEX, CHANGES,
+                              NOT_FOUND_JSON)),
+)
+IMMUTABLE_PATHS: tuple[str, ...] = (f"/{RELEASES_DIR}/*", "/assets/*")
 
 
 @dataclass(frozen=True)
@@ -52,32 +88,26 @@ HEADER_RULES: tuple[HeaderRule, ...] = (
             ("Referrer-Policy", "strict-origin-when-cross-origin"),
         ),
     ),
-    HeaderRule(
-        "/api/*",
-        (
-            ("Access-Control-Allow-Origin", "*"),
-            ("Content-Type", "application/json; charset=utf-8"),
-            ("Cache-Control", DOCUMENT_CACHE),
-        ),
-    ),
-    HeaderRule("/", (("Cache-Control", DOCUMENT_CACHE),)),
-    HeaderRule("/index.html", (("Cache-Control", DOCUMENT_CACHE),)),
-    HeaderRule("/categories/*", (("Cache-Control", DOCUMENT_CACHE),)),
-    HeaderRule("/apis/*", (("Cache-Control", DOCUMENT_CACHE),)),
-    HeaderRule("/assets/*", (("Cache-Control", ASSET_CACHE),)),
+    HeaderRule("/api/*", (*CORS_HEADERS, ("Content-Type", "application/json; charset=utf-8"))),
+    *(HeaderRule(pattern, (("Cache-Control", LIVE_CACHE),)) for pattern in LIVE_PATHS),
+    *(HeaderRule(pattern, (("Cache-Control", IMMUTABLE_CACHE),)) for pattern in IMMUTABLE_PATHS),
 )
 
 # Netlify semantics: a rule applies only where no file matches the path.
 REDIRECT_RULES: tuple[tuple[str, str, int], ...] = (("/api/*", "/" + NOT_FOUND_JSON, 404),)
 
 
+def matching_headers(path: str, rules: Iterable[HeaderRule] = HEADER_RULES
+                     ) -> list[tuple[str, str]]:
+    """Every header the rules give the URL path `path`, in order, repeats included."""
+    return [header for rule in rules if fnmatch.fnmatchcase(path, rule.pattern)
+            for header in rule.headers]
+
+
 def headers_for(path: str, rules: Iterable[HeaderRule] = HEADER_RULES) -> dict[str, str]:
-    """The headers the rules give the URL path `path`; later rules override earlier ones."""
-    headers: dict[str, str] = {}
-    for rule in rules:
-        if fnmatch.fnmatchcase(path, rule.pattern):
-            headers.update(rule.headers)
-    return headers
+    """The headers the rules give the URL path `path` (where two rules set one header, which
+    the shipped rules never do, the later wins)."""
+    return dict(matching_headers(path, rules))
 
 
 def render_headers_file(rules: Iterable[HeaderRule] = HEADER_RULES) -> bytes:

@@ -26,5 +26,22 @@ def category_file(category_id: str) -> str:
     return f"api/categories/{category_id}.json"
 
 
+# SemVer's build-metadata `+` is mangled by some object stores and CDNs (read as a space, or
+# escaped twice), so a kept release's folder writes it `_`, which SemVer never uses: the folder
+# name and the version map one to one (`2.0.0_20261121.1` holds `2.0.0+20261121.1`).
+FOLDER_BUILD_SEPARATOR = "_"
+
+
+def release_folder_name(version: str) -> str:
+    """The folder name of a kept release: its version, safe for any static host."""
+    return version.replace("+", FOLDER_BUILD_SEPARATOR)
+
+
+def folder_version(name: str) -> str:
+    """The version a kept release's folder holds (a folder from before safe names is named by
+    the version itself)."""
+    return name.replace(FOLDER_BUILD_SEPARATOR, "+")
+
+
 def release_folder(version: str) -> str:
-    return f"{RELEASES_DIR}/{version}"
+    return f"{RELEASES_DIR}/{release_folder_name(version)}"

@@ -27,13 +27,68 @@ REF_TEMPLATE = "#/components/schemas/{model}"
 DEFAULT_SERVER = "http://localhost:8000"
 
 
-def _json_response(description: str, schema_name: str) -> dict[str, Any]:
-    return {
+# Every document may be fetched conditionally: the host answers 304 while the client's copy
+# is current (pipeline.release.hosting, pipeline.release.conditional).
+CONDITIONAL_PARAMETERS: dict[str, Any] = {
+    "IfNoneMatch": {
+        "name": "If-None-Match",
+        "in": "header",
+        "required": False,
+        "description": "The ETag of the copy the client holds; answered 304 while it is "
+                       "current (weak comparison).",
+        "schema": {"type": "string"},
+    },
+    "IfModifiedSince": {
+        "name": "If-Modified-Since",
+        "in": "header",
+        "required": False,
+        "description": "The Last-Modified of the copy the client holds; answered 304 while "
+                       "the document is not newer. Ignored when If-None-Match is sent.",
+        "schema": {"type": "string"},
+    },
+}
+VALIDATOR_HEADERS: dict[str, Any] = {
+    "ETag": {
+        "description": "The document's validator, for If-None-Match (weak, W/\"…\", on a "
+                       "compressed answer).",
+        "required": True,
+        "schema": {"type": "string"},
+    },
+    "Last-Modified": {
+        "description": "When the document was published, for If-Modified-Since.",
+        "required": True,
+        "schema": {"type": "string"},
+    },
+    "Cache-Control": {
+        "description": "Reuse for five minutes then revalidate; a kept release's documents "
+                       "(under api/releases/) never change and are immutable.",
+        "required": True,
+        "schema": {"type": "string"},
+    },
+}
+NOT_MODIFIED: dict[str, Any] = {
+    "description": "Not modified: the client's copy is current; no body.",
+    "headers": {name: {"$ref": f"#/components/headers/{name}"} for name in ("ETag",
+                                                                           "Cache-Control")},
+}
+
+
+def _conditional_parameters() -> list[dict[str, str]]:
+    return [{"$ref": f"#/components/parameters/{name}"} for name in CONDITIONAL_PARAMETERS]
+
+
+def _json_response(description: str, schema_name: str, validators: bool = False
+                   ) -> dict[str, Any]:
+    response: dict[str, Any] = {
         "description": description,
         "content": {
             "application/json": {"schema": {"$ref": REF_TEMPLATE.format(model=schema_name)}}
         },
     }
+    if validators:
+        response["headers"] = {name: {"$ref": f"#/components/headers/{name}"}
+                               for name in VALIDATOR_HEADERS}
+    return response
 
 
 def component_schemas() -> dict[str, Any]:
@@ -57,7 +112,11 @@ def _document(operation_id: str, summary: str, description: str, schema: str) ->
         "get": {
             "operationId": operation_id,
             "summary": summary,
-            "responses": {"200": _json_response(description, schema)},
+            "parameters": _conditional_parameters(),
+            "responses": {
+                "200": _json_response(description, schema, validators=True),
+                "304": {"$ref": "#/components/responses/NotModified"},
+            },
         }
     }
 
@@ -98,10 +157,13 @@ def openapi_document() -> dict[str, Any]:
                             "in": "path",
                             "required": True,
                             "schema": {"type": "string", "enum": list(CATEGORY_IDS)},
-                        }
+                        },
+                        *_conditional_parameters(),
                     ],
                     "responses": {
-                        "200": _json_response("The entries of that category.", "CategoryDataset"),
+                        "200": _json_response("The entries of that category.", "CategoryDataset",
+                                              validators=True),
+                        "304": {"$ref": "#/components/responses/NotModified"},
                         "404": _json_response(
                             "No such category: the body names the category ids.", "ErrorBody"
                         ),
@@ -113,15 +175,20 @@ def openapi_document() -> dict[str, Any]:
                 "The category index.", "CategoryIndex",
             ),
             "/api/releases.json": _document(
-                "getReleases", "The kept releases, newest first; each stays readable under "
-                "api/releases/{version}/.", "The release history.", "ReleaseIndex",
+                "getReleases", "The kept releases, newest first; each stays readable, never "
+                "rewritten, at the path it lists.", "The release history.", "ReleaseIndex",
             ),
             "/api/changes.json": _document(
                 "getChanges", "Recent changes of entries' presented state, newest first.",
                 "The change log.", "ChangeLog",
             ),
         },
-        "components": {"schemas": component_schemas()},
+        "components": {
+            "schemas": component_schemas(),
+            "parameters": CONDITIONAL_PARAMETERS,
+            "headers": VALIDATOR_HEADERS,
+            "responses": {"NotModified": NOT_MODIFIED},
+        },
     }
 
 

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, suppress
 from datetime import date, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, get_args
 from urllib.parse import urlsplit
 
@@ -49,6 +49,7 @@ from pipeline.release.layout import (
     RELEASES_DIR,
     Completion,
     category_file,
+    folder_version,
     release_folder,
 )
 from pipeline.release.openapi import render_openapi
@@ -157,7 +158,7 @@ def next_version(output_dir: Path, day: date, taken: Iterable[str] = ()) -> str:
     except (OSError, ValueError, KeyError, TypeError):
         pass
     with suppress(OSError):
-        known += [folder.name for folder in (output_dir / RELEASES_DIR).iterdir()]
+        known += [folder_version(folder.name) for folder in (output_dir / RELEASES_DIR).iterdir()]
     sequence = 0
     for version in known:
         match = _VERSION_RE.search(version)
@@ -366,6 +367,17 @@ def release_summary(
     }
 
 
+def listed_folder(release: Mapping[str, Any]) -> str:
+    """The folder of a release listed in `api/releases.json`: the one its `path` names, so a
+    release kept from before folder names were made safe (`2.0.0+20261121.1/`) stays where it
+    is; the folder its version names when the path is not a kept release's dataset."""
+    parts = PurePosixPath(str(release.get("path", ""))).parts
+    kept = RELEASES_DIR.split("/")
+    if len(parts) == len(kept) + 2 and list(parts[:-2]) == kept and parts[-2] != "..":
+        return "/".join(parts[:-1])
+    return release_folder(str(release.get("version")))
+
+
 def kept_releases(output_dir: Path, keep: int) -> list[dict[str, Any]]:
     """The live release history's newest `keep` releases whose folders are still there."""
     try:
@@ -376,8 +388,7 @@ def kept_releases(output_dir: Path, keep: int) -> list[dict[str, Any]]:
     kept = [
         release
         for release in listed
-        if isinstance(release, dict)
-        and (output_dir / release_folder(str(release.get("version")))).is_dir()
+        if isinstance(release, dict) and (output_dir / listed_folder(release)).is_dir()
     ]
     return kept[: max(keep, 0)]
 
@@ -397,7 +408,7 @@ def write_history(
     changes: Sequence[Change],
     events: Sequence[Event] = (),
 ) -> None:
-    """The staged release's own copy under `api/releases/<version>/`, the index of kept
+    """The staged release's own copy under `api/releases/<folder>/`, the index of kept
     releases, and the change log (state changes and catalogue events)."""
     link_tree(staging / "api", staging / release_folder(meta["version"]), _not_in_snapshot)
     write_file(staging, RELEASE_INDEX,
@@ -436,8 +447,8 @@ def publish_release(
     """Publish the store's active entries as a new release and record it.
 
     With the JSON go the reader pages (unless `pages` is off), the release's own copy under
-    `api/releases/<version>/` with the `releases_kept - 1` releases before it, listed in
-    `api/releases.json`, and `changes` and `events` in `api/changes.json`.
+    `api/releases/<folder>/` (`release_folder`) with the `releases_kept - 1` releases before
+    it, listed in `api/releases.json`, and `changes` and `events` in `api/changes.json`.
     """
     if releases_kept < 1:
         raise ValueError(f"releases_kept must be at least 1, not {releases_kept}")
@@ -460,7 +471,7 @@ def publish_release(
     with publish_lock(output_dir):
         version = next_version(output_dir, now.date(), stored_versions(session, now.date()))
         previous = kept_releases(output_dir, releases_kept - 1)
-        carry = [release_folder(release["version"]) for release in previous]
+        carry = [listed_folder(release) for release in previous]
 
         def complete(staging: Path, meta: dict[str, Any], counts: Mapping[str, int]) -> None:
             if pages:

@@ -3,6 +3,9 @@
 The headers and the JSON 404 come from the release's own `_headers` and `_redirects`
 files (Netlify semantics: a redirect applies only where no file matches), so the preview
 shows what those files say; without them, the rules of `pipeline.release.hosting` apply.
+HTTP as a good static host does it: strong ETags from the file's bytes and Last-Modified with
+304s (`pipeline.release.conditional`), HEAD like GET without the body, gzip where the client
+takes it, and CORS preflights (OPTIONS) answered 204.
 """
 
 from __future__ import annotations
@@ -11,13 +14,17 @@ import asyncio
 import fnmatch
 import logging
 import mimetypes
+import os
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote
 
 from aiohttp import web
+from aiohttp.web_response import ContentCoding
 
+from pipeline.release.conditional import EtagCache, Validators, content_etag, not_modified
 from pipeline.release.hosting import (
+    ALLOWED_METHODS,
     HEADER_RULES,
     HEADERS_FILE,
     REDIRECT_RULES,
@@ -68,6 +75,24 @@ def release_file(folder: Path, url_path: str) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
+def accepts_gzip(accept_encoding: str) -> bool:
+    """True when an Accept-Encoding value takes gzip (any quality but 0)."""
+    for item in accept_encoding.lower().split(","):
+        coding, *params = (part.strip() for part in item.split(";"))
+        if coding in ("gzip", "x-gzip"):
+            quality = next((p.removeprefix("q=") for p in params if p.startswith("q=")), "1")
+            try:
+                return float(quality) > 0
+            except ValueError:
+                return False
+    return False
+
+
+def without_content_type(headers: dict[str, str]) -> dict[str, str]:
+    """Headers for an answer without a body (204, 304): no representation type."""
+    return {name: value for name, value in headers.items() if name.lower() != "content-type"}
+
+
 def preview_app(folder: Path) -> web.Application:
     folder = folder.resolve()
     if not folder.is_dir():
@@ -81,35 +106,63 @@ def preview_app(folder: Path) -> web.Application:
         if redirects_file.is_file()
         else list(REDIRECT_RULES)
     )
+    etags = EtagCache()
 
     async def serve_path(request: web.Request) -> web.StreamResponse:
         path = request.path
+        if request.method == "OPTIONS":  # a CORS preflight, or a client asking what it may do
+            return web.Response(status=204, headers={
+                **without_content_type(headers_for(path, rules)), "Allow": ALLOWED_METHODS})
         if request.method not in ("GET", "HEAD"):
             return web.Response(status=405, text="405 method not allowed\n",
-                                headers={**headers_for(path, rules), "Allow": "GET, HEAD"})
+                                headers={**headers_for(path, rules), "Allow": ALLOWED_METHODS})
         try:
             status, found = 200, release_file(folder, request.raw_path.split("?", 1)[0])
         except BadPath as exc:
             log.info("400 for %r: %s", request.raw_path, exc)
             return web.Response(status=400, text=f"400 bad request: {exc}\n",
                                 headers=headers_for("/", rules))
+        headers = headers_for(path, rules)
         if found is None:
             status = 404
             target = next((t for s, t, code in redirects
                            if code == 404 and fnmatch.fnmatchcase(path, s)), None)
             found = release_file(folder, target) if target else None
+            if found is not None:  # as hosts do: the rules of the document served fill in
+                headers = {**headers_for(str(target), rules), **headers}
         if found is None:
-            headers = headers_for(path, rules)
             return web.Response(status=404, text="404 not found\n", headers=headers)
-        headers = {"Content-Type": content_type(found), **headers_for(path, rules)}
-        response = web.Response(body=found.read_bytes(), status=status, headers=headers)
-        if headers["Content-Type"].startswith(COMPRESSIBLE):
-            response.headers["Vary"] = "Accept-Encoding"
-            response.enable_compression()
+        headers = {"Content-Type": content_type(found), **headers}
+        compressed = headers["Content-Type"].startswith(COMPRESSIBLE)
+        if compressed:
+            headers["Vary"] = "Accept-Encoding"
+            compressed = accepts_gzip(request.headers.get("Accept-Encoding", ""))
+        data = None
+        with found.open("rb") as handle:  # one open file: its version, tag and bytes agree
+            if status == 200:
+                stat = os.fstat(handle.fileno())
+                etag = etags.get(stat)
+                if etag is None:
+                    data = handle.read()
+                    etag = etags.remember(stat, content_etag(data))
+                validators = Validators(etag, stat.st_mtime)
+                headers.update(validators.headers(compressed))
+                # Repeated If-None-Match lines are one list; repeated dates are no date.
+                tags = request.headers.getall("If-None-Match", [])
+                dates = request.headers.getall("If-Modified-Since", [])
+                if not_modified(", ".join(tags) if tags else None,
+                                dates[0] if len(dates) == 1 else None, validators):
+                    return web.Response(status=304, headers=without_content_type(headers))
+            if data is None:
+                data = handle.read()
+        response = web.Response(body=data, status=status, headers=headers)
+        if compressed:
+            response.enable_compression(ContentCoding.gzip)
         return response
 
     app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", serve_path)
+    # Every path, a newline (%0A) in it too: `.` would leave it to aiohttp's bare 404.
+    app.router.add_route("*", r"/{tail:[\s\S]*}", serve_path)
     return app
 
 
