@@ -474,17 +474,30 @@ class StateChangeItem(ContractModel):
 
 
 class CatalogueEvent(ContractModel):
-    """Something that happened to an entry: added to the catalogue, retired from it, or moved
-    from one lifecycle state to another."""
+    """Something that happened in the catalogue: an entry added, retired, or moved from one
+    lifecycle state to another, or a new release published."""
 
-    kind: Literal["added", "retired", "lifecycle"]
-    entry: Slug
-    name: str
+    kind: Literal["added", "retired", "lifecycle", "release"]
+    entry: Slug | None = Field(default=None, description="The entry's id (all but release).")
+    name: str | None = Field(default=None, description="The entry's name (all but release).")
     from_state: LifecycleState | None = Field(default=None, alias="from",
                                               description="lifecycle: the state left.")
     to_state: LifecycleState | None = Field(default=None, alias="to",
                                             description="lifecycle: the state entered.")
+    version: SemVer | None = Field(default=None, description="release: its version.")
     at: AwareDatetime
+
+    @model_validator(mode="after")
+    def _fields_of_its_kind(self) -> CatalogueEvent:
+        if self.kind == "release":
+            if self.version is None or self.entry is not None:
+                raise ValueError("a release event names its version and no entry")
+        elif self.entry is None or self.name is None:
+            raise ValueError(f"a {self.kind} event names its entry")
+        if (self.kind == "lifecycle") != (self.from_state is not None
+                                          and self.to_state is not None):
+            raise ValueError("from and to belong to lifecycle events, and both are needed")
+        return self
 
 
 def _check_newest_first(moments: list[Any], what: str) -> None:
@@ -498,7 +511,8 @@ class ChangeLog(ContractModel):
     meta: Meta
     changes: list[StateChangeItem]
     events: list[CatalogueEvent] | None = Field(
-        default=None, description="Entries added and retired, and lifecycle transitions.")
+        default=None, description="Entries added and retired, lifecycle transitions and "
+        "releases, the same items as the Atom feed `api/changes.atom`.")
 
     @model_validator(mode="after")
     def _newest_first(self) -> ChangeLog:

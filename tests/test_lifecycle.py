@@ -105,7 +105,10 @@ def test_each_lifecycle_state_and_its_transitions_from_recorded_runs(
     full, changes = publish(catalogue)
     assert lifecycles(full) == {"steady": "active", "wobbly": "active", "down": "active",
                                 "gone": "active", "old": "deprecated"}
-    assert {(e.kind, e.entry) for e in changes.events} == {("added", i) for i in ENTRIES}
+    assert {(e.kind, e.entry) for e in changes.events if e.kind != "release"} == {
+        ("added", i) for i in ENTRIES}
+    assert [(e.kind, e.version) for e in changes.events if e.kind == "release"] == [
+        ("release", full.meta.version)]  # the release that publishes it is its newest event
 
     seen = []
     for night, run in enumerate(RUNS):
@@ -151,10 +154,12 @@ def test_each_lifecycle_state_and_its_transitions_from_recorded_runs(
     stages.ingest_entries(catalogue, run_id)
     full, changes = publish(catalogue)
     assert "gone" not in lifecycles(full)
-    assert (changes.events[0].kind, changes.events[0].entry) == ("retired", "gone")
+    newest, before = changes.events[:2]
+    assert (newest.kind, newest.version) == ("release", full.meta.version)
+    assert (before.kind, before.entry) == ("retired", "gone")
     document = json.loads((catalogue.output_dir / "api" / "changes.json").read_text())
-    assert document["events"][0] == {"kind": "retired", "entry": "gone", "name": "Gone",
-                                     "at": document["events"][0]["at"]}
+    assert document["events"][1] == {"kind": "retired", "entry": "gone", "name": "Gone",
+                                     "at": document["events"][1]["at"]}
 
 
 def test_a_failing_entry_that_answers_again_is_active(catalogue: Settings) -> None:
@@ -167,7 +172,7 @@ def test_a_failing_entry_that_answers_again_is_active(catalogue: Settings) -> No
     record_run(catalogue, {"down": ("ok", "transient")}, NOW - timedelta(days=1))
     full, changes = publish(catalogue)
     assert lifecycles(full)["down"] == "degraded"
-    latest = changes.events[0]
+    latest = next(event for event in changes.events if event.kind != "release")
     assert (latest.kind, latest.entry, latest.from_state, latest.to_state) == (
         "lifecycle", "down", "failing", "degraded")
 
@@ -216,3 +221,50 @@ def test_a_successor_must_be_an_entry_of_the_catalogue(write_entry: WriteEntry,
     assert [e.id for e in report.entries.values()] == ["steady"]
     alone = read_catalog([entries / "weather" / "steady.yaml"], entries)
     assert alone.ok  # one file checked alone still knows the other entries
+
+
+def test_the_atom_feed_carries_the_same_changes_and_readers_parse_it(catalogue: Settings) -> None:
+    import feedparser
+
+    from pipeline.release.feed import check_feed
+
+    publish(catalogue)
+    record_run(catalogue, RUNS[0], NOW - timedelta(hours=2))
+    full, changes = publish(catalogue)
+    data = (catalogue.output_dir / "api" / "changes.atom").read_bytes()
+    assert check_feed(data) == []
+    parsed = feedparser.parse(data)
+    assert not parsed.bozo, parsed.get("bozo_exception")
+    assert parsed.version == "atom10"
+    assert parsed.feed.title == "API Directory: changes"
+    assert parsed.feed.updated == full.meta.generated.isoformat().replace("+00:00", "Z")
+    expected = len(changes.changes) + len(changes.events)
+    assert len(parsed.entries) == expected and expected > len(ENTRIES)
+    titles = [entry.title for entry in parsed.entries]
+    assert titles[0] == f"Release {full.meta.version}"
+    assert "Gone is now degraded" in titles and "Steady added" in titles
+    assert len({entry.id for entry in parsed.entries}) == expected  # unique ids
+    links = {entry.title: entry.link for entry in parsed.entries}
+    assert links["Gone is now degraded"] == "https://directory.test/apis/gone.html"
+    stamps = [entry.updated for entry in parsed.entries]
+    assert stamps == sorted(stamps, reverse=True)
+    # the same item keeps its id from one release to the next (a reader shows it once)
+    ids = {entry.title: entry.id for entry in parsed.entries}
+    publish(catalogue)
+    again = feedparser.parse((catalogue.output_dir / "api" / "changes.atom").read_bytes())
+    assert {e.title: e.id for e in again.entries}["Steady added"] == ids["Steady added"]
+
+
+def test_a_broken_feed_is_named_by_the_check() -> None:
+    from pipeline.release.feed import check_feed
+
+    assert check_feed(b"<feed")[0].startswith("not well-formed XML")
+    problems = check_feed(b'<feed xmlns="http://www.w3.org/2005/Atom"><title>x</title>'
+                          b"<entry><id>a</id><title>t</title></entry>"
+                          b"<entry><id>a</id><title>t</title><updated>2026-11-23T00:00:00Z"
+                          b'</updated><link href="https://x.test/"/></entry></feed>')
+    assert problems == ["the feed needs exactly one id", "the feed needs exactly one updated",
+                        "the feed needs an author with a name",
+                        "entry 1 needs exactly one updated",
+                        "entry 1 needs an alternate link (it has no content)",
+                        "entry 2 repeats the id a"]

@@ -27,6 +27,7 @@ from pipeline.store.tables import (
     EntryLifecycle,
     EntryRow,
     EntryState,
+    ReleaseRow,
     StateChange,
     as_utc,
     utc_text,
@@ -119,13 +120,16 @@ class Event:
     """One event of the catalogue as published: added, retired, or a lifecycle transition."""
 
     kind: str
-    entry_id: str
-    name: str
+    entry_id: str | None
+    name: str | None
     from_state: str | None
     to_state: str | None
     at: datetime
+    version: str | None = None
 
     def document(self) -> dict[str, str]:
+        if self.kind == "release":
+            return {"kind": self.kind, "version": self.version, "at": utc_text(self.at)}
         document = {"kind": self.kind, "entry": self.entry_id, "name": self.name,
                     "at": utc_text(self.at)}
         if self.kind == "lifecycle":
@@ -184,7 +188,18 @@ def recent_events(session: Session, since: datetime, limit: int = 500) -> list[E
     )
     rows = list(session.exec(statement))
     names = _names(session, sorted({row.entry_id for row in rows}))
-    return [_event(row, names) for row in rows]
+    releases = session.exec(
+        select(ReleaseRow.version, ReleaseRow.generated).where(ReleaseRow.generated >= since)
+        .order_by(col(ReleaseRow.generated).desc()).limit(limit)).all()
+    events = [_event(row, names) for row in rows] + [
+        Event("release", None, None, None, None, as_utc(generated), version)
+        for version, generated in releases]
+    return sorted(events, key=lambda event: event.at, reverse=True)[:limit]
+
+
+def release_event(version: str, at: datetime) -> Event:
+    """The event of a release being published."""
+    return Event("release", None, None, None, None, at, version)
 
 
 def curated_deprecations(session: Session) -> dict[str, Deprecation]:

@@ -13,6 +13,7 @@ OPENAPI = "api/openapi.json"
 RELEASES_DIR = "api/releases"
 RELEASE_INDEX = "api/releases.json"
 CHANGES = "api/changes.json"
+CHANGES_FEED = "api/changes.atom"  # the same changes as an Atom feed
 # A dataset file: this line, one entry per line (a comma ends all but the last), then the meta.
 DATASET_HEAD = b'{"apis":[\n'
 DATASET_META = b'],"meta":'

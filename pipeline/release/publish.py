@@ -35,12 +35,14 @@ from pipeline.contract import (
     StatusState,
     Uptime,
 )
-from pipeline.judging.changes import Change, Event
+from pipeline.judging.changes import Change, Event, release_event
 from pipeline.judging.present import Presented
 from pipeline.judging.rollup import DayFigures, entry_trends
+from pipeline.release.feed import feed_items, render_feed
 from pipeline.release.layout import (
     CATEGORY_INDEX,
     CHANGES,
+    CHANGES_FEED,
     DATASET_HEAD,
     DATASET_META,
     FULL_DATASET,
@@ -396,7 +398,7 @@ def kept_releases(output_dir: Path, keep: int) -> list[dict[str, Any]]:
 def _not_in_snapshot(relative: Path) -> bool:
     """Paths under `api/` that are not one release's own documents."""
     return relative.parts[0] == "releases" or relative.as_posix() in (
-        "releases.json", "changes.json", "404.json"
+        "releases.json", "changes.json", "changes.atom", "404.json"
     )
 
 
@@ -407,15 +409,18 @@ def write_history(
     meta: Mapping[str, Any],
     changes: Sequence[Change],
     events: Sequence[Event] = (),
+    base_url: str = "",
 ) -> None:
     """The staged release's own copy under `api/releases/<folder>/`, the index of kept
     releases, and the change log (state changes and catalogue events)."""
     link_tree(staging / "api", staging / release_folder(meta["version"]), _not_in_snapshot)
     write_file(staging, RELEASE_INDEX,
                render_json({"meta": meta, "releases": [summary, *previous]}))
-    write_file(staging, CHANGES, render_json(
-        {"meta": meta, "changes": [change.document() for change in changes],
-         "events": [event.document() for event in events]}))
+    change_log = {"meta": meta, "changes": [change.document() for change in changes],
+                  "events": [event.document() for event in events]}
+    write_file(staging, CHANGES, render_json(change_log))
+    items = feed_items(change_log["changes"], change_log["events"])
+    write_file(staging, CHANGES_FEED, render_feed(meta, items, base_url))
 
 
 def write_site(staging: Path, trends: Mapping[str, Sequence[DayFigures]] | None = None) -> None:
@@ -477,7 +482,8 @@ def publish_release(
             if pages:
                 write_site(staging, entry_trends(session, now.date()))
             summary = release_summary(meta, counts, by_state, categories)
-            write_history(staging, summary, previous, meta, changes, events)
+            published = [release_event(version, now), *events]
+            write_history(staging, summary, previous, meta, changes, published, base_url)
 
         try:
             total = stream_release(output_dir, entries(), categories, version, now, base_url,

@@ -30,9 +30,11 @@ from pipeline.contract import (
     Meta,
     ReleaseIndex,
 )
+from pipeline.release.feed import check_feed
 from pipeline.release.layout import (
     CATEGORY_INDEX,
     CHANGES,
+    CHANGES_FEED,
     DATASET_HEAD,
     DATASET_META,
     FULL_DATASET,
@@ -248,5 +250,8 @@ def validate_release(folder: Path, categories: list[Category]) -> list[str]:
     changes = load(CHANGES) if (folder / CHANGES).exists() else None
     if changes is not None:
         _check_document("ChangeLog", CHANGES, changes, problems)
+    if (folder / CHANGES_FEED).exists():
+        problems.extend(f"{CHANGES_FEED}: {problem}"
+                        for problem in check_feed((folder / CHANGES_FEED).read_bytes()))
     return problems
 
