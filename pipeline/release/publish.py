@@ -54,6 +54,7 @@ from pipeline.release.layout import (
     entry_document,
     release_folder,
 )
+from pipeline.release.markdown import check_markdown, markdown_files
 from pipeline.release.openapi import render_openapi
 from pipeline.release.pages import site_files
 from pipeline.release.search import search_line
@@ -440,14 +441,19 @@ def write_history(
         {"meta": meta, "changes": [change.document() for change in changes]}))
 
 
-def write_site(staging: Path) -> None:
-    """The reader pages, assets and host files, rendered from the staged documents."""
+def write_site(staging: Path, base_url: str) -> None:
+    """The reader pages, assets and host files, and the Markdown for agents (`llms.txt`, one
+    file per entry and category), rendered from the staged documents."""
     # Keys name every staged file (the pages link to them); only the two documents the
     # pages are rendered from are read.
     staged = {p.relative_to(staging).as_posix(): b"" for p in staging.rglob("*") if p.is_file()}
-    for path in (FULL_DATASET, CATEGORY_INDEX):
-        staged[path] = (staging / path).read_bytes()
-    for relative, data in site_files(staged).items():
+    full = orjson.loads((staging / FULL_DATASET).read_bytes())
+    index = orjson.loads((staging / CATEGORY_INDEX).read_bytes())
+    markdown = markdown_files(full, index)
+    site = site_files(full, index, {**staged, **markdown}, base_url)
+    del full
+    check_markdown(markdown, {**staged, **markdown, **site})
+    for relative, data in {**markdown, **site}.items():
         write_file(staging, relative, data)
 
 
@@ -493,7 +499,7 @@ def publish_release(
 
         def complete(staging: Path, meta: dict[str, Any], counts: Mapping[str, int]) -> None:
             if pages:
-                write_site(staging)
+                write_site(staging, base_url)
             summary = release_summary(meta, counts, by_state, categories)
             write_history(staging, summary, previous, meta, changes)
 
