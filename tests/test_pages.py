@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -18,7 +19,9 @@ from pipeline.release.layout import (
     FULL_DATASET,
     LLMS_TXT,
     NOT_FOUND_PAGE,
+    ROBOTS,
     SEARCH_INDEX,
+    SITEMAP,
     category_markdown,
     entry_document,
     entry_markdown,
@@ -37,6 +40,7 @@ from pipeline.release.validate import validate_release
 from pipeline.store.tables import make_engine
 from tests.conftest import REPO
 from tests.site_release import (
+    BASE_URL,
     HOSTILE_DESCRIPTION,
     HOSTILE_NAME,
     LIVE_ID,
@@ -427,3 +431,71 @@ def test_the_404_page_links_from_the_sites_root(sample: SampleRelease) -> None:
         "index.html: link to /index.html starts at the host's root, not at the page"]
     assert pages.site_root("https://example.org/directory/") == "/directory/"
     assert pages.site_root("https://example.org") == "/"
+
+
+def test_the_sitemap_lists_every_page_by_its_address_and_robots_names_it(
+    sample: SampleRelease,
+) -> None:
+    from xml.etree import ElementTree
+
+    from pipeline.release.crawlers import SITEMAP_NS
+
+    root = ElementTree.fromstring((sample.folder / SITEMAP).read_bytes())
+    assert root.tag == f"{{{SITEMAP_NS}}}urlset"
+    locations = [loc.text for loc in root.iter(f"{{{SITEMAP_NS}}}loc")]
+    apis = json.loads(page(sample, FULL_DATASET))["apis"]
+    assert locations[0] == f"{BASE_URL}/"
+    assert sorted(locations[1:]) == sorted(
+        [f"{BASE_URL}/{category_page(c)}" for c in CATEGORY_IDS]
+        + [f"{BASE_URL}/{entry_page(api['id'])}" for api in apis])
+    assert page(sample, ROBOTS) == (
+        "# API Directory: crawl every page and document; the kept releases are copies.\n"
+        "User-agent: *\nDisallow: /api/releases/\n\n"
+        f"Sitemap: {BASE_URL}/sitemap.xml\n")
+
+
+def test_a_large_site_gets_a_sitemap_index_and_every_sitemap_is_checked() -> None:
+    from pipeline.release.crawlers import check_sitemaps, robots_txt, sitemap_files
+
+    base = "https://example.org/directory/"
+    paths = ["", "categories/ai.html", "apis/a.html", "apis/b.html", "apis/c&d.html"]
+    release = {"index.html": b"", **{path: b"" for path in paths[1:]}}
+    files = sitemap_files(paths, base, limit=3)
+    assert sorted(files) == ["sitemap.xml", "sitemaps/1.xml", "sitemaps/2.xml"]
+    assert b"<sitemapindex" in files["sitemap.xml"]
+    assert b"<loc>https://example.org/directory/sitemaps/2.xml</loc>" in files["sitemap.xml"]
+    assert b"<loc>https://example.org/directory/apis/c&amp;d.html</loc>" in files[
+        "sitemaps/2.xml"]
+    check_sitemaps(files, release, base, limit=3)
+    assert sitemap_files(paths, base, limit=5).keys() == {"sitemap.xml"}
+    assert b"Disallow: /directory/api/releases/" in robots_txt(base)
+    broken = {"sitemap.xml": files["sitemaps/1.xml"].replace(b"directory/", b"elsewhere/"),
+              "sitemaps/1.xml": b"<urlset>", "sitemaps/2.xml": files["sitemaps/2.xml"]}
+    with pytest.raises(PageError) as failure:
+        check_sitemaps(broken, {}, base, limit=1)
+    problems = failure.value.problems
+    assert "sitemap.xml: https://example.org/elsewhere/ is no file of the release at " \
+           "https://example.org/directory/" in problems
+    assert any(p.startswith("sitemaps/1.xml: not well-formed XML") for p in problems)
+    assert "sitemaps/2.xml: more than 1 addresses or 50 MB" in problems
+    assert "sitemaps/2.xml: https://example.org/directory/apis/c&d.html is no file of the " \
+           "release at https://example.org/directory/" in problems
+
+
+def test_a_sitemap_that_breaks_the_protocol_fails_the_publish(
+    sample: SampleRelease, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.release import publish as publish_module
+
+    out = tmp_path / "public"
+    shutil.copytree(sample.folder, out)
+    live = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    real_files = publish_module.crawler_files
+    monkeypatch.setattr(publish_module, "crawler_files", lambda *args: {
+        **real_files(*args), SITEMAP: b'<urlset xmlns="http://www.sitemaps.org/schemas/'
+        b'sitemap/0.9"><url><loc>https://elsewhere.test/</loc></url></urlset>'})
+    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    with Session(engine) as session, pytest.raises(PageError, match=r"elsewhere\.test"):
+        publish_release(session, out, BASE_URL, CATEGORIES, NOW)
+    engine.dispose()
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == live

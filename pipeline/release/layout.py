@@ -48,5 +48,9 @@ def category_markdown(category_id: str) -> str:
     return f"categories/{category_id}.md"
 
 
+def sitemap_part(number: int) -> str:
+    return f"sitemaps/{number}.xml"
+
+
 def release_folder(version: str) -> str:
     return f"{RELEASES_DIR}/{version}"

@@ -36,6 +36,7 @@ from pipeline.contract import (
 )
 from pipeline.judging.changes import Change
 from pipeline.judging.present import Presented
+from pipeline.release.crawlers import check_sitemaps, crawler_files
 from pipeline.release.layout import (
     CATEGORY_INDEX,
     CHANGES,
@@ -442,18 +443,22 @@ def write_history(
 
 
 def write_site(staging: Path, base_url: str) -> None:
-    """The reader pages, assets and host files, and the Markdown for agents (`llms.txt`, one
-    file per entry and category), rendered from the staged documents."""
+    """The reader pages, assets and host files, the Markdown for agents (`llms.txt`, one file
+    per entry and category) and the sitemap and `robots.txt` for crawlers, rendered from the
+    staged documents; each page's, Markdown file's and sitemap's links are checked."""
     # Keys name every staged file (the pages link to them); only the two documents the
     # pages are rendered from are read.
     staged = {p.relative_to(staging).as_posix(): b"" for p in staging.rglob("*") if p.is_file()}
     full = orjson.loads((staging / FULL_DATASET).read_bytes())
     index = orjson.loads((staging / CATEGORY_INDEX).read_bytes())
     markdown = markdown_files(full, index)
-    site = site_files(full, index, {**staged, **markdown}, base_url)
+    crawlers = crawler_files(full, index, base_url)
+    site = site_files(full, index, {**staged, **markdown, **crawlers}, base_url)
     del full
-    check_markdown(markdown, {**staged, **markdown, **site})
-    for relative, data in {**markdown, **site}.items():
+    release = {**staged, **markdown, **crawlers, **site}
+    check_markdown(markdown, release)
+    check_sitemaps(crawlers, release, base_url)
+    for relative, data in {**markdown, **crawlers, **site}.items():
         write_file(staging, relative, data)
 
 
