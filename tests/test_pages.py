@@ -398,6 +398,9 @@ def test_markdown_escaping_and_fences() -> None:
         r"\[x\](javascript:alert(1)) \*b\* \_i\_ \<b\> \`c\` \| \~s\~ \\"
     assert markdown_text("# Title\n\nnext") == r"\# Title next"
     assert markdown_text("1. first") == r"1\. first" and markdown_text("- item") == r"\- item"
+    assert markdown_text("## Two") == r"\## Two" and markdown_text("---") == r"\---"
+    for plain in ("1.5 s", "-5 C", "#tag", "C# and F#"):  # no markup: as written
+        assert markdown_text(plain) == plain
     assert markdown_text("AT&T &amp; co") == r"AT&T \&amp; co"
     assert markdown_text(None) == "" and markdown_text(72) == "72"
     assert code_span("a ` b") == "``a ` b``" and code_span("`x`") == "`` `x` ``"

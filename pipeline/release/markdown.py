@@ -54,22 +54,26 @@ class Markdown(str):
 
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
 _ENTITY = re.compile(r"&(?=#?\w+;)")
-_BLOCK_START = re.compile(r"^([#+\-=>])")
-_ORDERED_START = re.compile(r"^(\d+)([.)])")
+# What makes a line a heading, a list item or a rule when it starts it.
+_BLOCK_START = re.compile(r"^(?:#{1,6}(?=\s|$)|[+-](?=\s|$)|[-=]+\s*$)")
+_ORDERED_START = re.compile(r"^(\d{1,9})([.)])(?=\s|$)")
+_MARKUP = re.compile(r"[\\`*_\[\]<>|~&]|^(?:[#+=-]|\d)")
 _SAFE_PATH = re.compile(r"^[a-z0-9][a-z0-9./-]*$")
 
 
 def markdown_text(value: Any) -> str:
     """`value` as inline Markdown text that reads as written: on one line, with every
-    character that could start markup (emphasis, links, HTML, code, a heading or list at the
-    start) backslash-escaped."""
+    character that could make markup (emphasis, links, HTML, code, entities; a heading, list
+    or rule at the start) backslash-escaped."""
     if isinstance(value, Markdown):
         return value
     if value is None:
         return ""
     text = " ".join(str(value).split())
+    if not _MARKUP.search(text):
+        return text
     text = _ENTITY.sub(r"\\&", _SPECIAL.sub(r"\\\1", text))
-    text = _BLOCK_START.sub(r"\\\1", text)
+    text = _BLOCK_START.sub(lambda match: "\\" + match.group(), text, count=1)
     return _ORDERED_START.sub(r"\1\\\2", text)
 
 
@@ -114,8 +118,9 @@ def link_path(path: str) -> Markdown:
 
 
 def relative(target: str, start: str) -> str:
-    """The path of the release file `target` as linked from the file `start`."""
-    return posixpath.relpath(target, posixpath.dirname(start) or ".")
+    """The path of the release file `target` as linked from the file `start` (both from the
+    release's root)."""
+    return "../" * start.count("/") + target
 
 
 @cache

@@ -27,15 +27,28 @@
     return badge;
   }
 
+  // What the filters and the sort read of one search item; its card is drawn when shown.
+  function record(item) {
+    return {
+      item: item,
+      name: item.name.toLowerCase(),
+      category: item.category,
+      score: item.percent === undefined ? -1 : item.percent + (item.provisional ? 0 : 0.5),
+      search: [item.name, item.provider, item.description]
+        .concat(item.tags || []).filter(Boolean).join(" ").toLowerCase(),
+      card: null
+    };
+  }
+
   // The card of one search item: the same markup as the cards of the category pages.
-  function card(item, names) {
+  function card(found, names) {
+    var item = found.item;
     var li = element("li", "card");
     li.dataset.id = item.id;
-    li.dataset.name = item.name.toLowerCase();
+    li.dataset.name = found.name;
     li.dataset.category = item.category;
-    li.dataset.score = item.percent === undefined ? -1 : item.percent + (item.provisional ? 0 : 0.5);
-    li.dataset.search = [item.name, item.provider, item.description]
-      .concat(item.tags || []).filter(Boolean).join(" ").toLowerCase();
+    li.dataset.score = found.score;
+    li.dataset.search = found.search;
 
     var head = element("div", "card-head");
     var dot = document.createElementNS(SVG, "svg");
@@ -98,7 +111,7 @@
       states: JSON.parse(list.dataset.states),
       auth: JSON.parse(list.dataset.auth)
     };
-    var cards = [];
+    var records = [];
     var matches = [];
     var limit = pageSize;
 
@@ -108,14 +121,17 @@
     if (params.get("sort") === "name") sort.value = "name";
 
     function byScore(a, b) {
-      return Number(b.dataset.score) - Number(a.dataset.score) || byName(a, b);
+      return b.score - a.score || byName(a, b);
     }
     function byName(a, b) {
-      return a.dataset.name < b.dataset.name ? -1 : a.dataset.name > b.dataset.name ? 1 : 0;
+      return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
     }
 
     function show() {
-      var shown = matches.slice(0, limit);
+      var shown = matches.slice(0, limit).map(function (found) {
+        if (!found.card) found.card = card(found, names);
+        return found.card;
+      });
       list.replaceChildren.apply(list, shown);
       var left = matches.length - shown.length;
       more.hidden = left <= 0;
@@ -125,15 +141,15 @@
     function apply() {
       var terms = query.value.toLowerCase().split(/\s+/).filter(Boolean);
       var wanted = category.value;
-      matches = cards.filter(function (card) {
-        return (!wanted || card.dataset.category === wanted) &&
-          terms.every(function (term) { return card.dataset.search.indexOf(term) !== -1; });
+      matches = records.filter(function (found) {
+        return (!wanted || found.category === wanted) &&
+          terms.every(function (term) { return found.search.indexOf(term) !== -1; });
       }).sort(sort.value === "name" ? byName : byScore);
       limit = pageSize;
       show();
-      count.textContent = matches.length === cards.length
-        ? cards.length + " APIs"
-        : "Showing " + matches.length + " of " + cards.length + " APIs";
+      count.textContent = matches.length === records.length
+        ? records.length + " APIs"
+        : "Showing " + matches.length + " of " + records.length + " APIs";
       empty.hidden = matches.length !== 0;
       var next = new URLSearchParams();
       if (query.value) next.set("q", query.value);
@@ -156,7 +172,7 @@
       if (!response.ok) throw new Error("HTTP " + response.status);
       return response.json();
     }).then(function (index) {
-      cards = index.apis.map(function (item) { return card(item, names); });
+      records = index.apis.map(record);
       form.addEventListener("submit", function (event) { event.preventDefault(); apply(); });
       query.addEventListener("input", apply);
       category.addEventListener("change", apply);
