@@ -76,6 +76,7 @@ bench: $(BENCH_STAMP) system-packages  ## print the benchmark figures (see docs/
 	$(BIN)/python -m bench.compare_lychee
 	$(BIN)/python -m bench.makespan
 	$(BIN)/python -m bench.catalogue
+	$(BIN)/python -m bench.page_weight
 
 validate: $(STAMP)  ## check every entry file
 	$(BIN)/apidir validate

@@ -80,9 +80,11 @@ def terminal_logs_without_tracebacks() -> None:
 
 
 def warn_if_local(settings: Settings) -> None:
-    """A release for a real host must not point its `meta.source` at localhost."""
+    """A release for a real host must not point its `meta.source` and sitemap at localhost."""
     if settings.base_url == LOCAL_BASE_URL:
-        typer.echo(f"apidir: warning: meta.source points at the local default {LOCAL_BASE_URL}; "
+        what = "meta.source and sitemap.xml point" if settings.publish_pages else \
+            "meta.source points"
+        typer.echo(f"apidir: warning: {what} at the local default {LOCAL_BASE_URL}; "
                    "set APIDIR_BASE_URL to the address the output folder is served from",
                    err=True)
 

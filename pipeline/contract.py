@@ -8,6 +8,7 @@ publish stage validates every file against them and the OpenAPI document
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import date
 from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
@@ -379,7 +380,7 @@ class CategoryMeta(Meta):
     count: int = Field(ge=0)
 
 
-def _check_sorted_unique(apis: list[APIEntry]) -> None:
+def _check_sorted_unique(apis: Sequence[APIEntry | SearchItem]) -> None:
     ids = [api.id for api in apis]
     if ids != sorted(set(ids)):
         raise ValueError("apis must be sorted by id with no id twice")
@@ -407,6 +408,52 @@ class CategoryDataset(ContractModel):
             raise ValueError("meta.count must equal the number of apis")
         if any(api.category != self.meta.category for api in self.apis):
             raise ValueError("every api must be of meta.category")
+        _check_sorted_unique(self.apis)
+        return self
+
+
+class EntryDocument(ContractModel):
+    """`api/apis/{id}.json`: one published entry, whole, with the meta of its release."""
+
+    meta: Meta
+    api: APIEntry
+
+
+class SearchItem(ContractModel):
+    """One entry as `api/search.json` lists it: what the index page shows, searches and sorts
+    by, in a few hundred bytes; the whole entry is `api/apis/{id}.json`."""
+
+    id: Slug
+    name: str = Field(min_length=1)
+    provider: str = Field(min_length=1)
+    category: CategoryId
+    description: str | None = Field(default=None, description="The one-sentence summary.")
+    tags: list[str] | None = None
+    auth_type: AuthType | None = None
+    has_free_tier: bool | None = None
+    color: HexColor | None = None
+    state: StatusState = Field(description="The entry's status.state.")
+    grade: Annotated[str, StringConstraints(pattern=r"^[A-F][+-]?$")] | None = Field(
+        default=None, description="The builder grade; absent while the entry is not scored.")
+    percent: Percent | None = Field(
+        default=None, description="The builder score's percent, which the index sorts by.")
+    provisional: bool | None = Field(
+        default=None, description="True while the grade lacks its Latency evidence.")
+    lifecycle: LifecycleState | None = Field(default=None, description="lifecycle.state.")
+    https: bool | None = Field(default=None, description="https.enabled.")
+    cors: CorsState | None = Field(default=None, description="cors.state.")
+
+
+class SearchIndex(ContractModel):
+    """`api/search.json`: every published entry as a SearchItem, sorted by id."""
+
+    meta: Meta
+    apis: list[SearchItem]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SearchIndex:
+        if self.meta.total_apis != len(self.apis):
+            raise ValueError("meta.totalAPIs must equal the number of apis")
         _check_sorted_unique(self.apis)
         return self
 

@@ -1,5 +1,6 @@
-"""Headless Chromium reads the release as nginx serves it: filter, search, open an entry, copy;
-and a page on another origin reads and revalidates a document from nginx and `apidir serve`.
+"""Headless Chromium reads the release as nginx serves it: the index built from the search
+index, filter, search, show more, open an entry, copy; the 404 page; and a page on another
+origin reads and revalidates a document from nginx and `apidir serve`.
 
 Chromium is Debian's package (`make test` installs it), driven by Playwright with a fresh
 profile and every background service off, since the machine has no network beyond loopback.
@@ -9,18 +10,22 @@ Screenshots go to `test-output/browser/`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
 
 from pipeline.release.hosting import LIVE_CACHE
-from pipeline.release.pages import NO_AUTH_HEADER
+from pipeline.release.layout import FULL_DATASET, NOT_FOUND_PAGE, SEARCH_INDEX
+from pipeline.release.pages import INDEX_PAGE_SIZE, NO_AUTH_HEADER, category_page
 from tests.conftest import REPO
 from tests.site_release import (
     HOSTILE_NAME,
     LIVE_ID,
+    ONLINE_ID,
     UNREACHABLE_ID,
     SampleRelease,
     publish_sample_release,
@@ -97,9 +102,13 @@ def test_filter_search_and_open_an_entry(
     apis = json.loads((sample.folder / "api" / "apis.json").read_text())["apis"]
     page = browser.new_page()
     watch = Watch(page)
+    fetched: list[str] = []
+    page.on("request", lambda request: fetched.append(urlsplit(request.url).path))
     page.goto(f"{site}/index.html")
     expect(page.locator("#filters")).to_be_visible()  # the script ran under the policy
     expect(page.locator("#result-count")).to_have_text(f"{len(apis)} APIs")
+    assert f"/{SEARCH_INDEX}" in fetched and f"/{FULL_DATASET}" not in fetched
+    assert len(visible_cards(page)) == min(len(apis), INDEX_PAGE_SIZE)
 
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.textContent") == "Skip to content"
@@ -241,4 +250,60 @@ def test_a_page_on_another_origin_revalidates_a_document(
     assert cached["status"] == 200 and cached["body"] == body
     assert wire.answers("Preflight", url, 1) == [204]
     assert wire.answers("Fetch", url, 3) == [200, 304, 304]
+    assert watch.problems == []
+
+
+def markup(html: str) -> str:
+    return " ".join(re.sub(r">\s+<", "><", html).split())
+
+
+def card_text(page: Page, entry_id: str) -> dict[str, str]:
+    card = page.locator(f'li.card[data-id="{entry_id}"]')
+    return {"text": card.inner_text(), "html": card.evaluate("c => c.outerHTML")}
+
+
+def test_the_index_cards_read_as_the_category_pages_cards_and_show_more(
+    browser: BrowserContext, site: str, sample: SampleRelease
+) -> None:
+    apis = {a["id"]: a for a in json.loads((sample.folder / FULL_DATASET).read_text())["apis"]}
+    page = browser.new_page()
+    watch = Watch(page)
+    page.goto(f"{site}/index.html")
+    expect(page.locator("#result-count")).to_have_text(f"{len(apis)} APIs")
+    assert len(apis) > INDEX_PAGE_SIZE  # the sample release is larger than one page of cards
+    more = page.locator("#show-more")
+    left = len(apis) - INDEX_PAGE_SIZE
+    expect(more).to_have_text(f"Show {min(left, INDEX_PAGE_SIZE)} more ({left} not shown)")
+    more.click()
+    assert len(visible_cards(page)) == min(len(apis), 2 * INDEX_PAGE_SIZE)
+
+    page.fill("#filter-q", "hostile")
+    assert [card["id"] for card in visible_cards(page)] == [UNREACHABLE_ID]
+    expect(page.locator("#api-list h3")).to_have_text(HOSTILE_NAME)  # as text, never markup
+    assert page.locator("#api-list img, #api-list script, #api-list b").count() == 0
+    built = {}
+    for entry_id in (UNREACHABLE_ID, LIVE_ID, ONLINE_ID):
+        page.fill("#filter-q", apis[entry_id]["name"].lower())
+        built[entry_id] = card_text(page, entry_id)
+    served = browser.new_page()
+    for entry_id, card in built.items():
+        served.goto(f"{site}/{category_page(apis[entry_id]['category'])}")
+        assert card_text(served, entry_id)["text"] == card["text"], entry_id
+        # the same markup, but for whitespace between tags and links made from another folder
+        assert markup(card_text(served, entry_id)["html"]).replace('href="../', 'href="') \
+            == markup(card["html"]), entry_id
+    page.screenshot(path=SCREENSHOTS / "index-hostile.png", full_page=True)
+    assert watch.problems == []
+
+
+def test_the_404_page_reads_with_its_stylesheet(browser: BrowserContext, site: str) -> None:
+    page = browser.new_page()
+    watch = Watch(page)
+    page.goto(f"{site}/{NOT_FOUND_PAGE}")
+    expect(page.locator("h1")).to_have_text("Page not found")
+    assert page.evaluate("getComputedStyle(document.querySelector('.skip')).position") \
+        == "absolute"  # the site's stylesheet applies
+    page.click("text=All APIs")
+    page.wait_for_url("**/index.html")
+    expect(page.locator("#filters")).to_be_visible()
     assert watch.problems == []

@@ -101,8 +101,8 @@ def test_publishing_for_localhost_warns(
         text=True, timeout=120,
         env={k: v for k, v in os.environ.items() if k != "APIDIR_BASE_URL"} | env)
     assert local.returncode == 0, local.stderr
-    assert "warning: meta.source points at the local default http://localhost:8000" in (
-        local.stderr)
+    assert "warning: meta.source and sitemap.xml point at the local default " \
+           "http://localhost:8000;" in local.stderr
     served = apidir("publish", env=settings_env)
     assert served.returncode == 0 and "warning" not in served.stderr
 

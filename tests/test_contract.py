@@ -11,14 +11,19 @@ from pydantic import ValidationError
 
 from pipeline.contract import (
     CATEGORY_IDS,
+    SLUG_PATTERN,
     APIEntry,
     BuilderScore,
     CategoryDataset,
+    EntryDocument,
     FullDataset,
     Meta,
+    SearchIndex,
+    SearchItem,
     Status,
 )
 from pipeline.release.openapi import openapi_document, render_openapi
+from pipeline.release.search import search_item
 from tests.conftest import REPO, make_entry
 
 
@@ -155,8 +160,11 @@ def test_openapi_document_is_valid_openapi_3_1() -> None:
     assert document["openapi"].startswith("3.1")
     assert document["info"]["version"] == "2.0.0"
     operations = {op["operationId"] for path in document["paths"].values() for op in path.values()}
-    assert operations == {"getAllAPIs", "getAPIsByCategory", "getCategories", "getReleases",
-                          "getChanges"}
+    assert operations == {"getAllAPIs", "getAPIsByCategory", "getAPI", "getSearchIndex",
+                          "getCategories", "getReleases", "getChanges"}
+    entry = document["paths"]["/api/apis/{apiId}.json"]["get"]
+    assert entry["parameters"][0]["schema"]["pattern"] == SLUG_PATTERN
+    assert set(entry["responses"]) == {"200", "404"}
     parameter = document["paths"]["/api/categories/{categoryId}.json"]["get"]["parameters"][0]
     assert parameter["schema"]["enum"] == list(CATEGORY_IDS)
     auth_types = document["components"]["schemas"]["APIEntry"]["properties"]["authType"]["enum"]
@@ -166,3 +174,34 @@ def test_openapi_document_is_valid_openapi_3_1() -> None:
 def test_committed_openapi_copy_equals_the_generated_one() -> None:
     committed = (REPO / "docs" / "openapi.json").read_text(encoding="utf-8")
     assert committed == render_openapi(), "docs/openapi.json is stale: run `make openapi`"
+
+
+def test_an_entry_document_is_the_whole_entry_with_its_meta() -> None:
+    entry = published() | {"lifecycle": "active"}  # a field this version does not know yet
+    document = EntryDocument.model_validate({"meta": META, "api": entry})
+    assert document.api.id == "example-weather"
+    with pytest.raises(ValidationError, match="api"):
+        EntryDocument.model_validate({"meta": META})
+
+
+def test_a_search_item_is_the_entry_cut_down_and_the_index_keeps_its_invariants() -> None:
+    score = {"grade": "B", "percent": 81, "label": "81% builder-friendly", "pricing": 90,
+             "latency": None, "depth": 80, "rubric": "2.0.0", "provisional": True}
+    entry = published(builderScore=score, status={"state": "live", "httpStatus": 200})
+    item = search_item(entry)
+    assert item == {
+        "id": "example-weather", "name": entry["name"], "provider": entry["provider"],
+        "category": "weather", "description": entry["description"], "tags": entry["tags"],
+        "authType": "api-key", "hasFreeTier": True, "color": entry["color"], "state": "live",
+        "grade": "B", "percent": 81, "provisional": True,
+    }
+    assert set(item) == {field.alias for field in SearchItem.model_fields.values()}
+    unscored = search_item(published(color=None))
+    assert unscored["state"] == "unchecked" and "grade" not in unscored and "color" not in unscored
+    SearchIndex.model_validate({"meta": META, "apis": [item]})
+    with pytest.raises(ValidationError, match="totalAPIs"):
+        SearchIndex.model_validate({"meta": META, "apis": [item, item]})
+    with pytest.raises(ValidationError, match="sorted"):
+        SearchIndex.model_validate({"meta": META | {"totalAPIs": 2}, "apis": [item, item]})
+    with pytest.raises(ValidationError, match="grade"):
+        SearchItem.model_validate(item | {"grade": "excellent"})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -14,7 +15,17 @@ import pipeline.release.pages as pages
 from pipeline.catalogue.entries import load_categories
 from pipeline.contract import CATEGORY_IDS, ErrorBody
 from pipeline.release.hosting import HEADERS_FILE, NOT_FOUND_JSON, REDIRECTS_FILE, headers_for
-from pipeline.release.layout import FULL_DATASET
+from pipeline.release.layout import (
+    FULL_DATASET,
+    LLMS_TXT,
+    NOT_FOUND_PAGE,
+    ROBOTS,
+    SEARCH_INDEX,
+    SITEMAP,
+    category_markdown,
+    entry_document,
+    entry_markdown,
+)
 from pipeline.release.pages import (
     NO_AUTH_HEADER,
     PageError,
@@ -29,6 +40,7 @@ from pipeline.release.validate import validate_release
 from pipeline.store.tables import make_engine
 from tests.conftest import REPO
 from tests.site_release import (
+    BASE_URL,
     HOSTILE_DESCRIPTION,
     HOSTILE_NAME,
     LIVE_ID,
@@ -82,28 +94,48 @@ class Elements(HTMLParser):
         return " ".join(self.text[element].split())
 
 
+def cards_of(html: Elements) -> list[dict[str, str | None]]:
+    return [attrs for tag, attrs in html.tags if tag == "li" and "data-category" in attrs]
+
+
 def test_every_entry_and_category_has_a_page(sample: SampleRelease) -> None:
     apis = json.loads(page(sample, FULL_DATASET))["apis"]
     index = Elements(page(sample, "index.html"))
     links = {attrs.get("href") for tag, attrs in index.tags if tag == "a"}
-    for api in apis:
-        assert (sample.folder / entry_page(api["id"])).is_file()
-        assert entry_page(api["id"]) in links
+    listed = []
     for category in CATEGORY_IDS:
         assert (sample.folder / category_page(category)).is_file()
         assert category_page(category) in links
-    cards = [attrs for tag, attrs in index.tags if tag == "li" and "data-category" in attrs]
-    assert sorted(card["data-id"] for card in cards) == sorted(api["id"] for api in apis)
-    security = Elements(page(sample, category_page("security")))
-    members = [a["data-id"] for t, a in security.tags if t == "li" and "data-category" in a]
-    assert sorted(members) == sorted(a["id"] for a in apis if a["category"] == "security")
+        members = [card["data-id"] for card in cards_of(Elements(page(sample, category_page(
+            category))))]
+        assert sorted(members) == sorted(a["id"] for a in apis if a["category"] == category)
+        listed += members
+    assert sorted(listed) == sorted(api["id"] for api in apis)
+    for api in apis:
+        assert (sample.folder / entry_page(api["id"])).is_file()
 
 
-def test_index_cards_are_sorted_by_builder_score_and_carry_search_text(
+def test_the_index_lists_the_apis_from_the_search_index_not_the_dataset(
     sample: SampleRelease,
 ) -> None:
-    index = Elements(page(sample, "index.html"))
-    cards = [attrs for tag, attrs in index.tags if tag == "li" and "data-category" in attrs]
+    raw = page(sample, "index.html")
+    index = Elements(raw)
+    [api_list] = [attrs for tag, attrs in index.tags if attrs.get("id") == "api-list"]
+    assert api_list["data-source"] == SEARCH_INDEX
+    assert cards_of(index) == []  # the script builds them from api/search.json
+    labels = json.loads(api_list["data-labels"])
+    assert labels == {c.id: c.label for c in CATEGORIES}
+    assert json.loads(api_list["data-states"])["unchecked"] == "Not checked yet"
+    apis = json.loads(page(sample, FULL_DATASET))["apis"]
+    assert not any(api["description"] in raw for api in apis if api.get("description"))
+    assert "api/apis.json" not in [a.get("data-source") for _, a in index.tags]
+    assert len(raw.encode()) < 8_000  # whatever the size of the catalogue
+
+
+def test_category_cards_are_sorted_by_builder_score_and_carry_search_text(
+    sample: SampleRelease,
+) -> None:
+    cards = cards_of(Elements(page(sample, category_page("ai"))))
     scores = [float(card["data-score"]) for card in cards]
     assert scores == sorted(scores, reverse=True) and len(set(scores)) > 1
     openai = next(card for card in cards if card["data-id"] == ONLINE_ID)
@@ -169,8 +201,8 @@ def test_html_in_entries_shows_as_text(sample: SampleRelease) -> None:
     assert [t for t, _ in html.tags].count("img") == 0
     assert HOSTILE_NAME in html.by_id("main")
     assert HOSTILE_DESCRIPTION in html.by_id("main")
-    index = page(sample, "index.html")
-    assert "<script>alert" not in index and "&lt;script&gt;alert(&#34;pwned&#34;)" in index
+    listing = page(sample, category_page("security"))
+    assert "<script>alert" not in listing and "&lt;script&gt;alert(&#34;pwned&#34;)" in listing
 
 
 def test_pages_load_nothing_from_elsewhere_and_state_a_strict_policy(
@@ -186,18 +218,23 @@ def test_pages_load_nothing_from_elsewhere_and_state_a_strict_policy(
             assert "style" not in attrs, (path, tag)  # no inline style (CSP style-src 'self')
             assert not any(name.startswith("on") for name in attrs), (path, tag)
         scripts = [attrs for tag, attrs in html.tags if tag == "script"]
-        assert all(attrs.get("src", "").startswith(("assets/", "../assets/")) for attrs in scripts)
+        own = ("/assets/",) if path.name == NOT_FOUND_PAGE else ("assets/", "../assets/")
+        assert scripts and all(attrs.get("src", "").startswith(own) for attrs in scripts)
         policy = next(a["content"] for t, a in html.tags if a.get("http-equiv") ==
                       "Content-Security-Policy")
         assert "default-src 'none'" in policy and "script-src 'self'" in policy
         assert "unsafe" not in policy
     for asset in (sample.folder / "assets").iterdir():
-        text = asset.read_text().replace('xmlns="http://www.w3.org/2000/svg"', "")
+        # the SVG namespace (in the icon, and in the script that draws the index's cards) is a
+        # name, never loaded
+        text = asset.read_text().replace('"http://www.w3.org/2000/svg"', "")
         assert not re.search(r"https?://", text), asset
 
 
 def test_links_are_relative_so_the_release_works_from_any_folder(sample: SampleRelease) -> None:
     for path in sorted(sample.folder.rglob("*.html")):
+        if path == sample.folder / NOT_FOUND_PAGE:
+            continue  # served at any missing address: its links start at the site's root
         html = Elements(path.read_text(encoding="utf-8"))
         for _tag, attrs in html.tags:
             value = attrs.get("href") or attrs.get("src") or ""
@@ -266,3 +303,202 @@ def test_free_quota_wording() -> None:
     assert free_quota_text(None) == "none stated"
     assert share_text(0.995) == "99.5%" and share_text(1.0) == "100%" and share_text(None) == \
         "no probes"
+
+
+def test_every_page_names_its_markdown_alternate_and_the_entry_page_its_json(
+    sample: SampleRelease,
+) -> None:
+    expected = {"index.html": LLMS_TXT}
+    expected |= {category_page(c): category_markdown(c) for c in CATEGORY_IDS}
+    apis = json.loads(page(sample, FULL_DATASET))["apis"]
+    expected |= {entry_page(api["id"]): entry_markdown(api["id"]) for api in apis}
+    pages_found = {p.relative_to(sample.folder).as_posix()
+                   for p in sample.folder.rglob("*.html")} - {NOT_FOUND_PAGE}
+    assert pages_found == set(expected)
+    for path, markdown in expected.items():
+        html = Elements(page(sample, path))
+        [alternate] = [a for t, a in html.tags if t == "link" and a.get("rel") == "alternate"]
+        assert alternate["type"] == "text/markdown"
+        target = (sample.folder / path).parent / alternate["href"]
+        assert target.resolve() == (sample.folder / markdown).resolve() and target.is_file()
+    html = Elements(page(sample, entry_page(ONLINE_ID)))
+    [json_link] = [a for t, a in html.tags if a.get("id") == "entry-json"]
+    assert json_link["href"] == f"../{entry_document(ONLINE_ID)}"
+    document = json.loads(page(sample, entry_document(ONLINE_ID)))
+    assert document["api"] == next(api for api in apis if api["id"] == ONLINE_ID)
+
+
+def test_llms_txt_follows_the_convention_and_links_every_entry(sample: SampleRelease) -> None:
+    text = page(sample, LLMS_TXT)
+    lines = text.splitlines()
+    assert lines[0] == "# API Directory" and lines[1] == ""
+    assert lines[2].startswith("> A read-only directory of ")
+    assert sum(1 for line in lines if line.startswith("# ")) == 1
+    sections = [line[3:] for line in lines if line.startswith("## ")]
+    assert sections[:2] == ["Data", "Categories"]
+    labels = {c.id: c.label for c in CATEGORIES}
+    apis = json.loads(page(sample, FULL_DATASET))["apis"]
+    assert sections[2:] == [c.label for c in CATEGORIES if any(a["category"] == c.id
+                                                                for a in apis)]
+    links = re.findall(r"^- \[(.+?)\]\(([^)]+)\)", text, flags=re.M)
+    targets = {target for _, target in links}
+    for api in apis:
+        assert entry_markdown(api["id"]) in targets
+        section = text.split(f"\n## {labels[api['category']]}\n", 1)[1].split("\n## ", 1)[0]
+        assert f"]({entry_markdown(api['id'])})" in section
+    for target in targets:
+        assert (sample.folder / target).is_file(), target
+    assert {SEARCH_INDEX, FULL_DATASET, "api/openapi.json"} <= targets
+
+
+def test_the_markdown_of_an_entry_tells_what_an_agent_needs(sample: SampleRelease) -> None:
+    api = next(a for a in json.loads(page(sample, FULL_DATASET))["apis"] if a["id"] == ONLINE_ID)
+    text = page(sample, entry_markdown(ONLINE_ID))
+    assert text.startswith(f"# {api['name']}\n\n> {api['description']}\n")
+    assert f"- **Base address:** `{api['baseUrl']}`" in text
+    assert f"- **Auth:** Bearer token (`bearer`): {api['authDescription']}" in text
+    assert f"- **Auth header:** `{api['authExample']}`" in text
+    assert "## Status\n\nOnline: HTTP 401, path returned an error or may require auth; " \
+           "response time 312 ms.\nChecked 2026-11-21 02:59 UTC at " \
+           "`https://api.openai.com/v1/models`." in text
+    score = api["builderScore"]
+    assert f"**{score['grade']}**, {score['label']}" in text
+    for part in ("pricing", "latency", "depth"):
+        value = score[part] if score[part] is not None else "not scored"
+        assert f"- {part.title()}: {value}" in text
+    for endpoint in api["endpoints"]:
+        assert f"- `{endpoint['method']} {endpoint['path']}`: " in text
+    assert f"## Sample request\n\n```sh\n{api['sampleRequest'].strip()}\n```" in text
+    response = text.split("## Sample response\n\n```json\n", 1)[1].split("\n```", 1)[0]
+    assert json.loads(response) == json.loads(api["sampleResponse"])
+    assert f"[{entry_document(ONLINE_ID)}](../{entry_document(ONLINE_ID)})" in text
+    unchecked = page(sample, entry_markdown("openweathermap"))
+    assert "## Status\n\nNot checked yet: no probe has run for this API." in unchecked
+
+
+def test_text_from_entries_stays_text_in_markdown(sample: SampleRelease) -> None:
+    text = page(sample, entry_markdown(UNREACHABLE_ID))
+    assert text.startswith(r'# \<img src=x onerror="alert(1)"\>Hostile API' + "\n")
+    assert "\n" + r'> Shows \<script\>alert("pwned")\</script\> and \<b\>bold\</b\> tags as text.' \
+        + "\n" in text
+    assert not re.search(r"(?<!\\)<(?!https://)", text.split("```")[0])  # no markup, autolinks
+    assert r"\</p\>\</article\>\<h1\>injected\</h1\>" in text
+    assert r"- **Rate limit:** \<u\>100\</u\> requests/minute" in text
+    assert "- **Auth header:** `# No auth required`" in text
+    request = 'curl "https://hostile.example/v1/forecast?q=<b>x</b>"'
+    assert f"```sh\n{request}\n```" in text  # code keeps its characters, inside a fence
+    listing = page(sample, LLMS_TXT)
+    assert r"[\<img src=x onerror=" in listing and not re.search(r"(?<!\\)<", listing)
+
+
+def test_markdown_escaping_and_fences() -> None:
+    from pipeline.release.markdown import code_block, code_span, markdown_text
+
+    assert markdown_text("[x](javascript:alert(1)) *b* _i_ <b> `c` | ~s~ \\") == \
+        r"\[x\](javascript:alert(1)) \*b\* \_i\_ \<b\> \`c\` \| \~s\~ \\"
+    assert markdown_text("# Title\n\nnext") == r"\# Title next"
+    assert markdown_text("1. first") == r"1\. first" and markdown_text("- item") == r"\- item"
+    assert markdown_text("## Two") == r"\## Two" and markdown_text("---") == r"\---"
+    for plain in ("1.5 s", "-5 C", "#tag", "C# and F#"):  # no markup: as written
+        assert markdown_text(plain) == plain
+    assert markdown_text("AT&T &amp; co") == r"AT&T \&amp; co"
+    assert markdown_text(None) == "" and markdown_text(72) == "72"
+    assert code_span("a ` b") == "``a ` b``" and code_span("`x`") == "`` `x` ``"
+    assert code_block("a\n```\nb", "sh") == "````sh\na\n```\nb\n````"
+
+
+def test_the_markdown_check_finds_links_to_missing_files() -> None:
+    from pipeline.release.markdown import check_markdown
+
+    files = {"apis/x.md": b"[up](../llms.txt) [gone](../apis/y.md) \\[not](a link)"}
+    with pytest.raises(PageError) as failure:
+        check_markdown(files, {"llms.txt": b"", **files})
+    assert failure.value.problems == [
+        "apis/x.md: link to ../apis/y.md leads to no file of the release"]
+
+
+def test_the_404_page_links_from_the_sites_root(sample: SampleRelease) -> None:
+    html = Elements(page(sample, NOT_FOUND_PAGE))
+    links = [a.get("href") or a.get("src") for t, a in html.tags if t in ("a", "link", "script")]
+    local = [link for link in links if not link.startswith("#")]
+    assert local and all(link.startswith("/") for link in local)
+    for link in local:
+        assert (sample.folder / link.lstrip("/")).is_file(), link
+    assert "/index.html" in local and "/llms.txt" in local
+    assert check_pages({"404.html": b'<a href="/sub/index.html">x</a>', "index.html": b""},
+                       "/sub/") == []
+    assert check_pages({"404.html": b'<a href="/index.html">x</a>', "index.html": b""},
+                       "/sub/") == ["404.html: link to /index.html starts at the host's root, "
+                                    "not at the page"]
+    assert check_pages({"index.html": b'<a href="/index.html">x</a>'}) == [
+        "index.html: link to /index.html starts at the host's root, not at the page"]
+    assert pages.site_root("https://example.org/directory/") == "/directory/"
+    assert pages.site_root("https://example.org") == "/"
+
+
+def test_the_sitemap_lists_every_page_by_its_address_and_robots_names_it(
+    sample: SampleRelease,
+) -> None:
+    from xml.etree import ElementTree
+
+    from pipeline.release.crawlers import SITEMAP_NS
+
+    root = ElementTree.fromstring((sample.folder / SITEMAP).read_bytes())
+    assert root.tag == f"{{{SITEMAP_NS}}}urlset"
+    locations = [loc.text for loc in root.iter(f"{{{SITEMAP_NS}}}loc")]
+    apis = json.loads(page(sample, FULL_DATASET))["apis"]
+    assert locations[0] == f"{BASE_URL}/"
+    assert sorted(locations[1:]) == sorted(
+        [f"{BASE_URL}/{category_page(c)}" for c in CATEGORY_IDS]
+        + [f"{BASE_URL}/{entry_page(api['id'])}" for api in apis])
+    assert page(sample, ROBOTS) == (
+        "# API Directory: crawl every page and document; the kept releases are copies.\n"
+        "User-agent: *\nDisallow: /api/releases/\n\n"
+        f"Sitemap: {BASE_URL}/sitemap.xml\n")
+
+
+def test_a_large_site_gets_a_sitemap_index_and_every_sitemap_is_checked() -> None:
+    from pipeline.release.crawlers import check_sitemaps, robots_txt, sitemap_files
+
+    base = "https://example.org/directory/"
+    paths = ["", "categories/ai.html", "apis/a.html", "apis/b.html", "apis/c&d.html"]
+    release = {"index.html": b"", **{path: b"" for path in paths[1:]}}
+    files = sitemap_files(paths, base, limit=3)
+    assert sorted(files) == ["sitemap.xml", "sitemaps/1.xml", "sitemaps/2.xml"]
+    assert b"<sitemapindex" in files["sitemap.xml"]
+    assert b"<loc>https://example.org/directory/sitemaps/2.xml</loc>" in files["sitemap.xml"]
+    assert b"<loc>https://example.org/directory/apis/c&amp;d.html</loc>" in files[
+        "sitemaps/2.xml"]
+    check_sitemaps(files, release, base, limit=3)
+    assert sitemap_files(paths, base, limit=5).keys() == {"sitemap.xml"}
+    assert b"Disallow: /directory/api/releases/" in robots_txt(base)
+    broken = {"sitemap.xml": files["sitemaps/1.xml"].replace(b"directory/", b"elsewhere/"),
+              "sitemaps/1.xml": b"<urlset>", "sitemaps/2.xml": files["sitemaps/2.xml"]}
+    with pytest.raises(PageError) as failure:
+        check_sitemaps(broken, {}, base, limit=1)
+    problems = failure.value.problems
+    assert "sitemap.xml: https://example.org/elsewhere/ is no file of the release at " \
+           "https://example.org/directory/" in problems
+    assert any(p.startswith("sitemaps/1.xml: not well-formed XML") for p in problems)
+    assert "sitemaps/2.xml: more than 1 addresses or 50 MB" in problems
+    assert "sitemaps/2.xml: https://example.org/directory/apis/c&d.html is no file of the " \
+           "release at https://example.org/directory/" in problems
+
+
+def test_a_sitemap_that_breaks_the_protocol_fails_the_publish(
+    sample: SampleRelease, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.release import publish as publish_module
+
+    out = tmp_path / "public"
+    shutil.copytree(sample.folder, out)
+    live = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    real_files = publish_module.crawler_files
+    monkeypatch.setattr(publish_module, "crawler_files", lambda *args: {
+        **real_files(*args), SITEMAP: b'<urlset xmlns="http://www.sitemaps.org/schemas/'
+        b'sitemap/0.9"><url><loc>https://elsewhere.test/</loc></url></urlset>'})
+    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    with Session(engine) as session, pytest.raises(PageError, match=r"elsewhere\.test"):
+        publish_release(session, out, BASE_URL, CATEGORIES, NOW)
+    engine.dispose()
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == live

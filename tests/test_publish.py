@@ -13,14 +13,19 @@ from sqlmodel import Session
 
 from pipeline.catalogue.entries import load_categories, read_catalog
 from pipeline.catalogue.ingest import ingest_catalog
-from pipeline.contract import CATEGORY_IDS, FullDataset
+from pipeline.contract import CATEGORY_IDS, EntryDocument, FullDataset, SearchIndex
 from pipeline.release import publish as publish_module
+from pipeline.release import search as search_module
+from pipeline.release import validate as validate_module
 from pipeline.release.layout import (
     CATEGORY_INDEX,
+    ENTRY_DOCUMENTS,
     FULL_DATASET,
     OPENAPI,
     RELEASES_DIR,
+    SEARCH_INDEX,
     category_file,
+    entry_document,
 )
 from pipeline.release.openapi import component_schemas
 from pipeline.release.publish import (
@@ -116,9 +121,108 @@ def test_every_published_file_validates_against_its_schema(
 
     check(FULL_DATASET, "FullDataset")
     check(CATEGORY_INDEX, "CategoryIndex")
+    check(SEARCH_INDEX, "SearchIndex")
     for category in CATEGORY_IDS:
         check(category_file(category), "CategoryDataset")
+    for api in catalogue_entries:
+        check(entry_document(api["id"]), "EntryDocument")
     FullDataset.model_validate(read(out, FULL_DATASET))
+    SearchIndex.model_validate(read(out, SEARCH_INDEX))
+
+
+def test_each_entry_has_its_document_and_a_line_in_the_search_index(
+    tmp_path: Path, catalogue_entries
+) -> None:
+    out = write_release(tmp_path / "public", release(catalogue_entries), CATEGORIES)
+    full = read(out, FULL_DATASET)
+    for api in full["apis"]:
+        document = read(out, entry_document(api["id"]))
+        assert document == {"meta": full["meta"], "api": api}  # the whole entry, as published
+        assert EntryDocument.model_validate(document).api.id == api["id"]
+    assert len(list((out / ENTRY_DOCUMENTS).iterdir())) == len(full["apis"])
+    search = read(out, SEARCH_INDEX)
+    assert search["meta"] == full["meta"]
+    assert search["apis"] == [search_module.search_item(api) for api in full["apis"]]
+    openai = next(item for item in search["apis"] if item["id"] == "openai")
+    assert {"id", "name", "provider", "category", "tags", "state"} <= set(openai)
+    sizes = [len(line) for line in (out / SEARCH_INDEX).read_bytes().splitlines()[1:-1]]
+    assert max(sizes) < 600 and sum(sizes) / len(sizes) < 400  # a few hundred bytes an entry
+    assert (out / SEARCH_INDEX).stat().st_size < (out / FULL_DATASET).stat().st_size / 5
+
+
+def test_fields_the_contract_does_not_know_yet_reach_the_entry_document(
+    tmp_path: Path, catalogue_entries
+) -> None:
+    grown = [dict(api, lifecycle={"state": "active"}) for api in catalogue_entries]
+    out = write_release(tmp_path / "public", release(grown), CATEGORIES)
+    api = read(out, entry_document(grown[0]["id"]))["api"]
+    assert api["lifecycle"] == {"state": "active"}
+
+
+def test_an_entry_id_that_is_not_a_slug_names_no_file(tmp_path: Path, catalogue_entries) -> None:
+    out = write_release(tmp_path / "public", release(catalogue_entries), CATEGORIES)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    hostile = dict(catalogue_entries[0], id="../../escaped")
+    with pytest.raises(ValueError, match="not a slug"):
+        stream_release(out, [hostile], CATEGORIES, "2.0.0+20261121.2", NOW, "https://d.test")
+    with pytest.raises(ValueError, match="not a slug"):
+        release([hostile])
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    assert staging_folders(out) == []
+
+
+def test_a_wrong_search_index_or_entry_document_refuses_the_release(
+    tmp_path: Path, catalogue_entries, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "public"
+    stream_release(out, sorted(catalogue_entries, key=lambda api: api["id"]), CATEGORIES,
+                   "2.0.0+20261121.1", NOW, "https://directory.test")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    ordered = sorted(catalogue_entries, key=lambda api: api["id"])
+
+    def publish_again() -> list[str]:
+        with pytest.raises(ReleaseValidationError) as failure:
+            stream_release(out, iter(ordered), CATEGORIES, "2.0.0+20261121.2", NOW,
+                           "https://directory.test")
+        assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+        return failure.value.problems
+
+    real_item = search_module.search_item
+    with monkeypatch.context() as patch:  # the writer drops a field the index must carry
+        patch.setattr(search_module, "search_item",
+                      lambda entry: {k: v for k, v in real_item(entry).items() if k != "tags"})
+        assert publish_again() == [
+            f"{SEARCH_INDEX}: apis differ from the search items of {FULL_DATASET}'s entries"]
+    with monkeypatch.context() as patch:  # both sides agree on an item the schema refuses
+        wrong = lambda entry: real_item(entry) | {"grade": "excellent"}  # noqa: E731
+        patch.setattr(search_module, "search_item", wrong)
+        patch.setattr(validate_module, "search_item", wrong)
+        problems = publish_again()
+        for check in ("[schema]", "[contract]"):
+            assert any(p.startswith(f"{SEARCH_INDEX}: apis/0/grade:") and p.endswith(check)
+                       for p in problems), check
+    real_document = publish_module.entry_document_bytes
+    with monkeypatch.context() as patch:  # one document carries another meta
+        patch.setattr(publish_module, "entry_document_bytes", lambda line, meta: real_document(
+            line, meta.replace(b"2.0.0+", b"2.0.1+") if b'"id":"openai"' in line else meta))
+        assert publish_again() == [
+            f"{entry_document('openai')}: meta differs from {FULL_DATASET}'s"]
+
+
+def test_validation_finds_a_missing_changed_or_stray_entry_document(
+    tmp_path: Path, catalogue_entries
+) -> None:
+    out = write_release(tmp_path / "public", release(catalogue_entries), CATEGORIES)
+    (out / entry_document("openai")).unlink()
+    changed = out / entry_document("frankfurter")
+    changed.write_bytes(changed.read_bytes().replace(b'"name":"Frankfurter"', b'"name":"Other"'))
+    (out / ENTRY_DOCUMENTS / "stray.json").write_text("{}")
+    problems = validate_release(out, CATEGORIES)
+    assert any(p.startswith(f"{entry_document('openai')}: unreadable:") for p in problems)
+    assert f"{entry_document('frankfurter')}: api differs from its entry in {FULL_DATASET}" \
+        in problems
+    assert problems[-1] == f"{ENTRY_DOCUMENTS}: 1 file(s) that are no entry's document"
+    assert len(problems) == 3
 
 
 def test_a_release_that_breaks_the_contract_leaves_the_old_one(

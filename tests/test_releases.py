@@ -71,6 +71,9 @@ def test_each_release_is_kept_and_listed_newest_first(session: Session, tmp_path
     kept = out / release_folder(first.version)
     assert (kept / "apis.json").read_bytes() == snapshot  # unchanged by the later release
     assert (kept / "categories" / "maps.json").is_file() and (kept / "openapi.json").is_file()
+    # the entry documents and the search index present the dataset again: not kept twice
+    assert (out / "api" / "apis" / "other-maps.json").is_file()
+    assert not (kept / "apis").exists() and not (kept / "search.json").exists()
     assert (out / release_folder(second.version) / "apis.json").read_bytes() == (
         out / FULL_DATASET).read_bytes()
     newest = index["releases"][0]

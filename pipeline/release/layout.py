@@ -14,9 +14,19 @@ RELEASES_DIR = "api/releases"
 RELEASE_INDEX = "api/releases.json"
 CHANGES = "api/changes.json"
 CHANGES_FEED = "api/changes.atom"  # the same changes as an Atom feed
+SEARCH_INDEX = "api/search.json"
+ENTRY_DOCUMENTS = "api/apis"
 # A dataset file: this line, one entry per line (a comma ends all but the last), then the meta.
 DATASET_HEAD = b'{"apis":[\n'
 DATASET_META = b'],"meta":'
+# An entry document: this, the entry's line of the full dataset, then ENTRY_META, the meta, "}".
+ENTRY_HEAD = b'{"api":'
+ENTRY_META = b',"meta":'
+# The files for readers, agents and crawlers at the root of a release with pages.
+LLMS_TXT = "llms.txt"
+SITEMAP = "sitemap.xml"
+ROBOTS = "robots.txt"
+NOT_FOUND_PAGE = "404.html"
 
 # Completes a staged release once its datasets are written (pages, release history):
 # called with the staging folder, the release's meta and its entry count per category.
@@ -42,6 +52,20 @@ def folder_version(name: str) -> str:
     """The version a kept release's folder holds (a folder from before safe names is named by
     the version itself)."""
     return name.replace(FOLDER_BUILD_SEPARATOR, "+")
+def entry_document(entry_id: str) -> str:
+    return f"{ENTRY_DOCUMENTS}/{entry_id}.json"
+
+
+def entry_markdown(entry_id: str) -> str:
+    return f"apis/{entry_id}.md"
+
+
+def category_markdown(category_id: str) -> str:
+    return f"categories/{category_id}.md"
+
+
+def sitemap_part(number: int) -> str:
+    return f"sitemaps/{number}.xml"
 
 
 def release_folder(version: str) -> str:

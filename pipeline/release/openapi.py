@@ -15,12 +15,15 @@ from pipeline.contract import (
     CATEGORY_IDS,
     INTERFACE_VERSION,
     LICENSE,
+    SLUG_PATTERN,
     CategoryDataset,
     CategoryIndex,
     ChangeLog,
+    EntryDocument,
     ErrorBody,
     FullDataset,
     ReleaseIndex,
+    SearchIndex,
 )
 
 REF_TEMPLATE = "#/components/schemas/{model}"
@@ -100,6 +103,8 @@ def component_schemas() -> dict[str, Any]:
             (CategoryIndex, "serialization"),
             (ReleaseIndex, "serialization"),
             (ChangeLog, "serialization"),
+            (EntryDocument, "serialization"),
+            (SearchIndex, "serialization"),
             (ErrorBody, "serialization"),
         ],
         ref_template=REF_TEMPLATE,
@@ -122,7 +127,8 @@ def _document(operation_id: str, summary: str, description: str, schema: str) ->
 
 
 def openapi_document() -> dict[str, Any]:
-    """The interface description: the two seed operations and the documents published beside."""
+    """The interface description: the two seed operations, one document per entry and the
+    documents published beside them."""
     return {
         "openapi": "3.1.0",
         "info": {
@@ -170,6 +176,31 @@ def openapi_document() -> dict[str, Any]:
                     },
                 }
             },
+            "/api/apis/{apiId}.json": {
+                "get": {
+                    "operationId": "getAPI",
+                    "summary": "One entry, whole, with the meta of its release.",
+                    "parameters": [
+                        {
+                            "name": "apiId",
+                            "in": "path",
+                            "required": True,
+                            "description": "The entry's id, as listed in api/search.json.",
+                            "schema": {"type": "string", "pattern": SLUG_PATTERN,
+                                       "maxLength": 100},
+                        }
+                    ],
+                    "responses": {
+                        "200": _json_response("The entry with that id.", "EntryDocument"),
+                        "404": _json_response("No entry has that id.", "ErrorBody"),
+                    },
+                }
+            },
+            "/api/search.json": _document(
+                "getSearchIndex", "Every entry cut down to what a search or a list shows: id, "
+                "name, provider, category, tags, state and grade.", "The search index.",
+                "SearchIndex",
+            ),
             "/api/categories.json": _document(
                 "getCategories", "Every category with its label and entry count.",
                 "The category index.", "CategoryIndex",

@@ -4,8 +4,11 @@ Every page is rendered by Jinja2 with autoescaping, so text from entries always 
 text. Pages link to one another and to their assets by relative paths only, so the release
 works from any folder of any static host (and from the file system). They load nothing
 from elsewhere: one stylesheet and one script of their own, named by a hash of their
-content, under a strict Content-Security-Policy. Before a release is written, every page
-is checked for balanced tags and for links that lead to files of the release.
+content, under a strict Content-Security-Policy. The index lists the APIs from the search
+index (`api/search.json`), never from the whole dataset; each page names its Markdown alternate.
+`404.html`, which a host serves at any missing address, alone links from the site's root (the
+path of the base address). Before a release is written, every page is checked for balanced
+tags and for links that lead to files of the release.
 """
 
 from __future__ import annotations
@@ -26,11 +29,20 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from pipeline.contract import ONLINE_NOTE, APIEntry, Uptime
 from pipeline.judging.rollup import DayFigures
 from pipeline.release.hosting import PAGE_CSP, host_files
-from pipeline.release.layout import CATEGORY_INDEX, FULL_DATASET
+from pipeline.release.layout import (
+    LLMS_TXT,
+    NOT_FOUND_PAGE,
+    SEARCH_INDEX,
+    category_markdown,
+    entry_document,
+    entry_markdown,
+)
 
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = TEMPLATES / "static"
 INDEX_PAGE = "index.html"
+# Cards the index shows at first, and again with each "Show more".
+INDEX_PAGE_SIZE = 100
 
 STATE_LABELS = {
     "live": "Live",
@@ -82,6 +94,11 @@ def category_page(category_id: str) -> str:
 
 def entry_page(entry_id: str) -> str:
     return f"apis/{entry_id}.html"
+
+
+def site_root(base_url: str) -> str:
+    """The path the site is served at, from its base address: `/` for `https://x.test`."""
+    return urlsplit(base_url).path.rstrip("/") + "/"
 
 
 # --- presentation helpers (Jinja filters) ----------------------------------------------------
@@ -222,6 +239,7 @@ def environment() -> Environment:
         csp=PAGE_CSP,
         category_page=category_page,
         entry_page=entry_page,
+        entry_document=entry_document,
     )
     return env
 
@@ -240,10 +258,12 @@ def asset_files() -> tuple[dict[str, bytes], dict[str, str]]:
 
 def render_pages(
     full: Mapping[str, Any], index: Mapping[str, Any], assets: Mapping[str, str],
+    root_path: str = "/",
     trends: Mapping[str, Sequence[DayFigures]] | None = None,
 ) -> dict[str, bytes]:
-    """The index, one page per category and one per entry, from the release's documents and
-    each entry's daily figures (`trends`, by id)."""
+    """The index, one page per category and one per entry, and the 404 page (linking from
+    `root_path`, the site's path on its host), from the release's documents and each entry's
+    daily figures (`trends`, by id)."""
     env = environment()
     meta = full["meta"]
     last_day = datetime.fromisoformat(meta["generated"].replace("Z", "+00:00")).date()
@@ -254,20 +274,26 @@ def render_pages(
     common = {"meta": meta, "assets": assets, "labels": labels, "categories": categories}
     pages = {
         INDEX_PAGE: env.get_template("index.html").render(
-            common, root="", apis=apis, page=INDEX_PAGE
-        )
+            common, root="", page=INDEX_PAGE, markdown=LLMS_TXT, search_index=SEARCH_INDEX,
+            page_size=INDEX_PAGE_SIZE,
+        ),
+        NOT_FOUND_PAGE: env.get_template("404.html").render(
+            common, root=root_path, page=NOT_FOUND_PAGE, markdown=None
+        ),
     }
     for category in categories:
         members = [api for api in apis if api["category"] == category["id"]]
         path = category_page(category["id"])
         pages[path] = env.get_template("category.html").render(
-            common, root="../", apis=members, category=category, page=path
+            common, root="../", apis=members, category=category, page=path,
+            markdown=category_markdown(category["id"]),
         )
     for api in apis:
         path = entry_page(api["id"])
         pages[path] = env.get_template("entry.html").render(
             common, root="../", api=api, category=labels.get(api["category"]), page=path,
             trend=trend_svg(trends.get(api["id"], ()), last_day),
+            markdown=entry_markdown(api["id"]),
         )
     return {path: html.encode() for path, html in pages.items()}
 
@@ -293,7 +319,7 @@ class _PageReader(HTMLParser):
         if tag not in VOID_ELEMENTS:
             self.open.append(tag)
         for name, value in attrs:
-            if name in ("href", "src") and value is not None:
+            if name in ("href", "src", "data-source") and value is not None:
                 self.links.append(value)
 
     def handle_endtag(self, tag: str) -> None:
@@ -304,8 +330,9 @@ class _PageReader(HTMLParser):
         self.open.pop()
 
 
-def check_pages(files: Mapping[str, bytes]) -> list[str]:
-    """Every problem of the release's pages: unbalanced tags, relative links to missing files."""
+def check_pages(files: Mapping[str, bytes], root_path: str = "/") -> list[str]:
+    """Every problem of the release's pages: unbalanced tags, relative links to missing files,
+    links from the host's root but in the 404 page (whose links start at `root_path`)."""
     problems = []
     for path, data in sorted(files.items()):
         if not path.endswith(".html"):
@@ -320,21 +347,30 @@ def check_pages(files: Mapping[str, bytes]) -> list[str]:
             parts = urlsplit(link)
             if parts.scheme or parts.netloc or not parts.path:
                 continue
-            target = posixpath.normpath(posixpath.join(posixpath.dirname(path), parts.path))
+            if parts.path.startswith("/"):
+                if path != NOT_FOUND_PAGE or not parts.path.startswith(root_path):
+                    problems.append(f"{path}: link to {link} starts at the host's root, not "
+                                    "at the page")
+                    continue
+                target = posixpath.normpath(parts.path.removeprefix(root_path))
+            else:
+                target = posixpath.normpath(posixpath.join(posixpath.dirname(path), parts.path))
             if target not in files:
                 problems.append(f"{path}: link to {link} leads to no file of the release")
     return problems
 
 
-def site_files(files: Mapping[str, bytes],
-               trends: Mapping[str, Sequence[DayFigures]] | None = None) -> dict[str, bytes]:
-    """Pages, assets and host files for a release whose JSON documents are `files`."""
-    full = json.loads(files[FULL_DATASET])
-    index = json.loads(files[CATEGORY_INDEX])
+def site_files(
+    full: Mapping[str, Any], index: Mapping[str, Any], files: Mapping[str, bytes],
+    base_url: str, trends: Mapping[str, Sequence[DayFigures]] | None = None,
+) -> dict[str, bytes]:
+    """Pages, assets and host files from the release's full dataset and category index, for a
+    release whose other files are `files` (the pages' links are checked against them)."""
+    root_path = site_root(base_url)
     assets, asset_paths = asset_files()
     site = {**assets, **host_files()}
-    site.update(render_pages(full, index, asset_paths, trends))
-    problems = check_pages({**files, **site})
+    site.update(render_pages(full, index, asset_paths, root_path, trends))
+    problems = check_pages({**files, **site}, root_path)
     if problems:
         raise PageError(problems)
     return site

@@ -1,13 +1,15 @@
 """Publish: build the release documents from the store and stage them for the swap.
 
-The datasets (`apis.json`, one file per category) are compact JSON with one entry per line,
-so a release of 100,000 entries is built and written as a stream of lines, never held in
-memory; `swap` validates the staged release and swaps it in.
+The datasets (`apis.json`, one file per category, the search index) are compact JSON with one
+entry per line, so a release of 100,000 entries is built and written as a stream of lines,
+never held in memory, and so are the entry documents (`api/apis/{id}.json`); `swap` validates
+the staged release and swaps it in.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -25,6 +27,7 @@ from pipeline.catalogue.entries import Category
 from pipeline.contract import (
     INTERFACE_VERSION,
     LICENSE,
+    SLUG_PATTERN,
     BuilderScore,
     Cors,
     EndpointStatus,
@@ -38,6 +41,7 @@ from pipeline.contract import (
 from pipeline.judging.changes import Change, Event, release_event
 from pipeline.judging.present import Presented
 from pipeline.judging.rollup import DayFigures, entry_trends
+from pipeline.release.crawlers import check_sitemaps, crawler_files
 from pipeline.release.feed import feed_items, render_feed
 from pipeline.release.layout import (
     CATEGORY_INDEX,
@@ -45,17 +49,24 @@ from pipeline.release.layout import (
     CHANGES_FEED,
     DATASET_HEAD,
     DATASET_META,
+    ENTRY_DOCUMENTS,
+    ENTRY_HEAD,
+    ENTRY_META,
     FULL_DATASET,
     OPENAPI,
     RELEASE_INDEX,
     RELEASES_DIR,
+    SEARCH_INDEX,
     Completion,
     category_file,
+    entry_document,
     folder_version,
     release_folder,
 )
+from pipeline.release.markdown import check_markdown, markdown_files
 from pipeline.release.openapi import render_openapi
 from pipeline.release.pages import site_files
+from pipeline.release.search import search_line
 from pipeline.release.swap import (
     link_tree,
     publish_lock,
@@ -91,6 +102,22 @@ def render_dataset(meta: Mapping[str, Any], entry_lines: list[bytes]) -> bytes:
 def entry_line(entry: Mapping[str, Any]) -> bytes:
     """One published entry as its line of a dataset file: compact JSON, sorted keys, UTF-8."""
     return _compact(entry)
+
+
+def entry_document_bytes(line: bytes, meta: bytes) -> bytes:
+    """`api/apis/{id}.json` from the entry's dataset line and the release's compact meta."""
+    return ENTRY_HEAD + line + ENTRY_META + meta + b"}\n"
+
+
+_SLUG = re.compile(SLUG_PATTERN)
+
+
+def checked_id(entry: Mapping[str, Any]) -> str:
+    """The entry's id, which names its files: a slug, or ValueError before anything is written."""
+    entry_id = entry["id"]
+    if not isinstance(entry_id, str) or not _SLUG.fullmatch(entry_id):
+        raise ValueError(f"entry id {entry_id!r} is not a slug; it would name files of the release")
+    return entry_id
 
 
 DEFAULT_STALE_DAYS = 180
@@ -210,19 +237,26 @@ def build_release(
 ) -> dict[str, bytes]:
     """Every file of a release, by path relative to the output folder.
 
-    Each entry is rendered once, as it arrives, and its line is shared by the full dataset
-    and its category file. (`stream_release` writes the same files without holding them.)
+    Each entry is rendered once, as it arrives, and its line is shared by the full dataset,
+    its category file and its entry document. (`stream_release` writes the same files without
+    holding them.)
     """
-    lines = sorted(
-        ((entry["id"], entry["category"], entry_line(entry)) for entry in entries),
+    rows = sorted(
+        ((checked_id(entry), entry["category"], entry_line(entry), search_line(entry))
+         for entry in entries),
         key=lambda item: item[0],
     )
-    meta = release_meta(version, generated, base_url, len(lines))
-    files = {FULL_DATASET: render_dataset(meta, [line for _, _, line in lines])}
+    meta = release_meta(version, generated, base_url, len(rows))
+    files = {
+        FULL_DATASET: render_dataset(meta, [row[2] for row in rows]),
+        SEARCH_INDEX: render_dataset(meta, [row[3] for row in rows]),
+    }
+    compact_meta = _compact(meta)
     by_category: dict[str, list[bytes]] = {category.id: [] for category in categories}
-    for _, category_id, line in lines:
+    for entry_id, category_id, line, _ in rows:
         by_category.setdefault(category_id, []).append(line)
-    del lines
+        files[entry_document(entry_id)] = entry_document_bytes(line, compact_meta)
+    del rows
     for category in categories:
         members = by_category[category.id]
         files[category_file(category.id)] = render_dataset(
@@ -239,7 +273,8 @@ class EntriesOutOfOrderError(ValueError):
 
 
 class _DatasetWriter:
-    """The full dataset and every category file, written line by line as entries arrive."""
+    """The full dataset, every category file and the search index, written line by line as
+    entries arrive; the ids are kept (in order) to name the entry documents."""
 
     def __init__(self, folder: Path, categories: list[Category], stack: ExitStack) -> None:
         def open_dataset(path: str) -> Any:
@@ -250,36 +285,52 @@ class _DatasetWriter:
             return handle
 
         self.full = open_dataset(FULL_DATASET)
+        self.search = open_dataset(SEARCH_INDEX)
         self.by_category = {c.id: open_dataset(category_file(c.id)) for c in categories}
         self.counts = {c.id: 0 for c in categories}
         self.total = 0
-        self.last_id: str | None = None
+        self.ids: list[str] = []
 
     def add(self, entry: Mapping[str, Any]) -> None:
-        entry_id = entry["id"]
-        if self.last_id is not None and entry_id <= self.last_id:
-            raise EntriesOutOfOrderError(f"{entry_id!r} came after {self.last_id!r}")
-        self.last_id = entry_id
+        entry_id = checked_id(entry)
+        if self.ids and entry_id <= self.ids[-1]:
+            raise EntriesOutOfOrderError(f"{entry_id!r} came after {self.ids[-1]!r}")
+        self.ids.append(entry_id)
         line = entry_line(entry)
         category_id = entry["category"]
         if category_id not in self.by_category:
             raise ValueError(f"entry {entry_id!r}: category {category_id!r} is not listed")
         handle = self.by_category[category_id]
-        for target, earlier in ((self.full, self.total), (handle, self.counts[category_id])):
+        for target, earlier, data in ((self.full, self.total, line),
+                                      (self.search, self.total, search_line(entry)),
+                                      (handle, self.counts[category_id], line)):
             if earlier:
                 target.write(b",\n")
-            target.write(line)
+            target.write(data)
         self.total += 1
         self.counts[category_id] += 1
 
     def finish(self, meta: dict[str, Any], categories: list[Category]) -> None:
-        ends = [(self.full, self.total, meta)]
+        ends = [(self.full, self.total, meta), (self.search, self.total, meta)]
         for c in categories:
             count = self.counts[c.id]
             ends.append((self.by_category[c.id], count, _category_meta(meta, c, count)))
         for handle, count, document_meta in ends:
             handle.write(b"\n" if count else b"")
             handle.write(DATASET_META + _compact(document_meta) + b"}\n")
+
+
+def write_entry_documents(folder: Path, ids: Sequence[str], meta: Mapping[str, Any]) -> None:
+    """`api/apis/{id}.json` of every entry, from the lines of the written full dataset, read
+    back as a stream: the meta ends the dataset, so it is known once every entry is written."""
+    compact_meta = _compact(meta)
+    (folder / ENTRY_DOCUMENTS).mkdir(parents=True, exist_ok=True)
+    with (folder / FULL_DATASET).open("rb") as dataset:
+        dataset.readline()  # DATASET_HEAD
+        for entry_id, line in zip(ids, dataset, strict=False):
+            data = entry_document_bytes(line.rstrip(b"\n").removesuffix(b","), compact_meta)
+            with open(os.path.join(folder, entry_document(entry_id)), "wb") as document:
+                document.write(data)
 
 
 def stream_release(
@@ -308,6 +359,7 @@ def stream_release(
             total = writer.total
             meta = release_meta(version, generated, base_url, total)
             writer.finish(meta, categories)
+        write_entry_documents(staging, writer.ids, meta)
         write_file(staging, CATEGORY_INDEX, _index_document(meta, writer.counts, categories))
         write_file(staging, OPENAPI, render_openapi().encode())
         if complete is not None:
@@ -396,9 +448,11 @@ def kept_releases(output_dir: Path, keep: int) -> list[dict[str, Any]]:
 
 
 def _not_in_snapshot(relative: Path) -> bool:
-    """Paths under `api/` that are not one release's own documents."""
-    return relative.parts[0] == "releases" or relative.as_posix() in (
-        "releases.json", "changes.json", "changes.atom", "404.json"
+    """Paths under `api/` that are not one release's own documents, or that only present its
+    full dataset again (entry documents, the search index: a copy per kept release of 100,000
+    entry documents would cost 100,000 links at every publish)."""
+    return relative.parts[0] in ("releases", "apis") or relative.as_posix() in (
+        "releases.json", "changes.json", "changes.atom", "404.json", "search.json"
     )
 
 
@@ -423,15 +477,24 @@ def write_history(
     write_file(staging, CHANGES_FEED, render_feed(meta, items, base_url))
 
 
-def write_site(staging: Path, trends: Mapping[str, Sequence[DayFigures]] | None = None) -> None:
-    """The reader pages, assets and host files, rendered from the staged documents and each
-    entry's daily figures."""
+def write_site(staging: Path, base_url: str,
+               trends: Mapping[str, Sequence[DayFigures]] | None = None) -> None:
+    """The reader pages, assets and host files, the Markdown for agents (`llms.txt`, one file
+    per entry and category) and the sitemap and `robots.txt` for crawlers, rendered from the
+    staged documents; each page's, Markdown file's and sitemap's links are checked."""
     # Keys name every staged file (the pages link to them); only the two documents the
     # pages are rendered from are read.
     staged = {p.relative_to(staging).as_posix(): b"" for p in staging.rglob("*") if p.is_file()}
-    for path in (FULL_DATASET, CATEGORY_INDEX):
-        staged[path] = (staging / path).read_bytes()
-    for relative, data in site_files(staged, trends).items():
+    full = orjson.loads((staging / FULL_DATASET).read_bytes())
+    index = orjson.loads((staging / CATEGORY_INDEX).read_bytes())
+    markdown = markdown_files(full, index)
+    crawlers = crawler_files(full, index, base_url)
+    site = site_files(full, index, {**staged, **markdown, **crawlers}, base_url, trends)
+    del full
+    release = {**staged, **markdown, **crawlers, **site}
+    check_markdown(markdown, release)
+    check_sitemaps(crawlers, release, base_url)
+    for relative, data in {**markdown, **crawlers, **site}.items():
         write_file(staging, relative, data)
 
 
@@ -480,7 +543,7 @@ def publish_release(
 
         def complete(staging: Path, meta: dict[str, Any], counts: Mapping[str, int]) -> None:
             if pages:
-                write_site(staging, entry_trends(session, now.date()))
+                write_site(staging, base_url, entry_trends(session, now.date()))
             summary = release_summary(meta, counts, by_state, categories)
             published = [release_event(version, now), *events]
             write_history(staging, summary, previous, meta, changes, published, base_url)

@@ -1,14 +1,17 @@
 """The release checked against the contract before the swap.
 
-The datasets (`apis.json`, one file per category) are compact JSON with one entry per line,
-so a release of 100,000 entries is validated as a stream of lines: every entry is checked
-once (JSON Schema and the pydantic model) in the full dataset, and each category file is
-checked to hold exactly the full dataset's lines of its category.
+The datasets (`apis.json`, one file per category, the search index) are compact JSON with one
+entry per line, so a release of 100,000 entries is validated as a stream of lines: every entry
+is checked once (JSON Schema and the pydantic model) in the full dataset, each category file is
+checked to hold exactly the full dataset's lines of its category, the search index to hold
+each entry's search item (itself checked), and each entry document its entry's line.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Iterator
 from contextlib import ExitStack
 from functools import cache
@@ -21,14 +24,18 @@ from pydantic import BaseModel, ValidationError
 
 from pipeline.catalogue.entries import Category
 from pipeline.contract import (
+    SLUG_PATTERN,
     APIEntry,
     CategoryDataset,
     CategoryIndex,
     CategoryMeta,
     ChangeLog,
+    EntryDocument,
     FullDataset,
     Meta,
     ReleaseIndex,
+    SearchIndex,
+    SearchItem,
 )
 from pipeline.release.feed import check_feed
 from pipeline.release.layout import (
@@ -37,12 +44,18 @@ from pipeline.release.layout import (
     CHANGES_FEED,
     DATASET_HEAD,
     DATASET_META,
+    ENTRY_DOCUMENTS,
+    ENTRY_HEAD,
+    ENTRY_META,
     FULL_DATASET,
     OPENAPI,
     RELEASE_INDEX,
+    SEARCH_INDEX,
     category_file,
+    entry_document,
 )
 from pipeline.release.openapi import component_schemas
+from pipeline.release.search import search_item
 
 MAX_PROBLEMS_PER_FILE = 100
 
@@ -55,8 +68,6 @@ class ReleaseValidationError(RuntimeError):
         self.problems = problems
 
 
-
-
 _MODELS: dict[str, type[BaseModel]] = {
     "FullDataset": FullDataset,
     "CategoryDataset": CategoryDataset,
@@ -66,7 +77,11 @@ _MODELS: dict[str, type[BaseModel]] = {
     "CategoryMeta": CategoryMeta,
     "ReleaseIndex": ReleaseIndex,
     "ChangeLog": ChangeLog,
+    "SearchIndex": SearchIndex,
+    "SearchItem": SearchItem,
+    "EntryDocument": EntryDocument,
 }
+_SLUG = re.compile(SLUG_PATTERN)
 
 
 @cache
@@ -136,12 +151,14 @@ def _parse(data: bytes, path: str, where: str, problems: list[str]) -> Any:
         return None
 
 
-class _CategoryReader:
-    """A category file read alongside the full dataset: each of its entry lines must be the
-    next line of its category in the full dataset."""
+class _FollowingReader:
+    """A dataset file read alongside the full dataset, line for line with what it derives from
+    it; its first difference is its one problem (`differs`)."""
 
-    def __init__(self, folder: Path, category: Category, stack: ExitStack) -> None:
-        self.category, self.path = category, category_file(category.id)
+    differs = "apis differ"
+
+    def __init__(self, folder: Path, path: str, stack: ExitStack) -> None:
+        self.path = path
         self.problem: str | None = None
         self.count = 0
         try:
@@ -159,21 +176,109 @@ class _CategoryReader:
             return None
 
     def expect(self, data: bytes) -> None:
-        """The full dataset's next entry of this category: the file must hold it next."""
+        """The file must hold `data` as its next entry line."""
         part = self.next_part()
         if self.problem is None and part != (True, data):
-            self.problem = f"{self.path}: apis differ from {FULL_DATASET} filtered by category"
+            self.problem = f"{self.path}: {self.differs}"
         self.count += 1
+
+    def end_meta(self, problems: list[str]) -> Any:
+        """The file must end here: its meta (parsed), or None after reporting its problem."""
+        part = self.next_part()
+        if self.problem is None and (part is None or part[0]):
+            self.problem = f"{self.path}: {self.differs}"
+        if self.problem is not None:
+            problems.append(self.problem)
+            return None
+        return _parse(part[1], self.path, "meta", problems)
+
+
+class _SearchReader(_FollowingReader):
+    """`api/search.json`: each line must be the search item of the full dataset's entry at the
+    same place, and each item valid."""
+
+    differs = f"apis differ from the search items of {FULL_DATASET}'s entries"
+
+    def __init__(self, folder: Path, stack: ExitStack) -> None:
+        super().__init__(folder, SEARCH_INDEX, stack)
+
+    def expect_item(self, entry: dict, problems: list[str], check: bool = True) -> None:
+        """The entry's search item must be next; it is `check`ed unless its entry is invalid
+        (already reported)."""
+        item = search_item(entry)
+        if check:
+            _check_document("SearchItem", self.path, item, problems, f"apis/{self.count}")
+        self.expect(orjson.dumps(item, option=orjson.OPT_SORT_KEYS))
+
+    def finish(self, full_meta: dict, problems: list[str]) -> None:
+        meta = self.end_meta(problems)
+        if meta is None:
+            return
+        _check_document("Meta", self.path, meta, problems, "meta")
+        if meta != full_meta:
+            problems.append(f"{self.path}: meta differs from {FULL_DATASET}'s")
+
+
+class _EntryDocuments:
+    """`api/apis/{id}.json` checked alongside the full dataset: each must hold its entry's line
+    and the one meta of every entry document (the full dataset's), the first is checked whole
+    against the schema, and the folder holds no other file."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.count = 0
+        self.meta: bytes | None = None
+
+    def expect(self, entry_id: Any, data: bytes, problems: list[str]) -> None:
+        if not isinstance(entry_id, str) or not _SLUG.fullmatch(entry_id):
+            return  # no file can be named by it; the entry's own check reports the id
+        path = entry_document(entry_id)
+        try:
+            document = (self.folder / path).read_bytes()
+        except OSError as exc:
+            problems.append(f"{path}: unreadable: {exc}")
+            return
+        self.count += 1
+        head = ENTRY_HEAD + data + ENTRY_META
+        if not document.startswith(head) or not document.endswith(b"}\n"):
+            problems.append(f"{path}: api differs from its entry in {FULL_DATASET}")
+            return
+        meta = document[len(head) : -2]
+        if self.meta is None:
+            self.meta = meta
+            _check_document("EntryDocument", path, _parse(document, path, "(root)", problems),
+                            problems)
+        elif meta != self.meta:
+            problems.append(f"{path}: meta differs from {FULL_DATASET}'s")
+
+    def finish(self, full_meta: dict, problems: list[str]) -> None:
+        if self.meta is not None and orjson.loads(self.meta) != full_meta:
+            problems.append(f"{ENTRY_DOCUMENTS}: meta differs from {FULL_DATASET}'s")
+        try:
+            with os.scandir(self.folder / ENTRY_DOCUMENTS) as found:
+                held = sum(1 for _ in found)
+        except FileNotFoundError:
+            held = 0
+        if held > self.count:
+            problems.append(f"{ENTRY_DOCUMENTS}: {held - self.count} file(s) that are no "
+                            "entry's document")
+
+
+class _CategoryReader(_FollowingReader):
+    """A category file read alongside the full dataset: each of its entry lines must be the
+    next line of its category in the full dataset."""
+
+    differs = f"apis differ from {FULL_DATASET} filtered by category"
+
+    def __init__(self, folder: Path, category: Category, stack: ExitStack) -> None:
+        self.category = category
+        super().__init__(folder, category_file(category.id), stack)
 
     def finish(self, full_meta: dict, problems: list[str]) -> None:
         """The file must end here with a meta that matches the full dataset's."""
-        part = self.next_part()
-        if self.problem is None and (part is None or part[0]):
-            self.problem = f"{self.path}: apis differ from {FULL_DATASET} filtered by category"
-        if self.problem is not None:
-            problems.append(self.problem)
+        meta = self.end_meta(problems)
+        if meta is None:
             return
-        meta = _parse(part[1], self.path, "meta", problems)
         _check_document("CategoryMeta", self.path, meta, problems, "meta")
         if not isinstance(meta, dict):
             return
@@ -187,10 +292,13 @@ class _CategoryReader:
 
 def _validate_datasets(folder: Path, categories: list[Category], problems: list[str]) -> None:
     """One pass over `apis.json`: every entry checked against the schema and the model, and
-    matched with the next line of its category file; then every meta."""
+    matched with the next line of its category file and of the search index, and with its
+    entry document; then every meta."""
     path = FULL_DATASET
+    documents = _EntryDocuments(folder)
     with ExitStack() as stack:
         readers = {c.id: _CategoryReader(folder, c, stack) for c in categories}
+        search = _SearchReader(folder, stack)
         handle = stack.enter_context((folder / path).open("rb"))
         meta: Any = None
         count, last_id, found = 0, None, len(problems)
@@ -199,8 +307,10 @@ def _validate_datasets(folder: Path, categories: list[Category], problems: list[
                 meta = _parse(data, path, "meta", problems)
                 _check_document("Meta", path, meta, problems, "meta")
                 break
+            before = len(problems)
             entry = _parse(data, path, f"apis/{count}", problems)
             _check_document("APIEntry", path, entry, problems, f"apis/{count}")
+            valid = len(problems) == before
             entry = entry if isinstance(entry, dict) else {}
             entry_id = entry.get("id")
             if not isinstance(entry_id, str) or (last_id is not None and entry_id <= last_id):
@@ -212,14 +322,19 @@ def _validate_datasets(folder: Path, categories: list[Category], problems: list[
                 problems.append(f"{path}: apis/{count}: category is not one of the release's")
             else:
                 reader.expect(data)
+            search.expect_item(entry, problems, check=valid)
+            documents.expect(entry_id, data, problems)
             count += 1
             if len(problems) - found > MAX_PROBLEMS_PER_FILE:
                 problems.append(f"{path}: more problems, not listed")
                 return
         if isinstance(meta, dict) and meta.get("totalAPIs") != count:
             problems.append(f"{path}: meta: meta.totalAPIs must equal the number of apis")
+        full_meta = meta if isinstance(meta, dict) else {}
         for reader in readers.values():
-            reader.finish(meta if isinstance(meta, dict) else {}, problems)
+            reader.finish(full_meta, problems)
+        search.finish(full_meta, problems)
+        documents.finish(full_meta, problems)
 
 
 def validate_release(folder: Path, categories: list[Category]) -> list[str]:

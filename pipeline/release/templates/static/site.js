@@ -1,16 +1,129 @@
-// Filters, search and sort on the index; copy buttons on entry pages. No other behaviour:
-// every page reads fully without this script.
+// The index's list of APIs (from the search index), with filters, search and sort; copy
+// buttons on entry pages. Without this script every page but the index's list reads fully,
+// and the category pages list every API.
 (function () {
   "use strict";
 
+  var SVG = "http://www.w3.org/2000/svg";
+
+  // One element with a class and, optionally, text (always as text, never as markup).
+  function element(tag, className, text) {
+    var node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function gradeBadge(item) {
+    if (item.grade === undefined) return element("span", "grade grade-none", "Not scored yet");
+    var label = item.percent + "% builder-friendly";
+    var badge = element("span", item.provisional ? "grade provisional" : "grade");
+    badge.title = item.provisional
+      ? label + ", provisional: not enough probes yet for Latency" : label;
+    var grade = element("abbr", "", item.grade);
+    grade.title = "Builder grade";
+    badge.append(grade, " ", element("span", "percent", label));
+    if (item.provisional) badge.append(" ", element("span", "provisional-word", "provisional"));
+    return badge;
+  }
+
+  // What the filters and the sort read of one search item; its card is drawn when shown.
+  function record(item) {
+    return {
+      item: item,
+      name: item.name.toLowerCase(),
+      category: item.category,
+      score: item.percent === undefined ? -1 : item.percent + (item.provisional ? 0 : 0.5),
+      search: [item.name, item.provider, item.description]
+        .concat(item.tags || []).filter(Boolean).join(" ").toLowerCase(),
+      card: null
+    };
+  }
+
+  // The card of one search item: the same markup as the cards of the category pages.
+  function card(found, names) {
+    var item = found.item;
+    var li = element("li", "card");
+    li.dataset.id = item.id;
+    li.dataset.name = found.name;
+    li.dataset.category = item.category;
+    li.dataset.score = found.score;
+    li.dataset.search = found.search;
+
+    var head = element("div", "card-head");
+    var dot = document.createElementNS(SVG, "svg");
+    dot.setAttribute("class", "dot");
+    dot.setAttribute("width", "12");
+    dot.setAttribute("height", "12");
+    dot.setAttribute("viewBox", "0 0 12 12");
+    dot.setAttribute("aria-hidden", "true");
+    dot.setAttribute("focusable", "false");
+    var circle = document.createElementNS(SVG, "circle");
+    circle.setAttribute("cx", "6");
+    circle.setAttribute("cy", "6");
+    circle.setAttribute("r", "6");
+    circle.setAttribute("fill", item.color || "#888888");
+    dot.appendChild(circle);
+    var title = element("h3");
+    var link = element("a", "", item.name);
+    link.href = "apis/" + encodeURIComponent(item.id) + ".html";
+    title.appendChild(link);
+    head.append(dot, title);
+    li.appendChild(head);
+
+    var provider = element("p", "provider", item.provider + " · ");
+    var category = element("a", "", names.labels[item.category] || item.category);
+    category.href = "categories/" + encodeURIComponent(item.category) + ".html";
+    provider.appendChild(category);
+    li.appendChild(provider);
+    if (item.description) li.appendChild(element("p", "description", item.description));
+
+    var badges = element("p", "badges");
+    badges.append(element("span", "badge state-" + item.state, names.states[item.state]));
+    if (item.lifecycle && item.lifecycle !== "active") {
+      badges.append(" ", element("span", "badge lifecycle-" + item.lifecycle,
+        names.lifecycle[item.lifecycle]));
+    }
+    badges.append(" ", gradeBadge(item));
+    if (item.https !== undefined) {
+      badges.append(" ", item.https ? element("span", "badge https-yes", "HTTPS")
+        : element("span", "badge https-no", "No HTTPS"));
+    }
+    if (item.cors) badges.append(" ", element("span", "badge cors-" + item.cors, "CORS: " + item.cors));
+    if (item.authType) {
+      badges.append(" ", element("span", "badge auth", "Auth: " + names.auth[item.authType]));
+    }
+    if (item.hasFreeTier) badges.append(" ", element("span", "badge free", "Free tier"));
+    li.appendChild(badges);
+    if (item.tags && item.tags.length) {
+      var tags = element("ul", "tags");
+      tags.setAttribute("aria-label", "Tags");
+      item.tags.forEach(function (tag) { tags.appendChild(element("li", "", tag)); });
+      li.appendChild(tags);
+    }
+    return li;
+  }
+
+  // The index: cards built from the search index (api/search.json), filtered, searched and
+  // sorted here; the filters live in the address. A page of cards at a time, then "Show more".
   function setupFilters(form) {
     var list = document.getElementById("api-list");
-    var cards = Array.prototype.slice.call(list.children);
     var query = document.getElementById("filter-q");
     var category = document.getElementById("filter-category");
     var sort = document.getElementById("filter-sort");
     var count = document.getElementById("result-count");
     var empty = document.getElementById("no-results");
+    var more = document.getElementById("show-more");
+    var pageSize = Number(list.dataset.pageSize) || 100;
+    var names = {
+      labels: JSON.parse(list.dataset.labels),
+      states: JSON.parse(list.dataset.states),
+      auth: JSON.parse(list.dataset.auth),
+      lifecycle: JSON.parse(list.dataset.lifecycle)
+    };
+    var records = [];
+    var matches = [];
+    var limit = pageSize;
 
     var params = new URLSearchParams(window.location.search);
     query.value = params.get("q") || "";
@@ -18,27 +131,36 @@
     if (params.get("sort") === "name") sort.value = "name";
 
     function byScore(a, b) {
-      return Number(b.dataset.score) - Number(a.dataset.score) || byName(a, b);
+      return b.score - a.score || byName(a, b);
     }
     function byName(a, b) {
-      return a.dataset.name < b.dataset.name ? -1 : a.dataset.name > b.dataset.name ? 1 : 0;
+      return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+    }
+
+    function show() {
+      var shown = matches.slice(0, limit).map(function (found) {
+        if (!found.card) found.card = card(found, names);
+        return found.card;
+      });
+      list.replaceChildren.apply(list, shown);
+      var left = matches.length - shown.length;
+      more.hidden = left <= 0;
+      more.textContent = "Show " + Math.min(left, pageSize) + " more (" + left + " not shown)";
     }
 
     function apply() {
       var terms = query.value.toLowerCase().split(/\s+/).filter(Boolean);
       var wanted = category.value;
-      var shown = 0;
-      cards.sort(sort.value === "name" ? byName : byScore).forEach(function (card) {
-        var match = (!wanted || card.dataset.category === wanted) &&
-          terms.every(function (term) { return card.dataset.search.indexOf(term) !== -1; });
-        card.hidden = !match;
-        if (match) shown += 1;
-        list.appendChild(card);
-      });
-      count.textContent = shown === cards.length
-        ? cards.length + " APIs"
-        : "Showing " + shown + " of " + cards.length + " APIs";
-      empty.hidden = shown !== 0;
+      matches = records.filter(function (found) {
+        return (!wanted || found.category === wanted) &&
+          terms.every(function (term) { return found.search.indexOf(term) !== -1; });
+      }).sort(sort.value === "name" ? byName : byScore);
+      limit = pageSize;
+      show();
+      count.textContent = matches.length === records.length
+        ? records.length + " APIs"
+        : "Showing " + matches.length + " of " + records.length + " APIs";
+      empty.hidden = matches.length !== 0;
       var next = new URLSearchParams();
       if (query.value) next.set("q", query.value);
       if (wanted) next.set("category", wanted);
@@ -51,12 +173,25 @@
       }
     }
 
-    form.addEventListener("submit", function (event) { event.preventDefault(); apply(); });
-    query.addEventListener("input", apply);
-    category.addEventListener("change", apply);
-    sort.addEventListener("change", apply);
-    form.hidden = false;
-    apply();
+    more.addEventListener("click", function () {
+      limit += pageSize;
+      show();
+    });
+
+    fetch(list.dataset.source).then(function (response) {
+      if (!response.ok) throw new Error("HTTP " + response.status);
+      return response.json();
+    }).then(function (index) {
+      records = index.apis.map(record);
+      form.addEventListener("submit", function (event) { event.preventDefault(); apply(); });
+      query.addEventListener("input", apply);
+      category.addEventListener("change", apply);
+      sort.addEventListener("change", apply);
+      form.hidden = false;
+      apply();
+    }).catch(function () {
+      document.getElementById("load-error").hidden = false;
+    });
   }
 
   function copyText(text) {

@@ -1,0 +1,212 @@
+"""Markdown for agents: `llms.txt` at the root of a release (the llms.txt convention: an H1,
+a summary, then sections of links) and a Markdown rendering of each entry and category beside
+its page, which names it as its alternate.
+
+Rendered by Jinja2 from the same documents as the pages. Every value a template prints is
+escaped for Markdown unless a filter made it Markdown itself (`code`, `fence`, `autolink`,
+`path`), so text from entries (`[x](javascript:…)`, `<script>`, a leading `#`) shows as text in
+any Markdown reader, and code goes in spans and fences longer than any backtick run inside.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from collections.abc import Mapping
+from functools import cache
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from pipeline.release.layout import (
+    CATEGORY_INDEX,
+    FULL_DATASET,
+    LLMS_TXT,
+    OPENAPI,
+    SEARCH_INDEX,
+    category_file,
+    category_markdown,
+    entry_document,
+    entry_markdown,
+)
+from pipeline.release.pages import (
+    AUTH_LABELS,
+    NO_AUTH_HEADER,
+    ONLINE_NOTE,
+    STATE_LABELS,
+    TEMPLATES,
+    PageError,
+    category_page,
+    cents_text,
+    checked_text,
+    entry_page,
+    free_quota_text,
+    presented_entry,
+    sample_text,
+    share_text,
+)
+
+
+class Markdown(str):
+    """Text that is Markdown already: printed as it is, never escaped again."""
+
+
+_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
+_ENTITY = re.compile(r"&(?=#?\w+;)")
+# What makes a line a heading, a list item or a rule when it starts it.
+_BLOCK_START = re.compile(r"^(?:#{1,6}(?=\s|$)|[+-](?=\s|$)|[-=]+\s*$)")
+_ORDERED_START = re.compile(r"^(\d{1,9})([.)])(?=\s|$)")
+_MARKUP = re.compile(r"[\\`*_\[\]<>|~&]|^(?:[#+=-]|\d)")
+_SAFE_PATH = re.compile(r"^[a-z0-9][a-z0-9./-]*$")
+
+
+def markdown_text(value: Any) -> str:
+    """`value` as inline Markdown text that reads as written: on one line, with every
+    character that could make markup (emphasis, links, HTML, code, entities; a heading, list
+    or rule at the start) backslash-escaped."""
+    if isinstance(value, Markdown):
+        return value
+    if value is None:
+        return ""
+    text = " ".join(str(value).split())
+    if not _MARKUP.search(text):
+        return text
+    text = _ENTITY.sub(r"\\&", _SPECIAL.sub(r"\\\1", text))
+    text = _BLOCK_START.sub(lambda match: "\\" + match.group(), text, count=1)
+    return _ORDERED_START.sub(r"\1\\\2", text)
+
+
+def code_span(value: Any) -> Markdown:
+    """`value` on one line as inline code, fenced by more backticks than any run inside."""
+    text = " ".join(str(value).split())
+    fence = "`" * (max(map(len, re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return Markdown(f"{fence}{pad}{text}{pad}{fence}")
+
+
+def code_block(value: Any, info: str = "") -> Markdown:
+    """`value` as a fenced code block, its lines kept, with a fence no line inside can close."""
+    text = str(value).replace("\r\n", "\n").strip("\n")
+    fence = "`" * max(3, max(map(len, re.findall(r"`+", text)), default=0) + 1)
+    return Markdown(f"{fence}{info}\n{text}\n{fence}")
+
+
+def sample_block(text: str) -> Markdown:
+    """A sample response as a code block: indented and marked as JSON when it is JSON."""
+    shown = sample_text(text)
+    try:
+        json.loads(shown)
+    except ValueError:
+        return code_block(shown)
+    return code_block(shown, "json")
+
+
+def autolink(url: Any) -> Markdown:
+    """An absolute http(s) address as a Markdown autolink; anything else as inline code."""
+    text = str(url)
+    if re.fullmatch(r"https?://[^\s<>`]+", text):
+        return Markdown(f"<{text}>")
+    return code_span(text)
+
+
+def link_path(path: str) -> Markdown:
+    """A path of the release (made from slugs) as a link target."""
+    if not _SAFE_PATH.match(path.removeprefix("../")):
+        raise ValueError(f"not a path of the release: {path!r}")
+    return Markdown(path)
+
+
+def relative(target: str, start: str) -> str:
+    """The path of the release file `target` as linked from the file `start` (both from the
+    release's root)."""
+    return "../" * start.count("/") + target
+
+
+@cache
+def environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=False,
+        finalize=markdown_text,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(
+        code=code_span,
+        fence=code_block,
+        autolink=autolink,
+        path=link_path,
+        checked=checked_text,
+        share=share_text,
+        cents=cents_text,
+        free_quota=free_quota_text,
+        sample=sample_block,
+    )
+    env.globals.update(
+        STATE_LABELS=STATE_LABELS,
+        AUTH_LABELS=AUTH_LABELS,
+        NO_AUTH_HEADER=NO_AUTH_HEADER,
+        ONLINE_NOTE=ONLINE_NOTE,
+        relative=relative,
+        category_markdown=category_markdown,
+        entry_markdown=entry_markdown,
+        entry_document=entry_document,
+        entry_page=entry_page,
+        category_page=category_page,
+        category_file=category_file,
+        FULL_DATASET=FULL_DATASET,
+        SEARCH_INDEX=SEARCH_INDEX,
+        CATEGORY_INDEX=CATEGORY_INDEX,
+        OPENAPI=OPENAPI,
+    )
+    return env
+
+
+def _by_name(api: Mapping[str, Any]) -> tuple[str, str]:
+    return api["name"].lower(), api["id"]
+
+
+def markdown_files(full: Mapping[str, Any], index: Mapping[str, Any]) -> dict[str, bytes]:
+    """`llms.txt`, and the Markdown of every entry and category, from the release's
+    documents; each file's links are checked to lead to files of the release."""
+    env = environment()
+    meta = full["meta"]
+    categories = list(index["categories"])
+    labels = {category["id"]: category["label"] for category in categories}
+    apis = sorted((presented_entry(api) for api in full["apis"]), key=_by_name)
+    by_category: dict[str, list[dict[str, Any]]] = {category["id"]: [] for category in categories}
+    for api in apis:
+        by_category.setdefault(api["category"], []).append(api)
+    files = {
+        LLMS_TXT: env.get_template("llms.txt").render(
+            meta=meta, categories=categories, by_category=by_category, here=LLMS_TXT),
+    }
+    for category in categories:
+        here = category_markdown(category["id"])
+        files[here] = env.get_template("category.md").render(
+            meta=meta, category=category, apis=by_category[category["id"]], here=here)
+    entry = env.get_template("entry.md")
+    for api in apis:
+        here = entry_markdown(api["id"])
+        files[here] = entry.render(meta=meta, api=api, category=labels.get(api["category"]),
+                                   here=here)
+    return {path: text.encode() for path, text in files.items()}
+
+
+# A link of the templates; text from entries has every `]` escaped, so it never makes one.
+_LINK = re.compile(r"(?<!\\)\]\(([^()\s]+)\)")
+
+
+def check_markdown(files: Mapping[str, bytes], release: Mapping[str, bytes]) -> None:
+    """Raise PageError when a Markdown file links to a path that is not a file of the release."""
+    problems = []
+    for path, data in sorted(files.items()):
+        for target in _LINK.findall(data.decode("utf-8")):
+            resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+            if resolved not in release:
+                problems.append(f"{path}: link to {target} leads to no file of the release")
+    if problems:
+        raise PageError(problems)

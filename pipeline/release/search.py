@@ -1,0 +1,45 @@
+"""The search index (`api/search.json`): each entry cut down to what the index page shows,
+searches and sorts by, so the page loads a few hundred bytes an entry, not the whole dataset.
+
+Publishing writes one line per entry with `search_line`, and validation computes the same
+line from the full dataset's entry, so the index never says something the dataset does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+
+def search_item(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A published entry as a SearchItem: its keys that are set, the state of its status, the
+    grade, percent and provisional flag of its builder score, its lifecycle state, whether it
+    is HTTPS and its CORS state."""
+    status = entry.get("status") or {}
+    score = entry.get("builderScore") or {}
+    item = {
+        "id": entry.get("id"),
+        "name": entry.get("name"),
+        "provider": entry.get("provider"),
+        "category": entry.get("category"),
+        "description": entry.get("description"),
+        "tags": entry.get("tags"),
+        "authType": entry.get("authType"),
+        "hasFreeTier": entry.get("hasFreeTier"),
+        "color": entry.get("color"),
+        "state": status.get("state", "unchecked"),
+        "grade": score.get("grade"),
+        "percent": score.get("percent"),
+        "provisional": score.get("provisional"),
+        "lifecycle": (entry.get("lifecycle") or {}).get("state"),
+        "https": (entry.get("https") or {}).get("enabled"),
+        "cors": (entry.get("cors") or {}).get("state"),
+    }
+    return {key: value for key, value in item.items() if value is not None}
+
+
+def search_line(entry: Mapping[str, Any]) -> bytes:
+    """The entry's line of `api/search.json`: compact JSON, sorted keys, UTF-8."""
+    return orjson.dumps(search_item(entry), option=orjson.OPT_SORT_KEYS)
