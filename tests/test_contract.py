@@ -177,7 +177,7 @@ def test_committed_openapi_copy_equals_the_generated_one() -> None:
 
 
 def test_an_entry_document_is_the_whole_entry_with_its_meta() -> None:
-    entry = published() | {"lifecycle": "active"}  # a field this version does not know yet
+    entry = published() | {"uptimeSla": "99.9%"}  # a field this version does not know yet
     document = EntryDocument.model_validate({"meta": META, "api": entry})
     assert document.api.id == "example-weather"
     with pytest.raises(ValidationError, match="api"):
@@ -187,13 +187,17 @@ def test_an_entry_document_is_the_whole_entry_with_its_meta() -> None:
 def test_a_search_item_is_the_entry_cut_down_and_the_index_keeps_its_invariants() -> None:
     score = {"grade": "B", "percent": 81, "label": "81% builder-friendly", "pricing": 90,
              "latency": None, "depth": 80, "rubric": "2.0.0", "provisional": True}
-    entry = published(builderScore=score, status={"state": "live", "httpStatus": 200})
+    entry = published(builderScore=score, status={"state": "live", "httpStatus": 200},
+                      lifecycle={"state": "degraded", "reason": "1 of 2 targets failed twice"},
+                      https={"enabled": True, "tlsVersion": "TLSv1.3"},
+                      cors={"state": "yes", "allowOrigin": "*"})
     item = search_item(entry)
     assert item == {
         "id": "example-weather", "name": entry["name"], "provider": entry["provider"],
         "category": "weather", "description": entry["description"], "tags": entry["tags"],
         "authType": "api-key", "hasFreeTier": True, "color": entry["color"], "state": "live",
-        "grade": "B", "percent": 81, "provisional": True,
+        "grade": "B", "percent": 81, "provisional": True, "lifecycle": "degraded",
+        "https": True, "cors": "yes",
     }
     assert set(item) == {field.alias for field in SearchItem.model_fields.values()}
     unscored = search_item(published(color=None))

@@ -198,8 +198,12 @@ def test_entry_pages_draw_the_last_30_days_and_show_health(catalogue: Settings) 
     assert "Lifecycle: <strong>Failing</strong>" in down and "Failed twice in the last run" in down
     old = (pages / "old.html").read_text()
     assert 'href="../apis/steady.html">steady</a>' in old
-    index = (catalogue.output_dir / "index.html").read_text()
-    assert 'class="badge lifecycle-failing"' in index and 'class="badge cors-yes"' in index
+    weather = (catalogue.output_dir / "categories" / "weather.html").read_text()
+    assert 'class="badge lifecycle-failing"' in weather and 'class="badge cors-yes"' in weather
+    search = json.loads((catalogue.output_dir / "api" / "search.json").read_text())
+    items = {item["id"]: item for item in search["apis"]}  # what the index's cards are built from
+    assert (items["down"]["lifecycle"], items["steady"]["cors"], items["steady"]["https"]) == (
+        "failing", "yes", True)
 
 
 def test_a_successor_must_be_an_entry_of_the_catalogue(write_entry: WriteEntry,
