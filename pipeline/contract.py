@@ -559,7 +559,7 @@ class ChangeLog(ContractModel):
     changes: list[StateChangeItem]
     events: list[CatalogueEvent] | None = Field(
         default=None, description="Entries added and retired, lifecycle transitions and "
-        "releases, the same items as the Atom feed `api/changes.atom`.")
+        "releases, the same items as the Atom feed `changes.atom`.")
 
     @model_validator(mode="after")
     def _newest_first(self) -> ChangeLog:

@@ -111,6 +111,19 @@ def test_pages_and_assets_have_their_types_and_no_cors(host: Host) -> None:
     assert script in ("application/javascript; charset=utf-8", "text/javascript; charset=utf-8")
 
 
+def test_the_feed_and_the_agent_files_have_their_types(host: Host) -> None:
+    kinds = {"/changes.atom": ("application/atom+xml", b"<feed"),
+             "/apis/openai.md": ("text/markdown", b"# OpenAI API"),
+             "/llms.txt": ("text/plain", b"# "),
+             "/robots.txt": ("text/plain", b"Sitemap:")}
+    for path, (kind, start) in kinds.items():
+        answer = host.get(path)
+        assert answer.status == 200, (host.name, path)
+        assert answer.header("Content-Type").split(";")[0] == kind, (host.name, path)
+        assert start in answer.body, (host.name, path)
+        assert answer.header("Cache-Control") == LIVE_CACHE, (host.name, path)
+
+
 @pytest.mark.parametrize("path", ["/api/apis.json", "/index.html", "/apis/openai.html",
                                   "/api/categories/nosuch.json"])
 def test_text_is_compressed_when_the_client_accepts_it(host: Host, path: str) -> None:

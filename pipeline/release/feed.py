@@ -61,7 +61,7 @@ def render_feed(meta: Mapping[str, Any], items: Sequence[Mapping[str, Any]],
     first), updated at the release's `meta.generated`."""
     base_url = base_url.rstrip("/")
     feed = ElementTree.Element(_q("feed"))
-    _sub(feed, "id", f"{base_url}/api/changes.atom")
+    _sub(feed, "id", f"{base_url}/changes.atom")
     _sub(feed, "title", FEED_TITLE)
     _sub(feed, "subtitle", "Entries that changed state or lifecycle, entries added and "
                            "retired, and new releases.")
@@ -70,7 +70,7 @@ def render_feed(meta: Mapping[str, Any], items: Sequence[Mapping[str, Any]],
     _sub(author, "name", "API Directory")
     _sub(author, "uri", f"{base_url}/index.html")
     _sub(feed, "link", rel="self", type="application/atom+xml",
-         href=f"{base_url}/api/changes.atom")
+         href=f"{base_url}/changes.atom")
     _sub(feed, "link", rel="alternate", type="application/json",
          href=f"{base_url}/api/changes.json")
     _sub(feed, "rights", meta["license"])

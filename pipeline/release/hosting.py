@@ -25,10 +25,16 @@ from pipeline.contract import ErrorBody, NotFoundError
 from pipeline.release.layout import (
     CATEGORY_INDEX,
     CHANGES,
+    CHANGES_FEED,
     FULL_DATASET,
+    LLMS_TXT,
+    NOT_FOUND_PAGE,
     OPENAPI,
     RELEASE_INDEX,
     RELEASES_DIR,
+    ROBOTS,
+    SEARCH_INDEX,
+    SITEMAP,
 )
 
 NOT_FOUND_JSON = "api/404.json"
@@ -65,8 +71,11 @@ LIVE_PATHS: tuple[str, ...] = (
     "/categories/*",
     "/apis/*",
     "/api/categories/*",
+    "/api/apis/*",
+    "/sitemaps/*",
     *(f"/{path}" for path in (FULL_DATASET, CATEGORY_INDEX, OPENAPI, RELEASE_INDEX, CHANGES,
-                              NOT_FOUND_JSON)),
+                              NOT_FOUND_JSON, SEARCH_INDEX, CHANGES_FEED, LLMS_TXT, SITEMAP,
+                              ROBOTS, NOT_FOUND_PAGE)),
 )
 IMMUTABLE_PATHS: tuple[str, ...] = (f"/{RELEASES_DIR}/*", "/assets/*")
 

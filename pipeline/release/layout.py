@@ -13,7 +13,6 @@ OPENAPI = "api/openapi.json"
 RELEASES_DIR = "api/releases"
 RELEASE_INDEX = "api/releases.json"
 CHANGES = "api/changes.json"
-CHANGES_FEED = "api/changes.atom"  # the same changes as an Atom feed
 SEARCH_INDEX = "api/search.json"
 ENTRY_DOCUMENTS = "api/apis"
 # A dataset file: this line, one entry per line (a comma ends all but the last), then the meta.
@@ -27,6 +26,8 @@ LLMS_TXT = "llms.txt"
 SITEMAP = "sitemap.xml"
 ROBOTS = "robots.txt"
 NOT_FOUND_PAGE = "404.html"
+# The changes as an Atom feed: at the root, since every path under api/ is served as JSON.
+CHANGES_FEED = "changes.atom"
 
 # Completes a staged release once its datasets are written (pages, release history):
 # called with the staging folder, the release's meta and its entry count per category.

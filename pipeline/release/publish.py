@@ -452,7 +452,7 @@ def _not_in_snapshot(relative: Path) -> bool:
     full dataset again (entry documents, the search index: a copy per kept release of 100,000
     entry documents would cost 100,000 links at every publish)."""
     return relative.parts[0] in ("releases", "apis") or relative.as_posix() in (
-        "releases.json", "changes.json", "changes.atom", "404.json", "search.json"
+        "releases.json", "changes.json", "404.json", "search.json"
     )
 
 

@@ -37,7 +37,10 @@ from pipeline.release.hosting import (
 
 log = logging.getLogger(__name__)
 HIDDEN = frozenset({HEADERS_FILE, REDIRECTS_FILE})
-TEXT_TYPES = ("application/json", "application/javascript", "text/javascript", "image/svg+xml")
+TEXT_TYPES = ("application/json", "application/javascript", "text/javascript", "image/svg+xml",
+              "application/atom+xml")
+mimetypes.add_type("application/atom+xml", ".atom")  # not in every system's table
+mimetypes.add_type("text/markdown", ".md")
 COMPRESSIBLE = ("text/", *TEXT_TYPES)
 
 
