@@ -16,6 +16,7 @@ from pipeline.catalogue.entries import load_categories
 from pipeline.contract import CATEGORY_IDS, ErrorBody
 from pipeline.release.hosting import HEADERS_FILE, NOT_FOUND_JSON, REDIRECTS_FILE, headers_for
 from pipeline.release.layout import (
+    CHANGES_FEED,
     FULL_DATASET,
     LLMS_TXT,
     NOT_FOUND_PAGE,
@@ -317,10 +318,13 @@ def test_every_page_names_its_markdown_alternate_and_the_entry_page_its_json(
     assert pages_found == set(expected)
     for path, markdown in expected.items():
         html = Elements(page(sample, path))
-        [alternate] = [a for t, a in html.tags if t == "link" and a.get("rel") == "alternate"]
-        assert alternate["type"] == "text/markdown"
-        target = (sample.folder / path).parent / alternate["href"]
+        alternates = {a["type"]: a for t, a in html.tags
+                      if t == "link" and a.get("rel") == "alternate"}
+        assert set(alternates) == {"text/markdown", "application/atom+xml"}
+        target = (sample.folder / path).parent / alternates["text/markdown"]["href"]
         assert target.resolve() == (sample.folder / markdown).resolve() and target.is_file()
+        feed = (sample.folder / path).parent / alternates["application/atom+xml"]["href"]
+        assert feed.resolve() == (sample.folder / CHANGES_FEED).resolve() and feed.is_file()
     html = Elements(page(sample, entry_page(ONLINE_ID)))
     [json_link] = [a for t, a in html.tags if a.get("id") == "entry-json"]
     assert json_link["href"] == f"../{entry_document(ONLINE_ID)}"

@@ -542,11 +542,11 @@ def publish_release(
         carry = [listed_folder(release) for release in previous]
 
         def complete(staging: Path, meta: dict[str, Any], counts: Mapping[str, int]) -> None:
-            if pages:
-                write_site(staging, base_url, entry_trends(session, now.date()))
             summary = release_summary(meta, counts, by_state, categories)
             published = [release_event(version, now), *events]
             write_history(staging, summary, previous, meta, changes, published, base_url)
+            if pages:  # after the history: pages link the change log and its feed
+                write_site(staging, base_url, entry_trends(session, now.date()))
 
         try:
             total = stream_release(output_dir, entries(), categories, version, now, base_url,
