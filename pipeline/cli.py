@@ -254,9 +254,11 @@ def probe(
     results = asyncio.run(_probe_with_progress(targets, probe_settings))
     for result in results:
         typer.echo(json.dumps(_result_dict(result)) if as_json else _result_line(result))
-    failed = sum(1 for result in results if result.outcome == "unreachable")
+    # A failed target's second look (at the end) decides it, as in a run.
+    final = {(r.entry_id, r.url): r for r in results}.values()
+    failed = sum(1 for result in final if result.outcome == "unreachable")
     if failed:
-        typer.echo(f"{failed} of {len(results)} probe(s) got no HTTP response", err=True)
+        typer.echo(f"{failed} of {len(final)} probe(s) got no HTTP response", err=True)
         raise typer.Exit(1)
 
 
@@ -270,7 +272,8 @@ async def _probe_with_progress(
     with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("probing", total=len({t.url for t in targets}))
-        return await probe_all(targets, probe_settings, on_result=lambda _: bar.advance(task))
+        return await probe_all(targets, probe_settings, on_result=lambda result: (
+            None if result.confirmation else bar.advance(task)))
 
 
 def _result_dict(result: ProbeResult) -> dict[str, object]:
@@ -285,6 +288,8 @@ def _result_line(result: ProbeResult) -> str:
     took = f"{result.total_ms:.0f} ms" if result.total_ms is not None else "no response"
     who = f"{result.entry_id}: " if result.entry_id else ""
     extra = f" ({result.error})" if result.error and result.outcome == "unreachable" else ""
+    if result.confirmation:  # the second look at a failure, at the end of the run
+        extra += f" [second look: {result.failure_class or 'recovered'}]"
     return f"{who}{result.outcome:<11} {code} {took:>12}  {detail:<16} {result.url}{extra}"
 
 

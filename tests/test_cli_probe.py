@@ -72,3 +72,15 @@ async def test_credentials_in_a_url_never_reach_the_output(loopback: str) -> Non
         assert code == 0, err
         assert "s3cret-word" not in out + err and "user:" not in out + err
         assert f"{loopback}/ok" in out
+
+
+async def test_a_failed_url_gets_its_second_look_and_is_counted_once(loopback: str) -> None:
+    from fake_internet import closed_port
+
+    refused = f"http://127.0.0.1:{closed_port()}/x"
+    code, out, err = await run_probe(refused, f"{loopback}/ok", "--allow-private")
+    assert code == 1
+    lines = [line for line in out.splitlines() if refused in line]
+    assert len(lines) == 2 and "[second look: transient]" in lines[1]
+    assert "second look" not in lines[0]
+    assert "1 of 2 probe(s) got no HTTP response" in err
