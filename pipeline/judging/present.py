@@ -17,15 +17,9 @@ from pipeline.contract import (
     Status,
     Uptime,
 )
+from pipeline.judging.evidence import bounded_scores
 from pipeline.judging.health import RunVerdict, measured_cors, measured_https, run_verdict
-from pipeline.judging.rollup import HISTORY_WINDOW
-from pipeline.judging.score import entry_uptimes, score_entries
-from pipeline.store.history import (
-    endpoint_statuses,
-    entry_status,
-    history_frame,
-    latest_probes,
-)
+from pipeline.store.history import endpoint_statuses, entry_status, latest_probes
 from pipeline.store.tables import active_entries
 
 
@@ -46,17 +40,18 @@ class Presented:
 
 def present_entries(session: Session, as_of: datetime, origin: str = "") -> Presented:
     """Every active entry's status, scores, uptime and measured health as of `as_of`, from the
-    stored history; `origin` is the one the prober sent, which CORS answers are read against."""
+    stored history (past days from their rollups: `judging/evidence.py`); `origin` is the one
+    the prober sent, which CORS answers are read against."""
     contents = {row.id: row.content for row in active_entries(session)}
-    history = history_frame(session, since=as_of - HISTORY_WINDOW, until=as_of)
     latest = {entry_id: probes for entry_id, probes in latest_probes(session).items()
               if entry_id in contents}
-    scores = score_entries(contents, history, as_of)
+    scores, uptimes = bounded_scores(session, contents, as_of)
     verdicts = {entry_id: run_verdict(probes) for entry_id, probes in latest.items()}
     return Presented(
         statuses={entry_id: entry_status(probes) for entry_id, probes in latest.items()},
         scores={entry_id: entry_score.contract() for entry_id, entry_score in scores.items()},
-        uptimes=entry_uptimes(history, as_of),
+        uptimes={entry_id: uptime for entry_id, uptime in uptimes.items()
+                 if entry_id in contents},
         endpoints=endpoint_statuses(session, latest=latest),
         verdicts={entry_id: v for entry_id, v in verdicts.items() if v is not None},
         https={entry_id: measured_https(contents[entry_id]["baseUrl"], probes, as_of)

@@ -16,7 +16,14 @@ from sqlmodel import Session, col, delete, select
 
 from pipeline.judging.score import score_entries
 from pipeline.store.history import history_frame, latest_statuses
-from pipeline.store.tables import DailyEndpointRollup, DailyEntryRollup, EntryRow, as_utc
+from pipeline.store.tables import (
+    DailyEndpointRollup,
+    DailyEntryRollup,
+    EntryRow,
+    RolledDay,
+    as_utc,
+    utcnow,
+)
 
 HISTORY_WINDOW = timedelta(days=30)  # the longest window any score or uptime reads
 _DAY_KEYS = ["probes", "responses", "live", "live_share", "p50_ms", "p90_ms"]
@@ -62,6 +69,8 @@ def _day_figures(history: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     timed = frame[frame["responded"] & frame["total_ms"].notna()].groupby(keys)["total_ms"]
     figures["p50_ms"] = timed.quantile(0.5).reindex(figures.index)
     figures["p90_ms"] = timed.quantile(0.9).reindex(figures.index)
+    figures["timed_ms"] = timed.apply(lambda ms: sorted(float(v) for v in ms)).reindex(
+        figures.index)
     return figures
 
 
@@ -69,11 +78,15 @@ def _number(value: object) -> float | None:
     return None if value is None or pd.isna(value) else round(float(value), 3)
 
 
-def _figures(row: pd.Series | None) -> dict[str, object]:
-    """A group's figures as rollup fields; none (the tables' defaults) for a day unprobed."""
+def _figures(row: pd.Series | None, timed: bool = False) -> dict[str, object]:
+    """A group's figures as rollup fields; none (the tables' defaults) for a day unprobed.
+    With `timed`, the day's timed responses too (an empty list when none was timed)."""
     if row is None:
         return {}
-    return {
+    extra = {}
+    if timed:
+        extra["timed_ms"] = row["timed_ms"] if isinstance(row["timed_ms"], list) else []
+    return extra | {
         "probes": int(row["probes"]),
         "responses": int(row["responses"]),
         "live": int(row["live"]),
@@ -139,7 +152,7 @@ def compute_day(
                 percent=score.percent,
                 grade=score.grade,
                 rubric=score.rubric,
-                **_figures(row),
+                **_figures(row, timed=True),
             )
         )
     endpoint_rows = [
@@ -181,8 +194,19 @@ def roll_up_days(
     for day in days:
         rollup = compute_day(session, day, entry_ids, history)
         store_day(session, rollup, entry_ids)
+        if entry_ids is None:  # every entry's row of the day is as of now
+            session.merge(RolledDay(day=day, rolled_at=utcnow()))
+            session.commit()
         rollups.append(rollup)
     return rollups
+
+
+def complete_days(session: Session, days: Collection[date]) -> set[date]:
+    """Those of `days` whose rollups were computed for every entry after the day ended: their
+    rows hold all of the day's probes (probes are never dated in the past)."""
+    statement = select(RolledDay.day, RolledDay.rolled_at).where(col(RolledDay.day).in_(days))
+    return {day for day, rolled_at in session.exec(statement)
+            if as_utc(rolled_at) > day_bounds(day)[1]}
 
 
 @dataclass(frozen=True)

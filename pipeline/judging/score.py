@@ -322,6 +322,12 @@ def _prepare(history: pd.DataFrame, as_of: datetime) -> pd.DataFrame:
     return frame
 
 
+def prepare_history(history: pd.DataFrame, as_of: datetime) -> pd.DataFrame:
+    """The probes of `history` at or before `as_of`, flagged by window, as every aggregate
+    here reads them (for evidence gathered elsewhere, as the score stage does)."""
+    return _prepare(history, as_of)
+
+
 def _grouped(frame: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, pd.DataFrame]:
     """Number the groups of `keys` once, in sorted order: (group of each row, keys per group).
 
@@ -450,10 +456,32 @@ def _ms(value: float) -> int | None:
     return None if value is None or pd.isna(value) else round_half_up(value)
 
 
-def _latency_table(frame: pd.DataFrame) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per entry and window (7d, 30d): timed responses, p50, p95. Only probes that got an
-    HTTP answer count (a fast 401 is fast); unreachable probes have no time to count."""
-    timed = frame.loc[frame["responded"] & frame["total_ms"].notna()]
+SAMPLE_COLUMNS = ["entry_id", "total_ms", "in_7d", "in_30d"]
+COUNT_COLUMNS = ["entry_id", *(f"{kind}_{name}" for name in WINDOWS
+                               for kind in ("probes", "responded"))]
+
+
+def timed_samples(frame: pd.DataFrame) -> pd.DataFrame:
+    """The evidence Latency reads, from a prepared history: each timed response (a probe
+    that got an HTTP answer, a fast 401 being fast) with the windows it falls in."""
+    timed = frame.loc[frame["responded"] & frame["total_ms"].notna(), SAMPLE_COLUMNS]
+    return timed.reset_index(drop=True)
+
+
+def window_counts(frame: pd.DataFrame) -> pd.DataFrame:
+    """The evidence uptime reads, from a prepared history: per entry and window, probes and
+    probes that got an HTTP response."""
+    columns = {}
+    for name in WINDOWS:
+        inside = frame[f"in_{name}"]
+        columns[f"probes_{name}"] = inside.astype("int64")
+        columns[f"responded_{name}"] = (inside & frame["responded"]).astype("int64")
+    counts = pd.DataFrame(columns).assign(entry_id=frame["entry_id"].to_numpy())
+    return counts.groupby("entry_id", sort=True).sum().reset_index().loc[:, COUNT_COLUMNS]
+
+
+def _latency_table(timed: pd.DataFrame) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per entry and window (7d, 30d): timed responses, p50, p95, from `timed_samples`."""
     table: dict[str, dict[str, dict[str, Any]]] = {}
     for window in ("7d", "30d"):
         inside = timed.loc[timed[f"in_{window}"]]
@@ -489,7 +517,7 @@ def _latency_subscore(windows: Mapping[str, Mapping[str, Any]]) -> SubScore:
 def latency_score(history: pd.DataFrame, as_of: datetime) -> SubScore:
     """Latency of ONE entry: p50 and p95 of its timed responses of the last 7 days."""
     frame = _prepare(history, as_of).assign(entry_id="entry")
-    return _latency_subscore(_latency_table(frame).get("entry", {}))
+    return _latency_subscore(_latency_table(timed_samples(frame)).get("entry", {}))
 
 
 # --- everything at once ----------------------------------------------------------------------
@@ -511,7 +539,14 @@ def score_entries(contents: Mapping[str, Mapping[str, Any]], history: pd.DataFra
     Probes of ids not in `contents` are ignored; an entry without enough timed responses has
     no Latency, and its grade, from the other sub-scores, is provisional.
     """
-    table = _latency_table(_prepare(history, as_of))
+    return scores_from_samples(contents, timed_samples(_prepare(history, as_of)))
+
+
+def scores_from_samples(contents: Mapping[str, Mapping[str, Any]],
+                        samples: pd.DataFrame) -> dict[str, EntryScore]:
+    """`score_entries` from the timed responses alone (`timed_samples`, or the same evidence
+    gathered from daily rollups): all Latency needs of the history."""
+    table = _latency_table(samples)
     scores: dict[str, EntryScore] = {}
     for entry_id in sorted(contents):
         content = contents[entry_id]
@@ -526,10 +561,17 @@ def score_entries(contents: Mapping[str, Mapping[str, Any]], history: pd.DataFra
 
 def entry_uptimes(history: pd.DataFrame, as_of: datetime) -> dict[str, Uptime]:
     """Published `uptime` of every probed entry: the responded share per window."""
-    table = entry_analytics(history, as_of)
+    return uptimes_from_counts(window_counts(_prepare(history, as_of)))
+
+
+def uptimes_from_counts(counts: pd.DataFrame) -> dict[str, Uptime]:
+    """`entry_uptimes` from per-entry window counts (`window_counts`, or the same evidence
+    gathered from daily rollups)."""
     uptimes = {}
-    for row in table.itertuples(index=False):
-        shares = {f"last{name}": getattr(row, f"responded_{name}") for name in WINDOWS}
-        uptimes[row.entry_id] = Uptime(**{k: None if pd.isna(v) else float(v)
-                                          for k, v in shares.items()})
+    for row in counts.itertuples(index=False):
+        shares = {}
+        for name in WINDOWS:
+            probes = getattr(row, f"probes_{name}")
+            shares[f"last{name}"] = getattr(row, f"responded_{name}") / probes if probes else None
+        uptimes[row.entry_id] = Uptime(**shares)
     return uptimes

@@ -166,6 +166,9 @@ class DailyEntryRollup(SQLModel, table=True):
     live_share: float | None = None  # live ÷ probes; None on a day without probes
     p50_ms: float | None = None
     p90_ms: float | None = None
+    # Every timed response of the day (ms, ascending): the score stage reads past days' Latency
+    # evidence from here, never from the raw history.
+    timed_ms: list[float] | None = Field(default=None, sa_column=Column(JSON))
     state: str = "unchecked"  # the presented state at the end of the day
     pricing: int | None = None  # None: the sub-score lacked its evidence that day
     latency: int | None = None
@@ -191,6 +194,16 @@ class DailyEndpointRollup(SQLModel, table=True):
     live_share: float | None = None
     p50_ms: float | None = None
     p90_ms: float | None = None
+
+
+class RolledDay(SQLModel, table=True):
+    """When a day's rollups were last computed for every entry: a day rolled up after it ended
+    is complete, and its rows stand in for its raw probes."""
+
+    __tablename__ = "rolled_day"
+
+    day: date = Field(primary_key=True)
+    rolled_at: datetime = Field(sa_type=UtcDateTime)
 
 
 class StateChange(SQLModel, table=True):

@@ -1,0 +1,103 @@
+"""Bounded scoring (SQLite and PostgreSQL): scores and uptimes read from the daily rollups plus
+a few days of raw probes equal those computed from the whole raw window, for any time of day,
+and a day without complete rollups is rolled up first."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlmodel import Session, delete, select
+
+from pipeline.judging.evidence import bounded_scores, raw_days, rolled_days
+from pipeline.judging.rollup import days_between, roll_up_days
+from pipeline.judging.score import entry_uptimes, score_entries
+from pipeline.probing.probe import ProbeResult
+from pipeline.store.history import add_probes, history_frame
+from pipeline.store.tables import DailyEntryRollup, RolledDay, active_entries, start_run
+from tests.conftest import WriteEntry, make_entry
+
+TODAY = datetime(2026, 11, 23, tzinfo=UTC)
+ENTRIES = ("alpha", "beta", "gamma")
+
+
+def probe(entry_id: str, url: str, at: datetime, rng: random.Random) -> list[ProbeResult]:
+    """One target's looks in a run: mostly answers, some failures, some confirmed."""
+    def look(outcome: str, confirmation: bool = False) -> ProbeResult:
+        status = {"live": 200, "online": 401, "unreachable": None}[outcome]
+        return ProbeResult(
+            url=url, entry_id=entry_id, endpoint_id=None, checked_at=at, outcome=outcome,
+            reason=None, error_class=None if status else "read_timeout", http_status=status,
+            total_ms=round(rng.lognormvariate(5, 0.8), 3) if status and rng.random() > 0.05
+            else None, dns_ms=None, connect_ms=None, ttfb_ms=None, final_url=url, attempts=1,
+            redirects=0, error=None, confirmation=confirmation,
+            failure_class="transient" if confirmation and outcome == "unreachable" else None)
+
+    first = rng.choices(["live", "online", "unreachable"], weights=[6, 2, 2])[0]
+    if first != "unreachable":
+        return [look(first)]
+    return [look(first), look(rng.choice(["live", "unreachable"]), confirmation=True)]
+
+
+@pytest.fixture
+def history(write_entry: WriteEntry, ingested_store) -> Session:
+    for entry_id in ENTRIES:
+        write_entry(make_entry(id=entry_id))
+    session = ingested_store()
+    rng = random.Random(7)
+    for day in days_between((TODAY - timedelta(days=40)).date(), TODAY.date()):
+        for hour in sorted(rng.sample(range(24), rng.choice([1, 2, 3]))):
+            at = datetime(day.year, day.month, day.day, hour, rng.randrange(60), tzinfo=UTC)
+            run = start_run(session, "nightly")
+            results = [look for entry_id in ENTRIES[: rng.choice([2, 3])]
+                       for path in ("/a", "/b")
+                       for look in probe(entry_id, f"https://{entry_id}.example.com{path}", at,
+                                         rng)]
+            add_probes(session, run.id, results)
+            session.commit()
+    roll_up_days(session, days_between((TODAY - timedelta(days=35)).date(), TODAY.date()))
+    return session
+
+
+def from_the_whole_window(session: Session, contents: dict, as_of: datetime):
+    raw = history_frame(session, since=as_of - timedelta(days=30), until=as_of)
+    scores = score_entries(contents, raw, as_of)
+    return ({k: v.contract() for k, v in scores.items()},
+            {k: v for k, v in entry_uptimes(raw, as_of).items() if k in contents})
+
+
+def test_rollups_and_a_few_raw_days_give_exactly_the_whole_window(history: Session) -> None:
+    contents = {row.id: row.content for row in active_entries(history)}
+    for as_of in (TODAY.replace(hour=0, minute=30), TODAY.replace(hour=13, minute=7),
+                  TODAY.replace(hour=23, minute=59)):
+        expected_scores, expected_uptimes = from_the_whole_window(history, contents, as_of)
+        scores, uptimes = bounded_scores(history, contents, as_of)
+        assert {k: v.contract() for k, v in scores.items()} == expected_scores, as_of
+        assert uptimes == expected_uptimes, as_of
+        assert any(s.latency is not None for s in expected_scores.values())  # real evidence
+        assert any(0 < (u.last7d or 0) < 1 for u in expected_uptimes.values())
+
+
+def test_a_day_rolled_up_before_it_ended_is_rolled_up_again(history: Session) -> None:
+    contents = {row.id: row.content for row in active_entries(history)}
+    as_of = TODAY.replace(hour=12)
+    stale = rolled_days(as_of.date())[3]
+    history.exec(delete(DailyEntryRollup).where(DailyEntryRollup.day == stale))
+    history.merge(RolledDay(day=stale, rolled_at=datetime.combine(stale, datetime.min.time(),
+                                                                  tzinfo=UTC)))
+    history.commit()
+    scores, uptimes = bounded_scores(history, contents, as_of)
+    expected_scores, expected_uptimes = from_the_whole_window(history, contents, as_of)
+    assert {k: v.contract() for k, v in scores.items()} == expected_scores
+    assert uptimes == expected_uptimes
+    rows = history.exec(select(DailyEntryRollup).where(DailyEntryRollup.day == stale)).all()
+    assert rows and all(row.timed_ms is not None for row in rows)
+
+
+def test_the_raw_days_and_the_rolled_days_cover_the_window_once() -> None:
+    day = TODAY.date()
+    raw, rolled = set(raw_days(day)), set(rolled_days(day))
+    assert not raw & rolled
+    assert raw | rolled == {day - timedelta(days=n) for n in range(31)}
+    assert len(raw) == 4  # never more raw days, however long the store's history
