@@ -163,18 +163,18 @@ def stage_publish(root: Path, database_url: str, output: Path,
     presented = pickle.loads(presented_file.read_bytes())
     holding = rss_mb()  # the process with the scores loaded, before publishing
 
-    def publish() -> Any:
-        with Session(engine_for(database_url)) as session:
+    def publish() -> int:
+        with Session(engine_for(database_url)) as session:  # the count, read in its session
             return publish_release(session, output, settings.base_url, categories, utcnow(),
-                                   presented, pages=pages)
+                                   presented, pages=pages).total_apis
 
-    release, figures = measured(publish)
+    published, figures = measured(publish)
     full = (output / FULL_DATASET).stat().st_size
     shares = {c.id: (output / category_file(c.id)).stat().st_size / full for c in categories}
     largest = max(shares, key=shares.get)
     return figures | {
         "rss_before_mb": holding,
-        "published": release.total_apis,
+        "published": published,
         "full_mb": full / 2**20,
         "index_kb": (output / CATEGORY_INDEX).stat().st_size / 1024,
         "largest_category": largest,

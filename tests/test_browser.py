@@ -307,3 +307,14 @@ def test_the_404_page_reads_with_its_stylesheet(browser: BrowserContext, site: s
     page.wait_for_url("**/index.html")
     expect(page.locator("#filters")).to_be_visible()
     assert watch.problems == []
+
+
+def test_the_index_opened_from_disk_says_its_list_cannot_load(
+    browser: BrowserContext, sample: SampleRelease
+) -> None:
+    page = browser.new_page()
+    page.goto((sample.folder / "index.html").as_uri())  # file:// refuses the index's request
+    expect(page.locator("#load-error")).to_be_visible()
+    expect(page.locator("#filters")).to_be_hidden()
+    page.click("text=Finance & Markets")  # the categories still lead to every API
+    expect(page.locator(f'li.card[data-id="{LIVE_ID}"]')).to_be_visible()
