@@ -18,7 +18,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run as current_flow_run
 from prefect.task_runners import ProcessPoolTaskRunner
 
-from flows.probe_shards import probe_in_shards
+from flows.probe_shards import probe_in_shards, probe_on_workers
 from pipeline.catalogue.ingest import IngestSummary
 from pipeline.judging.changes import Change
 from pipeline.judging.present import Presented
@@ -110,7 +110,9 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
     run_id = await open_run(settings, "nightly")
     try:
         ingested = await run_stage("ingest", with_retries(ingest, settings)(settings, run_id))
-        if settings.probe_enabled and settings.probe_shards > 1:
+        if settings.probe_enabled and settings.probe_deployment:
+            await run_stage("probe", probe_on_workers(run_id))
+        elif settings.probe_enabled and settings.probe_shards > 1:
             runner = ProcessPoolTaskRunner(max_workers=stages.shard_workers(settings))
             await run_stage("probe", probe_in_shards.with_options(task_runner=runner)(run_id))
         else:

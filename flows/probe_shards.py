@@ -8,6 +8,11 @@ flow's task runner, a `ProcessPoolTaskRunner` (another runner, such as prefect-d
 spread the same tasks over a cluster). No host is in two shards, so each shard's prober keeps
 its hosts' politeness alone. The run's counts and its network-suspect flag are taken over
 all shards together.
+
+With `APIDIR_PROBE_DEPLOYMENT` set, the shards are flow runs of the `probe-shard` deployment
+instead, picked up by Prefect workers on any machine of its work pool: the run stores each
+shard's targets, starts one flow run per shard with only (run, shard) as parameters, waits
+for all of them, and counts the run from what the shards stored.
 """
 
 from __future__ import annotations
@@ -17,13 +22,18 @@ import asyncio
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import wait
+from prefect.runtime import flow_run as current_flow_run
 from prefect.task_runners import ProcessPoolTaskRunner
 from prefect.utilities.annotations import quote
 
-from pipeline.operations import stages
+from pipeline.operations import shard_runs, stages
 from pipeline.operations.runs import api_for_workers
 from pipeline.probing.shards import Shard
 from pipeline.settings import Settings
+
+# A shard's flow run on a worker: retried like a stage, bounded like a run. Read where the
+# module is loaded: the worker's environment, for a shard's run.
+SHARD_SETTINGS = Settings()
 
 
 @task(
@@ -62,4 +72,39 @@ async def probe_in_shards(run_id: int) -> list[stages.ShardReport]:
     reports, probed = stages.close_shards(settings, run_id, shards, outcomes)
     get_run_logger().info("probed %d URLs in %d shards: %s", probed.probes, len(shards),
                           probed.outcomes)
+    return reports
+
+
+@flow(
+    name="probe-shard",
+    flow_run_name="probe-shard-{shard}",
+    retries=SHARD_SETTINGS.stage_retries,
+    retry_delay_seconds=SHARD_SETTINGS.retry_delay,
+    timeout_seconds=SHARD_SETTINGS.run_timeout,
+)
+async def probe_stored_shard(run_id: int, shard: int) -> None:
+    """Probe shard `shard` of run `run_id` on whichever worker took it: its targets come from
+    the store and its probes go back there, once, with where it ran and what it counted."""
+    report = await stages.probe_stored_shard(Settings(), run_id, shard, current_flow_run.id)
+    get_run_logger().info(
+        "shard %d of run %d: %d URLs of %d hosts in %.1f s: %s",
+        shard, run_id, report.tally.probes, len(report.hosts), report.seconds,
+        dict(sorted(report.tally.outcomes.items())),
+    )
+
+
+@flow(name="probe-shards-on-workers")
+async def probe_on_workers(run_id: int) -> list[stages.ShardReport]:
+    """Plan the shards and store their targets, run each as a flow run of the deployment
+    `APIDIR_PROBE_DEPLOYMENT` on the workers of its pool, wait for all, then count the run.
+    A shard that failed after its retries fails this flow, naming it, once the others ended."""
+    settings = Settings()
+    shards = await asyncio.to_thread(stages.store_shard_plan, settings, run_id)
+    runs = await shard_runs.start_shard_runs(settings.probe_deployment, run_id, len(shards))
+    ended = await shard_runs.wait_for_runs([run.id for run in runs])
+    outcomes = stages.stored_shard_outcomes(settings, run_id, shards,
+                                            shard_runs.run_failures(ended))
+    reports, probed = stages.close_shards(settings, run_id, shards, outcomes)
+    get_run_logger().info("probed %d URLs in %d shards on workers: %s", probed.probes,
+                          len(shards), probed.outcomes)
     return reports

@@ -66,6 +66,13 @@ class Settings(BaseSettings):
     probe_workers: int = Field(
         default=0, ge=0, description="Processes probing shards at once (0: one per CPU)."
     )
+    probe_deployment: str | None = Field(
+        default=None,
+        pattern=r"^[^/\s]+/[^/\s]+$",
+        description="Prefect deployment (flow/deployment, e.g. probe-shard/probe-shard) whose "
+        "flow runs probe the shards on the workers of its work pool, on any machine; the "
+        "shards' targets go through the store (unset: shards are processes of this machine).",
+    )
     probe_confirm: bool = Field(
         default=True,
         description="Probe a failed target once more at the end of the run; only a failure "

@@ -17,6 +17,7 @@ import ipaddress
 import socket
 import ssl
 import struct
+import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -230,6 +231,24 @@ def default_routes(server: FakeServer) -> dict[str, Handler]:
         "/cookie": cookie,
         "/huge": huge,
     }
+
+
+@contextmanager
+def serving_in_thread(server: FakeServer) -> Iterator[FakeServer]:
+    """`server` started on an event loop of its own in a thread, for the block's length: it
+    answers while the test's own loop is busy, and other processes reach it (flow runs of
+    workers). Its records are read once the block's work is done."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="fake-internet", daemon=True)
+    thread.start()
+    try:
+        asyncio.run_coroutine_threadsafe(server.start(), loop).result(timeout=30)
+        yield server
+        asyncio.run_coroutine_threadsafe(server.close(), loop).result(timeout=30)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=30)
+        loop.close()
 
 
 @dataclass

@@ -6,8 +6,6 @@ The commands are the ones the README's "Run on a schedule" section gives an oper
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
 import threading
@@ -22,65 +20,15 @@ import jsonschema
 import pytest
 
 from tests.conftest import REPO
+from tests.prefect_server import get_json, prefect, running_prefect_server
 
 pytestmark = pytest.mark.prefect
-
-PREFECT = str(Path(sys.executable).with_name("prefect"))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def get_json(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.loads(response.read())
-
 
 @pytest.fixture(scope="module")
 def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """`prefect server start` on a loopback port with its own home; the env to talk to it."""
-    home = tmp_path_factory.mktemp("prefect-server")
-    port = free_port()
-    env = {
-        **os.environ,
-        "PREFECT_HOME": str(home),
-        "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "DO_NOT_TRACK": "1",
-    }
-    log = (home / "server.log").open("wb")
-    server = subprocess.Popen(
-        [PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                get_json(f"http://127.0.0.1:{port}/api/health")
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError((home / "server.log").read_text()[-2000:]) from None
-                time.sleep(0.5)
+    with running_prefect_server(tmp_path_factory.mktemp("prefect-server")) as env:
         yield env
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
-
-
-def prefect(env: dict[str, str], *args: str, timeout: float = 180) -> str:
-    done = subprocess.run([PREFECT, *args], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=timeout)
-    assert done.returncode == 0, f"prefect {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
-    return done.stdout + done.stderr
 
 
 def test_the_deployments_run_through_a_worker(

@@ -3,6 +3,7 @@ every shard writing into the same store (SQLite and PostgreSQL), politeness held
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -19,6 +20,7 @@ from prefect.client.schemas.filters import (
     FlowRunFilterParentFlowRunId,
 )
 from prefect.client.schemas.sorting import FlowRunSort, TaskRunSort
+from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.task_runners import ProcessPoolTaskRunner
 from sqlmodel import Session, select
 
@@ -26,11 +28,30 @@ from flows.nightly import nightly
 from flows.probe_shards import probe_in_shards
 from pipeline.catalogue.entries import read_catalog
 from pipeline.catalogue.ingest import ingest_catalog
-from pipeline.operations.stages import ShardReport, shard_workers
+from pipeline.operations.shard_runs import ShardDeploymentError, start_shard_runs
+from pipeline.operations.stages import (
+    ShardReport,
+    ShardRunFailed,
+    ShardsFailedError,
+    close_shards,
+    probe_stored_shard,
+    shard_workers,
+    store_shard_plan,
+    stored_shard_outcomes,
+)
 from pipeline.probing.probe import ProbeTarget, target_host
-from pipeline.probing.shards import split_by_host
+from pipeline.probing.shards import Shard, split_by_host
 from pipeline.settings import Settings
-from pipeline.store.tables import PipelineRun, ProbeRow, engine_for, session_scope, start_run
+from pipeline.store.shards import ShardPlanError, load_shard, save_shards
+from pipeline.store.tables import (
+    PipelineRun,
+    ProbeRow,
+    ProbeShardRow,
+    engine_for,
+    make_engine,
+    session_scope,
+    start_run,
+)
 from tests.conftest import WriteEntry, make_entry
 from tests.fake_internet import FakeServer, self_signed_context
 
@@ -191,3 +212,75 @@ async def test_nightly_with_shards_publishes_every_entry_live(
             sort=TaskRunSort.NAME_ASC, limit=10)
     assert [run.name for run in task_runs] == ["probe-shard-0", "probe-shard-1"]
     assert {run.state.type.value for run in task_runs} == {"COMPLETED"}
+
+
+async def test_a_stored_shard_stores_its_probes_once(
+    hosts: FakeServer, write_entry: WriteEntry, settings_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Shards that run on workers read their targets from the store and write their probes
+    and counts back once: run again after it stored (a retry, a second run of it) a shard
+    neither probes nor stores again, and two runs of it at once store one set of rows."""
+    write_entries(write_entry, hosts)
+    shard_env(monkeypatch, 3)
+    settings = Settings()
+    engine = engine_for(settings.database_url)
+    with session_scope(engine) as session:
+        ingest_catalog(session, read_catalog([settings.entries_dir], settings.entries_dir))
+        run_id = start_run(session, "nightly").id
+    shards = store_shard_plan(settings, run_id)
+    assert [shard.index for shard in shards] == [0, 1, 2]
+
+    first = await probe_stored_shard(settings, run_id, 0)
+    probed = len(hosts.requests)
+    again = await probe_stored_shard(settings, run_id, 0)
+    assert len(hosts.requests) == probed == len(shards[0].targets)
+    assert again == first and first.hosts == shards[0].hosts
+    both = await asyncio.gather(*(probe_stored_shard(settings, run_id, 1) for _ in range(2)))
+    assert both[0] == both[1]
+    assert len(hosts.requests) == probed + 2 * len(shards[1].targets)  # both probed; one stored
+
+    with Session(engine) as session:
+        urls = session.exec(select(ProbeRow.url).where(ProbeRow.run_id == run_id)).all()
+        row = session.get(ProbeShardRow, (run_id, 1))
+    assert Counter(urls) == {t.url: 1 for shard in shards[:2] for t in shard.targets}
+    assert row.finished_at and row.pid == os.getpid()
+    assert row.outcomes == {"live": len(shards[1].targets)}
+
+    outcomes = stored_shard_outcomes(settings, run_id, shards,
+                                     {2: "flow run probe-shard-2 ended Crashed after 1 attempt"})
+    assert outcomes[:2] == [first, both[0]] and isinstance(outcomes[2], ShardRunFailed)
+    with pytest.raises(ShardsFailedError, match=r"^probe shards \[2\] of 3 failed; shard 2: "
+                       r"ShardRunFailed: flow run probe-shard-2 ended Crashed after 1 attempt$"):
+        close_shards(settings, run_id, shards, outcomes)
+    with Session(engine) as session:
+        assert session.get(PipelineRun, run_id).probes == len(urls)  # counted all the same
+
+
+def test_a_missing_or_unreadable_stored_shard_is_named(database_url: str) -> None:
+    engine = make_engine(database_url)
+    with session_scope(engine) as session:
+        run_id = start_run(session, "nightly").id
+        save_shards(session, run_id, [Shard(0, (ProbeTarget("https://a.example/", "a", 1),))])
+    with session_scope(engine) as session:
+        assert load_shard(session, run_id, 0)[0].targets == (
+            ProbeTarget("https://a.example/", "a", 1),)
+        with pytest.raises(ShardPlanError, match=f"run {run_id} stored no probe shard 1$"):
+            load_shard(session, run_id, 1)
+        row = session.get(ProbeShardRow, (run_id, 0))
+        row.targets = [["https://a.example/", "a"]]
+        session.add(row)
+    with session_scope(engine) as session, pytest.raises(
+            ShardPlanError, match=f"probe shard 0 of run {run_id} has unreadable targets"):
+        load_shard(session, run_id, 0)
+    engine.dispose()
+
+
+@pytest.mark.prefect
+async def test_shards_on_workers_need_a_server_and_the_deployment(prefect_backend: None) -> None:
+    with pytest.raises(ShardDeploymentError, match="no deployment probe-shard/probe-shard on "
+                       r"the Prefect server at .*: run `prefect deploy --name probe-shard`"):
+        await start_shard_runs("probe-shard/probe-shard", 1, 2)
+    with temporary_settings(restore_defaults={PREFECT_API_URL}), pytest.raises(
+            ShardDeploymentError, match="needs a Prefect server whose workers run the shards"):
+        await start_shard_runs("probe-shard/probe-shard", 1, 2)

@@ -8,15 +8,17 @@ import os
 import resource
 import time
 from collections import Counter
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from prefect import get_client
 from prefect.concurrency.sync import concurrency
 from prefect.settings import PREFECT_API_URL
+from sqlmodel import Session
 
 from pipeline.catalogue.entries import CatalogReport, load_categories, read_catalog
 from pipeline.catalogue.ingest import (
@@ -47,6 +49,14 @@ from pipeline.store.history import (
     close_probe_run,
     plan_targets,
     record_probes,
+)
+from pipeline.store.shards import (
+    finish_shard,
+    finished_shards,
+    load_shard,
+    save_shards,
+    start_shard,
+    stored_tally,
 )
 from pipeline.store.tables import (
     PipelineRun,
@@ -111,6 +121,13 @@ class ShardsFailedError(RuntimeError):
     """Some shards failed after their retries; the others' probes are stored and counted."""
 
 
+class ShardRunFailed(RuntimeError):
+    """A shard's flow run on a worker ended without storing its probes; says how it ended."""
+
+
+REASON_LENGTH = 400  # of a failed shard's error in the run's one-line message
+
+
 @dataclass(frozen=True)
 class ShardReport:
     """What one shard did, and in which process."""
@@ -146,15 +163,79 @@ def shard_workers(settings: Settings) -> int:
     return min(settings.probe_workers or os.cpu_count() or 1, settings.probe_shards)
 
 
-async def probe_shard(settings: Settings, run_id: int, shard: Shard) -> ShardReport:
+async def probe_shard(
+    settings: Settings,
+    run_id: int,
+    shard: Shard,
+    keep: Callable[[Session, ShardReport], bool] | None = None,
+) -> ShardReport:
     """Probe one shard's targets as coroutines, then store its rows in one commit (so a
-    retried shard never leaves half its rows behind)."""
+    retried shard never leaves half its rows behind); `keep`, in that commit, may refuse
+    the rows (it returns False), which are then rolled back."""
     started = time.perf_counter()
     results = await probe_all(shard.targets, settings.probe_settings())
     with session_scope(engine_for(settings.database_url)) as session:
         tally = add_probes(session, run_id, results)
-    seconds = time.perf_counter() - started
-    return ShardReport(shard.index, shard.hosts, os.getpid(), seconds, peak_rss_mib(), tally)
+        report = ShardReport(shard.index, shard.hosts, os.getpid(),
+                             time.perf_counter() - started, peak_rss_mib(), tally)
+        if keep is not None and not keep(session, report):
+            raise _StoredAlready
+    return report
+
+
+class _StoredAlready(Exception):
+    """Another run of the shard stored its probes first: this run's are rolled back."""
+
+
+def store_shard_plan(settings: Settings, run_id: int) -> list[Shard]:
+    """Plan the run's shards and store each one's targets, where a worker on any machine
+    reads them by run and index."""
+    shards = plan_shards(settings)
+    with session_scope(engine_for(settings.database_url)) as session:
+        save_shards(session, run_id, shards)
+    return shards
+
+
+def _stored_report(shard: Shard, row: Any) -> ShardReport:
+    return ShardReport(shard.index, shard.hosts, row.pid, row.seconds, row.peak_rss_mib,
+                       stored_tally(row))
+
+
+async def probe_stored_shard(
+    settings: Settings, run_id: int, index: int, flow_run_id: str | None = None
+) -> ShardReport:
+    """Probe the shard the run stored under `index` and store its probes, once: a shard
+    that an earlier attempt (or another run of it) stored is not probed or stored again."""
+    engine = engine_for(settings.database_url)
+    with session_scope(engine) as session:
+        shard, row = load_shard(session, run_id, index)
+        if row.finished_at is not None:
+            return _stored_report(shard, row)
+        start_shard(session, row, flow_run_id)
+
+    def keep(session: Session, report: ShardReport) -> bool:
+        return finish_shard(session, run_id, index, report.tally, report.seconds,
+                            report.peak_rss_mib)
+
+    try:
+        return await probe_shard(settings, run_id, shard, keep)
+    except _StoredAlready:
+        with session_scope(engine) as session:
+            return _stored_report(*load_shard(session, run_id, index))
+
+
+def stored_shard_outcomes(
+    settings: Settings, run_id: int, shards: Sequence[Shard], failures: Mapping[int, str]
+) -> list[ShardReport | ShardRunFailed]:
+    """Each shard's report as it stored it, else why it did not (`failures`, by index): the
+    store, not the orchestrator, tells which probes are in."""
+    with session_scope(engine_for(settings.database_url)) as session:
+        finished = finished_shards(session, run_id)
+    return [
+        _stored_report(shard, finished[shard.index]) if shard.index in finished
+        else ShardRunFailed(failures.get(shard.index, "ended without storing its probes"))
+        for shard in shards
+    ]
 
 
 def close_shards(
@@ -170,11 +251,20 @@ def close_shards(
     failed = [shard.index for shard, outcome in zip(shards, outcomes, strict=True)
               if not isinstance(outcome, ShardReport)]
     if failed:
-        raise ShardsFailedError(f"probe shards {failed} of {len(shards)} failed: "
-                                f"{outcomes[failed[0]]!r}")
+        first = outcomes[failed[0]]
+        reason = first_line(f"{type(first).__name__}: {first}")
+        raise ShardsFailedError(f"probe shards {failed} of {len(shards)} failed; shard "
+                                f"{failed[0]}: {reason}")
     probed = ProbeOutcome(tally.probes, dict(sorted(tally.outcomes.items())),
                           bool(run.network_suspect))
     return reports, probed
+
+
+def first_line(text: str, limit: int | None = REASON_LENGTH) -> str:
+    """The first non-blank line of an error, at most `limit` characters: a database error
+    goes on with the statement and its values, which a run's message does not need."""
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return line if limit is None or len(line) <= limit else line[:limit - 1] + "…"
 
 
 def score_entries_now(settings: Settings, as_of: datetime) -> Presented:

@@ -139,6 +139,27 @@ class ProbeRow(SQLModel, table=True):
     failure_class: str | None = None  # dead | blocked | transient | tls: a confirmed failure
 
 
+class ProbeShardRow(SQLModel, table=True):
+    """One shard of a run's probe stage when shards run as flow runs on workers of any
+    machine: the targets it must probe (planned once by the run), then where it ran and
+    what it counted. A shard's probe rows and its `finished_at` are committed together."""
+
+    __tablename__ = "probe_shard"
+
+    run_id: int = Field(primary_key=True, foreign_key="pipeline_run.id")
+    shard: int = Field(primary_key=True)
+    targets: list[Any] = Field(sa_column=Column(JSON, nullable=False))  # [url, entry, endpoint]
+    flow_run_id: str | None = None  # the orchestrator's run of the shard
+    host: str | None = None
+    pid: int | None = None
+    started_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
+    finished_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
+    seconds: float | None = None  # probing and storing, without the process's start
+    peak_rss_mib: float | None = None
+    outcomes: dict[str, int] | None = Field(default=None, sa_column=Column(JSON))
+    connect_failures: int = 0
+
+
 class ReleaseRow(SQLModel, table=True):
     """A published release."""
 

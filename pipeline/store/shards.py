@@ -1,0 +1,96 @@
+"""Probe shards kept in the store, for shards that run as flow runs on workers of any machine.
+
+The run plans its shards once and stores each one's targets; a worker reads its shard by run
+and index (flow-run parameters stay small, and the targets never pass through the
+orchestrator), probes, and commits its probe rows together with the shard's `finished_at`.
+Only the first commit of a shard counts: a shard retried or run twice stores its probes once.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Row, insert, update
+from sqlmodel import Session, col, select
+
+from pipeline.probing.probe import ProbeTarget
+from pipeline.probing.shards import Shard
+from pipeline.store.history import ProbeTally
+from pipeline.store.tables import ProbeShardRow, utcnow
+
+
+class ShardPlanError(ValueError):
+    """A shard's stored targets are missing or unreadable: probing it again will not help."""
+
+
+def save_shards(session: Session, run_id: int, shards: Sequence[Shard]) -> None:
+    """Store what each shard of the run must probe (committed by the caller)."""
+    if shards:
+        session.execute(insert(ProbeShardRow), [
+            {"run_id": run_id, "shard": shard.index, "connect_failures": 0,
+             "targets": [[t.url, t.entry_id, t.endpoint_id] for t in shard.targets]}
+            for shard in shards
+        ])
+
+
+def _target(item: Any) -> ProbeTarget:
+    url, entry_id, endpoint_id = item
+    if not isinstance(url, str) or not isinstance(entry_id, str | None) or (
+            endpoint_id is not None and type(endpoint_id) is not int):
+        raise TypeError(f"not a target: {item!r}")
+    return ProbeTarget(url, entry_id, endpoint_id)
+
+
+def load_shard(session: Session, run_id: int, index: int) -> tuple[Shard, ProbeShardRow]:
+    """The shard's targets as the run stored them, and its row."""
+    row = session.get(ProbeShardRow, (run_id, index))
+    if row is None:
+        raise ShardPlanError(f"run {run_id} stored no probe shard {index}")
+    try:
+        targets = tuple(_target(item) for item in row.targets)
+    except (TypeError, ValueError) as error:
+        raise ShardPlanError(f"probe shard {index} of run {run_id} has unreadable targets: "
+                             f"{error}") from error
+    return Shard(index, targets), row
+
+
+def start_shard(session: Session, row: ProbeShardRow, flow_run_id: str | None) -> None:
+    """Note where the shard runs: this process, and the orchestrator's flow run."""
+    row.host, row.pid, row.started_at = socket.gethostname(), os.getpid(), utcnow()
+    row.flow_run_id = flow_run_id
+    session.add(row)
+    session.commit()
+
+
+def finish_shard(session: Session, run_id: int, index: int, tally: ProbeTally, seconds: float,
+                 peak_rss_mib: float) -> bool:
+    """Mark the shard finished with its counts, in the caller's transaction (beside its probe
+    rows); False when it was finished already, by an earlier run of it."""
+    done = session.execute(
+        update(ProbeShardRow)
+        .where(col(ProbeShardRow.run_id) == run_id, col(ProbeShardRow.shard) == index,
+               col(ProbeShardRow.finished_at).is_(None))
+        .values(finished_at=utcnow(), seconds=seconds, peak_rss_mib=peak_rss_mib,
+                outcomes=dict(tally.outcomes), connect_failures=tally.connect_failures,
+                host=socket.gethostname(), pid=os.getpid())
+    )
+    return done.rowcount == 1
+
+
+# What the run reads back of a finished shard: all but its targets, which may be large.
+FINISH_COLUMNS = ("shard", "host", "pid", "seconds", "peak_rss_mib", "outcomes",
+                  "connect_failures")
+
+
+def finished_shards(session: Session, run_id: int) -> dict[int, Row[Any]]:
+    """The run's shards that stored their probes, by index (the FINISH_COLUMNS of each)."""
+    statement = select(*(getattr(ProbeShardRow, name) for name in FINISH_COLUMNS)).where(
+        ProbeShardRow.run_id == run_id, col(ProbeShardRow.finished_at).is_not(None))
+    return {row.shard: row for row in session.exec(statement)}
+
+
+def stored_tally(row: Row[Any] | ProbeShardRow) -> ProbeTally:
+    return ProbeTally(outcomes=dict(row.outcomes or {}), connect_failures=row.connect_failures)
