@@ -10,7 +10,8 @@ the whole raw window (tests compare them), while the stage reads a few days of p
 instead of thirty, however many nights the store holds.
 
 A past day whose rollups are missing or were computed before it ended (a night that did not
-run) is rolled up here first, from the raw history, once.
+run) is read from its raw probes instead: the stage only reads, so scoring in several
+processes at once (publishers waiting for each other) never races to write rollups.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from sqlalchemy import Text, type_coerce
 from sqlmodel import Session, col, select
 
 from pipeline.contract import Uptime
-from pipeline.judging.rollup import complete_days, day_bounds, roll_up_days
+from pipeline.judging.rollup import complete_days, day_bounds
 from pipeline.judging.score import (
     COUNT_COLUMNS,
     SAMPLE_COLUMNS,
@@ -53,22 +54,19 @@ def raw_days(day: date) -> list[date]:
     return [day - timedelta(days=n) for n in (0, 1, 7, WINDOW_DAYS)]
 
 
-def _raw_history(session: Session, as_of: datetime) -> pd.DataFrame:
-    """The raw probes of the days the windows cut through, up to `as_of`."""
+def _raw_history(session: Session, as_of: datetime, days: list[date]) -> pd.DataFrame:
+    """The raw probes of `days`, up to `as_of`."""
     frames = []
-    for day in raw_days(as_of.date()):
+    for day in days:
         start, end = day_bounds(day)
         frames.append(history_frame(session, since=start, until=min(end, as_of)))
     return pd.concat([f for f in frames if not f.empty] or frames[:1], ignore_index=True)
 
 
-def _rollup_evidence(session: Session, as_of: datetime) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Timed samples and window counts of the rolled days, from their rollups."""
+def _rollup_evidence(session: Session, as_of: datetime,
+                     days: list[date]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Timed samples and window counts of `days` (complete past days), from their rollups."""
     day = as_of.date()
-    days = rolled_days(day)
-    missing = sorted(set(days) - complete_days(session, days))
-    if missing:
-        roll_up_days(session, missing)
     statement = select(
         DailyEntryRollup.entry_id, DailyEntryRollup.day, DailyEntryRollup.probes,
         DailyEntryRollup.responses, type_coerce(DailyEntryRollup.timed_ms, Text),
@@ -114,8 +112,12 @@ def bounded_scores(
 ) -> tuple[dict[str, EntryScore], dict[str, Uptime]]:
     """Every entry's scores and uptime as of `as_of`, as `score_entries` and `entry_uptimes`
     give them from the whole window, read from rollups and a few days of raw probes."""
-    raw = prepare_history(_raw_history(session, as_of), as_of)
-    rolled_samples, rolled_counts = _rollup_evidence(session, as_of)
+    rolled = rolled_days(as_of.date())
+    complete = sorted(complete_days(session, rolled))
+    incomplete = sorted(set(rolled) - set(complete))
+    raw = prepare_history(_raw_history(session, as_of, raw_days(as_of.date()) + incomplete),
+                          as_of)
+    rolled_samples, rolled_counts = _rollup_evidence(session, as_of, complete)
     frames = [f for f in (timed_samples(raw), rolled_samples) if not f.empty]
     samples = (pd.concat(frames, ignore_index=True) if frames
                else pd.DataFrame(columns=SAMPLE_COLUMNS))
