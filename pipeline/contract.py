@@ -109,10 +109,11 @@ def field_title(name: str, field: FieldInfo) -> str:
 class ContractModel(BaseModel):
     """Base: camelCase names in JSON, snake_case in Python, titles from the JSON names.
 
-    `always_written` names (in JSON) the fields that have a default in Python, so that older
-    or partial documents still validate, yet that the publish step writes into every document
-    (as null when there is nothing to say): the serialization schema marks them required.
-    A model whose every field is written sets `json_schema_serialization_defaults_required`.
+    Some fields have a default in Python, so that older or partial documents still validate,
+    yet the publish step writes them into every document: `always_written` names them (in
+    JSON), and the serialization schema marks them required; `never_null` names those of them
+    that are never written as null, and the schema drops null from their type. A model whose
+    every field is written sets pydantic's `json_schema_serialization_defaults_required`.
     """
 
     model_config = ConfigDict(
@@ -123,24 +124,39 @@ class ContractModel(BaseModel):
         field_title_generator=field_title,
     )
     always_written: ClassVar[tuple[str, ...]] = ()
+    never_null: ClassVar[tuple[str, ...]] = ()
+
+
+def _without_null(field: JsonSchemaValue) -> JsonSchemaValue:
+    """An optional field's schema (`anyOf` of its type and null, default null) as the type."""
+    branches = [branch for branch in field.get("anyOf", ()) if branch != {"type": "null"}]
+    if len(branches) != 1:
+        raise ValueError(f"not an optional field of one type: {field}")
+    rest = {key: value for key, value in field.items() if key not in ("anyOf", "default")}
+    return branches[0] | rest
 
 
 class ContractJsonSchema(GenerateJsonSchema):
     """The models' JSON Schema: in serialization mode (what the published files hold) a
-    model's `always_written` fields are required too, so generated clients type them as
-    always present."""
+    model's `always_written` fields are required too and its `never_null` ones not nullable,
+    so generated clients type them as the files hold them."""
 
     def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
         json_schema = super().model_schema(schema)
-        written = getattr(schema["cls"], "always_written", ())
-        if self.mode == "serialization" and written:
-            properties = json_schema["properties"]
-            unknown = set(written) - set(properties)
-            if unknown:
-                raise ValueError(f"{schema['cls'].__name__}.always_written names no field: "
-                                 f"{', '.join(sorted(unknown))}")
-            required = {*json_schema.get("required", ()), *written}
-            json_schema["required"] = [name for name in properties if name in required]
+        model = schema["cls"]
+        written = getattr(model, "always_written", ())
+        never_null = getattr(model, "never_null", ())
+        if self.mode != "serialization" or not written:
+            return json_schema
+        properties = json_schema["properties"]
+        unknown = set(written) - set(properties) | set(never_null) - set(written)
+        if unknown:
+            raise ValueError(f"{model.__name__}: always_written and never_null name fields of "
+                             f"it, never_null only written ones: {', '.join(sorted(unknown))}")
+        required = {*json_schema.get("required", ()), *written}
+        json_schema["required"] = [name for name in properties if name in required]
+        for name in never_null:
+            properties[name] = _without_null(properties[name])
         return json_schema
 
 
@@ -656,6 +672,7 @@ class APIEntry(EntryContent):
 
     model_config = _examples(API_ENTRY_EXAMPLE)
     always_written = ("status", "builderScore", "uptime", "lifecycle", "https", "cors")
+    never_null = ("lifecycle", "https", "cors")
 
     provenance: Provenance | None = Field(
         default=None, description="Where the facts come from and when they were last checked; "
