@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -45,6 +47,14 @@ def validator() -> Any:
 def test_committed_entry_schema_equals_the_generated_one() -> None:
     committed = COMMITTED.read_text(encoding="utf-8")
     assert committed == render_entry_schema(), "docs/entry.schema.json is stale: run `make openapi`"
+
+
+def test_apidir_entry_schema_prints_it_as_make_openapi_commits_it() -> None:
+    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "entry-schema"],
+                            capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == render_entry_schema()
+    assert "apidir entry-schema > docs/entry.schema.json" in (REPO / "Makefile").read_text()
 
 
 def test_the_schema_is_draft_07_with_every_field_described() -> None:
