@@ -84,8 +84,9 @@ validate: $(STAMP)  ## check every entry file
 serve: $(STAMP)  ## preview the published release at http://127.0.0.1:8000/
 	$(BIN)/apidir serve
 
-openapi: $(STAMP)  ## refresh the committed copy of the OpenAPI document
+openapi: $(STAMP)  ## refresh the committed OpenAPI document and the entry file's JSON Schema
 	$(BIN)/apidir openapi > docs/openapi.json
+	$(BIN)/apidir entry-schema > docs/entry.schema.json
 
 clean:
 	rm -rf $(VENV) var public .pytest_cache test-output

@@ -436,6 +436,15 @@ def openapi() -> None:
     sys.stdout.write(render_openapi())
 
 
+@app.command("entry-schema")
+def entry_schema() -> None:
+    """Print the JSON Schema of an entry file, for editors (`make openapi` refreshes
+    docs/entry.schema.json)."""
+    from pipeline.catalogue.schema import render_entry_schema
+
+    sys.stdout.write(render_entry_schema())
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Errors a user can cause (bad settings, files, selections, a busy lock, an old store):
     each is told in one line, never a traceback."""

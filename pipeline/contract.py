@@ -2,7 +2,9 @@
 
 These models are the one source of truth for what consumers receive: the
 publish stage validates every file against them and the OpenAPI document
-(`pipeline.release.openapi`) is generated from them.
+(`pipeline.release.openapi`) is generated from them. Every field says what it holds (its
+description), reads well in a schema (its title) and the main models carry examples, so a
+generated client is documented and typed as the published files are.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import date
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, get_args
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -24,6 +26,9 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic.fields import FieldInfo
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
 
 INTERFACE_VERSION = "2.0.0"
 LICENSE = "CC BY 4.0"
@@ -86,22 +91,228 @@ Percent = Annotated[int, Field(ge=0, le=100)]
 Share = Annotated[float, Field(ge=0, le=1)]
 
 
+# Words a title spells as readers know them; "ms" is a unit.
+_TITLE_WORDS = {"id": "ID", "ids": "IDs", "url": "URL", "api": "API", "apis": "APIs",
+                "http": "HTTP", "https": "HTTPS", "tls": "TLS", "cors": "CORS", "sdks": "SDKs",
+                "openapi": "OpenAPI", "ms": "(ms)"}
+
+
+def field_title(name: str, field: FieldInfo) -> str:
+    """A field's title in the JSON Schema, from its JSON name: `checkedAt` reads "Checked at"
+    and `totalAPIs` "Total APIs", where pydantic's own would read "Checkedat", "Totalapis"."""
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", field.alias or to_camel(name)).split()
+    first, *rest = words
+    return " ".join([_TITLE_WORDS.get(first.lower(), first.capitalize()),
+                     *(_TITLE_WORDS.get(word.lower(), word.lower()) for word in rest)])
+
+
 class ContractModel(BaseModel):
-    """Base: camelCase names in JSON, snake_case in Python."""
+    """Base: camelCase names in JSON, snake_case in Python, titles from the JSON names.
+
+    Some fields have a default in Python, so that older or partial documents still validate,
+    yet the publish step writes them into every document: `always_written` names them (in
+    JSON), and the serialization schema marks them required; `never_null` names those of them
+    that are never written as null, and the schema drops null from their type. A model whose
+    every field is written sets pydantic's `json_schema_serialization_defaults_required`.
+    """
 
     model_config = ConfigDict(
         alias_generator=to_camel,
         serialize_by_alias=True,
         validate_by_name=True,
         validate_by_alias=True,
+        field_title_generator=field_title,
     )
+    always_written: ClassVar[tuple[str, ...]] = ()
+    never_null: ClassVar[tuple[str, ...]] = ()
+
+
+def _without_null(field: JsonSchemaValue) -> JsonSchemaValue:
+    """An optional field's schema (`anyOf` of its type and null, default null) as the type."""
+    branches = [branch for branch in field.get("anyOf", ()) if branch != {"type": "null"}]
+    if len(branches) != 1:
+        raise ValueError(f"not an optional field of one type: {field}")
+    rest = {key: value for key, value in field.items() if key not in ("anyOf", "default")}
+    return branches[0] | rest
+
+
+class ContractJsonSchema(GenerateJsonSchema):
+    """The models' JSON Schema: in serialization mode (what the published files hold) a
+    model's `always_written` fields are required too and its `never_null` ones not nullable,
+    so generated clients type them as the files hold them."""
+
+    def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
+        json_schema = super().model_schema(schema)
+        model = schema["cls"]
+        written = getattr(model, "always_written", ())
+        never_null = getattr(model, "never_null", ())
+        if self.mode != "serialization" or not written:
+            return json_schema
+        properties = json_schema["properties"]
+        unknown = set(written) - set(properties) | set(never_null) - set(written)
+        if unknown:
+            raise ValueError(f"{model.__name__}: always_written and never_null name fields of "
+                             f"it, never_null only written ones: {', '.join(sorted(unknown))}")
+        required = {*json_schema.get("required", ()), *written}
+        json_schema["required"] = [name for name in properties if name in required]
+        for name in never_null:
+            properties[name] = _without_null(properties[name])
+        return json_schema
+
+
+# Examples in the schemas, one release's view of one entry (Frankfurter); the tests validate
+# each against its own schema and model, so they never drift from the contract.
+_CHECKED = "2026-11-21T02:59:00Z"
+STATUS_EXAMPLES: list[dict[str, Any]] = [
+    {"state": "live", "httpStatus": 200, "responseTimeMs": 84, "checkedAt": _CHECKED,
+     "note": None, "url": "https://api.frankfurter.dev/v2/currencies", "failure": None},
+    {"state": "online", "httpStatus": 401, "responseTimeMs": 312, "checkedAt": _CHECKED,
+     "note": ONLINE_NOTE, "url": "https://api.openai.com/v1/models", "failure": None},
+    {"state": "unreachable", "httpStatus": None, "responseTimeMs": None, "checkedAt": _CHECKED,
+     "note": None, "url": "https://api.example.com/v1/forecast", "failure": "dead"},
+    {"state": "unchecked", "httpStatus": None, "responseTimeMs": None, "checkedAt": None,
+     "note": None, "url": None, "failure": None},
+]
+ENDPOINT_STATUS_EXAMPLES: list[dict[str, Any]] = [
+    {"state": "live", "httpStatus": 200, "responseTimeMs": 84, "checkedAt": _CHECKED,
+     "reason": None, "note": None, "failure": None},
+    {"state": "unchecked", "httpStatus": None, "responseTimeMs": None, "checkedAt": None,
+     "reason": None, "note": "path has placeholders", "failure": None},
+]
+PRICING_EXAMPLE: dict[str, Any] = {
+    "model": "free",
+    "startingCentsPerMonth": 0,
+    "freeQuota": {"amount": None, "unit": "requests", "period": "month",
+                  "note": "No API key or sign-up; no numeric quota is published."},
+    "tiers": [{"name": "Public API", "monthlyCents": 0,
+               "included": "Unlimited requests, no API key"}],
+    "unitCost": None,
+    "details": "The hosted API is free and needs no API key; the project can be self-hosted.",
+}
+LATENCY_EVIDENCE_EXAMPLE: dict[str, Any] = {
+    "minimumSamples": 5, "eligible": True,
+    "last7d": {"samples": 10, "p50Ms": 85, "p95Ms": 89},
+    "last30d": {"samples": 41, "p50Ms": 88, "p95Ms": 140},
+}
+BUILDER_SCORE_EXAMPLES: list[dict[str, Any]] = [
+    {
+        "grade": "A", "percent": 91, "label": "91% builder-friendly",
+        "pricing": 95, "latency": 100, "depth": 80, "rubric": "2.0.0",
+        "reasons": {
+            "pricing": ["free tier", "no monthly minimum", "nothing to buy"],
+            "latency": ["p50 85 ms, p95 89 ms over 10 responses in 7 days"],
+            "depth": ["4 endpoints over 1 method and 4 resources",
+                      "official OpenAPI description", "no account needed"],
+        },
+        "confidence": "medium", "provisional": False,
+        "evidence": {
+            "pricing": {"freeAllowance": "recurring", "sandbox": None, "monthlyMinimumCents": 0,
+                        "growth": "nothing to buy", "freeQuotaAmount": None},
+            "latency": LATENCY_EVIDENCE_EXAMPLE,
+            "depth": {"endpoints": 4, "methods": 1, "resources": 4, "authType": "none",
+                      "openapi": True, "sdks": False, "docs": True, "rateLimit": True},
+        },
+    },
+    {
+        "grade": "C", "percent": 67, "label": "67% builder-friendly",
+        "pricing": 55, "latency": None, "depth": 78, "rubric": "2.0.0",
+        "reasons": {
+            "pricing": ["one-time free credit", "paid tiers from $29"],
+            "latency": ["not enough probes: 0 timed responses in 7 days, 5 needed"],
+            "depth": ["6 endpoints over 2 methods and 4 resources"],
+        },
+        "confidence": "low", "provisional": True, "evidence": None,
+    },
+]
+UPTIME_EXAMPLE: dict[str, Any] = {"last1d": 1.0, "last7d": 0.98, "last30d": 0.995}
+LIFECYCLE_EXAMPLES: list[dict[str, Any]] = [
+    {"state": "active", "since": "2026-10-02T03:00:00Z"},
+    {"state": "deprecated", "since": "2026-11-01T03:00:00Z",
+     "reason": "deprecated by its provider on 2027-06-30", "successor": "frankfurter"},
+]
+HTTPS_EXAMPLE: dict[str, Any] = {"enabled": True, "tlsVersion": "TLSv1.3",
+                                 "certExpires": "2027-01-14T23:59:59Z", "certDaysLeft": 54,
+                                 "checkedAt": _CHECKED}
+CORS_EXAMPLE: dict[str, Any] = {"state": "yes", "allowOrigin": "*", "checkedAt": _CHECKED}
+PROVENANCE_EXAMPLE: dict[str, Any] = {
+    "verified": "2026-11-21", "sources": ["https://frankfurter.dev"], "stale": False}
+API_ENTRY_EXAMPLE: dict[str, Any] = {
+    "id": "frankfurter",
+    "name": "Frankfurter",
+    "provider": "Frankfurter (open-source project)",
+    "category": "finance",
+    "description": "Free, keyless currency exchange rates from central banks, with historical "
+                   "data and time series.",
+    "color": "#f08d5c",
+    "tags": ["currency", "exchange-rates", "open-data"],
+    "authType": "none",
+    "authDescription": "No authentication or sign-up is required.",
+    "authExample": "# No auth required",
+    "baseUrl": "https://api.frankfurter.dev/v2",
+    "docsUrl": "https://frankfurter.dev",
+    "hasFreeTier": True,
+    "pricing": PRICING_EXAMPLE,
+    "rateLimit": "No numeric limit published for the public instance",
+    "endpoints": [
+        {"method": "GET", "path": "/currencies", "description": "Supported currencies.",
+         "status": ENDPOINT_STATUS_EXAMPLES[0]},
+        {"method": "GET", "path": "/rate/{base}/{quote}",
+         "description": "Rate for a single currency pair.", "status": ENDPOINT_STATUS_EXAMPLES[1]},
+    ],
+    "sampleRequest": 'curl "https://api.frankfurter.dev/v2/rates?base=USD&quotes=EUR"',
+    "sampleResponse": '[{"date": "2026-11-20", "base": "USD", "quote": "EUR", "rate": 0.8652}]',
+    "openapiUrl": "https://api.frankfurter.dev/v2/openapi.json",
+    "provenance": PROVENANCE_EXAMPLE,
+    "status": STATUS_EXAMPLES[0],
+    "builderScore": BUILDER_SCORE_EXAMPLES[0],
+    "uptime": UPTIME_EXAMPLE,
+    "lifecycle": LIFECYCLE_EXAMPLES[0],
+    "https": HTTPS_EXAMPLE,
+    "cors": CORS_EXAMPLE,
+}
+META_EXAMPLE: dict[str, Any] = {
+    "version": "2.0.0+20261121.1", "generated": "2026-11-21T03:00:00Z", "totalAPIs": 158,
+    "source": "https://apis.example.org/api/apis.json", "license": LICENSE,
+}
+CATEGORY_META_EXAMPLE: dict[str, Any] = META_EXAMPLE | {
+    "category": "finance", "label": "Finance", "count": 12}
+SEARCH_ITEM_EXAMPLE: dict[str, Any] = {
+    "id": "frankfurter", "name": "Frankfurter", "provider": "Frankfurter (open-source project)",
+    "category": "finance", "description": API_ENTRY_EXAMPLE["description"],
+    "tags": API_ENTRY_EXAMPLE["tags"], "authType": "none", "hasFreeTier": True,
+    "color": "#f08d5c", "state": "live", "grade": "A", "percent": 91, "provisional": False,
+    "lifecycle": "active", "https": True, "cors": "yes",
+}
+CATALOGUE_EVENT_EXAMPLES: list[dict[str, Any]] = [
+    {"kind": "added", "entry": "frankfurter", "name": "Frankfurter",
+     "at": "2026-11-21T03:00:00Z"},
+    {"kind": "lifecycle", "entry": "frankfurter", "name": "Frankfurter", "from": "active",
+     "to": "degraded", "at": "2026-11-20T03:00:00Z"},
+    {"kind": "release", "version": "2.0.0+20261121.1", "at": "2026-11-21T03:00:00Z"},
+]
+STATE_CHANGE_EXAMPLE: dict[str, Any] = {
+    "entry": "frankfurter", "name": "Frankfurter", "from": "unreachable", "to": "live",
+    "at": _CHECKED}
+
+
+def _examples(*examples: dict[str, Any]) -> ConfigDict:
+    """Examples of a model, shown in its JSON Schema."""
+    return ConfigDict(json_schema_extra={"examples": list(examples)})
 
 
 class FreeQuota(ContractModel):
-    amount: float | None = None
-    unit: str | None = None
-    period: str
-    note: str | None = None
+    """What a builder gets without paying, per period."""
+
+    amount: float | None = Field(
+        default=None, description="How much is free each period, counted in `unit`; null where "
+        "the provider states no figure.")
+    unit: str | None = Field(
+        default=None, description="What the amount counts, e.g. requests, credits or "
+        "characters; null where not stated.")
+    period: str = Field(description="How often the allowance is given, e.g. day, month, or "
+                        "one-time.")
+    note: str | None = Field(default=None, description="Conditions of the allowance as the "
+                             "provider states them; null when there are none.")
     recurring: bool | None = Field(
         default=None,
         description="True: the allowance renews every period; false: a one-time credit "
@@ -110,15 +321,19 @@ class FreeQuota(ContractModel):
 
 
 class PricingTier(ContractModel):
-    name: str
-    monthly_cents: int = Field(ge=0)
-    included: str
+    """One published price tier."""
+
+    name: str = Field(description="The tier's name, as the provider calls it.")
+    monthly_cents: int = Field(ge=0, description="Price per month, in US cents (0: free).")
+    included: str = Field(description="What the tier includes, as the provider states it.")
 
 
 class UnitCost(ContractModel):
-    amount_cents: int = Field(ge=0)
-    per: int = Field(ge=1)
-    unit: str
+    """A price per use, e.g. 79 cents per 10,000 SMS."""
+
+    amount_cents: int = Field(ge=0, description="Price of `per` units, in US cents.")
+    per: int = Field(ge=1, description="How many units that price buys.")
+    unit: str = Field(description="What is counted, e.g. requests or sms.")
 
 
 class TransactionFee(ContractModel):
@@ -131,12 +346,24 @@ class TransactionFee(ContractModel):
 
 
 class Pricing(ContractModel):
-    model: PricingModel | None = None
-    starting_cents_per_month: int | None = Field(default=None, ge=0)
-    free_quota: FreeQuota | None = None
-    tiers: list[PricingTier] | None = None
-    unit_cost: UnitCost | None = None
-    details: str | None = None
+    """What using the API costs, as the provider states it."""
+
+    model_config = _examples(PRICING_EXAMPLE)
+
+    model: PricingModel | None = Field(
+        default=None, description="Pricing model: free, freemium, subscription, pay-as-you-go "
+        "or enterprise.")
+    starting_cents_per_month: int | None = Field(
+        default=None, ge=0, description="Lowest monthly price in US cents; 0 means free; null "
+        "means enterprise or unknown.")
+    free_quota: FreeQuota | None = Field(
+        default=None, description="The free allowance; null when there is no free tier.")
+    tiers: list[PricingTier] | None = Field(
+        default=None, description="The published price tiers, cheapest first.")
+    unit_cost: UnitCost | None = Field(
+        default=None, description="The price per use where the API charges so; else null.")
+    details: str | None = Field(
+        default=None, description="The pricing in a sentence or two, as the provider states it.")
     transaction_fee: TransactionFee | None = Field(
         default=None, description="The standard fee per transaction, where the API charges so."
     )
@@ -152,11 +379,17 @@ class Pricing(ContractModel):
 class EndpointStatus(ContractModel):
     """One endpoint's own presented status, from the entry's latest trusted probe run."""
 
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True,
+                              json_schema_extra={"examples": ENDPOINT_STATUS_EXAMPLES})
+
     state: StatusState = Field(default="unchecked", description="live, online, unreachable, "
                                "or unchecked (not probed, or not yet).")
-    http_status: int | None = Field(default=None, ge=100, le=999)
-    response_time_ms: int | None = Field(default=None, ge=0, description="Time to headers.")
-    checked_at: AwareDatetime | None = Field(default=None, description="The check date.")
+    http_status: int | None = Field(default=None, ge=100, le=999, description="The HTTP "
+                                    "status it answered with; null without an answer.")
+    response_time_ms: int | None = Field(default=None, ge=0, description="Time to response "
+                                         "headers, in milliseconds; null without an answer.")
+    checked_at: AwareDatetime | None = Field(default=None, description="The check date (UTC); "
+                                             "null when not probed.")
     reason: str | None = Field(default=None, description="Why it answered as it did (auth, "
                                "rate_limited, not_found, …) or why it failed (dns, timeout, …).")
     note: str | None = Field(default=None, description="Why it is not probed, e.g. "
@@ -168,9 +401,14 @@ class EndpointStatus(ContractModel):
 
 
 class Endpoint(ContractModel):
-    method: HttpMethod | None = None
-    path: str | None = None
-    description: str | None = None
+    """One operation of the listed API, as in the provider's reference."""
+
+    method: HttpMethod | None = Field(default=None, description="The operation's HTTP method.")
+    path: str | None = Field(
+        default=None, description="Path of the operation, appended to baseUrl; may contain "
+        "{placeholders}.")
+    description: str | None = Field(default=None, description="What the operation does or "
+                                    "returns.")
     status: EndpointStatus | None = Field(
         default=None, description="Published with each entry: this endpoint's own status.")
 
@@ -193,27 +431,45 @@ class Deprecation(ContractModel):
 
 
 class EntryContent(ContractModel):
-    """The curated part of an entry: the seed's APIEntry fields, then optional additions."""
+    """The curated part of an entry: the interface's APIEntry fields, then optional additions."""
 
-    id: Slug
-    name: str = Field(min_length=1)
-    provider: str = Field(min_length=1)
-    category: CategoryId
-    description: str | None = None
-    long_description: str | None = None
-    color: HexColor | None = None
-    tags: list[str] | None = None
-    auth_type: AuthType
-    auth_description: str | None = None
-    auth_example: str | None = None
-    base_url: Uri
-    docs_url: Uri | None = None
-    has_free_tier: bool | None = None
-    pricing: Pricing | None = None
-    rate_limit: str | None = None
-    endpoints: list[Endpoint] | None = None
-    sample_request: str | None = None
-    sample_response: str | None = None
+    id: Slug = Field(description="Unique identifier of the entry: lower-case letters, digits "
+                     "and single hyphens; names its files, e.g. api/apis/{id}.json.")
+    name: str = Field(min_length=1, description="Display name of the API.")
+    provider: str = Field(min_length=1, description="Company or project that operates the API.")
+    category: CategoryId = Field(description="The id of the entry's category, one of 14.")
+    description: str | None = Field(default=None, description="One-sentence summary: what a "
+                                    "builder gets from the API.")
+    long_description: str | None = Field(
+        default=None, description="Two to four sentences: what the API covers, who it is for, "
+        "its notable limits or strengths.")
+    color: HexColor | None = Field(
+        default=None, description="Brand colour as #rrggbb, from the provider's own brand "
+        "material; absent where it states none.")
+    tags: list[str] | None = Field(default=None, description="Lower-case, hyphenated keywords.")
+    auth_type: AuthType = Field(description="How the API authenticates callers: bearer, "
+                                "api-key, oauth2, basic, hmac, or none.")
+    auth_description: str | None = Field(
+        default=None, description="Where the credential goes and how to obtain one.")
+    auth_example: str | None = Field(
+        default=None, description="The authentication header or parameter with a placeholder "
+        "credential, never a working one; for none, the comment '# No auth required'.",
+        examples=["Authorization: Bearer YOUR_API_KEY"])
+    base_url: Uri = Field(description="Base address of the API: an endpoint's URL is baseUrl "
+                          "followed by its path.")
+    docs_url: Uri | None = Field(default=None, description="The provider's API reference.")
+    has_free_tier: bool | None = Field(default=None, description="Whether a builder can start "
+                                       "without paying.")
+    pricing: Pricing | None = Field(default=None, description="What the API costs.")
+    rate_limit: str | None = Field(
+        default=None, description="The listed API's own rate limit, free text as the provider "
+        "states it.", examples=["60 requests/minute"])
+    endpoints: list[Endpoint] | None = Field(default=None, description="Operations of the "
+                                             "API, as in the provider's reference.")
+    sample_request: str | None = Field(default=None, description="A ready-to-run curl command, "
+                                       "with placeholder credentials.")
+    sample_response: str | None = Field(default=None, description="An example JSON response, "
+                                        "as text.")
     # Additions (optional; a consumer of interface 2.0.0 ignores them).
     openapi_url: Uri | None = Field(
         default=None,
@@ -232,14 +488,25 @@ class EntryContent(ContractModel):
 
 
 class Status(ContractModel):
-    """Presented endpoint status of an entry, from its latest probe run."""
+    """Presented endpoint status of an entry, from its latest probe run: live (a probed URL
+    answered HTTP 200), online (one answered with another status), unreachable (none
+    answered) or unchecked (not probed yet)."""
 
-    state: StatusState = "unchecked"
-    http_status: int | None = Field(default=None, ge=100, le=999)
-    response_time_ms: int | None = Field(default=None, ge=0)
-    checked_at: AwareDatetime | None = None
-    note: str | None = None
-    url: Uri | None = None
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True,
+                              json_schema_extra={"examples": STATUS_EXAMPLES})
+
+    state: StatusState = Field(default="unchecked", description="live, online, unreachable, "
+                               "or unchecked (never probed).")
+    http_status: int | None = Field(default=None, ge=100, le=999, description="HTTP status of "
+                                    "the deciding answer; null when nothing answered.")
+    response_time_ms: int | None = Field(default=None, ge=0, description="Time to response "
+                                         "headers, in milliseconds; null without an answer.")
+    checked_at: AwareDatetime | None = Field(default=None, description="The check date (UTC); "
+                                             "null when never checked.")
+    note: str | None = Field(default=None, description="For online: 'path returned an error "
+                             "or may require auth'; otherwise null.")
+    url: Uri | None = Field(default=None, description="The probed URL whose answer decided "
+                            "the state; null when not probed.")
     failure: FailureClass | None = Field(
         default=None, description="When no target answered in the run, twice: the class of "
         "the failure of the deciding target (dead, blocked, transient, tls).")
@@ -247,6 +514,8 @@ class Status(ContractModel):
 
 class Lifecycle(ContractModel):
     """Where the entry stands in its life, judged over runs rather than from one probe."""
+
+    model_config = _examples(*LIFECYCLE_EXAMPLES)
 
     state: LifecycleState = Field(description="active; degraded (some targets fail); failing "
                                   "(no target answered for several runs in a row); dead "
@@ -260,6 +529,8 @@ class Lifecycle(ContractModel):
 class Https(ContractModel):
     """Measured transport security of the base address."""
 
+    model_config = _examples(HTTPS_EXAMPLE, {"enabled": False})
+
     enabled: bool = Field(description="The base address is HTTPS.")
     tls_version: str | None = Field(default=None, description="Protocol of the last "
                                     "connection, e.g. TLSv1.3.")
@@ -267,66 +538,98 @@ class Https(ContractModel):
                                                "certificate expires.")
     cert_days_left: int | None = Field(default=None, description="Whole days from the release "
                                        "to that expiry (negative: expired).")
-    checked_at: AwareDatetime | None = None
+    checked_at: AwareDatetime | None = Field(default=None, description="When the connection "
+                                             "was measured (UTC).")
 
 
 class Cors(ContractModel):
     """Whether a web page on another origin may read the API's answers, as measured by
     sending an `Origin` header (no credentials) to every probed target."""
 
+    model_config = _examples(CORS_EXAMPLE, {"state": "unknown"})
+
     state: CorsState = Field(description="yes: Access-Control-Allow-Origin allows any origin or "
                              "ours; no: an answer came without it; unknown: nothing answered.")
     allow_origin: str | None = Field(default=None, description="The header's value, as sent.")
     credentials: bool | None = Field(default=None, description="Access-Control-Allow-"
                                      "Credentials was true.")
-    checked_at: AwareDatetime | None = None
+    checked_at: AwareDatetime | None = Field(default=None, description="When it was measured "
+                                             "(UTC).")
 
 
 class ScoreReasons(ContractModel):
     """The few facts that made each sub-score, e.g. "free tier", "p50 120 ms over 14 probes"."""
 
-    pricing: list[str]
-    latency: list[str]
-    depth: list[str]
+    pricing: list[str] = Field(description="What made the Pricing sub-score.")
+    latency: list[str] = Field(description="What made the Latency sub-score, or why it is null.")
+    depth: list[str] = Field(description="What made the Depth sub-score.")
 
 
 class LatencyWindow(ContractModel):
     """Response times of one window: only probes that got an HTTP answer count."""
 
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
     samples: int = Field(ge=0, description="Timed responses in the window.")
-    p50_ms: int | None = Field(default=None, ge=0, description="Median time to headers.")
-    p95_ms: int | None = Field(default=None, ge=0, description="95th percentile, same.")
+    p50_ms: int | None = Field(default=None, ge=0, description="Median time to headers, in "
+                               "milliseconds; null without samples.")
+    p95_ms: int | None = Field(default=None, ge=0, description="95th percentile of the same; "
+                               "null without samples.")
 
 
 class LatencyEvidence(ContractModel):
+    """The response times the Latency sub-score is computed from."""
+
+    model_config = _examples(LATENCY_EVIDENCE_EXAMPLE)
+
     minimum_samples: int = Field(description="Timed responses in 7 days the score needs.")
     eligible: bool = Field(description="Whether the last 7 days hold that many.")
-    last7d: LatencyWindow = Field(alias="last7d")
-    last30d: LatencyWindow = Field(alias="last30d")
+    last7d: LatencyWindow = Field(alias="last7d", title="Last 7 days",
+                                  description="Response times over the last 7 days.")
+    last30d: LatencyWindow = Field(alias="last30d", title="Last 30 days",
+                                   description="Response times over the last 30 days.")
 
 
 class ScoreEvidence(ContractModel):
     """The inputs that made each sub-score, so a reader can check it."""
 
     pricing: dict[str, Any] = Field(description="The pricing facts the score used.")
-    latency: LatencyEvidence
+    latency: LatencyEvidence = Field(description="The response times the score used.")
     depth: dict[str, Any] = Field(description="The measures of the API the score used.")
 
 
 class BuilderScore(ContractModel):
-    grade: Annotated[str, StringConstraints(pattern=r"^[A-F][+-]?$")]
-    percent: Percent
-    label: Annotated[str, StringConstraints(pattern=r"^\d{1,3}% builder-friendly$")]
-    pricing: Percent | None = Field(description="Null without the evidence it needs.")
-    latency: Percent | None = Field(description="Null without enough timed responses.")
-    depth: Percent | None = Field(description="Null without the evidence it needs.")
-    rubric: str
-    reasons: ScoreReasons | None = None
+    """How friendly the API is to a builder: a letter grade and a percent from three
+    sub-scores (Pricing, Latency, Depth), each 0 to 100 or null without its evidence. The rules
+    are the published, versioned rubric."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True,
+                              json_schema_extra={"examples": BUILDER_SCORE_EXAMPLES})
+
+    grade: Annotated[str, StringConstraints(pattern=r"^[A-F][+-]?$")] = Field(
+        description="Letter grade, A (best) to F.")
+    percent: Percent = Field(description="The builder score, 0 to 100: the weighted mean of the "
+                             "sub-scores that have evidence.")
+    label: Annotated[str, StringConstraints(pattern=r"^\d{1,3}% builder-friendly$")] = Field(
+        description="The percent as shown to readers: '<percent>% builder-friendly'.")
+    pricing: Percent | None = Field(description="Pricing sub-score, 0 to 100: what a builder pays "
+                                    "to start and how plainly growth is priced; null without "
+                                    "the evidence it needs.")
+    latency: Percent | None = Field(description="Latency sub-score, 0 to 100, from recent response "
+                                    "times; null without enough timed responses.")
+    depth: Percent | None = Field(description="Depth sub-score, 0 to 100: breadth, a "
+                                  "machine-readable description, SDKs, auth friction; null "
+                                  "without the evidence it needs.")
+    rubric: str = Field(description="Version of the scoring rules; scores of different "
+                        "versions are not comparable.")
+    reasons: ScoreReasons | None = Field(default=None, description="The facts behind each "
+                                         "sub-score.")
     confidence: Literal["high", "medium", "low"] | None = Field(
         default=None, description="How much evidence backs the grade.")
     provisional: bool | None = Field(
         default=None, description="True until Latency has its minimum evidence.")
-    evidence: ScoreEvidence | None = None
+    evidence: ScoreEvidence | None = Field(default=None, description="The inputs of each "
+                                           "sub-score.")
 
     @model_validator(mode="after")
     def _label_matches_percent(self) -> BuilderScore:
@@ -338,13 +641,23 @@ class BuilderScore(ContractModel):
 class Uptime(ContractModel):
     """Share of successful probes over the last 1, 7 and 30 days (null: no probes)."""
 
-    last1d: Share | None = Field(default=None, alias="last1d")
-    last7d: Share | None = Field(default=None, alias="last7d")
-    last30d: Share | None = Field(default=None, alias="last30d")
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True,
+                              json_schema_extra={"examples": [UPTIME_EXAMPLE]})
+
+    last1d: Share | None = Field(default=None, alias="last1d", title="Last day",
+                                 description="Share (0 to 1) of the last day's probes that got an "
+                                 "HTTP response; null without probes.")
+    last7d: Share | None = Field(default=None, alias="last7d", title="Last 7 days",
+                                 description="The same over the last 7 days.")
+    last30d: Share | None = Field(default=None, alias="last30d", title="Last 30 days",
+                                  description="The same over the last 30 days.")
 
 
 class Provenance(ContractModel):
     """Where the entry's facts come from and when a curator last checked them."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True,
+                              json_schema_extra={"examples": [PROVENANCE_EXAMPLE]})
 
     verified: date | None = Field(default=None, description="Day the facts were last checked.")
     sources: list[Uri] | None = Field(
@@ -357,27 +670,52 @@ class Provenance(ContractModel):
 class APIEntry(EntryContent):
     """A published entry: the curated content plus the presented values."""
 
-    provenance: Provenance | None = None
-    status: Status = Field(default_factory=Status)
-    builder_score: BuilderScore | None = None
-    uptime: Uptime | None = None
-    lifecycle: Lifecycle | None = None
-    https: Https | None = None
-    cors: Cors | None = None
+    model_config = _examples(API_ENTRY_EXAMPLE)
+    always_written = ("status", "builderScore", "uptime", "lifecycle", "https", "cors")
+    never_null = ("lifecycle", "https", "cors")
+
+    provenance: Provenance | None = Field(
+        default=None, description="Where the facts come from and when they were last checked; "
+        "absent for an entry that names neither.")
+    status: Status = Field(default_factory=Status, description="The entry's status from its "
+                           "latest probe run.")
+    builder_score: BuilderScore | None = Field(default=None, description="The builder score; "
+                                               "null while the entry is not scored.")
+    uptime: Uptime | None = Field(default=None, description="Share of successful probes over "
+                                  "the last 1, 7 and 30 days; null while it is not computed.")
+    lifecycle: Lifecycle | None = Field(default=None, description="Where the entry stands in "
+                                        "its life, judged over probe runs.")
+    https: Https | None = Field(default=None, description="Transport security of the base "
+                                "address, as measured.")
+    cors: Cors | None = Field(default=None, description="Whether a web page on another origin "
+                              "may read the API's answers, as measured.")
 
 
 class Meta(ContractModel):
-    version: SemVer
-    generated: AwareDatetime
-    total_apis: int = Field(ge=0, alias="totalAPIs")
-    source: Uri
-    license: str
+    """What every published document says about its release."""
+
+    model_config = _examples(META_EXAMPLE)
+
+    version: SemVer = Field(description="The interface version with build metadata naming the "
+                            "release: <interface>+<yyyymmdd>.<n>, the n-th release of that UTC "
+                            "day.")
+    generated: AwareDatetime = Field(description="When the release was produced (RFC 3339, "
+                                     "UTC).")
+    total_apis: int = Field(ge=0, alias="totalAPIs", description="Number of entries in the full "
+                            "dataset.")
+    source: Uri = Field(description="Address of the full dataset, api/apis.json, on the host "
+                        "serving the release.")
+    license: str = Field(description="Licence of the data.")
 
 
 class CategoryMeta(Meta):
-    category: CategoryId
-    label: str
-    count: int = Field(ge=0)
+    """The meta of a category file: the release's, plus the category and its entry count."""
+
+    model_config = _examples(CATEGORY_META_EXAMPLE)
+
+    category: CategoryId = Field(description="The category's id.")
+    label: str = Field(description="The category's display name.")
+    count: int = Field(ge=0, description="Number of entries in this file.")
 
 
 def _check_sorted_unique(apis: Sequence[APIEntry | SearchItem]) -> None:
@@ -387,8 +725,10 @@ def _check_sorted_unique(apis: Sequence[APIEntry | SearchItem]) -> None:
 
 
 class FullDataset(ContractModel):
-    meta: Meta
-    apis: list[APIEntry]
+    """`api/apis.json`: every published entry, sorted by id, with the release's meta."""
+
+    meta: Meta = Field(description="The release.")
+    apis: list[APIEntry] = Field(description="Every published entry, sorted by id.")
 
     @model_validator(mode="after")
     def _consistent(self) -> FullDataset:
@@ -399,8 +739,10 @@ class FullDataset(ContractModel):
 
 
 class CategoryDataset(ContractModel):
-    meta: CategoryMeta
-    apis: list[APIEntry]
+    """`api/categories/{categoryId}.json`: the entries of one category, sorted by id."""
+
+    meta: CategoryMeta = Field(description="The release, the category and its entry count.")
+    apis: list[APIEntry] = Field(description="The category's entries, sorted by id.")
 
     @model_validator(mode="after")
     def _consistent(self) -> CategoryDataset:
@@ -415,23 +757,26 @@ class CategoryDataset(ContractModel):
 class EntryDocument(ContractModel):
     """`api/apis/{id}.json`: one published entry, whole, with the meta of its release."""
 
-    meta: Meta
-    api: APIEntry
+    meta: Meta = Field(description="The release.")
+    api: APIEntry = Field(description="The entry, as in the full dataset.")
 
 
 class SearchItem(ContractModel):
     """One entry as `api/search.json` lists it: what the index page shows, searches and sorts
-    by, in a few hundred bytes; the whole entry is `api/apis/{id}.json`."""
+    by, in a few hundred bytes; the whole entry is `api/apis/{id}.json`. A key whose value
+    would be null is left out."""
 
-    id: Slug
-    name: str = Field(min_length=1)
-    provider: str = Field(min_length=1)
-    category: CategoryId
+    model_config = _examples(SEARCH_ITEM_EXAMPLE)
+
+    id: Slug = Field(description="The entry's id.")
+    name: str = Field(min_length=1, description="The entry's name.")
+    provider: str = Field(min_length=1, description="The entry's provider.")
+    category: CategoryId = Field(description="The entry's category.")
     description: str | None = Field(default=None, description="The one-sentence summary.")
-    tags: list[str] | None = None
-    auth_type: AuthType | None = None
-    has_free_tier: bool | None = None
-    color: HexColor | None = None
+    tags: list[str] | None = Field(default=None, description="The entry's tags.")
+    auth_type: AuthType | None = Field(default=None, description="The entry's authType.")
+    has_free_tier: bool | None = Field(default=None, description="The entry's hasFreeTier.")
+    color: HexColor | None = Field(default=None, description="The entry's brand colour.")
     state: StatusState = Field(description="The entry's status.state.")
     grade: Annotated[str, StringConstraints(pattern=r"^[A-F][+-]?$")] | None = Field(
         default=None, description="The builder grade; absent while the entry is not scored.")
@@ -447,8 +792,8 @@ class SearchItem(ContractModel):
 class SearchIndex(ContractModel):
     """`api/search.json`: every published entry as a SearchItem, sorted by id."""
 
-    meta: Meta
-    apis: list[SearchItem]
+    meta: Meta = Field(description="The release.")
+    apis: list[SearchItem] = Field(description="One item per published entry, sorted by id.")
 
     @model_validator(mode="after")
     def _consistent(self) -> SearchIndex:
@@ -459,34 +804,42 @@ class SearchIndex(ContractModel):
 
 
 class CategorySummary(ContractModel):
-    id: CategoryId
-    label: str
-    description: str | None = None
-    count: int = Field(ge=0)
+    """One category of the index."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+    id: CategoryId = Field(description="The category's id, as in its file's name.")
+    label: str = Field(description="The category's display name.")
+    description: str | None = Field(default=None, description="What the category holds, in "
+                                    "one line.")
+    count: int = Field(ge=0, description="Number of published entries in it.")
 
 
 class CategoryIndex(ContractModel):
     """`api/categories.json`: every category with its label and entry count."""
 
-    meta: Meta
-    categories: list[CategorySummary]
+    meta: Meta = Field(description="The release.")
+    categories: list[CategorySummary] = Field(description="Every category, in the "
+                                              "directory's order.")
 
 
 CheckedState = Literal["live", "online", "unreachable"]
 
 
 class ReleaseCounts(ContractModel):
-    total: int = Field(ge=0)
-    by_category: dict[CategoryId, int]
-    by_state: dict[StatusState, int]
+    """How many entries a release holds, in all, by category and by status state."""
+
+    total: int = Field(ge=0, description="Entries in the release.")
+    by_category: dict[CategoryId, int] = Field(description="Entries per category id.")
+    by_state: dict[StatusState, int] = Field(description="Entries per status state.")
 
 
 class ReleaseSummary(ContractModel):
     """One kept release: its files are under `api/releases/<folder>/`, never rewritten."""
 
-    version: SemVer
-    generated: AwareDatetime
-    counts: ReleaseCounts
+    version: SemVer = Field(description="The release's version, as in its meta.")
+    generated: AwareDatetime = Field(description="When the release was produced (UTC).")
+    counts: ReleaseCounts = Field(description="What the release holds.")
     path: str = Field(description=(
         "The release's full dataset, relative to the site root. Its folder is the version "
         "with `+` written `_` (api/releases/2.0.0_20261121.1/apis.json), since some object "
@@ -497,8 +850,9 @@ class ReleaseSummary(ContractModel):
 class ReleaseIndex(ContractModel):
     """`api/releases.json`: the kept releases, newest first."""
 
-    meta: Meta
-    releases: list[ReleaseSummary]
+    meta: Meta = Field(description="The current release.")
+    releases: list[ReleaseSummary] = Field(description="The kept releases, newest first; the "
+                                           "first is the current one.")
 
     @model_validator(mode="after")
     def _newest_first(self) -> ReleaseIndex:
@@ -513,18 +867,23 @@ class ReleaseIndex(ContractModel):
 class StateChangeItem(ContractModel):
     """An entry's presented state moved from one checked state to another."""
 
-    entry: Slug
-    name: str
-    from_state: CheckedState = Field(alias="from")
-    to_state: CheckedState = Field(alias="to")
-    at: AwareDatetime
+    model_config = _examples(STATE_CHANGE_EXAMPLE)
+
+    entry: Slug = Field(description="The entry's id.")
+    name: str = Field(description="The entry's name.")
+    from_state: CheckedState = Field(alias="from", description="The state before.")
+    to_state: CheckedState = Field(alias="to", description="The state after.")
+    at: AwareDatetime = Field(description="When the change was seen (UTC).")
 
 
 class CatalogueEvent(ContractModel):
     """Something that happened in the catalogue: an entry added, retired, or moved from one
     lifecycle state to another, or a new release published."""
 
-    kind: Literal["added", "retired", "lifecycle", "release"]
+    model_config = _examples(*CATALOGUE_EVENT_EXAMPLES)
+
+    kind: Literal["added", "retired", "lifecycle", "release"] = Field(
+        description="What happened: added, retired, lifecycle (a transition) or release.")
     entry: Slug | None = Field(default=None, description="The entry's id (all but release).")
     name: str | None = Field(default=None, description="The entry's name (all but release).")
     from_state: LifecycleState | None = Field(default=None, alias="from",
@@ -532,7 +891,7 @@ class CatalogueEvent(ContractModel):
     to_state: LifecycleState | None = Field(default=None, alias="to",
                                             description="lifecycle: the state entered.")
     version: SemVer | None = Field(default=None, description="release: its version.")
-    at: AwareDatetime
+    at: AwareDatetime = Field(description="When it happened (UTC).")
 
     @model_validator(mode="after")
     def _fields_of_its_kind(self) -> CatalogueEvent:
@@ -555,8 +914,11 @@ def _check_newest_first(moments: list[Any], what: str) -> None:
 class ChangeLog(ContractModel):
     """`api/changes.json`: recent state changes and catalogue events, newest first."""
 
-    meta: Meta
-    changes: list[StateChangeItem]
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+    meta: Meta = Field(description="The release.")
+    changes: list[StateChangeItem] = Field(description="Recent changes of entries' presented "
+                                           "state, newest first.")
     events: list[CatalogueEvent] | None = Field(
         default=None, description="Entries added and retired, lifecycle transitions and "
         "releases, the same items as the Atom feed `changes.atom`.")
@@ -569,14 +931,20 @@ class ChangeLog(ContractModel):
 
 
 class NotFoundError(ContractModel):
-    status: Literal[404] = 404
-    code: Literal["not_found"] = "not_found"
-    message: str
-    category_ids: list[CategoryId] = Field(default_factory=lambda: list(CATEGORY_IDS))
-    index: str = "api/categories.json"
+    """What was not found, and where to look instead."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+    status: Literal[404] = Field(default=404, description="The HTTP status, 404.")
+    code: Literal["not_found"] = Field(default="not_found", description="A stable error code.")
+    message: str = Field(description="What is missing and where the documents are.")
+    category_ids: list[CategoryId] = Field(default_factory=lambda: list(CATEGORY_IDS),
+                                           description="Every valid categoryId.")
+    index: str = Field(default="api/categories.json", description="The category index, "
+                       "relative to the site root.")
 
 
 class ErrorBody(ContractModel):
     """`api/404.json`: what the static host answers for a document the release lacks."""
 
-    error: NotFoundError
+    error: NotFoundError = Field(description="The error.")

@@ -3,28 +3,39 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
+import jsonschema
 import pytest
 from openapi_spec_validator import validate as validate_openapi
 from pydantic import ValidationError
 
+from pipeline import contract
 from pipeline.contract import (
     CATEGORY_IDS,
     SLUG_PATTERN,
     APIEntry,
     BuilderScore,
     CategoryDataset,
+    Cors,
+    EndpointStatus,
     EntryDocument,
     FullDataset,
+    Https,
+    Lifecycle,
     Meta,
     SearchIndex,
     SearchItem,
     Status,
+    Uptime,
 )
 from pipeline.release.openapi import openapi_document, render_openapi
+from pipeline.release.publish import published_entry
 from pipeline.release.search import search_item
-from tests.conftest import REPO, make_entry
+from tests.conftest import REPO, VALID_ENTRY, make_entry
 
 
 def published(**changes: object) -> dict:
@@ -209,3 +220,111 @@ def test_a_search_item_is_the_entry_cut_down_and_the_index_keeps_its_invariants(
         SearchIndex.model_validate({"meta": META | {"totalAPIs": 2}, "apis": [item, item]})
     with pytest.raises(ValidationError, match="grade"):
         SearchItem.model_validate(item | {"grade": "excellent"})
+
+
+def _schema_nodes(node: Any) -> Iterator[dict]:
+    """Every object of a JSON Schema, nested ones included."""
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _schema_nodes(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _schema_nodes(value)
+
+
+def _resolved(schemas: dict, node: dict, key: str) -> Any:
+    """`key` of a property, else of the component its bare `$ref` names (pydantic leaves out a
+    title or description that only repeats the referenced schema's)."""
+    if key in node or "$ref" not in node:
+        return node.get(key)
+    return schemas[node["$ref"].rsplit("/", 1)[-1]].get(key)
+
+
+def test_every_property_has_a_description_and_a_title_from_its_json_name() -> None:
+    schemas = openapi_document()["components"]["schemas"]
+    properties = [(name, schema) for node in _schema_nodes(schemas)
+                  for name, schema in (node.get("properties") or {}).items()]
+    assert len(properties) > 150
+    for name, schema in properties:
+        description = _resolved(schemas, schema, "description")
+        assert isinstance(description, str) and description.strip(), name
+        title = _resolved(schemas, schema, "title")
+        assert isinstance(title, str) and title.strip(), name
+        if not re.fullmatch(r"[a-z]+", name):
+            # a name of several words (checkedAt, totalAPIs, last7d) gets a title of words,
+            # never pydantic's "Checkedat", "Totalapis", "Last7D"
+            assert " " in title, (name, title)
+        elif "$ref" not in schema:
+            assert title.lower() == name, (name, title)
+    entry = schemas["APIEntry"]["properties"]
+    assert entry["baseUrl"]["title"] == "Base URL"
+    assert schemas["Status"]["properties"]["checkedAt"]["title"] == "Checked at"
+    assert schemas["Meta"]["properties"]["totalAPIs"]["title"] == "Total APIs"
+
+
+MAIN_SCHEMAS_WITH_EXAMPLES = {
+    "APIEntry", "Status", "EndpointStatus", "BuilderScore", "Meta", "CategoryMeta", "Pricing",
+    "Uptime", "Lifecycle", "Https", "Cors", "Provenance", "SearchItem", "CatalogueEvent",
+    "StateChangeItem", "LatencyEvidence",
+}
+
+
+def test_each_example_is_valid_against_its_own_schema_and_model() -> None:
+    schemas = json.loads(json.dumps(openapi_document()["components"]["schemas"]))
+    with_examples = {name for name, schema in schemas.items() if schema.get("examples")}
+    assert with_examples >= MAIN_SCHEMAS_WITH_EXAMPLES
+    checked = 0
+    for node in _schema_nodes(schemas):
+        for example in node.get("examples") or ():
+            schema = {**node, "components": {"schemas": schemas}}
+            jsonschema.Draft202012Validator(
+                schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+            ).validate(example)
+            checked += 1
+    assert checked >= 25
+    for name in with_examples:
+        model = getattr(contract, name)
+        for example in schemas[name]["examples"]:
+            # the model reads it and writes it back as it was: an example is a published shape
+            dumped = model.model_validate(example).model_dump(mode="json", exclude_unset=True)
+            assert dumped == example, name
+
+
+def test_a_broken_example_fails_its_schema() -> None:
+    schemas = json.loads(json.dumps(openapi_document()["components"]["schemas"]))
+    broken = contract.API_ENTRY_EXAMPLE | {"status": {"state": "down"}}
+    validator = jsonschema.Draft202012Validator(
+        {"$ref": "#/components/schemas/APIEntry", "components": {"schemas": schemas}})
+    assert not validator.is_valid(broken)
+    assert not validator.is_valid({k: v for k, v in contract.API_ENTRY_EXAMPLE.items()
+                                   if k != "lifecycle"})
+
+
+def test_required_names_exactly_what_the_publish_step_always_writes() -> None:
+    schemas = openapi_document()["components"]["schemas"]
+    minimal = {key: VALID_ENTRY[key] for key in schemas["APIEntry"]["required"]
+               if key in VALID_ENTRY}
+    assert set(minimal) == {"id", "name", "provider", "category", "baseUrl", "authType"}
+    # whatever the presented values, an entry holds its required keys and no other
+    bare = published_entry(minimal)
+    scored = published_entry(minimal, Status(state="live", http_status=200),
+                             BuilderScore.model_validate(contract.BUILDER_SCORE_EXAMPLES[0]),
+                             Uptime(), lifecycle=Lifecycle(state="active"),
+                             https=Https(enabled=True), cors=Cors(state="no"))
+    for entry in (bare, scored):
+        assert set(entry) == set(schemas["APIEntry"]["required"])
+    # a presented value written whole holds every key its schema requires
+    for name, value in (("Status", bare["status"]), ("BuilderScore", scored["builderScore"]),
+                        ("Uptime", scored["uptime"])):
+        assert set(value) == set(schemas[name]["required"]), name
+    for name in ("Lifecycle", "Https", "Cors"):  # never null, written without null keys
+        assert "anyOf" not in schemas["APIEntry"]["properties"][name.lower()], name
+        assert set(scored[name.lower()]) == set(schemas[name]["required"]), name
+        assert set(bare[name.lower()]) >= set(schemas[name]["required"]), name
+    endpoint = EndpointStatus().model_dump(mode="json")
+    assert set(endpoint) == set(schemas["EndpointStatus"]["required"])
+    # the curated fields stay optional: a file sets them or not
+    assert "description" not in schemas["APIEntry"]["required"]
+    # input stays lenient: an entry without presented values (an older file) still validates
+    assert APIEntry.model_validate(minimal).status.state == "unchecked"

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.catalogue.draft import todo_fields
 from pipeline.catalogue.guard import (
@@ -49,12 +49,17 @@ def _compose(text: str) -> yaml.Node | None:
 
 
 class EntryFile(EntryContent):
-    """One curated entry file: the published content plus internal provenance fields."""
+    """One curated entry file: the published content plus the pages its facts come from and
+    the day they were checked (published as the entry's provenance)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    sources: list[Uri] | None = None
-    verified: date | None = None
+    sources: list[Uri] | None = Field(
+        default=None, description="The pages each fact was checked on: the provider's own "
+        "reference, pricing and rate-limit pages first.")
+    verified: date | None = Field(
+        default=None, description="The day the facts were last checked against the sources "
+        "(YYYY-MM-DD).")
 
     def content(self) -> dict[str, Any]:
         """The publishable part, as JSON values, with only the keys the file sets; the

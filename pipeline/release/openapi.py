@@ -19,6 +19,7 @@ from pipeline.contract import (
     CategoryDataset,
     CategoryIndex,
     ChangeLog,
+    ContractJsonSchema,
     EntryDocument,
     ErrorBody,
     FullDataset,
@@ -95,7 +96,8 @@ def _json_response(description: str, schema_name: str, validators: bool = False
 
 
 def component_schemas() -> dict[str, Any]:
-    """JSON Schemas (2020-12) of every published document, keyed by model name."""
+    """JSON Schemas (2020-12) of every published document, keyed by model name: what the
+    files hold (serialization), so a field the publish step always writes is required."""
     _, top = models_json_schema(
         [
             (FullDataset, "serialization"),
@@ -108,6 +110,7 @@ def component_schemas() -> dict[str, Any]:
             (ErrorBody, "serialization"),
         ],
         ref_template=REF_TEMPLATE,
+        schema_generator=ContractJsonSchema,
     )
     return top["$defs"]
 
