@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
 
+from pipeline.contract import CATEGORY_IDS
+from pipeline.judging.score import GRADE_BANDS
 from pipeline.release.hosting import LIVE_CACHE
 from pipeline.release.layout import FULL_DATASET, NOT_FOUND_PAGE, SEARCH_INDEX
 from pipeline.release.pages import INDEX_PAGE_SIZE, NO_AUTH_HEADER, category_page
@@ -293,6 +295,113 @@ def test_the_index_cards_read_as_the_category_pages_cards_and_show_more(
         assert markup(card_text(served, entry_id)["html"]).replace('href="../', 'href="') \
             == markup(card["html"]), entry_id
     page.screenshot(path=SCREENSHOTS / "index-hostile.png", full_page=True)
+    assert watch.problems == []
+
+
+# The colours a badge's text is drawn in and on, as Chromium computes them: the text colour
+# over the first opaque background behind it (layers with alpha composited in order).
+COLOURS_OF_TEXT = """
+badge => {
+  const parse = value => {
+    const [r, g, b, a] = value.match(/[\\d.]+/g).map(Number);
+    return [r, g, b, a === undefined ? 1 : a];
+  };
+  const over = (top, bottom) => [0, 1, 2].map(i => top[3] * top[i] + (1 - top[3]) * bottom[i]);
+  const backgroundOf = node => {
+    const layers = [];
+    for (let at = node; at; at = at.parentElement) {
+      layers.push(parse(getComputedStyle(at).backgroundColor));
+    }
+    return layers.reverse().reduce((below, layer) => over(layer, below), [255, 255, 255]);
+  };
+  const inked = [badge, ...badge.querySelectorAll("*")].filter(node =>
+    [...node.childNodes].some(child => child.nodeType === 3 && child.textContent.trim()));
+  return {
+    text: badge.innerText,
+    classes: badge.className,
+    fill: getComputedStyle(badge).backgroundColor,
+    parts: inked.map(node => {
+      const background = backgroundOf(node);
+      return {text: node.textContent.trim(), background,
+              colour: over(parse(getComputedStyle(node).color), background)};
+    }),
+  };
+}
+"""
+
+
+def contrast(one: list[float], other: list[float]) -> float:
+    """The WCAG 2 contrast ratio of two sRGB colours (0-255 channels)."""
+    def luminance(rgb: list[float]) -> float:
+        linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+                  for c in (channel / 255 for channel in rgb)]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+    lighter, darker = sorted((luminance(one), luminance(other)), reverse=True)
+    return (lighter + 0.05) / (darker + 0.05)
+
+
+def badges_of(page: Page, selector: str) -> list[dict]:
+    return page.eval_on_selector_all(selector, f"badges => badges.map({COLOURS_OF_TEXT})")
+
+
+def assert_readable(badges: list[dict], where: str) -> None:
+    assert badges, where
+    for badge in badges:
+        for part in badge["parts"]:
+            ratio = contrast(part["colour"], part["background"])
+            assert ratio >= 4.5, (where, badge["classes"], part["text"], round(ratio, 2))
+
+
+def test_grade_badges_are_coloured_by_band_and_readable_in_both_schemes(
+    browser: BrowserContext, site: str, sample: SampleRelease
+) -> None:
+    """Every band, confirmed and provisional, on the index's cards (drawn by the script from a
+    search index whose grades are set to each band's floor) and on the server-rendered category
+    and entry pages, in the light and the dark scheme: text at 4.5:1 or better."""
+    search = json.loads((sample.folder / SEARCH_INDEX).read_text())
+    real = search["apis"][: 2 * len(GRADE_BANDS)]
+    bands = [(floor, letter, provisional) for floor, letter in GRADE_BANDS
+             for provisional in (False, True)]
+    search["apis"] = [item | {"grade": letter, "percent": floor, "provisional": provisional}
+                      for item, (floor, letter, provisional) in zip(real, bands, strict=True)]
+    page = browser.new_page()
+    watch = Watch(page)
+    page.route(f"{site}/{SEARCH_INDEX}", lambda route: route.fulfill(
+        status=200, content_type="application/json", body=json.dumps(search)))
+    apis = json.loads((sample.folder / FULL_DATASET).read_text())["apis"]
+    graded = {}
+    for api in apis:  # an entry page for every grade the sample release holds
+        score = api.get("builderScore")
+        if score:
+            graded.setdefault((score["grade"], bool(score.get("provisional"))), api["id"])
+    assert len(graded) > 2
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        page.goto(f"{site}/index.html")
+        expect(page.locator("#result-count")).to_have_text(f"{len(bands)} APIs")
+        cards = badges_of(page, "#api-list .grade")
+        assert len(cards) == len(bands)
+        assert_readable(cards, f"index, {scheme}")
+        fills, colours = set(), set()
+        for badge in cards:
+            letter = badge["parts"][0]["text"]
+            assert letter in {letter for _, letter in GRADE_BANDS}
+            assert re.search(r"\b\d+% builder-friendly\b", badge["text"]), badge
+            colours.add(tuple(badge["parts"][0]["colour"]))
+            if "provisional" in badge["classes"]:
+                assert "PROVISIONAL" in badge["text"].upper()
+                assert badge["fill"] == "rgba(0, 0, 0, 0)", badge  # outlined, not filled
+            else:
+                fills.add(badge["fill"])
+        assert len(fills) == len(GRADE_BANDS) and len(colours) == len(GRADE_BANDS), scheme
+        for category in CATEGORY_IDS:
+            page.goto(f"{site}/{category_page(category)}")
+            assert_readable(badges_of(page, "li.card .grade"), f"{category}, {scheme}")
+        for entry_id in sorted(graded.values()):
+            page.goto(f"{site}/apis/{entry_id}.html")
+            assert_readable(badges_of(page, ".grade"), f"{entry_id}, {scheme}")
+        page.goto(f"{site}/index.html")
+        page.screenshot(path=SCREENSHOTS / f"grades-{scheme}.png", full_page=True)
     assert watch.problems == []
 
 

@@ -152,6 +152,11 @@ def sample_text(text: str | None) -> str:
         return text.strip()
 
 
+def grade_band(grade: str) -> str:
+    """The class that colours a grade badge by its band: `grade-b` for B (and B+ or B-)."""
+    return f"grade-{grade[0].lower()}"
+
+
 def search_text(api: Mapping[str, Any]) -> str:
     """What the index's free-text search looks in: name, provider, description and tags."""
     words = [api.get("name"), api.get("provider"), api.get("description"), *(api.get("tags") or [])]
@@ -227,6 +232,7 @@ def environment() -> Environment:
         free_quota=free_quota_text,
         sample=sample_text,
         search_text=search_text,
+        band=grade_band,
     )
     env.globals.update(
         STATE_LABELS=STATE_LABELS,

@@ -16,14 +16,17 @@
 
   function gradeBadge(item) {
     if (item.grade === undefined) return element("span", "grade grade-none", "Not scored yet");
-    var label = item.percent + "% builder-friendly";
-    var badge = element("span", item.provisional ? "grade provisional" : "grade");
-    badge.title = item.provisional
-      ? label + ", provisional: not enough probes yet for Latency" : label;
+    // The band's class colours the badge: grade-b for B (and B+ or B-).
+    var band = "grade-" + item.grade.charAt(0).toLowerCase();
+    var badge = element("span", "grade " + band + (item.provisional ? " provisional" : ""));
     var grade = element("abbr", "", item.grade);
     grade.title = "Builder grade";
-    badge.append(grade, " ", element("span", "percent", label));
-    if (item.provisional) badge.append(" ", element("span", "provisional-word", "provisional"));
+    badge.append(grade, " ", element("span", "percent", item.percent + "% builder-friendly"));
+    if (item.provisional) {
+      var word = element("span", "provisional-word", "provisional");
+      word.title = "Not enough probes yet for Latency";
+      badge.append(" ", word);
+    }
     return badge;
   }
 
