@@ -28,6 +28,7 @@ from pipeline.release.layout import (
     entry_markdown,
 )
 from pipeline.release.pages import (
+    AUTH_LABELS,
     NO_AUTH_HEADER,
     PageError,
     category_page,
@@ -192,6 +193,27 @@ def test_status_has_its_three_forms(sample: SampleRelease) -> None:
 def test_no_auth_shows_a_comment_as_its_header(sample: SampleRelease) -> None:
     html = Elements(page(sample, entry_page(UNREACHABLE_ID)))
     assert html.by_id("auth-header") == NO_AUTH_HEADER == "# No auth required"
+
+
+def test_the_auth_type_is_said_once(sample: SampleRelease) -> None:
+    """The auth rows name the auth type once: inside the description when that names it (the
+    description's own repeats aside), else before it; its machine value rides in `<data>`."""
+    apis = json.loads(page(sample, FULL_DATASET))["apis"]
+    named = 0
+    for api in apis:
+        html = Elements(page(sample, entry_page(api["id"])))
+        label = re.compile(rf"\b{re.escape(AUTH_LABELS[api['authType']])}\b", re.IGNORECASE)
+        said = len(label.findall(f"{html.by_id('auth-type')} {html.by_id('auth-header')}"))
+        in_description = len(label.findall(api.get("authDescription") or ""))
+        in_example = len(label.findall(api.get("authExample") or ""))
+        assert said == max(1, in_description) + in_example, api["id"]
+        assert [a["value"] for t, a in html.tags if t == "data"] == [api["authType"]], api["id"]
+        named += in_description > 0
+    assert named > 10  # the catalogue's descriptions often name the scheme
+    openai = Elements(page(sample, entry_page(ONLINE_ID)))
+    assert openai.by_id("auth-type").count("Bearer token") == 1
+    assert openai.by_id("auth-header") == next(
+        a["authExample"] for a in apis if a["id"] == ONLINE_ID)
 
 
 def test_html_in_entries_shows_as_text(sample: SampleRelease) -> None:
