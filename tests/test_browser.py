@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -22,7 +24,13 @@ from pipeline.contract import CATEGORY_IDS
 from pipeline.judging.score import GRADE_BANDS
 from pipeline.release.hosting import LIVE_CACHE
 from pipeline.release.layout import FULL_DATASET, NOT_FOUND_PAGE, SEARCH_INDEX
-from pipeline.release.pages import INDEX_PAGE_SIZE, NO_AUTH_HEADER, category_page
+from pipeline.release.pages import (
+    INDEX_PAGE,
+    INDEX_PAGE_SIZE,
+    NO_AUTH_HEADER,
+    category_page,
+    entry_page,
+)
 from tests.conftest import REPO
 from tests.site_release import (
     HOSTILE_NAME,
@@ -58,23 +66,34 @@ def site(sample: SampleRelease, tmp_path_factory: pytest.TempPathFactory) -> Ite
         yield base_url
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[BrowserContext]:
+# The screens pages are read on: a desktop, and a phone 375 px wide at twice the pixel density.
+SCREENS: dict[str, dict[str, Any]] = {
+    "desktop": {"viewport": {"width": 1280, "height": 900}},
+    "phone": {"viewport": {"width": 375, "height": 812}, "device_scale_factor": 2},
+}
+
+
+@contextmanager
+def chromium(profile: Path, **options: Any) -> Iterator[BrowserContext]:
+    """Headless Chromium with a fresh profile and the given screen (viewport, pixel density)."""
     if not CHROMIUM.is_file():
         raise RuntimeError("chromium is not installed: run `make test`, which installs it")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=CHROMIUM_ARGS,
-            viewport={"width": 1280, "height": 900},
+            str(profile), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
+            **options,
         )
         try:
             yield context
         finally:
             context.close()
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[BrowserContext]:
+    with chromium(tmp_path / "profile", **SCREENS["desktop"]) as context:
+        yield context
 
 
 class Watch:
@@ -186,7 +205,60 @@ def test_entry_with_html_shows_it_as_text_and_fits_a_phone(
     expect(page.locator("#status")).to_have_text("Unreachable — no response.")
     assert page.locator("main img, main script, main b").count() == 0
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-    page.screenshot(path=SCREENSHOTS / "entry-phone.png", full_page=True)
+    page.screenshot(path=SCREENSHOTS / "entry-hostile-phone.png", full_page=True)
+    assert watch.problems == []
+
+
+# How a page fits its screen: the page's width, and each table's width beside the room its
+# container gives it, with that container's horizontal overflow.
+FIT = """
+() => ({
+  width: document.documentElement.scrollWidth,
+  tables: [...document.querySelectorAll("main table")].map(table => ({
+    table: table.className || table.id,
+    width: table.scrollWidth,
+    room: table.parentElement.clientWidth,
+    overflowX: getComputedStyle(table.parentElement).overflowX,
+  })),
+})
+"""
+
+
+@pytest.mark.parametrize("screen", list(SCREENS))
+def test_pages_fit_the_screen_and_are_photographed(
+    screen: str, site: str, sample: SampleRelease, tmp_path: Path
+) -> None:
+    """No page is wider than the screen; every table sits in a container that scrolls it
+    (`overflow-x: auto`) and fits there, wrapped rather than cut off. On a phone every page of
+    the release is read; on a desktop the photographed ones: the index, the largest category
+    and the longest entry page, saved as `<page>-<screen>.png`."""
+    apis = json.loads((sample.folder / FULL_DATASET).read_text())["apis"]
+    categories = json.loads((sample.folder / "api" / "categories.json").read_text())["categories"]
+    largest = max(categories, key=lambda category: category["count"])["id"]
+    longest = max(sample.folder.glob("apis/*.html"), key=lambda path: path.stat().st_size)
+    photographed = {"index": INDEX_PAGE, "category": category_page(largest),
+                    "entry": f"apis/{longest.name}"}
+    paths = list(photographed.values())
+    if screen == "phone":
+        paths += sorted({category_page(c["id"]) for c in categories} - set(paths))
+        paths += sorted({entry_page(a["id"]) for a in apis} - set(paths))
+    width = SCREENS[screen]["viewport"]["width"]
+    with chromium(tmp_path / "profile", **SCREENS[screen]) as context:
+        page = context.new_page()
+        watch = Watch(page)
+        for path in paths:
+            page.goto(f"{site}/{path}")
+            if path == INDEX_PAGE:  # the script has drawn the cards
+                expect(page.locator("#result-count")).to_have_text(f"{len(apis)} APIs")
+            fit = page.evaluate(FIT)
+            assert fit["width"] <= width, (path, fit["width"])
+            for table in fit["tables"]:
+                assert table["overflowX"] == "auto" and table["width"] <= table["room"], \
+                    (path, table)
+            for name, photo in photographed.items():
+                if photo == path:
+                    page.screenshot(path=SCREENSHOTS / f"{name}-{screen}.png", full_page=True)
+        assert len(paths) == (3 if screen == "desktop" else 1 + len(categories) + len(apis))
     assert watch.problems == []
 
 
