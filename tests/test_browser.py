@@ -30,6 +30,7 @@ from pipeline.release.pages import (
     NO_AUTH_HEADER,
     category_page,
     entry_page,
+    score_key,
 )
 from tests.conftest import REPO
 from tests.site_release import (
@@ -334,6 +335,73 @@ def markup(html: str) -> str:
 def card_text(page: Page, entry_id: str) -> dict[str, str]:
     card = page.locator(f'li.card[data-id="{entry_id}"]')
     return {"text": card.inner_text(), "html": card.evaluate("c => c.outerHTML")}
+
+
+def words_of(api: dict) -> str:
+    return " ".join([api["name"], api["provider"], api.get("description") or "",
+                     *api.get("tags", [])]).lower()
+
+
+def test_a_category_page_searches_and_sorts_its_own_cards(
+    site: str, sample: SampleRelease, tmp_path: Path
+) -> None:
+    """The category page lists every API without the script; with it, the index's search and
+    sort act on the cards the page has drawn (hidden and ordered in place, none fetched), and
+    the filters live in the address."""
+    apis = json.loads((sample.folder / FULL_DATASET).read_text())["apis"]
+    members = [a for a in apis if a["category"] == "finance"]
+    by_score = [a["id"] for a in sorted(members, key=score_key)]
+    address = f"{site}/{category_page('finance')}"
+    with chromium(tmp_path / "no-script", java_script_enabled=False,
+                  **SCREENS["desktop"]) as context:
+        plain = context.new_page()
+        plain.goto(address)
+        expect(plain.locator("#filters")).to_be_hidden()
+        assert [card["id"] for card in visible_cards(plain)] == by_score
+        expect(plain.locator("#result-count")).to_have_text(f"{len(members)} APIs")
+
+    with chromium(tmp_path / "profile", **SCREENS["desktop"]) as browser:
+        page = browser.new_page()
+        watch = Watch(page)
+        fetched: list[str] = []
+        page.on("request", lambda request: fetched.append(urlsplit(request.url).path))
+        page.goto(address)
+        expect(page.locator("#filters")).to_be_visible()  # the script ran under the policy
+        expect(page.locator("#filter-category")).to_have_count(0)  # one category: no such field
+        assert [card["id"] for card in visible_cards(page)] == by_score
+        expect(page.locator("#result-count")).to_have_text(f"{len(members)} APIs")
+
+        page.fill("#filter-q", "exchange rates")
+        wanted = [a for a in members if all(w in words_of(a) for w in ("exchange", "rates"))]
+        assert 0 < len(wanted) < len(members)
+        assert [card["id"] for card in visible_cards(page)] == [
+            a["id"] for a in sorted(wanted, key=score_key)]
+        expect(page.locator("#result-count")).to_have_text(
+            f"Showing {len(wanted)} of {len(members)} APIs")
+        assert urlsplit(page.url).query == "q=exchange+rates"
+
+        page.select_option("#filter-sort", "name")
+        names = [card["name"] for card in visible_cards(page)]
+        assert names == sorted(a["name"].lower() for a in wanted)
+        assert urlsplit(page.url).query == "q=exchange+rates&sort=name"
+        assert page.locator("#api-list > li.card").count() == len(members)  # hidden, not removed
+
+        page.fill("#filter-q", "no api has this text")
+        expect(page.locator("#no-results")).to_be_visible()
+        assert visible_cards(page) == []
+
+        page.goto(f"{address}?q=exchange+rates&sort=name")  # the filters come from the address
+        expect(page.locator("#filter-q")).to_have_value("exchange rates")
+        expect(page.locator("#filter-sort")).to_have_value("name")
+        assert [card["name"] for card in visible_cards(page)] == names
+        page.screenshot(path=SCREENSHOTS / "category-filtered.png", full_page=True)
+
+        page.fill("#filter-q", "")
+        page.select_option("#filter-sort", "score")
+        assert [card["id"] for card in visible_cards(page)] == by_score
+        assert urlsplit(page.url).query == ""
+        assert f"/{SEARCH_INDEX}" not in fetched and f"/{FULL_DATASET}" not in fetched
+        assert watch.problems == []
 
 
 def test_the_index_cards_read_as_the_category_pages_cards_and_show_more(
