@@ -1,10 +1,13 @@
 """Headless Chromium reads the release as nginx serves it: the index built from the search
-index, filter, search, show more, open an entry, copy; the 404 page; and a page on another
-origin reads and revalidates a document from nginx and `apidir serve`.
+index, filter, search, show more, open an entry, copy; a category page's search and sort; grade
+badges readable in both colour schemes; every page fitting a phone; the 404 page; and a page on
+another origin reads and revalidates a document from nginx and `apidir serve`.
 
 Chromium is Debian's package (`make test` installs it), driven by Playwright with a fresh
 profile and every background service off, since the machine has no network beyond loopback.
-Screenshots go to `test-output/browser/`.
+Screenshots go to `test-output/browser/` (created by the tests, ignored by git): the index, a
+category and an entry page at desktop (1280 px) and phone (375 px) widths, and the grade badges
+in the light and dark schemes.
 """
 
 from __future__ import annotations
@@ -258,9 +261,28 @@ def test_pages_fit_the_screen_and_are_photographed(
                     (path, table)
             for name, photo in photographed.items():
                 if photo == path:
-                    page.screenshot(path=SCREENSHOTS / f"{name}-{screen}.png", full_page=True)
+                    photograph(page, SCREENSHOTS / f"{name}-{screen}.png", SCREENS[screen],
+                               screens=3 if name == "index" else None)
         assert len(paths) == (3 if screen == "desktop" else 1 + len(categories) + len(apis))
     assert watch.problems == []
+    scale = SCREENS[screen].get("device_scale_factor", 1)
+    for name in photographed:
+        png = (SCREENSHOTS / f"{name}-{screen}.png").read_bytes()
+        assert png.startswith(b"\x89PNG\r\n\x1a\n") and png[12:16] == b"IHDR"
+        assert int.from_bytes(png[16:20], "big") == width * scale, name  # the screen's width
+
+
+def photograph(page: Page, path: Path, screen: dict[str, Any], screens: int | None) -> None:
+    """The whole page, or no more than its first `screens` screens (the index, whose hundred
+    cards would make a picture tens of thousands of pixels long)."""
+    if screens is None:
+        page.screenshot(path=path, full_page=True)
+        return
+    viewport = screen["viewport"]
+    height = min(page.evaluate("document.documentElement.scrollHeight"),
+                 screens * viewport["height"])
+    page.screenshot(path=path, full_page=True,
+                    clip={"x": 0, "y": 0, "width": viewport["width"], "height": height})
 
 
 @pytest.fixture(scope="module")
