@@ -1,10 +1,13 @@
 """Headless Chromium reads the release as nginx serves it: the index built from the search
-index, filter, search, show more, open an entry, copy; the 404 page; and a page on another
-origin reads and revalidates a document from nginx and `apidir serve`.
+index, filter, search, show more, open an entry, copy; a category page's search and sort; grade
+badges readable in both colour schemes; every page fitting a phone; the 404 page; and a page on
+another origin reads and revalidates a document from nginx and `apidir serve`.
 
 Chromium is Debian's package (`make test` installs it), driven by Playwright with a fresh
 profile and every background service off, since the machine has no network beyond loopback.
-Screenshots go to `test-output/browser/`.
+Screenshots go to `test-output/browser/` (created by the tests, ignored by git): the index, a
+category and an entry page at desktop (1280 px) and phone (375 px) widths, and the grade badges
+in the light and dark schemes.
 """
 
 from __future__ import annotations
@@ -12,15 +15,26 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
 
+from pipeline.contract import CATEGORY_IDS
+from pipeline.judging.score import GRADE_BANDS
 from pipeline.release.hosting import LIVE_CACHE
 from pipeline.release.layout import FULL_DATASET, NOT_FOUND_PAGE, SEARCH_INDEX
-from pipeline.release.pages import INDEX_PAGE_SIZE, NO_AUTH_HEADER, category_page
+from pipeline.release.pages import (
+    INDEX_PAGE,
+    INDEX_PAGE_SIZE,
+    NO_AUTH_HEADER,
+    category_page,
+    entry_page,
+    score_key,
+)
 from tests.conftest import REPO
 from tests.site_release import (
     HOSTILE_NAME,
@@ -56,23 +70,34 @@ def site(sample: SampleRelease, tmp_path_factory: pytest.TempPathFactory) -> Ite
         yield base_url
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[BrowserContext]:
+# The screens pages are read on: a desktop, and a phone 375 px wide at twice the pixel density.
+SCREENS: dict[str, dict[str, Any]] = {
+    "desktop": {"viewport": {"width": 1280, "height": 900}},
+    "phone": {"viewport": {"width": 375, "height": 812}, "device_scale_factor": 2},
+}
+
+
+@contextmanager
+def chromium(profile: Path, **options: Any) -> Iterator[BrowserContext]:
+    """Headless Chromium with a fresh profile and the given screen (viewport, pixel density)."""
     if not CHROMIUM.is_file():
         raise RuntimeError("chromium is not installed: run `make test`, which installs it")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=CHROMIUM_ARGS,
-            viewport={"width": 1280, "height": 900},
+            str(profile), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
+            **options,
         )
         try:
             yield context
         finally:
             context.close()
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[BrowserContext]:
+    with chromium(tmp_path / "profile", **SCREENS["desktop"]) as context:
+        yield context
 
 
 class Watch:
@@ -184,8 +209,80 @@ def test_entry_with_html_shows_it_as_text_and_fits_a_phone(
     expect(page.locator("#status")).to_have_text("Unreachable — no response.")
     assert page.locator("main img, main script, main b").count() == 0
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-    page.screenshot(path=SCREENSHOTS / "entry-phone.png", full_page=True)
+    page.screenshot(path=SCREENSHOTS / "entry-hostile-phone.png", full_page=True)
     assert watch.problems == []
+
+
+# How a page fits its screen: the page's width, and each table's width beside the room its
+# container gives it, with that container's horizontal overflow.
+FIT = """
+() => ({
+  width: document.documentElement.scrollWidth,
+  tables: [...document.querySelectorAll("main table")].map(table => ({
+    table: table.className || table.id,
+    width: table.scrollWidth,
+    room: table.parentElement.clientWidth,
+    overflowX: getComputedStyle(table.parentElement).overflowX,
+  })),
+})
+"""
+
+
+@pytest.mark.parametrize("screen", list(SCREENS))
+def test_pages_fit_the_screen_and_are_photographed(
+    screen: str, site: str, sample: SampleRelease, tmp_path: Path
+) -> None:
+    """No page is wider than the screen; every table sits in a container that scrolls it
+    (`overflow-x: auto`) and fits there, wrapped rather than cut off. On a phone every page of
+    the release is read; on a desktop the photographed ones: the index, the largest category
+    and the longest entry page, saved as `<page>-<screen>.png`."""
+    apis = json.loads((sample.folder / FULL_DATASET).read_text())["apis"]
+    categories = json.loads((sample.folder / "api" / "categories.json").read_text())["categories"]
+    largest = max(categories, key=lambda category: category["count"])["id"]
+    longest = max(sample.folder.glob("apis/*.html"), key=lambda path: path.stat().st_size)
+    photographed = {"index": INDEX_PAGE, "category": category_page(largest),
+                    "entry": f"apis/{longest.name}"}
+    paths = list(photographed.values())
+    if screen == "phone":
+        paths += sorted({category_page(c["id"]) for c in categories} - set(paths))
+        paths += sorted({entry_page(a["id"]) for a in apis} - set(paths))
+    width = SCREENS[screen]["viewport"]["width"]
+    with chromium(tmp_path / "profile", **SCREENS[screen]) as context:
+        page = context.new_page()
+        watch = Watch(page)
+        for path in paths:
+            page.goto(f"{site}/{path}")
+            if path == INDEX_PAGE:  # the script has drawn the cards
+                expect(page.locator("#result-count")).to_have_text(f"{len(apis)} APIs")
+            fit = page.evaluate(FIT)
+            assert fit["width"] <= width, (path, fit["width"])
+            for table in fit["tables"]:
+                assert table["overflowX"] == "auto" and table["width"] <= table["room"], \
+                    (path, table)
+            for name, photo in photographed.items():
+                if photo == path:
+                    photograph(page, SCREENSHOTS / f"{name}-{screen}.png", SCREENS[screen],
+                               screens=3 if name == "index" else None)
+        assert len(paths) == (3 if screen == "desktop" else 1 + len(categories) + len(apis))
+    assert watch.problems == []
+    scale = SCREENS[screen].get("device_scale_factor", 1)
+    for name in photographed:
+        png = (SCREENSHOTS / f"{name}-{screen}.png").read_bytes()
+        assert png.startswith(b"\x89PNG\r\n\x1a\n") and png[12:16] == b"IHDR"
+        assert int.from_bytes(png[16:20], "big") == width * scale, name  # the screen's width
+
+
+def photograph(page: Page, path: Path, screen: dict[str, Any], screens: int | None) -> None:
+    """The whole page, or no more than its first `screens` screens (the index, whose hundred
+    cards would make a picture tens of thousands of pixels long)."""
+    if screens is None:
+        page.screenshot(path=path, full_page=True)
+        return
+    viewport = screen["viewport"]
+    height = min(page.evaluate("document.documentElement.scrollHeight"),
+                 screens * viewport["height"])
+    page.screenshot(path=path, full_page=True,
+                    clip={"x": 0, "y": 0, "width": viewport["width"], "height": height})
 
 
 @pytest.fixture(scope="module")
@@ -262,6 +359,73 @@ def card_text(page: Page, entry_id: str) -> dict[str, str]:
     return {"text": card.inner_text(), "html": card.evaluate("c => c.outerHTML")}
 
 
+def words_of(api: dict) -> str:
+    return " ".join([api["name"], api["provider"], api.get("description") or "",
+                     *api.get("tags", [])]).lower()
+
+
+def test_a_category_page_searches_and_sorts_its_own_cards(
+    site: str, sample: SampleRelease, tmp_path: Path
+) -> None:
+    """The category page lists every API without the script; with it, the index's search and
+    sort act on the cards the page has drawn (hidden and ordered in place, none fetched), and
+    the filters live in the address."""
+    apis = json.loads((sample.folder / FULL_DATASET).read_text())["apis"]
+    members = [a for a in apis if a["category"] == "finance"]
+    by_score = [a["id"] for a in sorted(members, key=score_key)]
+    address = f"{site}/{category_page('finance')}"
+    with chromium(tmp_path / "no-script", java_script_enabled=False,
+                  **SCREENS["desktop"]) as context:
+        plain = context.new_page()
+        plain.goto(address)
+        expect(plain.locator("#filters")).to_be_hidden()
+        assert [card["id"] for card in visible_cards(plain)] == by_score
+        expect(plain.locator("#result-count")).to_have_text(f"{len(members)} APIs")
+
+    with chromium(tmp_path / "profile", **SCREENS["desktop"]) as browser:
+        page = browser.new_page()
+        watch = Watch(page)
+        fetched: list[str] = []
+        page.on("request", lambda request: fetched.append(urlsplit(request.url).path))
+        page.goto(address)
+        expect(page.locator("#filters")).to_be_visible()  # the script ran under the policy
+        expect(page.locator("#filter-category")).to_have_count(0)  # one category: no such field
+        assert [card["id"] for card in visible_cards(page)] == by_score
+        expect(page.locator("#result-count")).to_have_text(f"{len(members)} APIs")
+
+        page.fill("#filter-q", "exchange rates")
+        wanted = [a for a in members if all(w in words_of(a) for w in ("exchange", "rates"))]
+        assert 0 < len(wanted) < len(members)
+        assert [card["id"] for card in visible_cards(page)] == [
+            a["id"] for a in sorted(wanted, key=score_key)]
+        expect(page.locator("#result-count")).to_have_text(
+            f"Showing {len(wanted)} of {len(members)} APIs")
+        assert urlsplit(page.url).query == "q=exchange+rates"
+
+        page.select_option("#filter-sort", "name")
+        names = [card["name"] for card in visible_cards(page)]
+        assert names == sorted(a["name"].lower() for a in wanted)
+        assert urlsplit(page.url).query == "q=exchange+rates&sort=name"
+        assert page.locator("#api-list > li.card").count() == len(members)  # hidden, not removed
+
+        page.fill("#filter-q", "no api has this text")
+        expect(page.locator("#no-results")).to_be_visible()
+        assert visible_cards(page) == []
+
+        page.goto(f"{address}?q=exchange+rates&sort=name")  # the filters come from the address
+        expect(page.locator("#filter-q")).to_have_value("exchange rates")
+        expect(page.locator("#filter-sort")).to_have_value("name")
+        assert [card["name"] for card in visible_cards(page)] == names
+        page.screenshot(path=SCREENSHOTS / "category-filtered.png", full_page=True)
+
+        page.fill("#filter-q", "")
+        page.select_option("#filter-sort", "score")
+        assert [card["id"] for card in visible_cards(page)] == by_score
+        assert urlsplit(page.url).query == ""
+        assert f"/{SEARCH_INDEX}" not in fetched and f"/{FULL_DATASET}" not in fetched
+        assert watch.problems == []
+
+
 def test_the_index_cards_read_as_the_category_pages_cards_and_show_more(
     browser: BrowserContext, site: str, sample: SampleRelease
 ) -> None:
@@ -293,6 +457,113 @@ def test_the_index_cards_read_as_the_category_pages_cards_and_show_more(
         assert markup(card_text(served, entry_id)["html"]).replace('href="../', 'href="') \
             == markup(card["html"]), entry_id
     page.screenshot(path=SCREENSHOTS / "index-hostile.png", full_page=True)
+    assert watch.problems == []
+
+
+# The colours a badge's text is drawn in and on, as Chromium computes them: the text colour
+# over the first opaque background behind it (layers with alpha composited in order).
+COLOURS_OF_TEXT = """
+badge => {
+  const parse = value => {
+    const [r, g, b, a] = value.match(/[\\d.]+/g).map(Number);
+    return [r, g, b, a === undefined ? 1 : a];
+  };
+  const over = (top, bottom) => [0, 1, 2].map(i => top[3] * top[i] + (1 - top[3]) * bottom[i]);
+  const backgroundOf = node => {
+    const layers = [];
+    for (let at = node; at; at = at.parentElement) {
+      layers.push(parse(getComputedStyle(at).backgroundColor));
+    }
+    return layers.reverse().reduce((below, layer) => over(layer, below), [255, 255, 255]);
+  };
+  const inked = [badge, ...badge.querySelectorAll("*")].filter(node =>
+    [...node.childNodes].some(child => child.nodeType === 3 && child.textContent.trim()));
+  return {
+    text: badge.innerText,
+    classes: badge.className,
+    fill: getComputedStyle(badge).backgroundColor,
+    parts: inked.map(node => {
+      const background = backgroundOf(node);
+      return {text: node.textContent.trim(), background,
+              colour: over(parse(getComputedStyle(node).color), background)};
+    }),
+  };
+}
+"""
+
+
+def contrast(one: list[float], other: list[float]) -> float:
+    """The WCAG 2 contrast ratio of two sRGB colours (0-255 channels)."""
+    def luminance(rgb: list[float]) -> float:
+        linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+                  for c in (channel / 255 for channel in rgb)]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+    lighter, darker = sorted((luminance(one), luminance(other)), reverse=True)
+    return (lighter + 0.05) / (darker + 0.05)
+
+
+def badges_of(page: Page, selector: str) -> list[dict]:
+    return page.eval_on_selector_all(selector, f"badges => badges.map({COLOURS_OF_TEXT})")
+
+
+def assert_readable(badges: list[dict], where: str) -> None:
+    assert badges, where
+    for badge in badges:
+        for part in badge["parts"]:
+            ratio = contrast(part["colour"], part["background"])
+            assert ratio >= 4.5, (where, badge["classes"], part["text"], round(ratio, 2))
+
+
+def test_grade_badges_are_coloured_by_band_and_readable_in_both_schemes(
+    browser: BrowserContext, site: str, sample: SampleRelease
+) -> None:
+    """Every band, confirmed and provisional, on the index's cards (drawn by the script from a
+    search index whose grades are set to each band's floor) and on the server-rendered category
+    and entry pages, in the light and the dark scheme: text at 4.5:1 or better."""
+    search = json.loads((sample.folder / SEARCH_INDEX).read_text())
+    real = search["apis"][: 2 * len(GRADE_BANDS)]
+    bands = [(floor, letter, provisional) for floor, letter in GRADE_BANDS
+             for provisional in (False, True)]
+    search["apis"] = [item | {"grade": letter, "percent": floor, "provisional": provisional}
+                      for item, (floor, letter, provisional) in zip(real, bands, strict=True)]
+    page = browser.new_page()
+    watch = Watch(page)
+    page.route(f"{site}/{SEARCH_INDEX}", lambda route: route.fulfill(
+        status=200, content_type="application/json", body=json.dumps(search)))
+    apis = json.loads((sample.folder / FULL_DATASET).read_text())["apis"]
+    graded = {}
+    for api in apis:  # an entry page for every grade the sample release holds
+        score = api.get("builderScore")
+        if score:
+            graded.setdefault((score["grade"], bool(score.get("provisional"))), api["id"])
+    assert len(graded) > 2
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        page.goto(f"{site}/index.html")
+        expect(page.locator("#result-count")).to_have_text(f"{len(bands)} APIs")
+        cards = badges_of(page, "#api-list .grade")
+        assert len(cards) == len(bands)
+        assert_readable(cards, f"index, {scheme}")
+        fills, colours = set(), set()
+        for badge in cards:
+            letter = badge["parts"][0]["text"]
+            assert letter in {letter for _, letter in GRADE_BANDS}
+            assert re.search(r"\b\d+% builder-friendly\b", badge["text"]), badge
+            colours.add(tuple(badge["parts"][0]["colour"]))
+            if "provisional" in badge["classes"]:
+                assert "PROVISIONAL" in badge["text"].upper()
+                assert badge["fill"] == "rgba(0, 0, 0, 0)", badge  # outlined, not filled
+            else:
+                fills.add(badge["fill"])
+        assert len(fills) == len(GRADE_BANDS) and len(colours) == len(GRADE_BANDS), scheme
+        for category in CATEGORY_IDS:
+            page.goto(f"{site}/{category_page(category)}")
+            assert_readable(badges_of(page, "li.card .grade"), f"{category}, {scheme}")
+        for entry_id in sorted(graded.values()):
+            page.goto(f"{site}/apis/{entry_id}.html")
+            assert_readable(badges_of(page, ".grade"), f"{entry_id}, {scheme}")
+        page.goto(f"{site}/index.html")
+        page.screenshot(path=SCREENSHOTS / f"grades-{scheme}.png", full_page=True)
     assert watch.problems == []
 
 

@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 from html.parser import HTMLParser
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ from pipeline.release.layout import (
     entry_markdown,
 )
 from pipeline.release.pages import (
+    AUTH_LABELS,
     NO_AUTH_HEADER,
     PageError,
     category_page,
@@ -97,6 +99,90 @@ class Elements(HTMLParser):
 
 def cards_of(html: Elements) -> list[dict[str, str | None]]:
     return [attrs for tag, attrs in html.tags if tag == "li" and "data-category" in attrs]
+
+
+SECTIONING = frozenset(("body", "main", "section", "article", "nav", "aside"))
+TERMS = frozenset(("dt", "th", "caption"))
+
+
+class Outline(HTMLParser):
+    """A page's title, its headings and terms (dt, th, caption) by the section they sit in,
+    the names of its labelled sections, the links of its site header, and every element's
+    tooltip (`title` attribute) with the element's own text."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.title = ""
+        self.headings: list[tuple[int, str, int]] = []  # (level, text, section)
+        self.terms: list[tuple[str, int]] = []
+        self.named_sections: list[tuple[str, int]] = []  # (aria-label, section)
+        self.header_links: list[str] = []
+        self.tooltips: list[tuple[str, str]] = []  # (title attribute, the element's text)
+        self._open: list[dict] = []
+        self._sections = 0
+        self.feed(html)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in pages.VOID_ELEMENTS:
+            return
+        named = dict(attrs)
+        section = self._open[-1]["section"] if self._open else 0
+        if tag in SECTIONING:
+            self._sections += 1
+            section = self._sections
+            if named.get("aria-label"):
+                self.named_sections.append((named["aria-label"], section))
+        in_header = (tag == "header" and "site" in (named.get("class") or "").split()) or any(
+            e["in_header"] for e in self._open[-1:])
+        self._open.append({"tag": tag, "text": "", "section": section, "title": named.get("title"),
+                           "in_header": in_header})
+
+    def handle_endtag(self, tag: str) -> None:
+        element = self._open.pop()
+        text = " ".join(element["text"].split())
+        if tag == "title" and not any(e["tag"] == "svg" for e in self._open):
+            self.title = text
+        elif re.fullmatch(r"h[1-6]", tag):
+            self.headings.append((int(tag[1]), text, element["section"]))
+        elif tag in TERMS:
+            self.terms.append((text, element["section"]))
+        elif tag == "a" and element["in_header"]:
+            self.header_links.append(text)
+        if element["title"] is not None:
+            self.tooltips.append((element["title"], text))
+
+    def handle_data(self, data: str) -> None:
+        for element in self._open:
+            element["text"] += data
+
+
+def test_no_page_says_a_title_twice(sample: SampleRelease) -> None:
+    """One h1 per page, said by no other heading nor by the site's header; no two headings of
+    one level alike in a section; no heading that repeats a term of its section or the name of
+    its section; heading levels that never skip; no tooltip that repeats its element's text;
+    and a title of its own for every page."""
+    titles: dict[str, str] = {}
+    for path in sorted(sample.folder.rglob("*.html")):
+        where = str(path.relative_to(sample.folder))
+        outline = Outline(path.read_text(encoding="utf-8"))
+        said = [(level, text.casefold(), section) for level, text, section in outline.headings]
+        h1 = [text for level, text, _ in said if level == 1]
+        assert len(h1) == 1, (where, h1)
+        assert [text for _, text, _ in said].count(h1[0]) == 1, (where, h1)
+        assert h1[0] not in {link.casefold() for link in outline.header_links}, where
+        assert len(set(said)) == len(said), (where, sorted(said))
+        terms = {(text.casefold(), section) for text, section in outline.terms}
+        names = {(name.casefold(), section) for name, section in outline.named_sections}
+        for _, text, section in said:
+            assert (text, section) not in terms | names, (where, text)
+        levels = [level for level, _, _ in said]
+        assert all(b <= a + 1 for a, b in pairwise(levels)), (where, levels)
+        for tooltip, text in outline.tooltips:
+            assert tooltip.casefold() not in text.casefold(), (where, tooltip)
+        assert outline.title and outline.title not in titles, (where, titles.get(outline.title))
+        titles[outline.title] = where
+    assert len(titles) > len(CATEGORY_IDS)
 
 
 def test_every_entry_and_category_has_a_page(sample: SampleRelease) -> None:
@@ -192,6 +278,27 @@ def test_status_has_its_three_forms(sample: SampleRelease) -> None:
 def test_no_auth_shows_a_comment_as_its_header(sample: SampleRelease) -> None:
     html = Elements(page(sample, entry_page(UNREACHABLE_ID)))
     assert html.by_id("auth-header") == NO_AUTH_HEADER == "# No auth required"
+
+
+def test_the_auth_type_is_said_once(sample: SampleRelease) -> None:
+    """The auth rows name the auth type once: inside the description when that names it (the
+    description's own repeats aside), else before it; its machine value rides in `<data>`."""
+    apis = json.loads(page(sample, FULL_DATASET))["apis"]
+    named = 0
+    for api in apis:
+        html = Elements(page(sample, entry_page(api["id"])))
+        label = re.compile(rf"\b{re.escape(AUTH_LABELS[api['authType']])}\b", re.IGNORECASE)
+        said = len(label.findall(f"{html.by_id('auth-type')} {html.by_id('auth-header')}"))
+        in_description = len(label.findall(api.get("authDescription") or ""))
+        in_example = len(label.findall(api.get("authExample") or ""))
+        assert said == max(1, in_description) + in_example, api["id"]
+        assert [a["value"] for t, a in html.tags if t == "data"] == [api["authType"]], api["id"]
+        named += in_description > 0
+    assert named > 10  # the catalogue's descriptions often name the scheme
+    openai = Elements(page(sample, entry_page(ONLINE_ID)))
+    assert openai.by_id("auth-type").count("Bearer token") == 1
+    assert openai.by_id("auth-header") == next(
+        a["authExample"] for a in apis if a["id"] == ONLINE_ID)
 
 
 def test_html_in_entries_shows_as_text(sample: SampleRelease) -> None:

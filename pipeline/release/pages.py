@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
+import re
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timedelta
 from functools import cache
@@ -152,6 +153,23 @@ def sample_text(text: str | None) -> str:
         return text.strip()
 
 
+def grade_band(grade: str) -> str:
+    """The class that colours a grade badge by its band: `grade-b` for B (and B+ or B-)."""
+    return f"grade-{grade[0].lower()}"
+
+
+def auth_mention(description: str | None, auth_type: str) -> tuple[str, str, str] | None:
+    """The auth description split around its first mention of the auth type's label (a whole
+    word or phrase, in any case): `("Send it as a ", "Bearer token", " in the header.")`, so the
+    page says the label once, inside the sentence; None when the description does not name it."""
+    if not description or auth_type == "none":
+        return None
+    found = re.search(rf"\b{re.escape(AUTH_LABELS[auth_type])}\b", description, re.IGNORECASE)
+    if found is None:
+        return None
+    return description[:found.start()], found.group(), description[found.end():]
+
+
 def search_text(api: Mapping[str, Any]) -> str:
     """What the index's free-text search looks in: name, provider, description and tags."""
     words = [api.get("name"), api.get("provider"), api.get("description"), *(api.get("tags") or [])]
@@ -227,6 +245,7 @@ def environment() -> Environment:
         free_quota=free_quota_text,
         sample=sample_text,
         search_text=search_text,
+        band=grade_band,
     )
     env.globals.update(
         STATE_LABELS=STATE_LABELS,
@@ -240,6 +259,7 @@ def environment() -> Environment:
         category_page=category_page,
         entry_page=entry_page,
         entry_document=entry_document,
+        auth_mention=auth_mention,
     )
     return env
 

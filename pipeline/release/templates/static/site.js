@@ -1,6 +1,6 @@
-// The index's list of APIs (from the search index), with filters, search and sort; copy
-// buttons on entry pages. Without this script every page but the index's list reads fully,
-// and the category pages list every API.
+// The index's list of APIs (from the search index), with filters, search and sort; search
+// and sort of the cards a category page has drawn; copy buttons on entry pages. Without this
+// script every page but the index's list reads fully, and the category pages list every API.
 (function () {
   "use strict";
 
@@ -16,14 +16,17 @@
 
   function gradeBadge(item) {
     if (item.grade === undefined) return element("span", "grade grade-none", "Not scored yet");
-    var label = item.percent + "% builder-friendly";
-    var badge = element("span", item.provisional ? "grade provisional" : "grade");
-    badge.title = item.provisional
-      ? label + ", provisional: not enough probes yet for Latency" : label;
+    // The band's class colours the badge: grade-b for B (and B+ or B-).
+    var band = "grade-" + item.grade.charAt(0).toLowerCase();
+    var badge = element("span", "grade " + band + (item.provisional ? " provisional" : ""));
     var grade = element("abbr", "", item.grade);
     grade.title = "Builder grade";
-    badge.append(grade, " ", element("span", "percent", label));
-    if (item.provisional) badge.append(" ", element("span", "provisional-word", "provisional"));
+    badge.append(grade, " ", element("span", "percent", item.percent + "% builder-friendly"));
+    if (item.provisional) {
+      var word = element("span", "provisional-word", "provisional");
+      word.title = "Not enough probes yet for Latency";
+      badge.append(" ", word);
+    }
     return badge;
   }
 
@@ -104,8 +107,25 @@
     return li;
   }
 
-  // The index: cards built from the search index (api/search.json), filtered, searched and
-  // sorted here; the filters live in the address. A page of cards at a time, then "Show more".
+  // What the filters and the sort read of a card a category page has drawn.
+  function drawn(li) {
+    return {
+      name: li.dataset.name,
+      category: li.dataset.category,
+      score: Number(li.dataset.score),
+      search: li.dataset.search,
+      card: li
+    };
+  }
+
+  function countOf(n) {
+    return n === 1 ? "1 API" : n + " APIs";
+  }
+
+  // Search and sort, and on the index the category filter; the filters live in the address.
+  // The index builds its cards from the search index (api/search.json), a page of cards at a
+  // time, then "Show more"; a category page has drawn every card and the script hides and
+  // orders them in place.
   function setupFilters(form) {
     var list = document.getElementById("api-list");
     var query = document.getElementById("filter-q");
@@ -114,20 +134,21 @@
     var count = document.getElementById("result-count");
     var empty = document.getElementById("no-results");
     var more = document.getElementById("show-more");
-    var pageSize = Number(list.dataset.pageSize) || 100;
-    var names = {
+    var fromIndex = Boolean(list.dataset.source);
+    var pageSize = fromIndex ? Number(list.dataset.pageSize) || 100 : Infinity;
+    var names = fromIndex ? {
       labels: JSON.parse(list.dataset.labels),
       states: JSON.parse(list.dataset.states),
       auth: JSON.parse(list.dataset.auth),
       lifecycle: JSON.parse(list.dataset.lifecycle)
-    };
+    } : null;
     var records = [];
     var matches = [];
     var limit = pageSize;
 
     var params = new URLSearchParams(window.location.search);
     query.value = params.get("q") || "";
-    if (params.get("category")) category.value = params.get("category");
+    if (category && params.get("category")) category.value = params.get("category");
     if (params.get("sort") === "name") sort.value = "name";
 
     function byScore(a, b) {
@@ -142,6 +163,14 @@
         if (!found.card) found.card = card(found, names);
         return found.card;
       });
+      if (!fromIndex) {
+        records.forEach(function (found) { found.card.hidden = true; });
+        shown.forEach(function (li) {
+          li.hidden = false;
+          list.appendChild(li);
+        });
+        return;
+      }
       list.replaceChildren.apply(list, shown);
       var left = matches.length - shown.length;
       more.hidden = left <= 0;
@@ -150,7 +179,7 @@
 
     function apply() {
       var terms = query.value.toLowerCase().split(/\s+/).filter(Boolean);
-      var wanted = category.value;
+      var wanted = category ? category.value : "";
       matches = records.filter(function (found) {
         return (!wanted || found.category === wanted) &&
           terms.every(function (term) { return found.search.indexOf(term) !== -1; });
@@ -158,8 +187,8 @@
       limit = pageSize;
       show();
       count.textContent = matches.length === records.length
-        ? records.length + " APIs"
-        : "Showing " + matches.length + " of " + records.length + " APIs";
+        ? countOf(records.length)
+        : "Showing " + matches.length + " of " + countOf(records.length);
       empty.hidden = matches.length !== 0;
       var next = new URLSearchParams();
       if (query.value) next.set("q", query.value);
@@ -173,22 +202,29 @@
       }
     }
 
+    function start(found) {
+      records = found;
+      form.addEventListener("submit", function (event) { event.preventDefault(); apply(); });
+      query.addEventListener("input", apply);
+      if (category) category.addEventListener("change", apply);
+      sort.addEventListener("change", apply);
+      form.hidden = false;
+      apply();
+    }
+
+    if (!fromIndex) {
+      start(Array.prototype.map.call(list.children, drawn));
+      return;
+    }
     more.addEventListener("click", function () {
       limit += pageSize;
       show();
     });
-
     fetch(list.dataset.source).then(function (response) {
       if (!response.ok) throw new Error("HTTP " + response.status);
       return response.json();
     }).then(function (index) {
-      records = index.apis.map(record);
-      form.addEventListener("submit", function (event) { event.preventDefault(); apply(); });
-      query.addEventListener("input", apply);
-      category.addEventListener("change", apply);
-      sort.addEventListener("change", apply);
-      form.hidden = false;
-      apply();
+      start(index.apis.map(record));
     }).catch(function () {
       document.getElementById("load-error").hidden = false;
     });
