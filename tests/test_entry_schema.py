@@ -131,3 +131,18 @@ def test_vscode_maps_the_schema_to_exactly_the_entry_files() -> None:
     assert (REPO / PurePosixPath(schema)).resolve() == COMMITTED.resolve()
     mapped = {path for pattern in globs for path in REPO.glob(pattern) if path.is_file()}
     assert mapped == set(entry_files([ENTRIES]))
+
+
+def test_a_key_the_nested_models_do_not_know_is_refused_by_schema_and_validate(
+    validator: Any, write_entry: Any, data_dir: Any,
+) -> None:
+    from pipeline.catalogue.entries import read_catalog
+
+    endpoints = [{"method": "GET", "path": "/forecast", "description": "Forecast",
+                  "hourly": None}]  # what `description: Forecast, hourly` in {...} reads as
+    entry = make_entry(endpoints=endpoints)
+    assert not validator.is_valid(entry)
+    write_entry(entry)
+    report = read_catalog([data_dir / "entries"], data_dir / "entries")
+    assert [(p.field, p.rule) for p in report.problems] == [("endpoints[0].hourly",
+                                                             "unknown-field")]

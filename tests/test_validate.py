@@ -198,3 +198,33 @@ def test_the_new_pricing_fields_are_checked(write_entry: WriteEntry, data_dir: P
                                       "monthlyMinimumCents": 0, "sandbox": True}
     write_entry(make_entry(pricing=fine))
     assert problems_of(data_dir) == []
+
+
+def test_a_description_cut_at_a_comma_is_an_unknown_field_where_it_was_written(
+    write_entry: WriteEntry, data_dir: Path,
+) -> None:
+    path = write_entry(make_entry(endpoints=None))
+    with path.open("a") as handle:
+        handle.write("endpoints:\n  - {method: GET, path: /forecast, description: Forecast, "
+                     "hourly}\n")
+    [problem] = [p for p in problems_of(data_dir) if p.rule == "unknown-field"]
+    assert (problem.field, problem.entry) == ("endpoints[0].hourly", "example-weather")
+    assert "description: Forecast, hourly" in path.read_text().splitlines()[problem.line - 1]
+    assert "must be quoted" in problem.message
+
+
+def test_unknown_nested_fields_are_found_even_when_the_entry_is_invalid(
+    write_entry: WriteEntry, data_dir: Path,
+) -> None:
+    write_entry(make_entry(authType="token", pricing={
+        "model": "freemium", "tiers": [{"name": "Free", "monthlyCents": 0,
+                                        "included": "1", "000 a day": None}]}))
+    rules = {(p.field, p.rule) for p in problems_of(data_dir)}
+    assert {("authType", "bad-enum-value"),
+            ("pricing.tiers[0].000 a day", "unknown-field")} <= rules
+
+
+def test_no_entry_of_the_catalogue_has_an_unknown_field() -> None:
+    entries = REPO / "data" / "entries"
+    report = read_catalog([entries], entries)
+    assert [str(p) for p in report.problems if p.rule == "unknown-field"] == []

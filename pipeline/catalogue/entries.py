@@ -20,7 +20,7 @@ from datetime import date
 from functools import cache, lru_cache
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -270,6 +270,9 @@ def read_entry_file(
     if entry is not None:
         for loc, rule, message in lint_entry(entry):
             problem(loc, rule, message)
+    for loc in unknown_fields(raw, EntryFile, nested_only=True):
+        problem(loc, "unknown-field", f"unknown field {loc[-1]!r} (in a {{...}} mapping, "
+                "text with a comma must be quoted, or YAML cuts it there)")
     if raw.get("id") is not None and raw.get("id") != stem:
         problem(
             ("id",), "id-file-mismatch", f"id {raw.get('id')!r} must equal the file name {stem!r}"
@@ -283,6 +286,42 @@ def read_entry_file(
                 f"category {raw.get('category')!r} must equal its folder {folder!r}",
             )
     return entry_id, (entry if not problems else None), problems
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The model an annotation holds (itself, or inside Optional / list), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for argument in get_args(annotation):
+        found = _model_in(argument)
+        if found is not None:
+            return found
+    return None
+
+
+def unknown_fields(raw: Any, model: type[BaseModel], nested_only: bool = False,
+                   loc: tuple[int | str, ...] = ()) -> list[tuple[int | str, ...]]:
+    """Where `raw` holds keys its model does not know, at any depth. The models ignore such
+    keys (a published file may carry fields of a later version), so an entry file's mistake
+    there would vanish silently: `pricing: {details: 1,000 a day}` in a flow mapping, say."""
+    if not isinstance(raw, dict):
+        return []
+    fields = {(field.alias or name): field for name, field in model.model_fields.items()}
+    found: list[tuple[int | str, ...]] = []
+    for key, value in raw.items():
+        field = fields.get(key)
+        if field is None:
+            if not nested_only:
+                found.append((*loc, key))
+            continue
+        inner = _model_in(field.annotation)
+        if inner is None:
+            continue
+        items = enumerate(value) if isinstance(value, list) else [(None, value)]
+        for index, item in items:
+            at = (*loc, key) if index is None else (*loc, key, index)
+            found.extend(unknown_fields(item, inner, loc=at))
+    return found
 
 
 @lru_cache(maxsize=256)

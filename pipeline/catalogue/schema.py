@@ -41,6 +41,9 @@ def entry_schema() -> dict[str, Any]:
         schema_generator=ContractJsonSchema,
     )
     definitions = schema.pop("$defs", {})
+    for definition in definitions.values():  # as `apidir validate` does: no unknown keys
+        if "properties" in definition:
+            definition.setdefault("additionalProperties", False)
     schema |= {
         "$schema": DRAFT_07,
         "title": "API Directory entry",
