@@ -23,9 +23,13 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
+
+if TYPE_CHECKING:
+    from cryptography import x509
 
 Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 
@@ -324,9 +328,14 @@ def unaccepting_port(host: str = "127.0.0.1") -> Iterator[int]:
         listener.close()
 
 
-def self_signed_context(folder: Path, host: str | Sequence[str] = "127.0.0.1") -> ssl.SSLContext:
-    """A server TLS context with a fresh self-signed certificate for `host` (an IP, or several);
-    the certificate is `folder/cert.pem`, which clients can be told to trust."""
+def self_signed_context(
+    folder: Path,
+    host: str | Sequence[str] = "127.0.0.1",
+    lifetime: dt.timedelta = dt.timedelta(hours=1),
+) -> ssl.SSLContext:
+    """A server TLS context with a fresh self-signed certificate for `host` (an IP or a DNS
+    name such as `*.example.net`, or several), valid for `lifetime`; the certificate is
+    `folder/cert.pem`, which clients can be told to trust."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -342,11 +351,10 @@ def self_signed_context(folder: Path, host: str | Sequence[str] = "127.0.0.1") -
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(hours=1))
+        .not_valid_after(now + lifetime)
         .add_extension(
             x509.SubjectAlternativeName([
-                x509.IPAddress(ipaddress.ip_address(address))
-                for address in ([host] if isinstance(host, str) else host)
+                _subject_name(address) for address in ([host] if isinstance(host, str) else host)
             ]),
             critical=False,
         )
@@ -366,12 +374,26 @@ def self_signed_context(folder: Path, host: str | Sequence[str] = "127.0.0.1") -
     return context
 
 
+def _subject_name(host: str) -> x509.GeneralName:
+    from cryptography import x509
+
+    try:
+        return x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        return x509.DNSName(host)
+
+
 class FakeDNS(AbstractResolver):
     """Answers from a table, never the network. A list of answer lists is served in turn (to
-    play DNS rebinding); an int is a failure with that EAI_* code; a missing name is NXDOMAIN."""
+    play DNS rebinding); an int is a failure with that EAI_* code; a missing name is NXDOMAIN.
+    With `port`, every answer names that port instead of the one asked for, so names on the
+    standard ports reach servers listening on ephemeral ones."""
 
-    def __init__(self, answers: dict[str, list[list[str]] | int]) -> None:
+    def __init__(
+        self, answers: dict[str, list[list[str]] | int], port: int | None = None
+    ) -> None:
         self.answers = answers
+        self.port = port
         self.calls: list[str] = []
 
     async def resolve(
@@ -386,7 +408,7 @@ class FakeDNS(AbstractResolver):
             ResolveResult(
                 hostname=host,
                 host=address,
-                port=port,
+                port=port if self.port is None else self.port,
                 family=socket.AF_INET6 if ":" in address else socket.AF_INET,
                 proto=0,
                 flags=0,
