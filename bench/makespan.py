@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass
 
 from bench.probe import (
+    RETRY_AFTER,
     add_load_arguments,
     addresses,
     loopback_server,
@@ -41,37 +42,59 @@ HANG_SECONDS = 600.0  # a hanging host answers long after any timeout (the serve
 
 @dataclass(frozen=True)
 class Host:
-    address: str
-    kind: str  # "answers", "hangs", "refuses"
+    address: str  # an address, or a host name that the fake DNS resolves
+    kind: str  # "answers", "limited" (429 with Retry-After), "hangs", "refuses"
     latency: float  # seconds, for hosts that answer
+    status: int = 200  # what an answering host answers
 
 
-def draw_hosts(count: int, hang_share: float, refuse_share: float, seed: int) -> list[Host]:
+def draw_hosts(names: list[str], hang_share: float, refuse_share: float, seed: int,
+               statuses: dict[int, float] | None = None) -> list[Host]:
+    """Each host's behaviour: hanging, refusing, or answering after a latency drawn
+    log-uniformly from 20-800 ms, with the share of hosts in `statuses` answering that
+    HTTP status (429: rate limited, with Retry-After) and the rest 200."""
     rng = random.Random(seed)
     hosts = []
-    for address in addresses(count):
+    for name in names:
         draw = rng.random()
-        kind = "hangs" if draw < hang_share else (
-            "refuses" if draw < hang_share + refuse_share else "answers")
+        kind, status = "answers", 200
+        if draw < hang_share:
+            kind = "hangs"
+        elif draw < hang_share + refuse_share:
+            kind = "refuses"
+        else:
+            threshold = hang_share + refuse_share
+            for code, share in (statuses or {}).items():
+                threshold += share
+                if draw < threshold:
+                    kind, status = ("limited" if code == 429 else "answers"), code
+                    break
         latency = math.exp(rng.uniform(math.log(0.020), math.log(0.800)))
-        hosts.append(Host(address, kind, latency))
+        hosts.append(Host(name, kind, latency, status))
     return hosts
 
 
 def requests_of(host: Host, settings: ProbeSettings) -> tuple[int, float]:
-    """(requests per probe, least duration of each): a hanging host's probe is retried."""
+    """(requests per probe, least duration of each): a hanging or rate-limited host's probe
+    is retried."""
     if host.kind == "answers":
         return 1, host.latency
     if host.kind == "refuses":
         return 1, 0.0  # refused at once, and a refusal is not retried
+    if host.kind == "limited":
+        return settings.max_attempts, host.latency
     return settings.max_attempts, settings.total_timeout
 
 
 def probe_cost(host: Host, settings: ProbeSettings) -> float:
-    """The least time one probe of `host` takes: its requests plus the shortest backoffs."""
+    """The least time one probe of `host` takes: its requests plus the shortest waits between
+    them (the backoff, or the Retry-After a rate-limited host asks for)."""
     attempts, duration = requests_of(host, settings)
-    backoff = sum(settings.backoff_base * 2 ** (n - 1) / 2 for n in range(1, attempts))
-    return attempts * duration + backoff
+    if host.kind == "limited":
+        wait = (attempts - 1) * min(RETRY_AFTER, settings.retry_after_cap)
+    else:
+        wait = sum(settings.backoff_base * 2 ** (n - 1) / 2 for n in range(1, attempts))
+    return attempts * duration + wait
 
 
 def host_serial_time(host: Host, paths: int, settings: ProbeSettings) -> float:
@@ -86,12 +109,16 @@ def host_serial_time(host: Host, paths: int, settings: ProbeSettings) -> float:
     return max(by_interval, by_concurrency, probe_cost(host, settings))
 
 
-def lower_bound(hosts: list[Host], paths: int, settings: ProbeSettings) -> dict[str, float]:
-    """The three floors; the run cannot end before the largest."""
-    work = sum(paths * attempts * duration
-               for attempts, duration in (requests_of(h, settings) for h in hosts))
+def lower_bound(hosts: list[Host], paths: int | list[int],
+                settings: ProbeSettings) -> dict[str, float]:
+    """The three floors; the run cannot end before the largest. `paths` is the URLs of every
+    host, or of each host in turn."""
+    counts = [paths] * len(hosts) if isinstance(paths, int) else paths
+    work = sum(count * attempts * duration for count, (attempts, duration)
+               in zip(counts, (requests_of(h, settings) for h in hosts), strict=True))
     return {
-        "busiest host": max(host_serial_time(h, paths, settings) for h in hosts),
+        "busiest host": max(host_serial_time(h, count, settings)
+                            for h, count in zip(hosts, counts, strict=True)),
         "work / global": work / settings.global_concurrency,
         "timeout x attempts": max(probe_cost(h, settings) for h in hosts),
     }
@@ -108,7 +135,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=11)
     args = parser.parse_args()
 
-    hosts = draw_hosts(args.hosts, args.hang_share, args.refuse_share, args.seed)
+    hosts = draw_hosts(addresses(args.hosts), args.hang_share, args.refuse_share, args.seed)
     settings = loopback_settings(args, args.timeout, args.attempts)
     listening = [h.address for h in hosts if h.kind != "refuses"]
     delays = {h.address: HANG_SECONDS if h.kind == "hangs" else h.latency for h in hosts}

@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import multiprocessing as mp
 import resource
+import ssl
 import statistics
 import sys
 import time
@@ -25,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from multiprocessing.sharedctypes import Synchronized
+from pathlib import Path
 
 from aiohttp import web
 
@@ -47,30 +49,47 @@ def raise_open_file_limit(needed: int) -> None:
             print(f"warning: open-file limit {target} < {needed} wanted", file=sys.stderr)
 
 
+RETRY_AFTER = 1  # seconds a 429 of the loopback server asks the prober to wait
+
+
 def serve(
     hosts: list[str],
     ready: Connection,
     served: Synchronized,
     delays: dict[str, float] | None = None,
+    answers: dict[str, tuple[float, int]] | None = None,
+    tls_folder: Path | None = None,
 ) -> None:
-    """Child process: answer 200 'ok' on every address until terminated, after the
-    address's delay in `delays` (seconds) if it has one."""
+    """Child process: answer 'ok' on every address until terminated, after the address's
+    delay in `delays` (seconds) if it has one. With `answers`, the request's host name picks
+    (delay, HTTP status) instead, so one address serves many hosts (a 429 carries
+    Retry-After). With `tls_folder`, HTTPS with its cert.pem and key.pem."""
     raise_open_file_limit(len(hosts) + 4096)
     delays = delays or {}
+    context = None
+    if tls_folder is not None:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(tls_folder / "cert.pem", tls_folder / "key.pem")
 
     async def handle(request: web.BaseRequest) -> web.Response:
-        delay = delays.get(request.transport.get_extra_info("sockname")[0])
+        status, headers = 200, {}
+        if answers is not None:
+            delay, status = answers.get(request.host.split(":")[0], (0.0, 200))
+            if status == 429:
+                headers["Retry-After"] = str(RETRY_AFTER)
+        else:
+            delay = delays.get(request.transport.get_extra_info("sockname")[0])
         if delay:
             await asyncio.sleep(delay)
         served.value += 1
-        return web.Response(text="ok")
+        return web.Response(status=status, headers=headers, text="ok")
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
         server = web.Server(handle, access_log=None)
         port = 0
         for host in hosts:  # the first bind picks the port, the others share it
-            listener = await loop.create_server(server, host, port, backlog=1024)
+            listener = await loop.create_server(server, host, port, backlog=1024, ssl=context)
             port = listener.sockets[0].getsockname()[1]
         ready.send(port)
         await asyncio.Event().wait()
@@ -115,12 +134,16 @@ async def run(name: str, targets: list[ProbeTarget], settings: ProbeSettings,
 
 @contextmanager
 def loopback_server(
-    hosts: list[str], delays: dict[str, float] | None = None
+    hosts: list[str],
+    delays: dict[str, float] | None = None,
+    answers: dict[str, tuple[float, int]] | None = None,
+    tls_folder: Path | None = None,
 ) -> Iterator[tuple[int, Synchronized]]:
     """`serve` in a child process (not sharing the prober's event loop): (port, served count)."""
     receive, send = mp.Pipe(duplex=False)
     served = mp.Value("q", 0, lock=False)
-    server = mp.Process(target=serve, args=(hosts, send, served, delays), daemon=True)
+    server = mp.Process(target=serve, args=(hosts, send, served, delays, answers, tls_folder),
+                        daemon=True)
     server.start()
     try:
         if not receive.poll(60):

@@ -68,6 +68,11 @@ def category_counts(count: int) -> dict[str, int]:
     return counts
 
 
+def api_host(serial: int) -> str:
+    """The API host of the `serial`-th synthetic entry (counted from 1): one host per entry."""
+    return f"api-{serial:06d}.example.net"
+
+
 def write_catalogue(data_dir: Path, target: Path, count: int, seed: int = 1) -> dict[str, int]:
     """Write `target/categories.yaml` and `count` entry files under `target/entries/`."""
     rng = random.Random(seed)
@@ -86,6 +91,6 @@ def write_catalogue(data_dir: Path, target: Path, count: int, seed: int = 1) -> 
             old_id, old_name, old_host, text = rng.choice(templates[category])
             new_id = f"{old_id}-{serial:06d}"
             text = _renamed(text, old_id, new_id, f"{old_name} {serial}", old_host,
-                            f"api-{serial:06d}.example.net")
+                            api_host(serial))
             (folder / f"{new_id}.yaml").write_text(text, encoding="utf-8")
     return counts

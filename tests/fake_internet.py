@@ -24,9 +24,13 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
+
+if TYPE_CHECKING:
+    from cryptography import x509
 
 Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 
@@ -347,10 +351,14 @@ def self_signed_context(
     folder: Path,
     host: str | Sequence[str] = "127.0.0.1",
     valid: tuple[dt.timedelta, dt.timedelta] = (dt.timedelta(minutes=-5), dt.timedelta(hours=1)),
+    lifetime: dt.timedelta | None = None,
 ) -> ssl.SSLContext:
-    """A server TLS context with a fresh self-signed certificate for `host` (an IP, or several),
-    valid from now + valid[0] to now + valid[1] (chosen validity: expiring soon, expired);
-    the certificate is `folder/cert.pem`, which clients can be told to trust."""
+    """A server TLS context with a fresh self-signed certificate for `host` (an IP or a DNS
+    name such as `*.example.net`, or several), valid from now + valid[0] to now + valid[1]
+    (chosen validity: expiring soon, expired) or, with `lifetime`, from five minutes ago for
+    that long; the certificate is `folder/cert.pem`, which clients can be told to trust."""
+    if lifetime is not None:
+        valid = (dt.timedelta(minutes=-5), lifetime)
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -369,8 +377,7 @@ def self_signed_context(
         .not_valid_after(now + valid[1])
         .add_extension(
             x509.SubjectAlternativeName([
-                x509.IPAddress(ipaddress.ip_address(address))
-                for address in ([host] if isinstance(host, str) else host)
+                _subject_name(address) for address in ([host] if isinstance(host, str) else host)
             ]),
             critical=False,
         )
@@ -390,12 +397,26 @@ def self_signed_context(
     return context
 
 
+def _subject_name(host: str) -> x509.GeneralName:
+    from cryptography import x509
+
+    try:
+        return x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        return x509.DNSName(host)
+
+
 class FakeDNS(AbstractResolver):
     """Answers from a table, never the network. A list of answer lists is served in turn (to
-    play DNS rebinding); an int is a failure with that EAI_* code; a missing name is NXDOMAIN."""
+    play DNS rebinding); an int is a failure with that EAI_* code; a missing name is NXDOMAIN.
+    With `port`, every answer names that port instead of the one asked for, so names on the
+    standard ports reach servers listening on ephemeral ones."""
 
-    def __init__(self, answers: dict[str, list[list[str]] | int]) -> None:
+    def __init__(
+        self, answers: dict[str, list[list[str]] | int], port: int | None = None
+    ) -> None:
         self.answers = answers
+        self.port = port
         self.calls: list[str] = []
 
     async def resolve(
@@ -410,7 +431,7 @@ class FakeDNS(AbstractResolver):
             ResolveResult(
                 hostname=host,
                 host=address,
-                port=port,
+                port=port if self.port is None else self.port,
                 family=socket.AF_INET6 if ":" in address else socket.AF_INET,
                 proto=0,
                 flags=0,

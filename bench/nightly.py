@@ -1,0 +1,395 @@
+"""End to end: the real nightly flow on a synthetic catalogue whose hosts live on a loopback
+fake internet, night after night, with each stage's wall and CPU and every process's memory.
+
+    python -m bench.nightly --entries 10000 --store sqlite|postgres --nights 2
+
+A synthetic catalogue (`bench.synthetic`) of `--entries` entries, one API host each
+(api-NNNNNN.example.net), is served over HTTPS by one loopback server (`bench.probe`) with a
+wildcard certificate the prober is told to trust. A fake DNS (`tests.fake_internet`) sends
+every name to it, or to an address where nothing listens for the refusing hosts. Each host
+answers after its own latency, log-uniform from 20 to 800 ms, with 200 or a share of
+401/403/404/429; a few hang (answer after the probe timeout) and a few refuse. The limits
+are the product's defaults (`APIDIR_PROBE_*` in the environment changes them).
+
+Each night runs `flows.nightly.nightly` for real in a fresh process, in Prefect's local
+ephemeral mode (its own PREFECT_HOME), with the settings pointing at the catalogue, the
+bench store (a SQLite file, or a throwaway PostgreSQL server as the tests start) and the
+fake internet (the network guard off for loopback, as the tests do; one probe shard, stage
+retries off so a failure shows). In that process the stage functions are timed where the
+flow calls them (`bench.stage_clock`); /proc is sampled for the peak RSS and CPU of every
+process (`bench.processes`): the flow's, Prefect's server's, PostgreSQL's and the fake
+internet's. Waiting on the network is the probing's wall minus its CPU; everything else is
+work the machine does. The probing's wall is printed against the lower bound the limits
+allow (`bench.makespan`), and the figures beside the goals of a 100,000-entry nightly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import os
+import platform
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench.makespan import HANG_SECONDS, Host, draw_hosts, lower_bound
+from bench.probe import loopback_server, raise_open_file_limit
+from bench.processes import ProcessWatch, Watched
+from bench.synthetic import api_host, write_catalogue
+
+REPO = Path(__file__).resolve().parent.parent
+SERVER_ADDRESS = "127.1.0.1"  # every host that answers or hangs (outside bench.probe's range)
+REFUSING_ADDRESS = "127.1.0.2"  # nothing listens here: connections are refused
+STATUS_SHARES = {401: 0.06, 403: 0.03, 404: 0.03, 429: 0.01}  # of hosts; the rest answer 200
+GOAL_ENTRIES = 100_000
+GOALS = {"work_s": 300.0, "peak_rss_mib": 1536.0, "second_ingest_s": 5.0, "makespan": 1.2}
+STAGES = ("ingest", "probe", "score", "publish", "rollup")  # each gets its own memory peak
+HARNESS = ("bench", "fake internet")  # processes of the benchmark, not of the product
+
+
+# --- one night, in the process that runs the flow ---------------------------------------------
+
+
+# Every call timed in the flow's process, in the order printed: (module, attribute, name). The
+# stages as `flows/nightly.py` calls them, their main steps ("stage: step"), the bookkeeping.
+STAGES_MODULE, FLOW_MODULE = "pipeline.operations.stages", "flows.nightly"
+TIMED = (
+    (STAGES_MODULE, "ingest_entries", "ingest"),
+    (STAGES_MODULE, "read_catalog", "ingest: reading files"),
+    (STAGES_MODULE, "ingest_catalog", "ingest: storing"),
+    (STAGES_MODULE, "probe_entries", "probe"),
+    (STAGES_MODULE, "plan_targets", "probe: planning"),
+    (STAGES_MODULE, "probe_all", "probe: probing"),
+    (STAGES_MODULE, "record_probes", "probe: recording"),
+    (STAGES_MODULE, "score_entries_now", "score"),
+    (STAGES_MODULE, "publish_now", "publish"),
+    (STAGES_MODULE, "record_state_changes", "publish: state changes"),
+    (STAGES_MODULE, "publish_release", "publish: release and pages"),
+    (STAGES_MODULE, "roll_up", "rollup"),
+    (FLOW_MODULE, "open_run", "run record"),
+    (FLOW_MODULE, "report_network_suspect", "run record"),
+    (FLOW_MODULE, "complete_run", "run record"),
+    (FLOW_MODULE, "alert_state_changes", "state-change events"),
+)
+
+
+def run_night(config_file: Path, figures_file: Path) -> None:
+    """Run the nightly flow once with the fake DNS and the stage clock in place; write the
+    figures as JSON."""
+    import resource
+
+    from prefect import flow
+
+    from bench.stage_clock import StageClock
+    from pipeline.probing import netguard
+    from tests.fake_internet import FakeDNS
+
+    config = json.loads(config_file.read_text())
+    answers: dict[str, list[list[str]] | int] = {}
+    for address, names in config["dns"].items():
+        answer = [[address]]  # one list shared by the names of an address: less memory
+        answers.update((name, answer) for name in names)
+    netguard.DefaultResolver = lambda: FakeDNS(answers, port=config["port"])
+    clock = StageClock(peaks=frozenset(STAGES))
+    for module, attribute, name in TIMED:
+        clock.wrap(importlib.import_module(module), attribute, name)
+    nightly = importlib.import_module(FLOW_MODULE)
+
+    @flow(name="warm-up")
+    async def warm_up() -> None:
+        """Starts Prefect's temporary server before the night is timed."""
+
+    started = time.perf_counter()
+    asyncio.run(warm_up())
+    prefect_start = time.perf_counter() - started
+    with clock.timing("flow"):
+        result = asyncio.run(nightly.nightly())
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    figures_file.write_text(json.dumps({
+        "run": result["run"],
+        "version": result["version"],
+        "published": result["published"],
+        "ingest": {name: len(ids) for name, ids in result["ingest"].items()
+                   if isinstance(ids, list)},
+        "prefect_start_s": prefect_start,
+        "timings": {name: vars(timing) for name, timing in clock.timings.items()},
+        "process_cpu_s": usage.ru_utime + usage.ru_stime,
+        "process_peak_rss_mib": clock.peak(),
+    }))
+
+
+# --- the benchmark, in its own process ----------------------------------------------------------
+
+
+def fake_hosts(entries: int, hang_share: float, refuse_share: float, seed: int) -> list[Host]:
+    """Every synthetic entry's API host, with its behaviour on the fake internet."""
+    names = [api_host(serial) for serial in range(1, entries + 1)]
+    return draw_hosts(names, hang_share, refuse_share, seed, STATUS_SHARES)
+
+
+@contextmanager
+def bench_store(kind: str, workdir: Path) -> Iterator[tuple[str, int | None]]:
+    """(database URL, PostgreSQL's main process or None) of a fresh bench store."""
+    if kind == "sqlite":
+        database = workdir / "store.db"
+        for path in (database, Path(f"{database}-wal"), Path(f"{database}-shm")):
+            path.unlink(missing_ok=True)
+        yield f"sqlite:///{database}", None
+        return
+    from tests.postgres_server import running_server
+
+    folder = workdir / "postgres"
+    with running_server(folder) as url:
+        if url is None:
+            raise SystemExit("PostgreSQL is not installed (make test installs it)")
+        postmaster = int((folder / "data" / "postmaster.pid").read_text().split()[0])
+        yield url, postmaster
+
+
+def role(watched: Watched, flow_pid: int, postmaster: int | None) -> str:
+    """Which part of the run a process is."""
+    if watched.pid == flow_pid:
+        return "flow"
+    if flow_pid in watched.ancestors:
+        return "prefect server" if "prefect" in watched.command else "flow workers"
+    if postmaster is not None and postmaster in (watched.pid, *watched.ancestors):
+        return "postgres"
+    if watched.pid == os.getpid():
+        return "bench"
+    return "fake internet"
+
+
+def night_in_process(night: int, workdir: Path, env: dict[str, str], postmaster: int | None,
+                     max_seconds: float) -> dict[str, Any]:
+    """Run one night in a fresh process while /proc is watched; its figures and processes."""
+    config, figures_file = workdir / "night-config.json", workdir / f"night-{night}.json"
+    log = workdir / f"night-{night}.log"
+    figures_file.unlink(missing_ok=True)
+    load_before = os.getloadavg()
+    started = time.perf_counter()
+    with log.open("w") as out:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "bench.nightly", "night", str(config), str(figures_file)],
+            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        watch = ProcessWatch([os.getpid(), *([postmaster] if postmaster else [])]).start()
+        try:
+            code = child.wait(timeout=max_seconds)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)  # the flow's process and its Prefect server
+            child.wait()
+            code = None
+        processes = watch.stop()
+    if code != 0:
+        why = f"stopped after {max_seconds:.0f} s" if code is None else f"exit status {code}"
+        raise SystemExit(f"night {night} failed ({why}); its log: {log}")
+    figures = json.loads(figures_file.read_text())
+    figures["process_wall_s"] = time.perf_counter() - started
+    figures["load"] = {"before": load_before, "after": os.getloadavg()}
+    figures["processes"] = [
+        {"role": role(watched, child.pid, postmaster), "pid": watched.pid,
+         "peak_rss_mib": watched.peak_rss_mib, "cpu_s": watched.cpu_used,
+         "command": watched.command}
+        for watched in processes]
+    for process in figures["processes"]:
+        if process["role"] == "flow":  # its own final figures miss nothing between samples
+            process["peak_rss_mib"] = max(process["peak_rss_mib"],
+                                          figures["process_peak_rss_mib"])
+            process["cpu_s"] = max(process["cpu_s"], figures["process_cpu_s"])
+    return figures
+
+
+def probing_figures(database_url: str, run_id: int, hosts: dict[str, Host]) -> dict[str, Any]:
+    """The run's probe outcomes, and the lower bound of its probing from the URLs it had."""
+    from sqlmodel import select
+
+    from pipeline.probing.probe import target_host
+    from pipeline.settings import Settings
+    from pipeline.store.tables import ProbeRow, engine_for, session_scope
+
+    with session_scope(engine_for(database_url)) as session:
+        rows = session.exec(select(ProbeRow.url, ProbeRow.outcome, ProbeRow.reason,
+                                   ProbeRow.error_class).where(ProbeRow.run_id == run_id)).all()
+    per_host = Counter(target_host(url) for url, *_ in rows)
+    probed = [hosts[name] for name in per_host]
+    settings = Settings().probe_settings()
+    bound = lower_bound(probed, [per_host[host.address] for host in probed], settings)
+    outcomes = Counter(f"{outcome} {reason or error_class or ''}".strip()
+                       for _url, outcome, reason, error_class in rows)
+    return {"probes": len(rows), "hosts": len(per_host), "bound": bound,
+            "outcomes": dict(outcomes.most_common()),
+            "limits": {"global": settings.global_concurrency,
+                       "per_host": settings.per_host_concurrency,
+                       "interval_s": settings.per_host_interval,
+                       "timeout_s": settings.total_timeout, "attempts": settings.max_attempts}}
+
+
+# --- the report ---------------------------------------------------------------------------------
+
+
+def verdict(value: float, goal: float, entries: int) -> str:
+    said = "met" if value <= goal else "NOT met"
+    return said if entries == GOAL_ENTRIES else f"{said} (the goal is for {GOAL_ENTRIES:,})"
+
+
+def network_wait(timings: dict[str, dict[str, float]]) -> float:
+    probing = timings.get("probe: probing", {"wall": 0.0, "cpu": 0.0})
+    return max(0.0, probing["wall"] - probing["cpu"])
+
+
+def print_night(night: int, figures: dict[str, Any], entries: int) -> None:
+    timings, probing = figures["timings"], figures["probing"]
+    flow = timings["flow"]
+    print(f"\nnight {night}: release {figures['version']}, {figures['published']:,} entries "
+          f"published; flow {flow['wall']:.1f} s wall, {flow['cpu']:.1f} s CPU "
+          f"(Prefect's temporary server started in {figures['prefect_start_s']:.1f} s before "
+          f"it; load average {figures['load']['before'][0]:.2f} before, "
+          f"{figures['load']['after'][0]:.2f} after)")
+    print(f"  ingest: {figures['ingest']}")
+    print(f"  {'stage':<30}{'wall s':>9}{'CPU s':>9}{'peak RSS':>11}")
+    listed = 0.0
+    for name in dict.fromkeys(name for _module, _attribute, name in TIMED):
+        if name not in timings:
+            continue
+        timing = timings[name]
+        nested = ": " in name
+        listed += 0.0 if nested else timing["wall"]
+        peak = f"{timing['peak_rss_mib']:7.0f} MiB" if timing.get("peak_rss_mib") else ""
+        label = ("  " + name.split(": ", 1)[1]) if nested else name
+        calls = f"  ({timing['calls']} calls)" if timing["calls"] > 1 else ""
+        print(f"  {label:<30}{timing['wall']:9.1f}{timing['cpu']:9.1f}{peak:>11}{calls}")
+    print(f"  {'Prefect and the rest':<30}{flow['wall'] - listed:9.1f}")
+    waiting = network_wait(timings)
+    work = flow["wall"] - waiting
+    print(f"  waiting on the network (probing wall - CPU): {waiting:.1f} s")
+    print(f"  everything else: {work:.1f} s; goal <= {GOALS['work_s']:.0f} s: "
+          f"{verdict(work, GOALS['work_s'], entries)}")
+    if night > 1:
+        ingest = timings["ingest"]["wall"]
+        print(f"  ingest of the unchanged catalogue: {ingest:.1f} s; goal <= "
+              f"{GOALS['second_ingest_s']:.0f} s: "
+              f"{verdict(ingest, GOALS['second_ingest_s'], entries)}")
+    print_processes(figures["processes"], entries)
+    bound = probing["bound"]
+    floor = max(bound.values())
+    wall = timings["probe: probing"]["wall"]
+    print(f"  probing: {probing['probes']:,} URLs of {probing['hosts']:,} hosts; limits "
+          f"{probing['limits']}")
+    print(f"  outcomes: {probing['outcomes']}")
+    print("  lower bound: " + ", ".join(f"{name} {value:.1f} s" for name, value in bound.items()))
+    print(f"  probe makespan {wall:.1f} s vs bound {floor:.1f} s = {wall / floor:.2f}x; goal <= "
+          f"{GOALS['makespan']}x: {verdict(wall / floor, GOALS['makespan'], entries)}")
+
+
+def print_processes(processes: list[dict[str, Any]], entries: int) -> None:
+    by_role: dict[str, list[dict[str, Any]]] = {}
+    for process in processes:
+        by_role.setdefault(process["role"], []).append(process)
+    print(f"  {'process':<30}{'count':>6}{'peak RSS (largest)':>20}{'CPU s (all)':>13}")
+    for name, group in by_role.items():
+        note = " (harness)" if name in HARNESS else ""
+        print(f"  {name + note:<30}{len(group):6}"
+              f"{max(p['peak_rss_mib'] for p in group):16.0f} MiB"
+              f"{sum(p['cpu_s'] for p in group):13.1f}")
+    product = [p for p in processes if p["role"] not in HARNESS]
+    largest = max(product, key=lambda p: p["peak_rss_mib"])
+    print(f"  peak RSS of any process: {largest['peak_rss_mib']:.0f} MiB ({largest['role']}); "
+          f"goal <= {GOALS['peak_rss_mib']:.0f} MiB: "
+          f"{verdict(largest['peak_rss_mib'], GOALS['peak_rss_mib'], entries)}")
+
+
+def machine() -> str:
+    memory = next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines()
+                  if line.startswith("MemTotal:"))
+    return (f"{os.cpu_count()} cores, {int(memory) / 2**20:.0f} GiB, Python "
+            f"{platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+            f"{datetime.now(UTC):%Y-%m-%d}")
+
+
+def child_env(workdir: Path, catalogue: Path, database_url: str, tls: Path) -> dict[str, str]:
+    env = {name: value for name, value in os.environ.items() if name != "PREFECT_API_URL"}
+    return env | {
+        "PYTHONPATH": str(REPO),
+        "PREFECT_HOME": str(workdir / "prefect"),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
+        "SSL_CERT_FILE": str(tls / "cert.pem"),  # trusted by the flow's prober
+        "APIDIR_DATA_DIR": str(catalogue),
+        "APIDIR_DATABASE_URL": database_url,
+        "APIDIR_OUTPUT_DIR": str(workdir / "public"),
+        "APIDIR_BASE_URL": "https://directory.example",
+        "APIDIR_PROBE_ALLOW_PRIVATE": "true",  # the fake internet is on loopback
+        "APIDIR_PROBE_SHARDS": "1",
+        "APIDIR_STAGE_RETRIES": "0",
+    }
+
+
+def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "night":
+        run_night(Path(sys.argv[2]), Path(sys.argv[3]))
+        return
+    sys.stdout.reconfigure(line_buffering=True)  # figures show as they come, also in a log
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entries", type=int, default=10_000)
+    parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--nights", type=int, default=2)
+    parser.add_argument("--hang-share", type=float, default=0.005, help="of hosts")
+    parser.add_argument("--refuse-share", type=float, default=0.005, help="of hosts")
+    parser.add_argument("--seed", type=int, default=17)
+    parser.add_argument("--workdir", type=Path, default=REPO / "var" / "bench-nightly")
+    parser.add_argument("--max-seconds", type=float, default=4 * 3600, help="bound per night")
+    args = parser.parse_args()
+    from tests.fake_internet import self_signed_context
+
+    workdir = (args.workdir / f"{args.store}-{args.entries}").resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    print(f"nightly end to end: {args.entries:,} entries, {args.store}, {args.nights} nights; "
+          f"{machine()}")
+    started = time.perf_counter()
+    catalogue = workdir / "catalogue"
+    write_catalogue(REPO / "data", catalogue, args.entries)
+    hosts = fake_hosts(args.entries, args.hang_share, args.refuse_share, args.seed)
+    kinds = Counter(host.kind if host.kind != "answers" else str(host.status) for host in hosts)
+    print(f"catalogue and hosts written in {time.perf_counter() - started:.1f} s; hosts: "
+          f"{dict(kinds.most_common())}; latency 20-800 ms log-uniform")
+    tls = workdir / "tls"
+    tls.mkdir(exist_ok=True)
+    self_signed_context(tls, "*.example.net", lifetime=timedelta(days=2))
+    answers = {host.address: (HANG_SECONDS if host.kind == "hangs" else host.latency,
+                              host.status) for host in hosts if host.kind != "refuses"}
+    raise_open_file_limit(16384)  # the server and the flow's process inherit it
+    nights = []
+    with loopback_server([SERVER_ADDRESS], answers=answers, tls_folder=tls) as (port, served):
+        (workdir / "night-config.json").write_text(json.dumps({"port": port, "dns": {
+            SERVER_ADDRESS: list(answers),
+            REFUSING_ADDRESS: [host.address for host in hosts if host.kind == "refuses"]}}))
+        for path in ("public", "prefect"):
+            shutil.rmtree(workdir / path, ignore_errors=True)
+        with bench_store(args.store, workdir) as (database_url, postmaster):
+            env = child_env(workdir, catalogue, database_url, tls)
+            by_name = {host.address: host for host in hosts}
+            for night in range(1, args.nights + 1):
+                figures = night_in_process(night, workdir, env, postmaster, args.max_seconds)
+                figures["probing"] = probing_figures(database_url, figures["run"], by_name)
+                print_night(night, figures, args.entries)
+                nights.append(figures)
+        print(f"\nthe fake internet answered {served.value:,} requests")
+    (workdir / "figures.json").write_text(json.dumps(
+        {"entries": args.entries, "store": args.store, "machine": machine(), "nights": nights},
+        indent=1))
+    print(f"figures in {workdir / 'figures.json'}")
+
+
+if __name__ == "__main__":
+    main()

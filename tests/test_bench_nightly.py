@@ -1,0 +1,120 @@
+"""The end-to-end nightly benchmark's harness: it times the calls the flow really makes, draws
+the host mix it says, bounds the probing as the limits allow, sees every process's memory,
+and a tiny run on the loopback fake internet prints every stage and every goal."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import json
+import os
+import re
+import subprocess
+import sys
+import types
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from bench.makespan import Host, draw_hosts, lower_bound
+from bench.nightly import FLOW_MODULE, STAGES, STAGES_MODULE, TIMED
+from bench.probe import RETRY_AFTER
+from bench.processes import ProcessWatch
+from bench.stage_clock import StageClock
+from pipeline.probing.probe import ProbeSettings
+from tests.conftest import REPO
+
+
+def test_every_timed_call_is_one_the_flow_makes_through_its_module() -> None:
+    """A renamed stage, or one called another way, would silently drop out of the figures."""
+    sources = {name: inspect.getsource(importlib.import_module(name))
+               for name in (STAGES_MODULE, FLOW_MODULE)}
+    for module, attribute, name in TIMED:
+        assert callable(getattr(importlib.import_module(module), attribute, None)), attribute
+        if name in STAGES:  # the flow calls each stage as stages.<function>(...)
+            assert f"stages.{attribute}(" in sources[FLOW_MODULE], attribute
+        else:  # a step of a stage, or bookkeeping: called by its bare name in that module
+            assert re.search(rf"(?<!def )(?<![.\w]){attribute}\(", sources[module]), attribute
+
+
+def test_the_host_mix_follows_its_shares_and_keeps_the_makespan_draw() -> None:
+    names = [f"api-{number}.example.net" for number in range(20_000)]
+    hosts = draw_hosts(names, 0.01, 0.02, seed=3, statuses={401: 0.10, 429: 0.05})
+    kinds = Counter((host.kind, host.status) for host in hosts)
+    for key, share in {("hangs", 200): 0.01, ("refuses", 200): 0.02, ("answers", 401): 0.10,
+                       ("limited", 429): 0.05, ("answers", 200): 0.82}.items():
+        assert abs(kinds[key] / len(hosts) - share) < 0.01, (key, kinds)
+    assert all(0.020 <= host.latency <= 0.800 for host in hosts)
+    plain = draw_hosts(names, 0.01, 0.02, seed=3)  # as bench.makespan draws
+    assert [h.latency for h in plain] == [h.latency for h in hosts]
+    assert {h.kind for h in plain} == {"answers", "hangs", "refuses"}
+
+
+def test_the_lower_bound_counts_each_hosts_urls_retries_and_retry_after() -> None:
+    settings = ProbeSettings(global_concurrency=4, per_host_concurrency=2, per_host_interval=0.5,
+                             total_timeout=3.0, max_attempts=3, backoff_base=0.5)
+    limited = Host("limited.example", "limited", 0.1, 429)
+    bound = lower_bound([limited], [1], settings)
+    assert bound["timeout x attempts"] == pytest.approx(3 * 0.1 + 2 * RETRY_AFTER)
+    assert bound["busiest host"] == pytest.approx(3 * 0.1 + 2 * RETRY_AFTER)
+    answers, hangs = Host("a.example", "answers", 0.2), Host("h.example", "hangs", 0.2)
+    bound = lower_bound([answers, hangs], [4, 1], settings)
+    assert bound["work / global"] == pytest.approx((4 * 0.2 + 3 * 3.0) / 4)
+    assert bound["timeout x attempts"] == pytest.approx(3 * 3.0 + 0.25 + 0.5)
+    assert lower_bound([answers], 4, settings) == lower_bound([answers], [4], settings)
+
+
+def test_the_process_watch_sees_a_childs_peak_memory_and_cpu() -> None:
+    script = "import time; x = b'x' * (160 << 20); del x; sum(range(10**7)); time.sleep(0.6)"
+    watch = ProcessWatch([os.getpid()], interval=0.1).start()
+    subprocess.run([sys.executable, "-c", script], check=True)
+    seen = watch.stop()
+    child = [w for w in seen if "time.sleep" in w.command]
+    assert len(child) == 1 and os.getpid() in child[0].ancestors
+    assert child[0].peak_rss_mib >= 150  # freed before the end: only the peak remembers it
+    assert child[0].cpu_used > 0
+
+
+def test_the_stage_clock_times_functions_and_coroutines_where_they_are_called() -> None:
+    module = types.ModuleType("stages")
+    module.work = lambda n: sum(range(n))
+
+    async def wait(seconds: float) -> str:
+        await asyncio.sleep(seconds)
+        return "waited"
+
+    module.wait = wait
+    clock = StageClock(peaks=frozenset({"work"}))
+    clock.wrap(module, "work")
+    clock.wrap(module, "wait", "waiting")
+    assert module.work(10**6) == sum(range(10**6))
+    assert asyncio.run(module.wait(0.2)) == "waited"
+    work, waiting = clock.timings["work"], clock.timings["waiting"]
+    assert work.calls == waiting.calls == 1 and work.cpu > 0 and work.peak_rss_mib > 0
+    assert waiting.wall >= 0.2 > waiting.cpu and waiting.peak_rss_mib is None
+
+
+@pytest.mark.prefect
+def test_a_tiny_run_prints_every_stage_and_goal_for_two_nights(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.nightly", "--entries", "20", "--nights", "2",
+         "--hang-share", "0", "--refuse-share", "0.2", "--workdir", str(tmp_path),
+         "--max-seconds", "240"],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+        env=os.environ | {"PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    for line in ("ingest ", "reading files", "storing", "probe ", "planning", "probing ",
+                 "recording", "score ", "publish ", "release and pages", "rollup ",
+                 "run record", "Prefect and the rest", "waiting on the network",
+                 "everything else", "ingest of the unchanged catalogue",
+                 "peak RSS of any process", "probe makespan", "lower bound"):
+        assert line in out, line
+    assert out.count("\nnight ") == 2
+    assert "flow " in out and "prefect server" in out and "fake internet (harness)" in out
+    assert "'unreachable refused'" in out and "'live'" in out
+    figures = json.loads((tmp_path / "sqlite-20" / "figures.json").read_text())
+    assert [night["published"] for night in figures["nights"]] == [20, 20]
+    assert figures["nights"][1]["ingest"]["unchanged"] == 20
