@@ -17,18 +17,14 @@ import argparse
 import gzip
 import os
 import sys
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from bench.catalogue import stage_history, stage_ingest
 from bench.synthetic import write_catalogue
+from tests.static_host import run_other_origin
 
 REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
@@ -53,24 +49,6 @@ def publish_catalogue(root: Path, database_url: str, output: Path) -> dict[str, 
             settings.categories_file), utcnow(), presented, pages=True)
         published = release.total_apis
     return {"published": published, "seconds": time.perf_counter() - started}
-
-
-class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-@contextmanager
-def served(folder: Path) -> Iterator[str]:
-    """`folder` over HTTP on a loopback port, in a thread."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_QuietHandler, directory=folder))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def index_load(base_url: str, profile: Path) -> dict[str, Any]:
@@ -129,7 +107,7 @@ def main() -> None:
     release = publish_catalogue(root, url, output)
     print(f"published {release['published']:,} entries with pages in {release['seconds']:.1f} s")
 
-    with served(output) as base_url:
+    with run_other_origin(output) as base_url:  # a plain file server on loopback
         load = index_load(base_url, workdir / "weight-chromium-profile")
     failed = [(path, status) for path, status, _ in load["responses"] if status >= 400]
     if failed:
