@@ -14,7 +14,7 @@ from typing import Any
 from prefect import flow
 
 from flows.nightly import RUN_TIMEOUT, probe, publish, rollup, score
-from pipeline.judging.rollup import days_between
+from pipeline.judging.evidence import days_between
 from pipeline.operations.runs import (
     alert_crash,
     close_failed_run,

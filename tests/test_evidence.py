@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlmodel import Session, delete, select
 
-from pipeline.judging.evidence import bounded_scores, raw_days, rolled_days
-from pipeline.judging.rollup import days_between, roll_up_days
+from pipeline.judging.evidence import bounded_scores, days_between, raw_days, rolled_days
+from pipeline.judging.rollup import roll_up_days
 from pipeline.judging.score import entry_uptimes, score_entries
 from pipeline.probing.probe import ProbeResult
 from pipeline.store.history import add_probes, history_frame

@@ -7,7 +7,8 @@ from datetime import UTC, date, datetime, time, timedelta
 import pytest
 from sqlmodel import Session, select
 
-from pipeline.judging.rollup import compute_day, day_bounds, days_between, roll_up_days
+from pipeline.judging.evidence import day_bounds, days_between
+from pipeline.judging.rollup import compute_day, roll_up_days
 from pipeline.judging.score import score_entries
 from pipeline.store.history import history_frame, plan_targets, record_probes
 from pipeline.store.tables import (

@@ -16,8 +16,8 @@ processes at once (publishers waiting for each other) never races to write rollu
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import date, datetime, timedelta
+from collections.abc import Collection, Mapping
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 import orjson
@@ -26,7 +26,6 @@ from sqlalchemy import Text, type_coerce
 from sqlmodel import Session, col, select
 
 from pipeline.contract import Uptime
-from pipeline.judging.rollup import complete_days, day_bounds
 from pipeline.judging.score import (
     COUNT_COLUMNS,
     SAMPLE_COLUMNS,
@@ -39,9 +38,30 @@ from pipeline.judging.score import (
     window_counts,
 )
 from pipeline.store.history import history_frame
-from pipeline.store.tables import DailyEntryRollup
+from pipeline.store.tables import DailyEntryRollup, RolledDay, as_utc
 
 WINDOW_DAYS = 30
+
+
+def day_bounds(day: date) -> tuple[datetime, datetime]:
+    """The first and the last instant of a UTC day (both inclusive)."""
+    start = datetime.combine(day, time.min, tzinfo=UTC)
+    return start, start + timedelta(days=1) - timedelta(microseconds=1)
+
+
+def days_between(start: date, end: date) -> list[date]:
+    """Every date from `start` to `end`, both included."""
+    if end < start:
+        raise ValueError(f"the range ends ({end}) before it starts ({start})")
+    return [start + timedelta(days=n) for n in range((end - start).days + 1)]
+
+
+def complete_days(session: Session, days: Collection[date]) -> set[date]:
+    """Those of `days` whose rollups were computed for every entry after the day ended: their
+    rows hold all of the day's probes (probes are never dated in the past)."""
+    statement = select(RolledDay.day, RolledDay.rolled_at).where(col(RolledDay.day).in_(days))
+    return {day for day, rolled_at in session.exec(statement)
+            if as_utc(rolled_at) > day_bounds(day)[1]}
 
 
 def rolled_days(day: date) -> list[date]:

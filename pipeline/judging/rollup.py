@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, timedelta
 
 import pandas as pd
 from sqlmodel import Session, col, delete, select
 
-from pipeline.judging.score import score_entries
-from pipeline.store.history import history_frame, latest_statuses
+from pipeline.judging.evidence import WINDOW_DAYS, bounded_scores, day_bounds
+from pipeline.store.history import history_frame, latest_statuses, probed_entries
 from pipeline.store.tables import (
     DailyEndpointRollup,
     DailyEntryRollup,
@@ -25,21 +25,7 @@ from pipeline.store.tables import (
     utcnow,
 )
 
-HISTORY_WINDOW = timedelta(days=30)  # the longest window any score or uptime reads
 _DAY_KEYS = ["probes", "responses", "live", "live_share", "p50_ms", "p90_ms"]
-
-
-def day_bounds(day: date) -> tuple[datetime, datetime]:
-    """The first and the last instant of a UTC day (both inclusive)."""
-    start = datetime.combine(day, time.min, tzinfo=UTC)
-    return start, start + timedelta(days=1) - timedelta(microseconds=1)
-
-
-def days_between(start: date, end: date) -> list[date]:
-    """Every date from `start` to `end`, both included."""
-    if end < start:
-        raise ValueError(f"the range ends ({end}) before it starts ({start})")
-    return [start + timedelta(days=n) for n in range((end - start).days + 1)]
 
 
 @dataclass(frozen=True)
@@ -96,11 +82,10 @@ def _figures(row: pd.Series | None, timed: bool = False) -> dict[str, object]:
     }
 
 
-def _window(session: Session, first: date, last: date) -> pd.DataFrame:
-    """The trusted probe history every day from `first` to `last` reads."""
-    return history_frame(
-        session, since=day_bounds(first)[1] - HISTORY_WINDOW, until=day_bounds(last)[1]
-    )
+def _days_history(session: Session, first: date, last: date) -> pd.DataFrame:
+    """The trusted probes of the days from `first` to `last`: their own figures (their scores
+    read past days from the rollups, `judging/evidence.py`)."""
+    return history_frame(session, since=day_bounds(first)[0], until=day_bounds(last)[1])
 
 
 def compute_day(
@@ -111,15 +96,15 @@ def compute_day(
 ) -> DayRollup:
     """The rollup of `day` for the active entries known or probed by its end (or `entry_ids`).
 
-    `history` may hold more than the day's window (read once for a range of days); only the
-    window ending with the day is used.
+    `history` may hold the probes of more days than this one (read once for a range of days);
+    only the day's own are used. Its scores are those at the end of the day, from the rollups
+    of the days before and a few days of raw probes (`bounded_scores`).
     """
     start, end = day_bounds(day)
-    history = _window(session, day, day) if history is None else history
+    history = _days_history(session, day, day) if history is None else history
     checked = history["checked_at"]
-    history = history[(checked >= pd.Timestamp(end - HISTORY_WINDOW))
-                      & (checked <= pd.Timestamp(end))]
-    probed = set(history["entry_id"])
+    of_day = history[(checked >= pd.Timestamp(start)) & (checked <= pd.Timestamp(end))]
+    probed = probed_entries(session, end - timedelta(days=WINDOW_DAYS), end)
     statement = select(EntryRow).where(col(EntryRow.retired_at).is_(None))
     entries = [
         row
@@ -128,9 +113,8 @@ def compute_day(
         and (entry_ids is None or row.id in entry_ids)
     ]
     ids = [row.id for row in entries]
-    history = history[history["entry_id"].isin(ids)]
-    of_day = history[history["checked_at"] >= pd.Timestamp(start)]
-    scores = score_entries({row.id: row.content for row in entries}, history, end)
+    of_day = of_day[of_day["entry_id"].isin(ids)]
+    scores, _ = bounded_scores(session, {row.id: row.content for row in entries}, end)
     statuses = latest_statuses(session, ids, until=end)
     per_entry = _day_figures(of_day, ["entry_id"])
     per_url = _day_figures(of_day, ["entry_id", "url"])
@@ -189,7 +173,7 @@ def roll_up_days(
     days = list(days)
     if not days:
         return []
-    history = _window(session, min(days), max(days))
+    history = _days_history(session, min(days), max(days))
     rollups = []
     for day in days:
         rollup = compute_day(session, day, entry_ids, history)
@@ -199,14 +183,6 @@ def roll_up_days(
             session.commit()
         rollups.append(rollup)
     return rollups
-
-
-def complete_days(session: Session, days: Collection[date]) -> set[date]:
-    """Those of `days` whose rollups were computed for every entry after the day ended: their
-    rows hold all of the day's probes (probes are never dated in the past)."""
-    statement = select(RolledDay.day, RolledDay.rolled_at).where(col(RolledDay.day).in_(days))
-    return {day for day, rolled_at in session.exec(statement)
-            if as_utc(rolled_at) > day_bounds(day)[1]}
 
 
 @dataclass(frozen=True)

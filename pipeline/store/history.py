@@ -298,3 +298,12 @@ def history_frame(
     frame = frame.drop_duplicates(_TARGET_KEYS, keep="last", ignore_index=True)
     frame["checked_at"] = pd.to_datetime(frame["checked_at"], utc=True)
     return frame
+
+
+def probed_entries(session: Session, since: datetime, until: datetime) -> set[str]:
+    """Ids of the entries with a trusted probe checked in [since, until] (ids only, read in
+    the database)."""
+    statement = select(ProbeRow.entry_id).distinct().where(
+        col(ProbeRow.run_id).in_(_trusted_runs()), ProbeRow.checked_at >= since,
+        ProbeRow.checked_at <= until)
+    return set(session.exec(statement))
