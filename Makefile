@@ -77,6 +77,7 @@ bench: $(BENCH_STAMP) system-packages  ## print the benchmark figures (see docs/
 	$(BIN)/python -m bench.makespan
 	$(BIN)/python -m bench.catalogue
 	$(BIN)/python -m bench.page_weight
+	$(BIN)/python -m bench.score_scale --entries 20000
 
 validate: $(STAMP)  ## check every entry file
 	$(BIN)/apidir validate
