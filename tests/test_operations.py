@@ -114,14 +114,21 @@ async def test_state_changes_are_prefect_events(
 
     write_entry()
     url = quiet_env["APIDIR_DATABASE_URL"]
-    today = datetime.now(UTC).date()
+    started = datetime.now(UTC)  # run ids restart with each test's store: events of this test
+    today = started.date()
     await nightly()  # ingests the entry
     record_day(url, today - timedelta(days=2), {"example-weather": ("live", 200, 100.0)})
     await nightly()
     record_day(url, today - timedelta(days=1), {"example-weather": ("unreachable", None, 0.0)})
     outcome = await nightly()
-    changed = [e for e in await events_named(ENTRY_STATE_CHANGED)
-               if e["related"][0]["prefect.resource.id"] == f"apidir.run.{outcome['run']}"]
+    changed: list[dict] = []
+    for _ in range(60):  # stored a moment after they are emitted, among earlier tests' events
+        changed = [e for e in await events_named(ENTRY_STATE_CHANGED)
+                   if e["related"][0]["prefect.resource.id"] == f"apidir.run.{outcome['run']}"
+                   and datetime.fromisoformat(e["occurred"].replace("Z", "+00:00")) >= started]
+        if changed:
+            break
+        await asyncio.sleep(0.5)
     assert [(e["resource"]["prefect.resource.id"], e["payload"]["from"], e["payload"]["to"])
             for e in changed] == [("apidir.entry.example-weather", "live", "unreachable")]
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import resource
 import time
-from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -113,8 +112,9 @@ async def probe_entries(
     with session_scope(engine) as session:
         run = session.get(PipelineRun, run_id)
         record_probes(session, run, results)
-    outcomes = Counter(result.outcome for result in results)
-    return ProbeOutcome(len(results), dict(sorted(outcomes.items())), bool(run.network_suspect))
+    tally = ProbeTally.of(results)  # each target by its conclusion, not by both looks
+    return ProbeOutcome(tally.probes, dict(sorted(tally.outcomes.items())),
+                        bool(run.network_suspect))
 
 
 class ShardsFailedError(RuntimeError):
