@@ -12,6 +12,7 @@ from datetime import date
 from typing import Any
 
 from prefect import flow
+from prefect.utilities.annotations import quote
 
 from flows.nightly import RUN_TIMEOUT, probe, publish, rollup, score
 from pipeline.judging.evidence import days_between
@@ -55,7 +56,7 @@ async def backfill(
         now = utcnow()
         presented = await run_stage("score", score(settings, now))
         version, changes = await run_stage(
-            "publish", with_retries(publish, settings)(settings, run_id, presented, now)
+            "publish", with_retries(publish, settings)(settings, run_id, quote(presented), now)
         )
     except Exception as exc:
         await fail_run(settings, run_id, exc, "backfill")

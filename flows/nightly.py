@@ -17,6 +17,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run as current_flow_run
 from prefect.task_runners import ProcessPoolTaskRunner
+from prefect.utilities.annotations import quote
 
 from flows.probe_shards import probe_in_shards, probe_on_workers
 from pipeline.catalogue.ingest import IngestSummary
@@ -121,7 +122,7 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
         now = utcnow()
         presented = await run_stage("score", score(settings, now))
         version, changes = await run_stage(
-            "publish", with_retries(publish, settings)(settings, run_id, presented, now)
+            "publish", with_retries(publish, settings)(settings, run_id, quote(presented), now)
         )
         await run_stage(
             "rollup", with_retries(rollup, settings)(settings, [day - timedelta(days=1), day])
