@@ -52,9 +52,13 @@ def run_verdict(probes: Sequence[Any]) -> RunVerdict | None:
     )
 
 
+def is_https(base_url: str) -> bool:
+    return urlsplit(base_url).scheme.lower() == "https"
+
+
 def measured_https(base_url: str, probes: Sequence[Any], as_of: datetime) -> Https:
     """HTTPS of the base address, with the TLS version and certificate expiry the run saw."""
-    enabled = urlsplit(base_url).scheme.lower() == "https"
+    enabled = is_https(base_url)
     seen = next((p for p in probes if p.tls_version), None)
     if seen is None:
         checked = max((as_utc(p.checked_at) for p in probes), default=None)

@@ -31,20 +31,14 @@ from pipeline.release.layout import (
     entry_markdown,
 )
 from pipeline.release.pages import (
-    AUTH_LABELS,
-    NO_AUTH_HEADER,
-    ONLINE_NOTE,
-    STATE_LABELS,
+    SHARED_FILTERS,
+    SHARED_GLOBALS,
     TEMPLATES,
     PageError,
     category_page,
-    cents_text,
-    checked_text,
     entry_page,
-    free_quota_text,
     presented_entry,
     sample_text,
-    share_text,
 )
 
 
@@ -139,17 +133,11 @@ def environment() -> Environment:
         fence=code_block,
         autolink=autolink,
         path=link_path,
-        checked=checked_text,
-        share=share_text,
-        cents=cents_text,
-        free_quota=free_quota_text,
         sample=sample_block,
     )
+    env.filters.update(SHARED_FILTERS)
     env.globals.update(
-        STATE_LABELS=STATE_LABELS,
-        AUTH_LABELS=AUTH_LABELS,
-        NO_AUTH_HEADER=NO_AUTH_HEADER,
-        ONLINE_NOTE=ONLINE_NOTE,
+        SHARED_GLOBALS,
         relative=relative,
         category_markdown=category_markdown,
         entry_markdown=entry_markdown,

@@ -228,6 +228,13 @@ def trend_svg(days: Sequence[DayFigures], last_day: date) -> str:
             f'stroke="#8c959f" stroke-width="0.5"></rect>{"".join(bars)}{line}</svg>')
 
 
+# What the pages and their Markdown alternates say alike: the same formats and labels.
+SHARED_FILTERS = {"checked": checked_text, "share": share_text, "cents": cents_text,
+                  "free_quota": free_quota_text}
+SHARED_GLOBALS = {"STATE_LABELS": STATE_LABELS, "AUTH_LABELS": AUTH_LABELS,
+                  "NO_AUTH_HEADER": NO_AUTH_HEADER, "ONLINE_NOTE": ONLINE_NOTE}
+
+
 @cache
 def environment() -> Environment:
     env = Environment(
@@ -239,22 +246,16 @@ def environment() -> Environment:
         keep_trailing_newline=True,
     )
     env.filters.update(
-        checked=checked_text,
-        share=share_text,
-        cents=cents_text,
-        free_quota=free_quota_text,
+        SHARED_FILTERS,
         sample=sample_text,
         search_text=search_text,
         band=grade_band,
     )
     env.globals.update(
-        STATE_LABELS=STATE_LABELS,
-        AUTH_LABELS=AUTH_LABELS,
-        NO_AUTH_HEADER=NO_AUTH_HEADER,
+        SHARED_GLOBALS,
         LIFECYCLE_LABELS=LIFECYCLE_LABELS,
         FAILURE_LABELS=FAILURE_LABELS,
         CORS_LABELS=CORS_LABELS,
-        ONLINE_NOTE=ONLINE_NOTE,
         csp=PAGE_CSP,
         category_page=category_page,
         entry_page=entry_page,

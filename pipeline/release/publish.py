@@ -17,7 +17,6 @@ from contextlib import ExitStack, suppress
 from datetime import date, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, get_args
-from urllib.parse import urlsplit
 
 import orjson
 from sqlalchemy import Text, type_coerce
@@ -39,6 +38,7 @@ from pipeline.contract import (
     Uptime,
 )
 from pipeline.judging.changes import Change, Event, release_event
+from pipeline.judging.health import is_https
 from pipeline.judging.present import Presented
 from pipeline.judging.rollup import DayFigures, entry_trends
 from pipeline.release.crawlers import check_sitemaps, crawler_files
@@ -167,7 +167,7 @@ def published_entry(
         lifecycle = Lifecycle(state=curated, reason="not judged from probes yet",
                               successor=(content.get("deprecated") or {}).get("successor"))
     entry["lifecycle"] = lifecycle.model_dump(mode="json", exclude_none=True)
-    https = https or Https(enabled=urlsplit(content["baseUrl"]).scheme.lower() == "https")
+    https = https or Https(enabled=is_https(content["baseUrl"]))
     entry["https"] = https.model_dump(mode="json", exclude_none=True)
     entry["cors"] = (cors or Cors(state="unknown")).model_dump(mode="json", exclude_none=True)
     return entry
