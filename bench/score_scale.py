@@ -27,6 +27,7 @@ from pathlib import Path
 from sqlalchemy import text
 from sqlmodel import select
 
+from pipeline.judging.content_scores import content_scores, store_content_scores
 from pipeline.judging.evidence import bounded_scores
 from pipeline.judging.rollup import roll_up_days
 from pipeline.judging.score import entry_uptimes, score_entries
@@ -37,6 +38,7 @@ from pipeline.store.tables import (
     EndpointRow,
     EntryRow,
     active_entries,
+    content_hash,
     engine_for,
     session_scope,
     start_run,
@@ -60,11 +62,13 @@ def write_history(database_url: str, entries: int, nights: int) -> float:
     ids = [f"entry-{number:06d}" for number in range(entries)]
     with session_scope(engine) as session:
         session.add_all(EntryRow(id=entry_id, category="bench", name=entry_id, content=CONTENT,
-                                 content_hash="-", source_file="-",
+                                 content_hash=content_hash(CONTENT), source_file="-",
                                  first_seen_at=now - timedelta(days=nights + 1), updated_at=now)
                         for entry_id in ids)
         session.flush()
         session.add_all(EndpointRow(entry_id=entry_id, method="GET", path="/") for entry_id in ids)
+        session.flush()
+        store_content_scores(session)  # as the ingest stage leaves them
     with session_scope(engine) as session:
         endpoint_of = dict(session.exec(select(EndpointRow.entry_id, EndpointRow.id)).all())
     started = time.perf_counter()
@@ -113,10 +117,10 @@ def measure(database_url: str, way: str) -> dict[str, float]:
                 "entries": len(rows), "with_latency": sum(r.latency is not None for r in rows),
                 "uptimes": 0}
     with session_scope(engine) as session:
-        contents = {row.id: row.content for row in active_entries(session)}
         if way == "bounded":
-            scores, uptimes = bounded_scores(session, contents, as_of)
+            scores, uptimes = bounded_scores(session, content_scores(session), as_of)
         else:
+            contents = {row.id: row.content for row in active_entries(session)}
             history = history_frame(session, since=as_of - timedelta(days=30), until=as_of)
             scores = score_entries(contents, history, as_of)
             uptimes = entry_uptimes(history, as_of)

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlmodel import Session, delete, select
 
+from pipeline.judging.content_scores import content_scores, store_content_scores
 from pipeline.judging.evidence import bounded_scores, days_between, raw_days, rolled_days
 from pipeline.judging.rollup import roll_up_days
 from pipeline.judging.score import entry_uptimes, score_entries
@@ -45,6 +46,7 @@ def history(write_entry: WriteEntry, ingested_store) -> Session:
     for entry_id in ENTRIES:
         write_entry(make_entry(id=entry_id))
     session = ingested_store()
+    store_content_scores(session)  # as the ingest stage does: Pricing and Depth read back
     rng = random.Random(7)
     for day in days_between((TODAY - timedelta(days=40)).date(), TODAY.date()):
         for hour in sorted(rng.sample(range(24), rng.choice([1, 2, 3]))):
@@ -72,7 +74,7 @@ def test_rollups_and_a_few_raw_days_give_exactly_the_whole_window(history: Sessi
     for as_of in (TODAY.replace(hour=0, minute=30), TODAY.replace(hour=13, minute=7),
                   TODAY.replace(hour=23, minute=59)):
         expected_scores, expected_uptimes = from_the_whole_window(history, contents, as_of)
-        scores, uptimes = bounded_scores(history, contents, as_of)
+        scores, uptimes = bounded_scores(history, content_scores(history), as_of)
         assert {k: v.contract() for k, v in scores.items()} == expected_scores, as_of
         assert uptimes == expected_uptimes, as_of
         assert any(s.latency is not None for s in expected_scores.values())  # real evidence
@@ -87,7 +89,7 @@ def test_a_day_rolled_up_before_it_ended_is_read_from_its_raw_probes(history: Se
     history.merge(RolledDay(day=stale, rolled_at=datetime.combine(stale, datetime.min.time(),
                                                                   tzinfo=UTC)))
     history.commit()
-    scores, uptimes = bounded_scores(history, contents, as_of)
+    scores, uptimes = bounded_scores(history, content_scores(history), as_of)
     expected_scores, expected_uptimes = from_the_whole_window(history, contents, as_of)
     assert {k: v.contract() for k, v in scores.items()} == expected_scores
     assert uptimes == expected_uptimes

@@ -18,18 +18,19 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from itertools import chain
 
+import numpy as np
 import orjson
 import pandas as pd
-from sqlalchemy import Text, type_coerce
+from sqlalchemy import Text, case, cast, func, literal
 from sqlmodel import Session, col, select
 
 from pipeline.contract import Uptime
 from pipeline.judging.score import (
     COUNT_COLUMNS,
     SAMPLE_COLUMNS,
-    WINDOWS,
+    ContentScores,
     EntryScore,
     prepare_history,
     scores_from_samples,
@@ -83,42 +84,54 @@ def _raw_history(session: Session, as_of: datetime, days: list[date]) -> pd.Data
     return pd.concat([f for f in frames if not f.empty] or frames[:1], ignore_index=True)
 
 
-def _rollup_evidence(session: Session, as_of: datetime,
-                     days: list[date]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Timed samples and window counts of `days` (complete past days), from their rollups."""
-    day = as_of.date()
-    statement = select(
-        DailyEntryRollup.entry_id, DailyEntryRollup.day, DailyEntryRollup.probes,
-        DailyEntryRollup.responses, type_coerce(DailyEntryRollup.timed_ms, Text),
-    ).where(col(DailyEntryRollup.day).in_(days), DailyEntryRollup.probes > 0)
-    ids, in_week, probes, responses = [], [], [], []
-    sample_ids, sample_ms, sample_week = [], [], []
-    week_starts = day - timedelta(days=6)
-    # Core rows, not ORM ones: a row of each entry and day, some 3 million at 100k entries.
-    for entry_id, rolled, day_probes, day_responses, timed in session.connection().execute(
-            statement):
-        week = rolled >= week_starts
+def _rollup_counts(session: Session, days: list[date], week_starts: date) -> pd.DataFrame:
+    """Window counts of `days` (complete past days) per entry, summed in the database."""
+    rollup = DailyEntryRollup.__table__.c
+    in_week = rollup.day >= week_starts
+    columns = {
+        "probes_1d": literal(0), "responded_1d": literal(0),
+        "probes_7d": func.sum(case((in_week, rollup.probes), else_=0)),
+        "responded_7d": func.sum(case((in_week, rollup.responses), else_=0)),
+        "probes_30d": func.sum(rollup.probes), "responded_30d": func.sum(rollup.responses),
+    }
+    statement = (select(rollup.entry_id, *(value.label(name) for name, value in columns.items()))
+                 .where(rollup.day.in_(days), rollup.probes > 0).group_by(rollup.entry_id))
+    rows = session.connection().execute(statement).all()
+    counts = pd.DataFrame(rows, columns=["entry_id", *columns]).astype(
+        {name: "int64" for name in columns})
+    return counts.sort_values("entry_id", ignore_index=True).reindex(columns=COUNT_COLUMNS)
+
+
+def _rollup_samples(session: Session, days: list[date], week_starts: date) -> pd.DataFrame:
+    """Every timed response of `days` (complete past days), with the windows it falls in.
+
+    One row per entry and window part, each the day lists' JSON joined in the database, so
+    some 3 million samples at 100k entries are parsed in a few large pieces.
+    """
+    rollup = DailyEntryRollup.__table__.c
+    timed = cast(rollup.timed_ms, Text)
+    in_week = rollup.day >= week_starts
+    statement = (
+        select(rollup.entry_id,
+               func.aggregate_strings(case((in_week, timed)), ","),
+               func.aggregate_strings(case((~in_week, timed)), ","))
+        .where(rollup.day.in_(days), rollup.probes > 0, rollup.timed_ms.is_not(None),
+               timed != "null")
+        .group_by(rollup.entry_id))
+    ids, week, month = [], [], []
+    for entry_id, *parts in session.connection().execute(statement):
         ids.append(entry_id)
-        in_week.append(week)
-        probes.append(day_probes)
-        responses.append(day_responses)
-        if isinstance(timed, str | bytes):  # the JSON text (SQLite); a list (PostgreSQL)
-            timed = orjson.loads(timed)
-        for ms in timed or ():
-            sample_ids.append(entry_id)
-            sample_ms.append(ms)
-            sample_week.append(week)
-    samples = pd.DataFrame({"entry_id": sample_ids, "total_ms": pd.Series(sample_ms, dtype=float),
-                            "in_7d": sample_week, "in_30d": True}, columns=SAMPLE_COLUMNS)
-    days_frame = pd.DataFrame({"entry_id": ids, "week": in_week, "probes": probes,
-                               "responses": responses})
-    counts = pd.DataFrame({"entry_id": days_frame["entry_id"]})
-    inside = {"1d": False, "7d": days_frame["week"].astype(bool), "30d": True}
-    for name in WINDOWS:
-        counts[f"probes_{name}"] = days_frame["probes"] * inside[name]
-        counts[f"responded_{name}"] = days_frame["responses"] * inside[name]
-    counts = counts.groupby("entry_id", sort=True).sum().reset_index()
-    return samples, counts.reindex(columns=COUNT_COLUMNS)
+        week.append(parts[0] or "")
+        month.append(parts[1] or "")
+    parts = []
+    for texts, in_7d in ((week, True), (month, False)):
+        days_of = orjson.loads("[[" + "],[".join(texts) + "]]") if texts else []
+        sizes = [sum(map(len, entry_days)) for entry_days in days_of]
+        ms = np.fromiter(chain.from_iterable(chain.from_iterable(days_of)), dtype=float,
+                         count=sum(sizes))
+        parts.append(pd.DataFrame({"entry_id": np.repeat(np.array(ids, dtype=object), sizes),
+                                   "total_ms": ms, "in_7d": in_7d, "in_30d": True}))
+    return pd.concat(parts, ignore_index=True).reindex(columns=SAMPLE_COLUMNS)
 
 
 def _combined_counts(*parts: pd.DataFrame) -> pd.DataFrame:
@@ -130,19 +143,22 @@ def _combined_counts(*parts: pd.DataFrame) -> pd.DataFrame:
 
 
 def bounded_scores(
-    session: Session, contents: Mapping[str, Mapping[str, Any]], as_of: datetime
+    session: Session, judged: Mapping[str, ContentScores], as_of: datetime
 ) -> tuple[dict[str, EntryScore], dict[str, Uptime]]:
-    """Every entry's scores and uptime as of `as_of`, as `score_entries` and `entry_uptimes`
-    give them from the whole window, read from rollups and a few days of raw probes."""
+    """Every entry's scores (of those in `judged`, with their content scores) and uptime as of
+    `as_of`, as `score_entries` and `entry_uptimes` give them from the whole window, read from
+    rollups and a few days of raw probes."""
     rolled = rolled_days(as_of.date())
     complete = sorted(complete_days(session, rolled))
     incomplete = sorted(set(rolled) - set(complete))
     raw = prepare_history(_raw_history(session, as_of, raw_days(as_of.date()) + incomplete),
                           as_of)
-    rolled_samples, rolled_counts = _rollup_evidence(session, as_of, complete)
+    week_starts = as_of.date() - timedelta(days=6)
+    rolled_samples = _rollup_samples(session, complete, week_starts)
+    rolled_counts = _rollup_counts(session, complete, week_starts)
     frames = [f for f in (timed_samples(raw), rolled_samples) if not f.empty]
     samples = (pd.concat(frames, ignore_index=True) if frames
                else pd.DataFrame(columns=SAMPLE_COLUMNS))
     samples = samples.astype({"total_ms": float, "in_7d": bool, "in_30d": bool})
     counts = _combined_counts(window_counts(raw), rolled_counts)
-    return scores_from_samples(contents, samples), uptimes_from_counts(counts)
+    return scores_from_samples(judged, samples), uptimes_from_counts(counts)

@@ -17,10 +17,11 @@ from pipeline.contract import (
     Status,
     Uptime,
 )
+from pipeline.judging.content_scores import content_scores
 from pipeline.judging.evidence import bounded_scores
 from pipeline.judging.health import RunVerdict, measured_cors, measured_https, run_verdict
 from pipeline.store.history import endpoint_statuses, entry_status, latest_probes
-from pipeline.store.tables import active_entries
+from pipeline.store.tables import active_base_urls
 
 
 @dataclass
@@ -42,19 +43,19 @@ def present_entries(session: Session, as_of: datetime, origin: str = "") -> Pres
     """Every active entry's status, scores, uptime and measured health as of `as_of`, from the
     stored history (past days from their rollups: `judging/evidence.py`); `origin` is the one
     the prober sent, which CORS answers are read against."""
-    contents = {row.id: row.content for row in active_entries(session)}
+    base_urls = active_base_urls(session)
     latest = {entry_id: probes for entry_id, probes in latest_probes(session).items()
-              if entry_id in contents}
-    scores, uptimes = bounded_scores(session, contents, as_of)
+              if entry_id in base_urls}
+    scores, uptimes = bounded_scores(session, content_scores(session), as_of)
     verdicts = {entry_id: run_verdict(probes) for entry_id, probes in latest.items()}
     return Presented(
         statuses={entry_id: entry_status(probes) for entry_id, probes in latest.items()},
         scores={entry_id: entry_score.contract() for entry_id, entry_score in scores.items()},
         uptimes={entry_id: uptime for entry_id, uptime in uptimes.items()
-                 if entry_id in contents},
+                 if entry_id in base_urls},
         endpoints=endpoint_statuses(session, latest=latest),
         verdicts={entry_id: v for entry_id, v in verdicts.items() if v is not None},
-        https={entry_id: measured_https(contents[entry_id]["baseUrl"], probes, as_of)
+        https={entry_id: measured_https(base_urls[entry_id], probes, as_of)
                for entry_id, probes in latest.items()},
         cors={entry_id: measured_cors(probes, origin) for entry_id, probes in latest.items()},
     )

@@ -14,6 +14,7 @@ from datetime import date, timedelta
 import pandas as pd
 from sqlmodel import Session, col, delete, select
 
+from pipeline.judging.content_scores import content_scores
 from pipeline.judging.evidence import WINDOW_DAYS, bounded_scores, day_bounds
 from pipeline.store.history import history_frame, latest_statuses, probed_entries
 from pipeline.store.tables import (
@@ -105,16 +106,16 @@ def compute_day(
     checked = history["checked_at"]
     of_day = history[(checked >= pd.Timestamp(start)) & (checked <= pd.Timestamp(end))]
     probed = probed_entries(session, end - timedelta(days=WINDOW_DAYS), end)
-    statement = select(EntryRow).where(col(EntryRow.retired_at).is_(None))
-    entries = [
-        row
-        for row in session.exec(statement.order_by(EntryRow.id))
-        if (as_utc(row.first_seen_at) <= end or row.id in probed)
-        and (entry_ids is None or row.id in entry_ids)
-    ]
-    ids = [row.id for row in entries]
+    statement = select(EntryRow.id, EntryRow.first_seen_at).where(
+        col(EntryRow.retired_at).is_(None))
+    ids = sorted(
+        entry_id
+        for entry_id, first_seen_at in session.exec(statement)
+        if (as_utc(first_seen_at) <= end or entry_id in probed)
+        and (entry_ids is None or entry_id in entry_ids)
+    )
     of_day = of_day[of_day["entry_id"].isin(ids)]
-    scores, _ = bounded_scores(session, {row.id: row.content for row in entries}, end)
+    scores, _ = bounded_scores(session, content_scores(session, ids), end)
     statuses = latest_statuses(session, ids, until=end)
     per_entry = _day_figures(of_day, ["entry_id"])
     per_url = _day_figures(of_day, ["entry_id", "url"])

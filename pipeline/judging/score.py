@@ -122,6 +122,11 @@ def round_half_up(value: float) -> int:
     return math.floor(value + 0.5 + 1e-9)
 
 
+def rounded_half_up(values: np.ndarray) -> np.ndarray:
+    """`round_half_up` of every value at once (NaN stays NaN), as whole floats."""
+    return np.floor(values + 0.5 + 1e-9)
+
+
 def _dollars(cents: float) -> str:
     """`$29` for whole dollars, `$5.49` otherwise."""
     return f"${int(cents) // 100:,}" if cents % 100 == 0 else f"${cents / 100:,.2f}"
@@ -447,13 +452,10 @@ def uptime_shares(history: pd.DataFrame, as_of: datetime) -> dict[str, float | N
 # --- latency ---------------------------------------------------------------------------------
 
 
-def _speed(p50: float, p95: float) -> int:
-    return round_half_up(P50_WEIGHT * float(np.interp(p50, P50_MS, P50_POINTS))
-                         + P95_WEIGHT * float(np.interp(p95, P95_MS, P95_POINTS)))
-
-
-def _ms(value: float) -> int | None:
-    return None if value is None or pd.isna(value) else round_half_up(value)
+def _speed(p50: np.ndarray, p95: np.ndarray) -> np.ndarray:
+    """Latency's points of every entry at once from its p50 and p95 (NaN without them)."""
+    return rounded_half_up(P50_WEIGHT * np.interp(p50, P50_MS, P50_POINTS)
+                           + P95_WEIGHT * np.interp(p95, P95_MS, P95_POINTS))
 
 
 SAMPLE_COLUMNS = ["entry_id", "total_ms", "in_7d", "in_30d"]
@@ -480,47 +482,82 @@ def window_counts(frame: pd.DataFrame) -> pd.DataFrame:
     return counts.groupby("entry_id", sort=True).sum().reset_index().loc[:, COUNT_COLUMNS]
 
 
-def _latency_table(timed: pd.DataFrame) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per entry and window (7d, 30d): timed responses, p50, p95, from `timed_samples`."""
-    table: dict[str, dict[str, dict[str, Any]]] = {}
+def _latency_stats(timed: pd.DataFrame, ids: list[str]) -> dict[str, list[Any]]:
+    """Per entry of `ids` and window (7d, 30d): timed responses, p50, p95 and their whole
+    milliseconds (None without a sample), from `timed_samples`; one list per figure."""
+    index = pd.Index(ids)
+    stats: dict[str, list[Any]] = {}
     for window in ("7d", "30d"):
-        inside = timed.loc[timed[f"in_{window}"]]
-        groups = inside.groupby("entry_id")["total_ms"]
-        stats = pd.DataFrame({"samples": groups.size(), "p50": groups.quantile(0.5),
-                              "p95": groups.quantile(0.95)})
-        for row in stats.itertuples():
-            table.setdefault(row.Index, {})[window] = {
-                "samples": int(row.samples), "p50": row.p50, "p95": row.p95}
-    return table
+        groups = timed.loc[timed[f"in_{window}"]].groupby("entry_id")["total_ms"]
+        stats[f"samples_{window}"] = groups.size().reindex(index, fill_value=0).tolist()
+        for name, q in (("p50", 0.5), ("p95", 0.95)):
+            values = groups.quantile(q).reindex(index).to_numpy(dtype=float)
+            stats[f"{name}_{window}"] = values.tolist()
+            stats[f"{name}Ms_{window}"] = [None if math.isnan(v) else int(v)
+                                           for v in rounded_half_up(values)]
+    week = np.array(stats["samples_7d"], dtype=np.int64) >= MIN_LATENCY_SAMPLES
+    speed = _speed(np.array(stats["p50_7d"]), np.array(stats["p95_7d"]))
+    stats["speed"] = [int(v) if ok else None for v, ok in zip(speed, week, strict=True)]
+    return stats
 
 
-def _latency_subscore(windows: Mapping[str, Mapping[str, Any]]) -> SubScore:
-    empty = {"samples": 0, "p50": math.nan, "p95": math.nan}
-    week, month = windows.get("7d", empty), windows.get("30d", empty)
-    evidence = {
-        "minimumSamples": MIN_LATENCY_SAMPLES,
-        "eligible": week["samples"] >= MIN_LATENCY_SAMPLES,
-        "last7d": {"samples": week["samples"], "p50Ms": _ms(week["p50"]),
-                   "p95Ms": _ms(week["p95"])},
-        "last30d": {"samples": month["samples"], "p50Ms": _ms(month["p50"]),
-                    "p95Ms": _ms(month["p95"])},
-    }
-    if not evidence["eligible"]:
-        reason = (f"not enough probes: {week['samples']} timed responses in 7 days, "
-                  f"{MIN_LATENCY_SAMPLES} needed")
-        return SubScore(None, (reason,), evidence)
-    reasons = (f"p50 {_ms(week['p50'])} ms, p95 {_ms(week['p95'])} ms over "
-               f"{_plural(week['samples'], 'response')} in 7 days",)
-    return SubScore(_speed(week["p50"], week["p95"]), reasons, evidence)
+def _latency_subscores(timed: pd.DataFrame, ids: list[str]) -> list[SubScore]:
+    """The Latency of each entry of `ids`: p50 and p95 of its timed responses of 7 days."""
+    stats = _latency_stats(timed, ids)
+    subscores = []
+    for i in range(len(ids)):
+        week_samples, speed = stats["samples_7d"][i], stats["speed"][i]
+        p50, p95 = stats["p50Ms_7d"][i], stats["p95Ms_7d"][i]
+        evidence = {
+            "minimumSamples": MIN_LATENCY_SAMPLES,
+            "eligible": speed is not None,
+            "last7d": {"samples": week_samples, "p50Ms": p50, "p95Ms": p95},
+            "last30d": {"samples": stats["samples_30d"][i], "p50Ms": stats["p50Ms_30d"][i],
+                        "p95Ms": stats["p95Ms_30d"][i]},
+        }
+        if speed is None:
+            reason = (f"not enough probes: {week_samples} timed responses in 7 days, "
+                      f"{MIN_LATENCY_SAMPLES} needed")
+        else:
+            reason = (f"p50 {p50} ms, p95 {p95} ms over "
+                      f"{_plural(week_samples, 'response')} in 7 days")
+        subscores.append(SubScore(speed, (reason,), evidence))
+    return subscores
 
 
 def latency_score(history: pd.DataFrame, as_of: datetime) -> SubScore:
     """Latency of ONE entry: p50 and p95 of its timed responses of the last 7 days."""
     frame = _prepare(history, as_of).assign(entry_id="entry")
-    return _latency_subscore(_latency_table(timed_samples(frame)).get("entry", {}))
+    return _latency_subscores(timed_samples(frame), ["entry"])[0]
 
 
 # --- everything at once ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContentScores:
+    """The sub-scores an entry's curated content alone decides (Pricing and Depth): kept in
+    the store with the hash of the content they came from, so scoring reads them back rather
+    than judging every entry's content again."""
+
+    pricing: SubScore
+    depth: SubScore
+
+    @classmethod
+    def of(cls, content: Mapping[str, Any]) -> ContentScores:
+        return cls(pricing_score(content), depth_score(content))
+
+    def stored(self) -> dict[str, Any]:
+        """As JSON for the store, with the rubric that made them."""
+        return {"rubric": RUBRIC_VERSION, **{
+            name: {"value": sub.value, "reasons": list(sub.reasons), "evidence": sub.evidence}
+            for name, sub in (("pricing", self.pricing), ("depth", self.depth))}}
+
+    @classmethod
+    def from_stored(cls, stored: Mapping[str, Any]) -> ContentScores:
+        """Read back what `stored` gave (of this rubric: the caller checks)."""
+        return cls(*(SubScore(stored[name]["value"], tuple(stored[name]["reasons"]),
+                              stored[name]["evidence"]) for name in ("pricing", "depth")))
 
 
 def confidence_of(pricing: SubScore, latency: SubScore) -> str:
@@ -539,19 +576,19 @@ def score_entries(contents: Mapping[str, Mapping[str, Any]], history: pd.DataFra
     Probes of ids not in `contents` are ignored; an entry without enough timed responses has
     no Latency, and its grade, from the other sub-scores, is provisional.
     """
-    return scores_from_samples(contents, timed_samples(_prepare(history, as_of)))
+    judged = {entry_id: ContentScores.of(content) for entry_id, content in contents.items()}
+    return scores_from_samples(judged, timed_samples(_prepare(history, as_of)))
 
 
-def scores_from_samples(contents: Mapping[str, Mapping[str, Any]],
+def scores_from_samples(judged: Mapping[str, ContentScores],
                         samples: pd.DataFrame) -> dict[str, EntryScore]:
-    """`score_entries` from the timed responses alone (`timed_samples`, or the same evidence
-    gathered from daily rollups): all Latency needs of the history."""
-    table = _latency_table(samples)
+    """`score_entries` from each entry's content scores and the timed responses alone
+    (`timed_samples`, or the same evidence gathered from daily rollups): all Latency needs
+    of the history. Latency's percentiles and points are computed for all entries at once."""
+    ids = sorted(judged)
     scores: dict[str, EntryScore] = {}
-    for entry_id in sorted(contents):
-        content = contents[entry_id]
-        pricing, depth = pricing_score(content), depth_score(content)
-        latency = _latency_subscore(table.get(entry_id, {}))
+    for entry_id, latency in zip(ids, _latency_subscores(samples, ids), strict=True):
+        pricing, depth = judged[entry_id].pricing, judged[entry_id].depth
         percent, grade = builder_score(pricing.value, latency.value, depth.value)
         scores[entry_id] = EntryScore(entry_id, pricing, latency, depth, percent, grade,
                                       f"{percent}% builder-friendly", RUBRIC_VERSION,

@@ -34,6 +34,7 @@ from pipeline.judging.changes import (
     record_lifecycles,
     record_state_changes,
 )
+from pipeline.judging.content_scores import store_content_scores
 from pipeline.judging.health import LifecycleRules
 from pipeline.judging.present import Presented, present_entries
 from pipeline.judging.rollup import DayRollup, roll_up_days
@@ -69,7 +70,8 @@ from pipeline.store.tables import (
 
 
 def ingest_entries(settings: Settings, run_id: int) -> tuple[IngestSummary, CatalogReport]:
-    """Read and validate every entry file, then upsert the valid ones into the store."""
+    """Read and validate every entry file, then upsert the valid ones into the store, with the
+    Pricing and Depth of every new or changed content (read back by the score stage)."""
     if not settings.entries_dir.is_dir():
         raise EmptyCatalogError(
             f"no entries folder at {settings.entries_dir}; refusing to retire every stored entry"
@@ -81,6 +83,7 @@ def ingest_entries(settings: Settings, run_id: int) -> tuple[IngestSummary, Cata
                           max_bytes=settings.entry_max_bytes, known=known)
     with session_scope(engine) as session:
         summary = ingest_catalog(session, report, run_id=run_id)
+        store_content_scores(session)
         run = session.get(PipelineRun, run_id)
         run.entries_seen = len(report.files)
         run.entries_added, run.entries_updated = len(summary.added), len(summary.updated)

@@ -59,6 +59,11 @@ class EntryRow(SQLModel, table=True):
     # The entry file's bytes (with the reader's fingerprint) when last parsed: an unchanged
     # file is not parsed again.
     file_hash: str | None = None
+    # Pricing and Depth as the content alone decides them (JSON), with the content hash and
+    # the rubric they were judged by: the score stage reads them back while both still hold.
+    content_scores: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    scored_hash: str | None = None
+    scored_rubric: str | None = None
     first_seen_at: datetime = Field(sa_type=UtcDateTime)
     updated_at: datetime = Field(sa_type=UtcDateTime)
     retired_at: datetime | None = Field(default=None, sa_type=UtcDateTime, index=True)
@@ -381,6 +386,14 @@ def active_entries(session: Session) -> list[EntryRow]:
     """Entries that are published: not retired, sorted by id (code points, on every backend)."""
     statement = select(EntryRow).where(EntryRow.retired_at.is_(None))
     return sorted(session.exec(statement), key=lambda row: row.id)
+
+
+def active_base_urls(session: Session) -> dict[str, str]:
+    """The base address of every published entry, by id, without loading the rest of their
+    content."""
+    base_url = EntryRow.__table__.c.content["baseUrl"].as_string()
+    statement = select(EntryRow.id, base_url).where(EntryRow.retired_at.is_(None))
+    return dict(session.exec(statement).all())
 
 
 def active_categories(session: Session) -> dict[str, str]:
