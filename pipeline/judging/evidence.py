@@ -18,12 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from datetime import UTC, date, datetime, time, timedelta
-from itertools import chain
 
 import numpy as np
-import orjson
 import pandas as pd
-from sqlalchemy import Text, case, cast, func, literal
+from sqlalchemy import Text, and_, case, cast, func, literal
 from sqlmodel import Session, col, select
 
 from pipeline.contract import Uptime
@@ -84,54 +82,49 @@ def _raw_history(session: Session, as_of: datetime, days: list[date]) -> pd.Data
     return pd.concat([f for f in frames if not f.empty] or frames[:1], ignore_index=True)
 
 
-def _rollup_counts(session: Session, days: list[date], week_starts: date) -> pd.DataFrame:
-    """Window counts of `days` (complete past days) per entry, summed in the database."""
+def _milliseconds(texts: list[str]) -> tuple[np.ndarray, list[int]]:
+    """The timed responses in each of `texts` (numbers joined by commas, or empty), all in one
+    array, and how many each text holds."""
+    sizes = [text.count(",") + 1 if text else 0 for text in texts]
+    joined = ",".join(text for text in texts if text)
+    values = np.array(joined.split(","), dtype=float) if joined else np.zeros(0)
+    return values, sizes
+
+
+def _rollup_evidence(session: Session, days: list[date],
+                     week_starts: date) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Timed samples and window counts of `days` (complete past days), from their rollups.
+
+    One row per entry: the counts summed and the days' timed responses joined (brackets
+    dropped) in the database, so the some 3 million rows of 100k entries never reach Python
+    one by one, and the samples are parsed as one string.
+    """
     rollup = DailyEntryRollup.__table__.c
     in_week = rollup.day >= week_starts
-    columns = {
+    timed = func.replace(func.replace(cast(rollup.timed_ms, Text), "[", ""), "]", "")
+    has_timed = and_(rollup.timed_ms.is_not(None), func.json_array_length(rollup.timed_ms) > 0)
+    sums = {
         "probes_1d": literal(0), "responded_1d": literal(0),
         "probes_7d": func.sum(case((in_week, rollup.probes), else_=0)),
         "responded_7d": func.sum(case((in_week, rollup.responses), else_=0)),
         "probes_30d": func.sum(rollup.probes), "responded_30d": func.sum(rollup.responses),
     }
-    statement = (select(rollup.entry_id, *(value.label(name) for name, value in columns.items()))
-                 .where(rollup.day.in_(days), rollup.probes > 0).group_by(rollup.entry_id))
-    rows = session.connection().execute(statement).all()
-    counts = pd.DataFrame(rows, columns=["entry_id", *columns]).astype(
-        {name: "int64" for name in columns})
-    return counts.sort_values("entry_id", ignore_index=True).reindex(columns=COUNT_COLUMNS)
-
-
-def _rollup_samples(session: Session, days: list[date], week_starts: date) -> pd.DataFrame:
-    """Every timed response of `days` (complete past days), with the windows it falls in.
-
-    One row per entry and window part, each the day lists' JSON joined in the database, so
-    some 3 million samples at 100k entries are parsed in a few large pieces.
-    """
-    rollup = DailyEntryRollup.__table__.c
-    timed = cast(rollup.timed_ms, Text)
-    in_week = rollup.day >= week_starts
     statement = (
-        select(rollup.entry_id,
-               func.aggregate_strings(case((in_week, timed)), ","),
-               func.aggregate_strings(case((~in_week, timed)), ","))
-        .where(rollup.day.in_(days), rollup.probes > 0, rollup.timed_ms.is_not(None),
-               timed != "null")
-        .group_by(rollup.entry_id))
-    ids, week, month = [], [], []
-    for entry_id, *parts in session.connection().execute(statement):
-        ids.append(entry_id)
-        week.append(parts[0] or "")
-        month.append(parts[1] or "")
+        select(rollup.entry_id, *(value.label(name) for name, value in sums.items()),
+               func.aggregate_strings(case((and_(in_week, has_timed), timed)), ","),
+               func.aggregate_strings(case((and_(~in_week, has_timed), timed)), ","))
+        .where(rollup.day.in_(days), rollup.probes > 0).group_by(rollup.entry_id))
+    rows = session.connection().execute(statement).all()
+    ids = np.array([row[0] for row in rows], dtype=object)
     parts = []
-    for texts, in_7d in ((week, True), (month, False)):
-        days_of = orjson.loads("[[" + "],[".join(texts) + "]]") if texts else []
-        sizes = [sum(map(len, entry_days)) for entry_days in days_of]
-        ms = np.fromiter(chain.from_iterable(chain.from_iterable(days_of)), dtype=float,
-                         count=sum(sizes))
-        parts.append(pd.DataFrame({"entry_id": np.repeat(np.array(ids, dtype=object), sizes),
-                                   "total_ms": ms, "in_7d": in_7d, "in_30d": True}))
-    return pd.concat(parts, ignore_index=True).reindex(columns=SAMPLE_COLUMNS)
+    for column, in_7d in ((-2, True), (-1, False)):
+        ms, sizes = _milliseconds([row[column] or "" for row in rows])
+        parts.append(pd.DataFrame({"entry_id": np.repeat(ids, sizes), "total_ms": ms,
+                                   "in_7d": in_7d, "in_30d": True}))
+    samples = pd.concat(parts, ignore_index=True).reindex(columns=SAMPLE_COLUMNS)
+    counts = pd.DataFrame([row[:-2] for row in rows], columns=["entry_id", *sums]).astype(
+        {name: "int64" for name in sums})
+    return samples, counts.reindex(columns=COUNT_COLUMNS)
 
 
 def _combined_counts(*parts: pd.DataFrame) -> pd.DataFrame:
@@ -154,8 +147,7 @@ def bounded_scores(
     raw = prepare_history(_raw_history(session, as_of, raw_days(as_of.date()) + incomplete),
                           as_of)
     week_starts = as_of.date() - timedelta(days=6)
-    rolled_samples = _rollup_samples(session, complete, week_starts)
-    rolled_counts = _rollup_counts(session, complete, week_starts)
+    rolled_samples, rolled_counts = _rollup_evidence(session, complete, week_starts)
     frames = [f for f in (timed_samples(raw), rolled_samples) if not f.empty]
     samples = (pd.concat(frames, ignore_index=True) if frames
                else pd.DataFrame(columns=SAMPLE_COLUMNS))

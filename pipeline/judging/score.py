@@ -273,14 +273,21 @@ def depth_score(content: Mapping[str, Any]) -> SubScore:
 
 
 def _check_percent(name: str, value: int) -> None:
+    if type(value) is int and 0 <= value <= 100:  # the common case, checked cheaply
+        return
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 0 <= value <= 100:
         raise ValueError(f"{name} must be an integer 0-100, got {value!r}")
+
+
+# The letter of every percent 0-100 on the documented bands, looked up rather than searched.
+_GRADES = tuple(next(letter for floor, letter in GRADE_BANDS if percent >= floor)
+                for percent in range(101))
 
 
 def grade_for(percent: int) -> str:
     """The letter of a builder percent on the documented bands."""
     _check_percent("percent", percent)
-    return next(letter for floor, letter in GRADE_BANDS if percent >= floor)
+    return _GRADES[percent]
 
 
 def builder_score(pricing: int | None, latency: int | None, depth: int | None) -> tuple[int, str]:
