@@ -111,8 +111,8 @@ def test_entry_figures_per_day(session: Session, history: dict[str, str]) -> Non
 def test_a_known_entry_without_probes_is_unchecked(session: Session, history) -> None:
     today = datetime.now(UTC).date()
     rollup = compute_day(session, today)
-    quiet = {row.entry_id: row for row in rollup.entries}["quiet-maps"]
-    assert (quiet.state, quiet.probes, quiet.live_share, quiet.latency) == (
+    quiet = {row["entry_id"]: row for row in rollup.entries}["quiet-maps"]
+    assert (quiet["state"], quiet["probes"], quiet["live_share"], quiet["latency"]) == (
         "unchecked", 0, None, None)  # no Latency without probes (rubric 2.0)
 
 
@@ -123,12 +123,12 @@ def test_scores_are_those_at_the_end_of_each_day(session: Session, history) -> N
         end = day_bounds(rollup.day)[1]
         expected = score_entries(contents, history_frame(session, until=end), end)
         for row in rollup.entries:
-            score = expected[row.entry_id]
-            assert (row.pricing, row.latency, row.depth, row.percent, row.grade) == (
+            score = expected[row["entry_id"]]
+            assert tuple(row[k] for k in ("pricing", "latency", "depth", "percent", "grade")) == (
                 score.pricing.value, score.latency.value, score.depth.value, score.percent,
                 score.grade)
-    day1, day2 = ({r.entry_id: r for r in rollup.entries} for rollup in rollups)
-    assert day1["example-weather"].latency != day2["example-weather"].latency
+    day1, day2 = ({r["entry_id"]: r for r in rollup.entries} for rollup in rollups)
+    assert day1["example-weather"]["latency"] != day2["example-weather"]["latency"]
 
 
 def test_endpoint_figures_per_day(session: Session, history: dict[str, str]) -> None:
@@ -157,6 +157,6 @@ def test_a_chosen_entry_leaves_the_others_rows_alone(session: Session, history) 
     before = stored(session)
     assert {r["entry_id"] for r in before[0]} == {"example-weather", "quiet-maps"}
     rollup = compute_day(session, today, entry_ids={"quiet-maps"})
-    assert [row.entry_id for row in rollup.entries] == ["quiet-maps"]
+    assert [row["entry_id"] for row in rollup.entries] == ["quiet-maps"]
     roll_up_days(session, [today], entry_ids={"quiet-maps"})
     assert stored(session) == before

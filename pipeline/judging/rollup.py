@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import date, timedelta
+from typing import Any
 
 import pandas as pd
+from sqlalchemy import insert
 from sqlmodel import Session, col, delete, select
 
 from pipeline.judging.content_scores import content_scores
@@ -31,15 +33,20 @@ _DAY_KEYS = ["probes", "responses", "live", "live_share", "p50_ms", "p90_ms"]
 
 @dataclass(frozen=True)
 class DayRollup:
+    """A day's rollup rows, as stored: one per entry (`DailyEntryRollup`'s columns) and one
+    per probed URL (`DailyEndpointRollup`'s)."""
+
     day: date
-    entries: list[DailyEntryRollup]
-    endpoints: list[DailyEndpointRollup]
+    entries: list[dict[str, Any]]
+    endpoints: list[dict[str, Any]]
 
 
-def _day_figures(history: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Probe counts, live share and latency percentiles per group of `keys`, for one day."""
+def _day_figures(history: pd.DataFrame, keys: list[str], timed: bool = False) -> pd.DataFrame:
+    """Probe counts, live share and latency percentiles per group of `keys`, for one day; with
+    `timed`, each group's timed responses too (ascending)."""
     if history.empty:
-        return pd.DataFrame(columns=[*keys, *_DAY_KEYS, "endpoint_id"]).set_index(keys)
+        columns = [*keys, *_DAY_KEYS, "endpoint_id", *(["timed_ms"] if timed else [])]
+        return pd.DataFrame(columns=columns).set_index(keys)
     frame = history.assign(
         total_ms=pd.to_numeric(history["total_ms"], errors="coerce").astype(float),
         responded=history["outcome"].isin(["live", "online"]),
@@ -53,11 +60,13 @@ def _day_figures(history: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         endpoint_id=("endpoint_id", "last"),
     )
     figures["live_share"] = figures["live"] / figures["probes"]
-    timed = frame[frame["responded"] & frame["total_ms"].notna()].groupby(keys)["total_ms"]
-    figures["p50_ms"] = timed.quantile(0.5).reindex(figures.index)
-    figures["p90_ms"] = timed.quantile(0.9).reindex(figures.index)
-    figures["timed_ms"] = timed.apply(lambda ms: sorted(float(v) for v in ms)).reindex(
-        figures.index)
+    answered = frame[frame["responded"] & frame["total_ms"].notna()]
+    by_group = answered.groupby(keys)["total_ms"]
+    figures["p50_ms"] = by_group.quantile(0.5).reindex(figures.index)
+    figures["p90_ms"] = by_group.quantile(0.9).reindex(figures.index)
+    if timed:
+        ascending = answered.sort_values("total_ms", kind="stable").groupby(keys)["total_ms"]
+        figures["timed_ms"] = ascending.agg(list).reindex(figures.index)
     return figures
 
 
@@ -65,22 +74,25 @@ def _number(value: object) -> float | None:
     return None if value is None or pd.isna(value) else round(float(value), 3)
 
 
-def _figures(row: pd.Series | None, timed: bool = False) -> dict[str, object]:
-    """A group's figures as rollup fields; none (the tables' defaults) for a day unprobed.
-    With `timed`, the day's timed responses too (an empty list when none was timed)."""
-    if row is None:
-        return {}
-    extra = {}
+# A group's figures on a day it was not probed (the tables' defaults).
+_UNPROBED = {"probes": 0, "responses": 0, "live": 0, "live_share": None, "p50_ms": None,
+             "p90_ms": None}
+
+
+def _figure_rows(figures: pd.DataFrame, timed: bool = False) -> list[dict[str, object]]:
+    """Each group's figures as rollup fields, in the frame's order; with `timed`, the day's
+    timed responses too (an empty list when none was timed)."""
+    columns = {name: figures[name].tolist() for name in _DAY_KEYS}
+    rows = []
+    for i in range(len(figures)):
+        row = {"probes": int(columns["probes"][i]), "responses": int(columns["responses"][i]),
+               "live": int(columns["live"][i]), "live_share": _number(columns["live_share"][i]),
+               "p50_ms": _number(columns["p50_ms"][i]), "p90_ms": _number(columns["p90_ms"][i])}
+        rows.append(row)
     if timed:
-        extra["timed_ms"] = row["timed_ms"] if isinstance(row["timed_ms"], list) else []
-    return extra | {
-        "probes": int(row["probes"]),
-        "responses": int(row["responses"]),
-        "live": int(row["live"]),
-        "live_share": _number(row["live_share"]),
-        "p50_ms": _number(row["p50_ms"]),
-        "p90_ms": _number(row["p90_ms"]),
-    }
+        for row, ms in zip(rows, figures["timed_ms"].tolist(), strict=True):
+            row["timed_ms"] = [float(v) for v in ms] if isinstance(ms, list) else []
+    return rows
 
 
 def _days_history(session: Session, first: date, last: date) -> pd.DataFrame:
@@ -99,7 +111,8 @@ def compute_day(
 
     `history` may hold the probes of more days than this one (read once for a range of days);
     only the day's own are used. Its scores are those at the end of the day, from the rollups
-    of the days before and a few days of raw probes (`bounded_scores`).
+    of the days before and a few days of raw probes (`bounded_scores`), with the entries'
+    stored Pricing and Depth, as the score stage reads them.
     """
     start, end = day_bounds(day)
     history = _days_history(session, day, day) if history is None else history
@@ -116,39 +129,28 @@ def compute_day(
     )
     of_day = of_day[of_day["entry_id"].isin(ids)]
     scores, _ = bounded_scores(session, content_scores(session, ids), end)
-    statuses = latest_statuses(session, ids, until=end)
-    per_entry = _day_figures(of_day, ["entry_id"])
-    per_url = _day_figures(of_day, ["entry_id", "url"])
+    statuses = latest_statuses(session, None if entry_ids is None else ids, until=end)
+    per_entry = _day_figures(of_day, ["entry_id"], timed=True)
+    probed_today = set(per_entry.index)
+    figures = iter(_figure_rows(per_entry.loc[[i for i in ids if i in probed_today]],
+                                timed=True))
 
     entry_rows = []
     for entry_id in ids:
         score = scores[entry_id]
-        row = per_entry.loc[entry_id] if entry_id in per_entry.index else None
         status = statuses.get(entry_id)
-        entry_rows.append(
-            DailyEntryRollup(
-                day=day,
-                entry_id=entry_id,
-                state=status.state if status else "unchecked",
-                pricing=score.pricing.value,
-                latency=score.latency.value,
-                depth=score.depth.value,
-                provisional=score.provisional,
-                percent=score.percent,
-                grade=score.grade,
-                rubric=score.rubric,
-                **_figures(row, timed=True),
-            )
-        )
+        row = next(figures) if entry_id in probed_today else _UNPROBED | {"timed_ms": None}
+        entry_rows.append({
+            "day": day, "entry_id": entry_id, "state": status.state if status else "unchecked",
+            "pricing": score.pricing.value, "latency": score.latency.value,
+            "depth": score.depth.value, "provisional": score.provisional,
+            "percent": score.percent, "grade": score.grade, "rubric": score.rubric, **row})
+    per_url = _day_figures(of_day, ["entry_id", "url"])
     endpoint_rows = [
-        DailyEndpointRollup(
-            day=day,
-            entry_id=entry_id,
-            url=url,
-            endpoint_id=None if pd.isna(row["endpoint_id"]) else int(row["endpoint_id"]),
-            **_figures(row),
-        )
-        for (entry_id, url), row in per_url.iterrows()
+        {"day": day, "entry_id": entry_id, "url": url,
+         "endpoint_id": None if pd.isna(endpoint_id) else int(endpoint_id), **row}
+        for (entry_id, url), endpoint_id, row in zip(
+            per_url.index, per_url["endpoint_id"].tolist(), _figure_rows(per_url), strict=True)
     ]
     return DayRollup(day, entry_rows, endpoint_rows)
 
@@ -156,13 +158,16 @@ def compute_day(
 def store_day(
     session: Session, rollup: DayRollup, entry_ids: Collection[str] | None = None
 ) -> None:
-    """Replace the stored rows of that day (for `entry_ids`, or all) with `rollup`'s."""
-    for table in (DailyEntryRollup, DailyEndpointRollup):
+    """Replace the stored rows of that day (for `entry_ids`, or all) with `rollup`'s: one bulk
+    insert per table (a day of a large catalogue is hundreds of thousands of rows)."""
+    for table, rows in ((DailyEntryRollup, rollup.entries),
+                        (DailyEndpointRollup, rollup.endpoints)):
         statement = delete(table).where(col(table.day) == rollup.day)
         if entry_ids is not None:
             statement = statement.where(col(table.entry_id).in_(list(entry_ids)))
         session.exec(statement)
-    session.add_all([*rollup.entries, *rollup.endpoints])
+        if rows:
+            session.execute(insert(table.__table__), rows)
     session.commit()
 
 
