@@ -101,8 +101,9 @@ def _rollup_evidence(session: Session, days: list[date],
     """
     rollup = DailyEntryRollup.__table__.c
     in_week = rollup.day >= week_starts
-    timed = func.replace(func.replace(cast(rollup.timed_ms, Text), "[", ""), "]", "")
-    has_timed = and_(rollup.timed_ms.is_not(None), func.json_array_length(rollup.timed_ms) > 0)
+    text = cast(rollup.timed_ms, Text)
+    timed = func.substr(text, 2, func.length(text) - 2)  # the numbers, brackets dropped
+    has_timed = and_(rollup.timed_ms.is_not(None), text.not_in(["[]", "null"]))
     sums = {
         "probes_1d": literal(0), "responded_1d": literal(0),
         "probes_7d": func.sum(case((in_week, rollup.probes), else_=0)),

@@ -300,10 +300,17 @@ def builder_score(pricing: int | None, latency: int | None, depth: int | None) -
             known[name] = value
     if not known:
         raise ValueError("at least one sub-score is needed")
-    total = sum(WEIGHTS[name] * value for name, value in known.items())
-    weight = sum(WEIGHTS[name] for name in known)
-    percent = (2 * total + weight) // (2 * weight)
+    percent = _weighted_percent(known)
     return percent, grade_for(percent)
+
+
+def _weighted_percent(known: Mapping[str, int]) -> int:
+    """The weighted mean of the known sub-scores, rounded half up in exact integers."""
+    total = weight = 0
+    for name, value in known.items():
+        total += WEIGHTS[name] * value
+        weight += WEIGHTS[name]
+    return (2 * total + weight) // (2 * weight)
 
 
 # --- history ---------------------------------------------------------------------------------
@@ -596,7 +603,12 @@ def scores_from_samples(judged: Mapping[str, ContentScores],
     scores: dict[str, EntryScore] = {}
     for entry_id, latency in zip(ids, _latency_subscores(samples, ids), strict=True):
         pricing, depth = judged[entry_id].pricing, judged[entry_id].depth
-        percent, grade = builder_score(pricing.value, latency.value, depth.value)
+        # builder_score without checking our own sub-scores again, entry by entry
+        known = {name: sub.value for name, sub in
+                 (("pricing", pricing), ("latency", latency), ("depth", depth))
+                 if sub.value is not None}
+        percent = _weighted_percent(known)
+        grade = _GRADES[percent]
         scores[entry_id] = EntryScore(entry_id, pricing, latency, depth, percent, grade,
                                       f"{percent}% builder-friendly", RUBRIC_VERSION,
                                       confidence_of(pricing, latency), latency.value is None)
@@ -611,11 +623,15 @@ def entry_uptimes(history: pd.DataFrame, as_of: datetime) -> dict[str, Uptime]:
 def uptimes_from_counts(counts: pd.DataFrame) -> dict[str, Uptime]:
     """`entry_uptimes` from per-entry window counts (`window_counts`, or the same evidence
     gathered from daily rollups)."""
-    uptimes = {}
-    for row in counts.itertuples(index=False):
-        shares = {}
-        for name in WINDOWS:
-            probes = getattr(row, f"probes_{name}")
-            shares[f"last{name}"] = getattr(row, f"responded_{name}") / probes if probes else None
-        uptimes[row.entry_id] = Uptime(**shares)
-    return uptimes
+    shares = {}
+    for name in WINDOWS:  # every entry at once: the same IEEE division as one by one
+        probes = counts[f"probes_{name}"].to_numpy(dtype=np.int64)
+        responded = counts[f"responded_{name}"].to_numpy(dtype=np.int64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = responded / probes
+        shares[f"last{name}"] = [v if n else None
+                                 for v, n in zip(share.tolist(), probes.tolist(), strict=True)]
+    return {entry_id: Uptime(last1d=day, last7d=week, last30d=month)
+            for entry_id, day, week, month in zip(
+                counts["entry_id"].tolist(), shares["last1d"], shares["last7d"],
+                shares["last30d"], strict=True)}
