@@ -18,7 +18,7 @@ from sqlmodel import Session, col, delete, select
 
 from pipeline.judging.content_scores import content_scores
 from pipeline.judging.evidence import WINDOW_DAYS, bounded_scores, day_bounds
-from pipeline.store.history import history_frame, latest_statuses, probed_entries
+from pipeline.store.history import history_frame, latest_states, probed_entries
 from pipeline.store.tables import (
     DailyEndpointRollup,
     DailyEntryRollup,
@@ -129,7 +129,7 @@ def compute_day(
     )
     of_day = of_day[of_day["entry_id"].isin(ids)]
     scores, _ = bounded_scores(session, content_scores(session, ids), end)
-    statuses = latest_statuses(session, None if entry_ids is None else ids, until=end)
+    states = latest_states(session, until=end)
     per_entry = _day_figures(of_day, ["entry_id"], timed=True)
     probed_today = set(per_entry.index)
     figures = iter(_figure_rows(per_entry.loc[[i for i in ids if i in probed_today]],
@@ -138,10 +138,9 @@ def compute_day(
     entry_rows = []
     for entry_id in ids:
         score = scores[entry_id]
-        status = statuses.get(entry_id)
         row = next(figures) if entry_id in probed_today else _UNPROBED | {"timed_ms": None}
         entry_rows.append({
-            "day": day, "entry_id": entry_id, "state": status.state if status else "unchecked",
+            "day": day, "entry_id": entry_id, "state": states.get(entry_id, "unchecked"),
             "pricing": score.pricing.value, "latency": score.latency.value,
             "depth": score.depth.value, "provisional": score.provisional,
             "percent": score.percent, "grade": score.grade, "rubric": score.rubric, **row})

@@ -161,6 +161,24 @@ def close_probe_run(session: Session, run: PipelineRun, tally: ProbeTally) -> No
     session.commit()
 
 
+def _deciding_probe(probes: Sequence[Any]) -> tuple[str, Any]:
+    """The state one run's probes of an entry (at least one) give, and the probe deciding it."""
+    live = [p for p in probes if p.outcome == "live"]
+    answered = [p for p in probes if p.http_status is not None]
+    if live:
+        return "live", live[0]
+    if answered:
+        return "online", answered[0]
+    return "unreachable", probes[0]
+
+
+def latest_states(session: Session, until: datetime) -> dict[str, str]:
+    """Each entry's presented state as it was at `until` (that of `latest_statuses`), without
+    the rest of its status."""
+    return {entry_id: _deciding_probe(probes)[0]
+            for entry_id, probes in latest_probes(session, until=until).items() if probes}
+
+
 def entry_status(probes: Sequence[ProbeRow]) -> Status:
     """The presented status from one run's probes of an entry, in endpoint order.
 
@@ -169,14 +187,7 @@ def entry_status(probes: Sequence[ProbeRow]) -> Status:
     """
     if not probes:
         return Status()
-    live = [p for p in probes if p.outcome == "live"]
-    answered = [p for p in probes if p.http_status is not None]
-    if live:
-        state, deciding = "live", live[0]
-    elif answered:
-        state, deciding = "online", answered[0]
-    else:
-        state, deciding = "unreachable", probes[0]
+    state, deciding = _deciding_probe(probes)
     return Status(
         state=state,
         http_status=deciding.http_status,
