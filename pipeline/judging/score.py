@@ -300,16 +300,21 @@ def builder_score(pricing: int | None, latency: int | None, depth: int | None) -
             known[name] = value
     if not known:
         raise ValueError("at least one sub-score is needed")
-    percent = _weighted_percent(known)
+    percent = _weighted_percent(pricing, latency, depth)
     return percent, grade_for(percent)
 
 
-def _weighted_percent(known: Mapping[str, int]) -> int:
-    """The weighted mean of the known sub-scores, rounded half up in exact integers."""
+_WEIGHTS_IN_ORDER = (WEIGHTS["pricing"], WEIGHTS["latency"], WEIGHTS["depth"])
+
+
+def _weighted_percent(pricing: int | None, latency: int | None, depth: int | None) -> int:
+    """The weighted mean of the sub-scores that are known (at least one), rounded half up in
+    exact integers."""
     total = weight = 0
-    for name, value in known.items():
-        total += WEIGHTS[name] * value
-        weight += WEIGHTS[name]
+    for share, value in zip(_WEIGHTS_IN_ORDER, (pricing, latency, depth), strict=True):
+        if value is not None:
+            total += share * value
+            weight += share
     return (2 * total + weight) // (2 * weight)
 
 
@@ -499,11 +504,16 @@ def window_counts(frame: pd.DataFrame) -> pd.DataFrame:
 def _latency_stats(timed: pd.DataFrame, ids: list[str]) -> dict[str, list[Any]]:
     """Per entry of `ids` and window (7d, 30d): timed responses, p50, p95 and their whole
     milliseconds (None without a sample), from `timed_samples`; one list per figure."""
-    index = pd.Index(ids)
+    # Each sample's entry as its position in `ids` (-1: not scored), hashed once for both
+    # windows: millions of samples at 100k entries.
+    position = pd.Index(ids).get_indexer(timed["entry_id"])
+    ms = timed["total_ms"].to_numpy(dtype=float)
+    index = pd.RangeIndex(len(ids))
     stats: dict[str, list[Any]] = {}
     for window in ("7d", "30d"):
-        groups = timed.loc[timed[f"in_{window}"]].groupby("entry_id")["total_ms"]
-        stats[f"samples_{window}"] = groups.size().reindex(index, fill_value=0).tolist()
+        inside = timed[f"in_{window}"].to_numpy(dtype=bool) & (position >= 0)
+        groups = pd.Series(ms[inside]).groupby(position[inside])
+        stats[f"samples_{window}"] = np.bincount(position[inside], minlength=len(ids)).tolist()
         for name, q in (("p50", 0.5), ("p95", 0.95)):
             values = groups.quantile(q).reindex(index).to_numpy(dtype=float)
             stats[f"{name}_{window}"] = values.tolist()
@@ -570,8 +580,9 @@ class ContentScores:
     @classmethod
     def from_stored(cls, stored: Mapping[str, Any]) -> ContentScores:
         """Read back what `stored` gave (of this rubric: the caller checks)."""
-        return cls(*(SubScore(stored[name]["value"], tuple(stored[name]["reasons"]),
-                              stored[name]["evidence"]) for name in ("pricing", "depth")))
+        pricing, depth = stored["pricing"], stored["depth"]
+        return cls(SubScore(pricing["value"], tuple(pricing["reasons"]), pricing["evidence"]),
+                   SubScore(depth["value"], tuple(depth["reasons"]), depth["evidence"]))
 
 
 def confidence_of(pricing: SubScore, latency: SubScore) -> str:
@@ -603,11 +614,8 @@ def scores_from_samples(judged: Mapping[str, ContentScores],
     scores: dict[str, EntryScore] = {}
     for entry_id, latency in zip(ids, _latency_subscores(samples, ids), strict=True):
         pricing, depth = judged[entry_id].pricing, judged[entry_id].depth
-        # builder_score without checking our own sub-scores again, entry by entry
-        known = {name: sub.value for name, sub in
-                 (("pricing", pricing), ("latency", latency), ("depth", depth))
-                 if sub.value is not None}
-        percent = _weighted_percent(known)
+        # builder_score without checking the rubric's own sub-scores again, entry by entry
+        percent = _weighted_percent(pricing.value, latency.value, depth.value)
         grade = _GRADES[percent]
         scores[entry_id] = EntryScore(entry_id, pricing, latency, depth, percent, grade,
                                       f"{percent}% builder-friendly", RUBRIC_VERSION,

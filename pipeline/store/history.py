@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import func, insert
+from sqlalchemy import String, func, insert, type_coerce
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
@@ -303,18 +303,20 @@ def history_frame(
 ) -> pd.DataFrame:
     """Probe history as a data frame for the score stage (trusted runs only): one row per
     target and run, the run's conclusion (a confirmation replaces the first look it checked)."""
-    statement = select(*(getattr(ProbeRow, c) for c in HISTORY_COLUMNS)).where(
+    # The check times as the database returns them (text on SQLite), parsed at once below.
+    statement = select(*(type_coerce(ProbeRow.checked_at, String).label(c) if c == "checked_at"
+                         else getattr(ProbeRow, c) for c in HISTORY_COLUMNS)).where(
         col(ProbeRow.run_id).not_in(_untrusted_runs())
     )
     if since is not None:
         statement = statement.where(ProbeRow.checked_at >= since)
     if until is not None:
         statement = statement.where(ProbeRow.checked_at <= until)
-    rows = session.exec(statement.order_by(ProbeRow.id)).all()
+    rows = session.connection().execute(statement.order_by(ProbeRow.id)).all()  # Core rows
     frame = pd.DataFrame(dict(zip(HISTORY_COLUMNS, zip(*rows, strict=True), strict=True)) if rows
                          else {name: [] for name in HISTORY_COLUMNS}, columns=HISTORY_COLUMNS)
     frame = frame.drop_duplicates(_TARGET_KEYS, keep="last", ignore_index=True)
-    frame["checked_at"] = pd.to_datetime(frame["checked_at"], utc=True)
+    frame["checked_at"] = pd.to_datetime(frame["checked_at"], utc=True, format="ISO8601")
     return frame
 
 
