@@ -385,7 +385,9 @@ def test_a_malformed_page_fails_the_publish_and_keeps_the_live_release(
     for relative, data in live.items():
         (out / relative).parent.mkdir(parents=True, exist_ok=True)
         (out / relative).write_bytes(data)
-    real_render = pages.render_pages
+    from pipeline.release import site
+
+    real_render = site.render_pages
 
     def render_with_a_dead_link(*args, **kwargs):
         rendered = real_render(*args, **kwargs)
@@ -394,7 +396,7 @@ def test_a_malformed_page_fails_the_publish_and_keeps_the_live_release(
         )
         return rendered
 
-    monkeypatch.setattr(pages, "render_pages", render_with_a_dead_link)
+    monkeypatch.setattr(site, "render_pages", render_with_a_dead_link)
     engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
     with Session(engine) as session, pytest.raises(PageError, match=r"apis/missing\.html"):
         publish_release(session, out, "https://directory.test", CATEGORIES, NOW)
@@ -599,13 +601,13 @@ def test_a_large_site_gets_a_sitemap_index_and_every_sitemap_is_checked() -> Non
 def test_a_sitemap_that_breaks_the_protocol_fails_the_publish(
     sample: SampleRelease, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pipeline.release import publish as publish_module
+    from pipeline.release import site
 
     out = tmp_path / "public"
     shutil.copytree(sample.folder, out)
     live = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    real_files = publish_module.crawler_files
-    monkeypatch.setattr(publish_module, "crawler_files", lambda *args: {
+    real_files = site.crawler_files
+    monkeypatch.setattr(site, "crawler_files", lambda *args: {
         **real_files(*args), SITEMAP: b'<urlset xmlns="http://www.sitemaps.org/schemas/'
         b'sitemap/0.9"><url><loc>https://elsewhere.test/</loc></url></urlset>'})
     engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
