@@ -615,3 +615,64 @@ def test_a_sitemap_that_breaks_the_protocol_fails_the_publish(
         publish_release(session, out, BASE_URL, CATEGORIES, NOW)
     engine.dispose()
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == live
+
+
+def test_the_page_check_reads_tags_as_a_browser_does() -> None:
+    release = {"index.html": b"", "a.html": b""}
+    quoted = ('<p data-search="&lt;img src=x&gt;" title=\'a > b\'><a href="a.html">a</a></p>'
+              '<script src="a.html">if (a < b) { document.write("</p>") }</script>'
+              '<svg><circle r="1"/></svg><!-- <b> --><br>')
+    assert pages.page_problems("index.html", quoted, release) == []
+    broken = '<main>\n<a href="b.html?x=1">b</a>\n<p><b>x</p>\n</main><div>'
+    assert pages.page_problems("index.html", broken, release) == [
+        "index.html: line 3: </p> closes <b>",
+        "index.html: line 4: </main> closes <b>",
+        "index.html: unclosed <main>, <p>, <b>, <div>",
+        "index.html: link to b.html?x=1 leads to no file of the release",
+    ]
+
+
+def restaged(sample: SampleRelease, folder: Path) -> Path:
+    """The sample release's documents as they are staged before `write_site` runs."""
+    shutil.copytree(sample.folder, folder, ignore=shutil.ignore_patterns(
+        "*.html", "*.md", "llms.txt", "sitemap*", "assets", "robots.txt"))
+    return folder
+
+
+def release_files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
+            if p.is_file()}
+
+
+def test_the_site_streamed_in_worker_processes_is_the_site_published(
+    sample: SampleRelease, tmp_path: Path
+) -> None:
+    from pipeline.release.site import write_site
+
+    published = release_files(sample.folder)
+    for workers in (1, 2):
+        staging = restaged(sample, tmp_path / f"workers-{workers}")
+        assert release_files(staging) != published
+        write_site(staging, BASE_URL, workers=workers)
+        assert release_files(staging) == published
+
+
+def test_an_entry_page_with_a_dead_link_is_refused_by_name(
+    sample: SampleRelease, tmp_path: Path
+) -> None:
+    from pipeline.release.site import write_site
+
+    staging = restaged(sample, tmp_path / "staging")
+    dataset = staging / FULL_DATASET
+    lines = dataset.read_bytes().split(b"\n")
+    number = next(n for n, line in enumerate(lines) if f'"id":"{LIVE_ID}"'.encode() in line)
+    entry = json.loads(lines[number].removesuffix(b","))
+    entry["lifecycle"] = {"state": "deprecated", "successor": "no-such-api"}
+    lines[number] = json.dumps(entry).encode() + (b"," if lines[number].endswith(b",") else b"")
+    dataset.write_bytes(b"\n".join(lines))
+    for workers in (1, 2):
+        with pytest.raises(PageError) as failure:
+            write_site(staging, BASE_URL, workers=workers)
+        assert failure.value.problems == [
+            f"apis/{LIVE_ID}.html: link to ../apis/no-such-api.html leads to no file of the "
+            "release"]

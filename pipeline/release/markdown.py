@@ -123,6 +123,7 @@ def environment() -> Environment:
         autoescape=False,
         finalize=markdown_text,
         undefined=StrictUndefined,
+        auto_reload=False,  # rendered thousands of times a run: no check of the files each time
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,

@@ -242,6 +242,7 @@ def environment() -> Environment:
         loader=FileSystemLoader(TEMPLATES),
         autoescape=select_autoescape(["html"]),
         undefined=StrictUndefined,
+        auto_reload=False,  # rendered thousands of times a run: no check of the files each time
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
@@ -339,7 +340,8 @@ RAW_TEXT = frozenset(("script", "style"))
 # One token of a page: a comment or declaration, or a start or end tag with its attributes
 # (quoted values may hold `>`).
 _TAG = re.compile(
-    r"<!--.*?-->|<![^>]*>|<(/?)([a-zA-Z][^\s/>]*)((?:[^>\"']|\"[^\"]*\"|'[^']*')*)>", re.DOTALL
+    r"""<(?:!--.*?-->|![^>]*>|(/?)([a-zA-Z][^\s/>]*)((?:[^>"']+|"[^"]*"|'[^']*')*)>)""",
+    re.DOTALL,
 )
 # One attribute of a tag, its value whole (so `src=` inside another value is no attribute).
 _ATTRIBUTE = re.compile(r"""([^\s=/>]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'=<>`]+)))?""")
@@ -353,13 +355,16 @@ def page_problems(path: str, html: str, release: Container[str], root_path: str 
     problems: list[str] = []
     opened: list[str] = []
     links: list[str] = []
-    position = 0
-    while (token := _TAG.search(html, position)) is not None:
-        position = token.end()
+    raw_text = None  # inside <script> or <style>: text up to its end tag
+    for token in _TAG.finditer(html):
         closing, name, attributes = token.groups()
         if name is None:
             continue
         tag = name.lower()
+        if raw_text is not None:
+            if not (closing and tag == raw_text):
+                continue
+            raw_text = None
         if closing:
             if not opened or opened[-1] != tag:
                 line = html.count("\n", 0, token.start()) + 1
@@ -369,15 +374,14 @@ def page_problems(path: str, html: str, release: Container[str], root_path: str 
             continue
         if "href" in attributes or "src" in attributes or "data-source" in attributes:
             for found in _ATTRIBUTE.finditer(attributes):
-                name, *values = found.groups()
+                attribute, *values = found.groups()
                 value = next((v for v in values if v is not None), None)
-                if value is not None and name.lower() in _LINK_NAMES:
+                if value is not None and attribute.lower() in _LINK_NAMES:
                     links.append(unescape(value) if "&" in value else value)
         if tag in VOID_ELEMENTS or attributes.endswith("/"):
             continue
         if tag in RAW_TEXT:
-            end = re.compile(rf"</{tag}", re.IGNORECASE).search(html, position)
-            position = len(html) if end is None else end.start()
+            raw_text = tag
         opened.append(tag)
     problems = [f"{path}: {problem}" for problem in problems]
     if opened:
