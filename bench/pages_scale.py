@@ -8,7 +8,8 @@ scored from a probe history), copied with new ids and names up to N, and each gi
 of synthetic daily figures for its trend chart. Every run is a fresh process that streams the
 entries into `stream_release` as `publish_release` does (the JSON, the release history, then
 `write_site`), twice into the same output folder: the second run replaces a live release of
-the same entries, as a nightly does. Peak RSS is the process's high-water mark (VmHWM).
+the same entries, as a nightly does. Peak RSS is the process's high-water mark (VmHWM); the
+largest worker process's is printed apart.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -105,8 +107,9 @@ def run_publish(workdir: Path, size: int, pages: bool) -> dict[str, Any]:
     started = time.perf_counter()
     total = publish.stream_release(output, copied_entries(templates, size), categories, version,
                                    now, base_url, complete)
+    workers_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     return {"size": total, "pages": pages, "seconds": time.perf_counter() - started,
-            "peak_rss_mb": peak_rss_mb(), **clock}
+            "peak_rss_mb": peak_rss_mb(), "worker_peak_rss_mb": workers_mb, **clock}
 
 
 def measure(workdir: Path, size: int, pages: bool) -> dict[str, Any]:
@@ -132,7 +135,7 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     template_entries(workdir)
     print(f"{'entries':>8} {'publish':>16} {'run':>5} {'wall':>8} {'JSON part':>10} "
-          f"{'pages part':>10} {'peak RSS':>10}")
+          f"{'pages part':>10} {'peak RSS':>10} {'worker':>9}")
     for size in args.sizes:
         for pages in (False, True):
             shutil.rmtree(workdir / f"public-{size}-{'pages' if pages else 'json'}",
@@ -142,7 +145,8 @@ def main() -> None:
                 site = f"{figures['site']:9.1f}s" if "site" in figures else f"{'':>10}"
                 print(f"{size:>8,} {'with pages' if pages else 'JSON only':>16} {run:>5} "
                       f"{figures['seconds']:7.1f}s {figures['json']:9.1f}s {site} "
-                      f"{figures['peak_rss_mb']:7.0f} MiB", flush=True)
+                      f"{figures['peak_rss_mb']:7.0f} MiB {figures['worker_peak_rss_mb']:5.0f} MiB",
+                      flush=True)
 
 
 if __name__ == "__main__":
