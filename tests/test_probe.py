@@ -371,6 +371,32 @@ async def test_per_host_interval_is_held(web: FakeServer) -> None:
     assert min(gaps) >= 0.25 - 0.01  # timer granularity
 
 
+async def test_the_interval_holds_between_request_starts_under_contention() -> None:
+    """Many hosts, two global slots: a probe whose host's turn came up still waits for a slot,
+    and the next request to that host must not start less than the interval after it did.
+    Retries (the 503 answers) and the confirmation re-probe are requests to the host too."""
+    interval = 0.2
+    hosts = tuple(f"127.0.0.{n}" for n in range(1, 13))
+    server = await FakeServer(hosts=hosts).start()
+    try:
+        settings = replace(FAST, global_concurrency=2, per_host_concurrency=2,
+                           per_host_interval=interval, max_attempts=2, backoff_base=0.01,
+                           confirm_failures=True)
+        targets = [
+            ProbeTarget(server.url(f"/{'unavailable' if i == 0 else 'slow'}?d=0.05&i={i}", host))
+            for host in hosts
+            for i in range(4)
+        ]
+        await probe_all(targets, settings)
+    finally:
+        await server.close()
+    for host in hosts:
+        arrivals = server.arrivals(local=host)
+        assert len(arrivals) == 3 + 2 + 2  # 3 URLs, 2 attempts at the 503, 2 to confirm it
+        gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
+        assert min(gaps) >= interval - 0.005, (host, gaps)
+
+
 async def test_a_host_waiting_its_interval_holds_no_global_slot(three_hosts: FakeServer) -> None:
     """One global slot, two hosts: B's first request must not wait behind A's interval."""
     settings = replace(FAST, global_concurrency=1, per_host_concurrency=1, per_host_interval=0.4)

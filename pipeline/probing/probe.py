@@ -6,9 +6,10 @@ loopback. One ClientSession per `probe_all` (connections reused within a run,
 never across runs, so each host's first probe pays a fresh DNS + connect).
 
 Politeness: a probe waits for its host's turn (per-host semaphore and minimum
-interval between request starts) BEFORE taking a global slot, so a host waiting
-on its interval never holds a slot another host could use. Every redirect hop is
-a request of its own: it is checked by the guard and waits for its host's turn.
+interval between actual request starts) BEFORE taking a global slot, so a host
+waiting on its interval never holds a slot another host could use. Every redirect
+hop, retry and confirmation is a request of its own: it is checked by the guard
+and waits for its host's turn.
 """
 
 from __future__ import annotations
@@ -345,6 +346,7 @@ class _Hop:
     reused: bool = False  # sent on a pooled keep-alive connection
     tls_version: str | None = None
     cert_expires_at: datetime | None = None
+    on_sent: Callable[[], None] | None = None  # tells the host's turn the request is out
 
     @property
     def phase(self) -> str:
@@ -399,6 +401,8 @@ async def _on_conn_reuse(_s: Any, ctx: SimpleNamespace, _p: Any) -> None:
 async def _on_headers_sent(_s: Any, ctx: SimpleNamespace, _p: Any) -> None:
     if hop := _ctx(ctx):
         hop.sent, hop.connected = time.perf_counter(), True
+        if hop.on_sent is not None:
+            hop.on_sent()
 
 
 async def _on_request_end(_s: Any, ctx: SimpleNamespace, _p: Any) -> None:
@@ -489,14 +493,47 @@ class _HostTurn:
     """Per-host politeness: a semaphore and the earliest time the next request may start;
     and the host's probes not yet finished, so its connections close once it has none."""
 
-    __slots__ = ("next_start", "pending", "queued", "semaphore", "started")
+    __slots__ = ("next_start", "pending", "queued", "semaphore", "started", "starting")
 
     def __init__(self, limit: int) -> None:
         self.semaphore = asyncio.Semaphore(limit) if limit > 0 else None
+        self.starting = asyncio.Lock()  # held by the probe of the host next to start
         self.next_start = 0.0
         self.pending = 0
         self.started = False  # a request of the host has had a global slot
         self.queued: list[asyncio.Future[None]] = []  # its requests waiting for one
+
+
+class _Start:
+    """The start of one request to a host: its next request may start an interval later.
+
+    The host's next probe waits (holding no slot) until this request is sent, the moment
+    the host sees it; or, if its connection takes longer than the interval to open, until
+    an interval after it got its slot, so that a host whose connections hang is not
+    probed one URL at a time (it then sees connection attempts an interval apart).
+    """
+
+    __slots__ = ("_interval", "_loop", "_timer", "_turn")
+
+    def __init__(self, turn: _HostTurn, interval: float, loop: asyncio.AbstractEventLoop) -> None:
+        self._turn: _HostTurn | None = turn
+        self._interval = interval
+        self._loop = loop
+        turn.next_start = loop.time() + interval
+        self._timer = loop.call_later(interval, self.hand_on)
+
+    def sent(self) -> None:
+        """The request went out: the interval counts from now."""
+        if self._turn is not None:
+            self._turn.next_start = max(self._turn.next_start, self._loop.time() + self._interval)
+            self.hand_on()
+
+    def hand_on(self) -> None:
+        """Let the host's next probe wait for its start (once; later calls do nothing)."""
+        if self._turn is not None:
+            self._timer.cancel()
+            self._turn.starting.release()
+            self._turn = None
 
 
 class _Slots:
@@ -514,8 +551,8 @@ class _Slots:
         self._waiters: list[tuple[bool, int, int, asyncio.Future[None]]] = []
         self._arrivals = itertools.count()
 
-    @asynccontextmanager
-    async def hold(self, turn: _HostTurn) -> AsyncIterator[None]:
+    async def acquire(self, turn: _HostTurn) -> None:
+        """Take a slot for a request of `turn`'s host, waiting in rank if none is free."""
         if self._free > 0:
             self._free -= 1
         else:
@@ -526,7 +563,7 @@ class _Slots:
                 await granted
             except asyncio.CancelledError:
                 if granted.done() and not granted.cancelled():
-                    self._release()  # handed a slot while being cancelled: pass it on
+                    self.release()  # handed a slot while being cancelled: pass it on
                 raise
             finally:
                 turn.queued.remove(granted)
@@ -534,16 +571,13 @@ class _Slots:
             turn.started = True
             for waiting in turn.queued:  # ranked again, as a started host's (the first
                 self._enqueue(turn, waiting)  # entry granted wins, the other is skipped)
-        try:
-            yield
-        finally:
-            self._release()
 
     def _enqueue(self, turn: _HostTurn, granted: asyncio.Future[None]) -> None:
         rank = (not turn.started, -turn.pending, next(self._arrivals), granted)
         heapq.heappush(self._waiters, rank)
 
-    def _release(self) -> None:
+    def release(self) -> None:
+        """Give a slot back: to the best-ranked waiter, else to the free ones."""
         while self._waiters:
             granted = heapq.heappop(self._waiters)[-1]
             if not granted.done():  # granted already, or cancelled: skipped
@@ -631,20 +665,40 @@ class Prober:
         return turn
 
     @asynccontextmanager
-    async def _turn(self, host: str) -> AsyncIterator[None]:
-        """Wait for the host's turn (slot + interval), then for a global slot."""
+    async def _turn(self, host: str) -> AsyncIterator[_Start]:
+        """Wait for the host's turn, then for a global slot; the request starts on the slot.
+
+        The interval runs from one request's actual start (when it is sent) to the next
+        one's. One probe of a host at a time waits out the interval and queues for a slot
+        (the host's `starting` lock, handed on by `_Start`), so a later probe never
+        overtakes the one before it, and no slot is taken before the host may start: none
+        is held idle. A slot granted while the host was held off meanwhile (Retry-After) is
+        passed on at once.
+        """
         turn = self._host(host)
+        loop = asyncio.get_running_loop()
         if turn.semaphore is not None:
             await turn.semaphore.acquire()
         try:
-            loop = asyncio.get_running_loop()
-            now = loop.time()
-            start = max(now, turn.next_start)
-            turn.next_start = start + self.settings.per_host_interval
-            if start > now:
-                await asyncio.sleep(start - now)
-            async with self._slots.hold(turn):
-                yield
+            await turn.starting.acquire()
+            try:
+                while True:
+                    if (wait := turn.next_start - loop.time()) > 0:
+                        await asyncio.sleep(wait)
+                        continue
+                    await self._slots.acquire(turn)
+                    if loop.time() >= turn.next_start:
+                        break
+                    self._slots.release()
+            except BaseException:
+                turn.starting.release()
+                raise
+            start = _Start(turn, self.settings.per_host_interval, loop)
+            try:
+                yield start
+            finally:
+                start.hand_on()
+                self._slots.release()
         finally:
             if turn.semaphore is not None:
                 turn.semaphore.release()
@@ -720,7 +774,8 @@ class Prober:
             try:
                 self.policy.check_url(url)
                 host = _host_key(url)
-                async with self._turn(host):
+                async with self._turn(host) as start:
+                    hop.on_sent = start.sent
                     if attempt.redirects == 0:
                         attempt.checked_at = datetime.now(UTC)
                         deadline = asyncio.get_running_loop().time() + settings.total_timeout
