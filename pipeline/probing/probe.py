@@ -37,6 +37,7 @@ from aiohttp.abc import AbstractResolver
 from yarl import URL
 
 from pipeline.probing.netguard import BlockedAddressError, GuardedResolver, GuardPolicy
+from pipeline.probing.prober_loop import run_on_prober_loop
 
 log = logging.getLogger(__name__)
 
@@ -915,10 +916,19 @@ async def probe_all(
     then each failed one once more (`confirm_failures`); returns the results in target order,
     followed by the confirmations in target order. Duplicate URLs are probed once.
 
-    `on_result` is called as each result is ready (to store it at once); an exception it
-    raises cancels the run.
+    The probes run on the prober's own loop (uvloop) in a worker thread: `on_result` is
+    called there as each result is ready (to store it at once); an exception it raises
+    cancels the run.
     """
     targets = list(targets)
+    return await run_on_prober_loop(lambda: _probe_all(targets, settings, on_result))
+
+
+async def _probe_all(
+    targets: list[ProbeTarget],
+    settings: ProbeSettings,
+    on_result: Callable[[ProbeResult], None] | None,
+) -> list[ProbeResult]:
     by_url: dict[str, list[int]] = {}
     for index, target in enumerate(targets):
         by_url.setdefault(target.url, []).append(index)
