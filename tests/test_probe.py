@@ -542,3 +542,18 @@ def test_a_per_account_base_address_is_not_probed() -> None:
         assert all(reason.startswith("base address is per account") for _, reason in skipped)
     targets, _ = probe_targets_for("https://api.example.com/v1", [(1, "GET", "/a")])
     assert [t.url for t in targets] == ["https://api.example.com/v1/a"]
+
+
+async def test_cancelling_probe_all_stops_its_probes_and_closes_their_connections(
+    web: FakeServer,
+) -> None:
+    """The probes run on a loop of their own in a thread: cancelling the caller must cancel
+    them there too, and return only once their connections are closed."""
+    targets = [ProbeTarget(web.url(f"/slow?d=30&i={i}")) for i in range(4)]
+    run = asyncio.create_task(probe_all(targets, FAST))
+    while web.active["127.0.0.1"] < 4:
+        await asyncio.sleep(0.01)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert await closed_by_the_client(web, within=0.5)
