@@ -98,14 +98,14 @@ def stage_history(database_url: str, runs: int) -> dict[str, Any]:
     from sqlmodel import Session
 
     from pipeline.store.history import plan_targets
-    from pipeline.store.tables import PipelineRun, ProbeRow, active_entries, engine_for, utcnow
+    from pipeline.store.tables import PipelineRun, ProbeRow, engine_for, utcnow
 
     engine = engine_for(database_url)
     rng = random.Random(7)
     started = time.perf_counter()
     rows = 0
     with Session(engine) as session:
-        targets = plan_targets(session, active_entries(session))
+        targets = plan_targets(session)
         now = utcnow()
         for night in range(runs, 0, -1):
             moment = now - timedelta(days=night - 1, hours=1)

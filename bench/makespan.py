@@ -1,6 +1,7 @@
 """Probe makespan under a realistic mix, against the lower bound the limits allow.
 
     python -m bench.makespan [--hosts 1000 --paths 5 --hang-share 0.03 --refuse-share 0.03]
+    python -m bench.makespan --paths-up-to 10   # each host 1 to 10 URLs, drawn
 
 A loopback delay server (aiohttp, in a child process) answers each host 127.0.x.y
 after that host's latency, drawn log-uniformly from 20-800 ms; some hosts hang
@@ -133,6 +134,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=3.0)
     parser.add_argument("--attempts", type=int, default=2)
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--paths-up-to", type=int, default=0,
+                        help="each host 1 to this many URLs, drawn (instead of --paths)")
     args = parser.parse_args()
 
     hosts = draw_hosts(addresses(args.hosts), args.hang_share, args.refuse_share, args.seed)
@@ -141,16 +144,20 @@ def main() -> None:
     delays = {h.address: HANG_SECONDS if h.kind == "hangs" else h.latency for h in hosts}
     raise_open_file_limit(args.global_concurrency * 4 + 1024)
     with loopback_server(listening, delays) as (port, _served):
+        rng = random.Random(args.seed)
+        paths = ([rng.randint(1, args.paths_up_to) for _ in hosts] if args.paths_up_to
+                 else [args.paths] * len(hosts))
         targets = [ProbeTarget(f"http://{h.address}:{port}/p{path}")
-                   for h in hosts for path in range(args.paths)]
+                   for h, count in zip(hosts, paths, strict=True) for path in range(count)]
         measured = asyncio.run(probe_wall(targets, settings, args.max_seconds))
     if measured is None:
         raise SystemExit(f"stopped after {args.max_seconds:.0f} s (--max-seconds)")
     wall, results = measured
     kinds = {kind: sum(h.kind == kind for h in hosts) for kind in ("answers", "hangs", "refuses")}
-    bound = lower_bound(hosts, args.paths, settings)
+    bound = lower_bound(hosts, paths, settings)
     floor = max(bound.values())
-    print(f"{args.hosts} hosts x {args.paths} paths = {len(targets)} probes; hosts {kinds}; "
+    shape = f"1-{args.paths_up_to}" if args.paths_up_to else str(args.paths)
+    print(f"{args.hosts} hosts x {shape} paths = {len(targets)} probes; hosts {kinds}; "
           f"latency 20-800 ms log-uniform")
     print(f"limits: global {args.global_concurrency}, per host {args.per_host_concurrency}, "
           f"interval {args.per_host_interval} s, timeout {args.timeout} s x {args.attempts} "

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 from prefect import flow
-from prefect.utilities.annotations import quote
 
 from flows.nightly import RUN_TIMEOUT, probe, publish, rollup, score
 from pipeline.judging.evidence import days_between
+from pipeline.operations.handover import discard
 from pipeline.operations.runs import (
     alert_crash,
     close_failed_run,
@@ -45,6 +46,7 @@ async def backfill(
     days = days_between(start, end)
     settings = Settings()
     run_id = await open_run(settings, "backfill")
+    presented: Path | None = None
     try:
         chosen = await run_stage(
             "select", asyncio.to_thread(chosen_entries, settings, entries, categories)
@@ -54,14 +56,18 @@ async def backfill(
             await report_network_suspect(settings, "backfill", run_id)
         rows = await run_stage("rollup", with_retries(rollup, settings)(settings, days, chosen))
         now = utcnow()
-        presented = await run_stage("score", score(settings, now))
+        presented = await run_stage("score", score(settings, run_id, now))
         version, changes = await run_stage(
-            "publish", with_retries(publish, settings)(settings, run_id, quote(presented), now)
+            "publish", with_retries(publish, settings)(settings, run_id, presented, now)
         )
     except Exception as exc:
+        discard(presented)
         await fail_run(settings, run_id, exc, "backfill")
         raise
-    run = await complete_run(settings, run_id, presented, changes, None)
+    try:
+        run = await complete_run(settings, run_id, presented, changes, None)
+    finally:
+        discard(presented)
     return {
         "run": run_id,
         "days": [day.isoformat() for day in days],

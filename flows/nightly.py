@@ -11,19 +11,19 @@ import asyncio
 from collections.abc import Collection
 from dataclasses import asdict
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run as current_flow_run
 from prefect.task_runners import ProcessPoolTaskRunner
-from prefect.utilities.annotations import quote
 
 from flows.probe_shards import probe_in_shards, probe_on_workers
 from pipeline.catalogue.ingest import IngestSummary
 from pipeline.judging.changes import Change
-from pipeline.judging.present import Presented
 from pipeline.operations import stages
+from pipeline.operations.handover import discard, load_presented, save_presented
 from pipeline.operations.runs import (
     alert_crash,
     alert_state_changes,
@@ -70,17 +70,19 @@ async def probe(settings: Settings, run_id: int, entry_ids: Collection[str] | No
 
 
 @task(name="score", cache_policy=NO_CACHE)
-async def score(settings: Settings, as_of: datetime) -> Presented:
-    """Compute the presented values of every entry (status, scores, uptime) as of `as_of`."""
-    return stages.score_entries_now(settings, as_of)
+async def score(settings: Settings, run_id: int, as_of: datetime) -> Path:
+    """Compute the presented values of every entry (status, scores, uptime) as of `as_of`, into
+    the run's hand-over file whose path this returns."""
+    return save_presented(stages.score_entries_now(settings, as_of), run_id)
 
 
 @task(name="publish", cache_policy=NO_CACHE)
 async def publish(
-    settings: Settings, run_id: int, presented: Presented, now: datetime
+    settings: Settings, run_id: int, presented: Path, now: datetime
 ) -> tuple[str, list[Change]]:
-    """Record the state changes, then write a new release of the static files and record it."""
-    release, changes = stages.publish_now(settings, presented, now, run_id)
+    """Record the state changes, then write a new release of the static files and record it,
+    from the presented values the score task handed over in the file `presented`."""
+    release, changes = stages.publish_now(settings, load_presented(presented), now, run_id)
     get_run_logger().info(
         "published %s: %d entries to %s", release.version, release.total_apis, settings.output_dir
     )
@@ -109,6 +111,7 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
     settings = Settings()
     day = run_date or current_flow_run.scheduled_start_time.astimezone(UTC).date()
     run_id = await open_run(settings, "nightly")
+    presented: Path | None = None
     try:
         ingested = await run_stage("ingest", with_retries(ingest, settings)(settings, run_id))
         if settings.probe_enabled and settings.probe_deployment:
@@ -120,17 +123,21 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
             await run_stage("probe", with_retries(probe, settings)(settings, run_id))
         await report_network_suspect(settings, "nightly", run_id)
         now = utcnow()
-        presented = await run_stage("score", score(settings, now))
+        presented = await run_stage("score", score(settings, run_id, now))
         version, changes = await run_stage(
-            "publish", with_retries(publish, settings)(settings, run_id, quote(presented), now)
+            "publish", with_retries(publish, settings)(settings, run_id, presented, now)
         )
         await run_stage(
             "rollup", with_retries(rollup, settings)(settings, [day - timedelta(days=1), day])
         )
     except Exception as exc:
+        discard(presented)
         await fail_run(settings, run_id, exc, "nightly")
         raise
-    run = await complete_run(settings, run_id, presented, changes, ingested)
+    try:
+        run = await complete_run(settings, run_id, presented, changes, ingested)
+    finally:
+        discard(presented)
     await alert_state_changes(settings, "nightly", run, changes)
     return {
         "run": run_id,

@@ -1,5 +1,6 @@
-"""The probe stage in shards: targets split by host, each shard a Prefect task in a process of
-its own, every shard writing its probes into the same database. Wiring only: the stage's work
+"""The probe stage in shards: targets split by host and stored by shard, each shard a Prefect
+task in a process of its own reading its targets from the store and writing its probes into
+the same database. Wiring only: the stage's work
 is in `pipeline/operations/stages.py`.
 
 One event loop in one Python process tops out at one core, some 1,500 probes a second on
@@ -24,11 +25,9 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import wait
 from prefect.runtime import flow_run as current_flow_run
 from prefect.task_runners import ProcessPoolTaskRunner
-from prefect.utilities.annotations import quote
 
 from pipeline.operations import shard_runs, stages
 from pipeline.operations.runs import api_for_workers
-from pipeline.probing.shards import Shard
 from pipeline.settings import Settings
 
 # A shard's flow run on a worker: retried like a stage, bounded like a run. Read where the
@@ -38,17 +37,18 @@ SHARD_SETTINGS = Settings()
 
 @task(
     name="probe-shard",
-    task_run_name="probe-shard-{shard.index}",
+    task_run_name="probe-shard-{shard}",
     cache_policy=NO_CACHE,
     retries=1,
     retry_delay_seconds=10,
 )
-async def probe_shard(settings: Settings, run_id: int, shard: Shard) -> stages.ShardReport:
-    """Probe one shard's targets as coroutines of this task, then store its rows in one commit."""
-    report = await stages.probe_shard(settings, run_id, shard)
+async def probe_shard(settings: Settings, run_id: int, shard: int) -> stages.ShardReport:
+    """Probe the shard the run stored under `shard` as coroutines of this task, then store its
+    rows in one commit (once: a retry finds them stored)."""
+    report = await stages.probe_stored_shard(settings, run_id, shard)
     get_run_logger().info(
         "shard %d: %d URLs of %d hosts in %.1f s: %s",
-        shard.index, report.tally.probes, len(report.hosts), report.seconds,
+        shard, report.tally.probes, len(report.hosts), report.seconds,
         dict(sorted(report.tally.outcomes.items())),
     )
     return report
@@ -56,17 +56,18 @@ async def probe_shard(settings: Settings, run_id: int, shard: Shard) -> stages.S
 
 @flow(name="probe-shards", task_runner=ProcessPoolTaskRunner())
 async def probe_in_shards(run_id: int) -> list[stages.ShardReport]:
-    """Plan every published entry's targets, probe them in shards, then count the run.
+    """Plan every published entry's targets and store them by shard, probe the shards, then
+    count the run.
 
-    The settings come from the environment, never as a parameter: Prefect's server keeps
-    every flow run's parameters, and the database URL may carry a password. The caller sets
-    the number of processes with `with_options(task_runner=...)`.
+    The targets reach the shards' processes through the store, as they reach workers, never
+    as task parameters. The settings come from the environment, never as a parameter:
+    Prefect's server keeps every flow run's parameters, and the database URL may carry a
+    password. The caller sets the number of processes with `with_options(task_runner=...)`.
     """
     settings = Settings()
-    shards = stages.plan_shards(settings)
+    shards = await asyncio.to_thread(stages.store_shard_plan, settings, run_id)
     with api_for_workers():
-        # quote(): Prefect would otherwise walk every target looking for futures.
-        futures = [probe_shard.submit(settings, run_id, quote(shard)) for shard in shards]
+        futures = [probe_shard.submit(settings, run_id, shard.index) for shard in shards]
     await asyncio.to_thread(wait, futures)  # the flow's event loop stays free meanwhile
     outcomes = [future.result(raise_on_failure=False) for future in futures]
     reports, probed = stages.close_shards(settings, run_id, shards, outcomes)

@@ -1,7 +1,8 @@
 """A fake internet on loopback for the prober tests: every server on 127.0.0.x, ephemeral ports.
 
 `FakeServer` is an aiohttp low-level server whose protocol factory counts TCP
-connections, so a test can prove that the guard let NO connection through. Every
+connections, opened and still open, so a test can prove that the guard let NO connection
+through, or that the prober closed a host's connections. Every
 request is recorded (method, headers, body length, arrival time, local address)
 and the number of requests in flight is tracked per local address and overall.
 `RawServer` speaks plain asyncio for what HTTP servers will not do: never answer,
@@ -24,7 +25,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -58,6 +59,8 @@ class FakeServer:
     routes: dict[str, Handler] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
     connections: int = 0
+    opened: Counter[str] = field(default_factory=Counter)  # connections, by local address
+    open_now: Counter[str] = field(default_factory=Counter)  # of those, still open
     active: Counter[str] = field(default_factory=Counter)
     max_active: Counter[str] = field(default_factory=Counter)
     max_active_total: int = 0
@@ -70,7 +73,7 @@ class FakeServer:
 
     async def start(self) -> FakeServer:
         self.routes = {**default_routes(self), **self.routes}
-        low_level = web.Server(self._handle, access_log=None)
+        low_level = _CountingServer(self._handle, self)
 
         def factory() -> asyncio.Protocol:
             self.connections += 1
@@ -131,6 +134,27 @@ class FakeServer:
             return await handler(request)
         finally:
             self.active[local] -= 1
+
+
+class _CountingServer(web.Server):
+    """aiohttp's low-level server, counting its connections opened and still open by the
+    local address they came in on."""
+
+    def __init__(self, handler: Handler, fake: FakeServer) -> None:
+        super().__init__(handler, access_log=None)
+        self._fake = fake
+        self._local: dict[object, str] = {}
+
+    def connection_made(self, handler: Any, transport: asyncio.Transport) -> None:
+        local = self._local[handler] = transport.get_extra_info("sockname")[0]
+        self._fake.opened[local] += 1
+        self._fake.open_now[local] += 1
+        super().connection_made(handler, transport)
+
+    def connection_lost(self, handler: Any, exc: BaseException | None = None) -> None:
+        if (local := self._local.pop(handler, None)) is not None:
+            self._fake.open_now[local] -= 1
+        super().connection_lost(handler, exc)
 
 
 def default_routes(server: FakeServer) -> dict[str, Handler]:

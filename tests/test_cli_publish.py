@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from pipeline.cli import app
 from pipeline.store.history import plan_targets, record_probes
-from pipeline.store.tables import active_entries, start_run
+from pipeline.store.tables import start_run
 from tests.conftest import WriteEntry
 from tests.test_history import result
 
@@ -20,7 +20,7 @@ def stored(settings_env: dict[str, str], write_entry: WriteEntry, ingested_store
     """One entry in the store, probed live once; the output folder to publish to."""
     write_entry()
     session = ingested_store()
-    target = plan_targets(session, active_entries(session))[0]
+    target = plan_targets(session)[0]
     record_probes(session, start_run(session, "nightly"),
                   [result(target.url, "live", 200, 90.0, endpoint=target.endpoint_id)])
     return Path(settings_env["APIDIR_OUTPUT_DIR"])

@@ -17,7 +17,7 @@ from pipeline.store.history import (
     plan_targets,
     record_probes,
 )
-from pipeline.store.tables import EndpointRow, ProbeRow, active_entries, start_run
+from pipeline.store.tables import EndpointRow, ProbeRow, start_run
 from tests.conftest import WriteEntry, make_entry
 
 T0 = datetime(2026, 11, 20, 3, 0, tzinfo=UTC)
@@ -48,7 +48,7 @@ def session(write_entry: WriteEntry, ingested_store):
 
 
 def test_targets_are_get_endpoints_without_placeholders_or_the_base_url(session) -> None:
-    targets = plan_targets(session, active_entries(session))
+    targets = plan_targets(session)
     urls = [(t.entry_id, t.url) for t in targets]
     assert urls == [("example-weather", "https://api.example.com/v1/forecast"),
                     ("example-weather", "https://api.example.com/v1/current"),
@@ -61,7 +61,7 @@ def test_targets_are_get_endpoints_without_placeholders_or_the_base_url(session)
 
 def test_status_is_live_when_any_target_returned_200(session) -> None:
     run = start_run(session, "nightly")
-    forecast, current = plan_targets(session, active_entries(session))[:2]
+    forecast, current = plan_targets(session)[:2]
     record_probes(session, run, [
         result(forecast.url, "online", 401, 80, endpoint=forecast.endpoint_id),
         result(current.url, "live", 200, 120.4, endpoint=current.endpoint_id),
@@ -135,7 +135,7 @@ def test_each_endpoint_has_its_own_status_or_says_why_it_is_not_probed(session) 
 
     assert endpoint_statuses(session)["example-weather"][0].state == "unchecked"  # no run yet
     run = start_run(session, "nightly")
-    forecast, current = plan_targets(session, active_entries(session))[:2]
+    forecast, current = plan_targets(session)[:2]
     record_probes(session, run, [
         replace(result(forecast.url, "online", 401, 80.4, endpoint=forecast.endpoint_id),
                 reason="auth"),

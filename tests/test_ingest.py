@@ -9,7 +9,7 @@ import pytest
 import yaml
 from sqlmodel import Session, select
 
-from pipeline.catalogue.entries import read_catalog
+from pipeline.catalogue.entries import entry_files, read_catalog
 from pipeline.catalogue.ingest import EmptyCatalogError, ingest_catalog
 from pipeline.store.tables import EndpointRow, EntryRow, active_entries, make_engine
 from tests.conftest import WriteEntry, make_entry
@@ -206,3 +206,29 @@ def test_a_duplicate_id_beside_an_unchanged_file_makes_both_invalid(
     report, summary = ingest_incrementally(engine, data_dir)
     assert {p.rule for p in report.problems} == {"duplicate-id"}
     assert report.unchanged == {} and summary.invalid == ["alpha"] and not summary.retired
+
+
+def test_the_walk_finds_what_a_glob_would_and_never_enters_a_symlinked_folder(
+    tmp_path: Path,
+) -> None:
+    """The nightly walks the entries folder from its listings alone: the same files, in the
+    same order, as pathlib's recursive glob, symlinked files included, symlinked folders not."""
+    entries, outside = tmp_path / "data" / "entries", tmp_path / "outside"
+    for folder in (entries / "a" / "deeper", entries / "a-b", outside):
+        folder.mkdir(parents=True)
+    for name in ("z.yaml", "a.yml", "a/b.yaml", "a/deeper/c.yaml", "a-b/d.yaml", ".hidden.yaml",
+                 "notes.txt", "a/.yaml"):
+        (entries / name).write_text("id: x\n")
+    (outside / "secret.yaml").write_text("id: secret\n")
+    (entries / "linked-folder").symlink_to(outside, target_is_directory=True)
+    (entries / "linked.yaml").symlink_to(outside / "secret.yaml")
+    (entries / "folder.yaml").mkdir()  # a folder named like an entry is no entry
+
+    globbed = sorted(p for p in entries.rglob("*") if p.suffix in (".yaml", ".yml")
+                     and p.is_file())
+    walked = entry_files([entries])
+    assert walked == globbed
+    assert entries / "linked.yaml" in walked
+    assert not any("secret" in str(path) or "linked-folder" in str(path) for path in walked)
+    assert [p.relative_to(entries).as_posix() for p in walked][:3] == [
+        ".hidden.yaml", "a/b.yaml", "a/deeper/c.yaml"]

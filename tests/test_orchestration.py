@@ -30,7 +30,6 @@ from pipeline.store.tables import (
     DailyEntryRollup,
     PipelineRun,
     ProbeRow,
-    active_entries,
     engine_for,
     start_run,
 )
@@ -63,7 +62,7 @@ def record_day(database_url: str, day: date, outcomes: dict[str, tuple[str, int 
     """One trusted probe run at 03:00 of `day`: each entry's first target gets its outcome."""
     with Session(engine_for(database_url), expire_on_commit=False) as session:
         targets = {}
-        for target in plan_targets(session, active_entries(session)):
+        for target in plan_targets(session):
             targets.setdefault(target.entry_id, target)
         run = start_run(session, "nightly")
         moment = datetime.combine(day, time(3), tzinfo=UTC)

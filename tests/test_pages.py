@@ -385,7 +385,9 @@ def test_a_malformed_page_fails_the_publish_and_keeps_the_live_release(
     for relative, data in live.items():
         (out / relative).parent.mkdir(parents=True, exist_ok=True)
         (out / relative).write_bytes(data)
-    real_render = pages.render_pages
+    from pipeline.release import site
+
+    real_render = site.render_pages
 
     def render_with_a_dead_link(*args, **kwargs):
         rendered = real_render(*args, **kwargs)
@@ -394,7 +396,7 @@ def test_a_malformed_page_fails_the_publish_and_keeps_the_live_release(
         )
         return rendered
 
-    monkeypatch.setattr(pages, "render_pages", render_with_a_dead_link)
+    monkeypatch.setattr(site, "render_pages", render_with_a_dead_link)
     engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
     with Session(engine) as session, pytest.raises(PageError, match=r"apis/missing\.html"):
         publish_release(session, out, "https://directory.test", CATEGORIES, NOW)
@@ -599,13 +601,13 @@ def test_a_large_site_gets_a_sitemap_index_and_every_sitemap_is_checked() -> Non
 def test_a_sitemap_that_breaks_the_protocol_fails_the_publish(
     sample: SampleRelease, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pipeline.release import publish as publish_module
+    from pipeline.release import site
 
     out = tmp_path / "public"
     shutil.copytree(sample.folder, out)
     live = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    real_files = publish_module.crawler_files
-    monkeypatch.setattr(publish_module, "crawler_files", lambda *args: {
+    real_files = site.crawler_files
+    monkeypatch.setattr(site, "crawler_files", lambda *args: {
         **real_files(*args), SITEMAP: b'<urlset xmlns="http://www.sitemaps.org/schemas/'
         b'sitemap/0.9"><url><loc>https://elsewhere.test/</loc></url></urlset>'})
     engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
@@ -613,3 +615,64 @@ def test_a_sitemap_that_breaks_the_protocol_fails_the_publish(
         publish_release(session, out, BASE_URL, CATEGORIES, NOW)
     engine.dispose()
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == live
+
+
+def test_the_page_check_reads_tags_as_a_browser_does() -> None:
+    release = {"index.html": b"", "a.html": b""}
+    quoted = ('<p data-search="&lt;img src=x&gt;" title=\'a > b\'><a href="a.html">a</a></p>'
+              '<script src="a.html">if (a < b) { document.write("</p>") }</script>'
+              '<svg><circle r="1"/></svg><!-- <b> --><br>')
+    assert pages.page_problems("index.html", quoted, release) == []
+    broken = '<main>\n<a href="b.html?x=1">b</a>\n<p><b>x</p>\n</main><div>'
+    assert pages.page_problems("index.html", broken, release) == [
+        "index.html: line 3: </p> closes <b>",
+        "index.html: line 4: </main> closes <b>",
+        "index.html: unclosed <main>, <p>, <b>, <div>",
+        "index.html: link to b.html?x=1 leads to no file of the release",
+    ]
+
+
+def restaged(sample: SampleRelease, folder: Path) -> Path:
+    """The sample release's documents as they are staged before `write_site` runs."""
+    shutil.copytree(sample.folder, folder, ignore=shutil.ignore_patterns(
+        "*.html", "*.md", "llms.txt", "sitemap*", "assets", "robots.txt"))
+    return folder
+
+
+def release_files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
+            if p.is_file()}
+
+
+def test_the_site_streamed_in_worker_processes_is_the_site_published(
+    sample: SampleRelease, tmp_path: Path
+) -> None:
+    from pipeline.release.site import write_site
+
+    published = release_files(sample.folder)
+    for workers in (1, 2):
+        staging = restaged(sample, tmp_path / f"workers-{workers}")
+        assert release_files(staging) != published
+        write_site(staging, BASE_URL, workers=workers)
+        assert release_files(staging) == published
+
+
+def test_an_entry_page_with_a_dead_link_is_refused_by_name(
+    sample: SampleRelease, tmp_path: Path
+) -> None:
+    from pipeline.release.site import write_site
+
+    staging = restaged(sample, tmp_path / "staging")
+    dataset = staging / FULL_DATASET
+    lines = dataset.read_bytes().split(b"\n")
+    number = next(n for n, line in enumerate(lines) if f'"id":"{LIVE_ID}"'.encode() in line)
+    entry = json.loads(lines[number].removesuffix(b","))
+    entry["lifecycle"] = {"state": "deprecated", "successor": "no-such-api"}
+    lines[number] = json.dumps(entry).encode() + (b"," if lines[number].endswith(b",") else b"")
+    dataset.write_bytes(b"\n".join(lines))
+    for workers in (1, 2):
+        with pytest.raises(PageError) as failure:
+            write_site(staging, BASE_URL, workers=workers)
+        assert failure.value.problems == [
+            f"apis/{LIVE_ID}.html: link to ../apis/no-such-api.html leads to no file of the "
+            "release"]

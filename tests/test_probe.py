@@ -371,6 +371,32 @@ async def test_per_host_interval_is_held(web: FakeServer) -> None:
     assert min(gaps) >= 0.25 - 0.01  # timer granularity
 
 
+async def test_the_interval_holds_between_request_starts_under_contention() -> None:
+    """Many hosts, two global slots: a probe whose host's turn came up still waits for a slot,
+    and the next request to that host must not start less than the interval after it did.
+    Retries (the 503 answers) and the confirmation re-probe are requests to the host too."""
+    interval = 0.2
+    hosts = tuple(f"127.0.0.{n}" for n in range(1, 13))
+    server = await FakeServer(hosts=hosts).start()
+    try:
+        settings = replace(FAST, global_concurrency=2, per_host_concurrency=2,
+                           per_host_interval=interval, max_attempts=2, backoff_base=0.01,
+                           confirm_failures=True)
+        targets = [
+            ProbeTarget(server.url(f"/{'unavailable' if i == 0 else 'slow'}?d=0.05&i={i}", host))
+            for host in hosts
+            for i in range(4)
+        ]
+        await probe_all(targets, settings)
+    finally:
+        await server.close()
+    for host in hosts:
+        arrivals = server.arrivals(local=host)
+        assert len(arrivals) == 3 + 2 + 2  # 3 URLs, 2 attempts at the 503, 2 to confirm it
+        gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
+        assert min(gaps) >= interval - 0.005, (host, gaps)
+
+
 async def test_a_host_waiting_its_interval_holds_no_global_slot(three_hosts: FakeServer) -> None:
     """One global slot, two hosts: B's first request must not wait behind A's interval."""
     settings = replace(FAST, global_concurrency=1, per_host_concurrency=1, per_host_interval=0.4)
@@ -393,6 +419,24 @@ async def test_global_concurrency_is_held(three_hosts: FakeServer) -> None:
     results = await probe_all(targets, settings)
     assert all(r.outcome == "live" for r in results)
     assert three_hosts.max_active_total == 2
+
+
+async def test_the_busiest_host_starts_first_and_its_urls_go_before_new_hosts(
+    three_hosts: FakeServer,
+) -> None:
+    """One global slot. Host .2 has three URLs, listed after .1 and before .3 (one URL each):
+    it starts first (the longest chain decides the end), and its later URLs take the slot
+    before any host not yet started (a host is finished before others are opened)."""
+    settings = replace(FAST, global_concurrency=1, per_host_concurrency=2)
+    targets = [
+        ProbeTarget(three_hosts.url("/ok?a", host="127.0.0.1")),
+        *(ProbeTarget(three_hosts.url(f"/ok?b={i}", host="127.0.0.2")) for i in range(3)),
+        ProbeTarget(three_hosts.url("/ok?c", host="127.0.0.3")),
+    ]
+    results = await probe_all(targets, settings)
+    assert [r.outcome for r in results] == ["live"] * 5
+    assert [r.local for r in three_hosts.requests] == [
+        "127.0.0.2", "127.0.0.2", "127.0.0.2", "127.0.0.1", "127.0.0.3"]
 
 
 # --- probe_all ------------------------------------------------------------------------------
@@ -448,6 +492,43 @@ async def test_a_redirect_chain_ends_within_one_deadline_per_attempt(web: FakeSe
     assert took < 2 * settings.total_timeout + 1.0  # the documented bound, with backoff
 
 
+async def closed_by_the_client(server: FakeServer, within: float = 2.0) -> bool:
+    """Whether every connection to `server` is closed within `within` seconds (the server
+    sees a close a moment after the client makes it); aiohttp keeps an idle one 15 s."""
+    deadline = asyncio.get_running_loop().time() + within
+    while sum(server.open_now.values()) and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.02)
+    return not sum(server.open_now.values())
+
+
+async def test_a_host_s_connections_close_after_its_last_url_and_are_reused_before(
+    three_hosts: FakeServer,
+) -> None:
+    """Host .1 has four URLs, two at a time: its two connections carry them all. Host .2 has
+    one. Once a host has no URL left its connections are closed, while the prober (and its
+    pool) is still open: a host done with is not held open until the keep-alive expires."""
+    settings = replace(FAST, per_host_concurrency=2)
+    busy = [three_hosts.url(f"/slow?d=0.1&i={i}", host="127.0.0.1") for i in range(4)]
+    async with Prober(settings) as prober:
+        results = await asyncio.gather(
+            *map(prober.probe, busy), prober.probe(three_hosts.url("/ok", host="127.0.0.2")))
+        assert [r.outcome for r in results] == ["live"] * 5
+        assert await closed_by_the_client(three_hosts)
+    assert three_hosts.opened == {"127.0.0.1": 2, "127.0.0.2": 1}
+
+
+async def test_a_confirmation_after_the_host_was_closed_opens_a_fresh_connection(
+    web: FakeServer,
+) -> None:
+    """The host's connection is closed after its only URL; the confirmation of that URL's
+    failure, at the end of the run, opens a new one and is answered."""
+    results = await probe_all([ProbeTarget(web.url("/missing"), "a", 1)],
+                              replace(FAST, confirm_failures=True))
+    assert [(r.http_status, r.confirmation) for r in results] == [(404, False), (404, True)]
+    assert results[1].failure_class == "dead"
+    assert web.opened == {"127.0.0.1": 2}
+
+
 def test_a_per_account_base_address_is_not_probed() -> None:
     """`https://YOUR_PROJECT_REF.supabase.co` names no host of its own: probing it would
     publish a live API as unreachable, so it is not probed and stays unchecked."""
@@ -461,3 +542,18 @@ def test_a_per_account_base_address_is_not_probed() -> None:
         assert all(reason.startswith("base address is per account") for _, reason in skipped)
     targets, _ = probe_targets_for("https://api.example.com/v1", [(1, "GET", "/a")])
     assert [t.url for t in targets] == ["https://api.example.com/v1/a"]
+
+
+async def test_cancelling_probe_all_stops_its_probes_and_closes_their_connections(
+    web: FakeServer,
+) -> None:
+    """The probes run on a loop of their own in a thread: cancelling the caller must cancel
+    them there too, and return only once their connections are closed."""
+    targets = [ProbeTarget(web.url(f"/slow?d=30&i={i}")) for i in range(4)]
+    run = asyncio.create_task(probe_all(targets, FAST))
+    while web.active["127.0.0.1"] < 4:
+        await asyncio.sleep(0.01)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert await closed_by_the_client(web, within=0.5)

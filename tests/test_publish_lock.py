@@ -10,7 +10,9 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -24,13 +26,16 @@ from pipeline.release.layout import (
     category_file,
     release_folder,
 )
+from pipeline.release.publish import build_release
 from pipeline.release.swap import (
     PublishLockTimeout,
     lock_file,
     new_staging_folder,
     owner_is_dead,
     publish_lock,
+    side_folders,
     staging_folders,
+    write_release,
 )
 from pipeline.release.validate import validate_release
 from pipeline.store.tables import ReleaseRow, make_engine
@@ -171,8 +176,12 @@ def test_only_a_provably_dead_owners_staging_folder_is_removed(
     dead = output.with_name(f".{output.name}.staging-{dead_pid}@{host}-0000bbbb")
     elsewhere = output.with_name(f".{output.name}.staging-{dead_pid}@another-host-0000cccc")
     unnamed = output.with_name(f".{output.name}.staging-0000dddd")  # from before owners
+    # Retired releases whose removal was cut short: removed alike, by their owner's fate.
+    retired_live = output.with_name(f".{output.name}.retired-{sleeper.pid}@{host}-0000eeee")
+    retired_dead = output.with_name(f".{output.name}.retired-{dead_pid}@{host}-0000ffff")
+    old = output.with_name(f".{output.name}.old-0000abcd")  # from before owners
     try:
-        for folder in (live, dead, elsewhere, unnamed):
+        for folder in (live, dead, elsewhere, unnamed, retired_live, retired_dead, old):
             folder.mkdir()
             (folder / "half-written.json").write_text("{")
         assert not owner_is_dead(new_staging_folder(output))  # this process's own
@@ -180,8 +189,38 @@ def test_only_a_provably_dead_owners_staging_folder_is_removed(
         subprocess.run([sys.executable, "-m", "pipeline.cli", "publish"], cwd=REPO, env=env,
                        check=True, capture_output=True)
         assert staging_folders(output) == sorted([live, elsewhere])
+        assert side_folders(output, "retired") == [retired_live]
+        assert side_folders(output, "old") == []
         assert json.loads((output / FULL_DATASET).read_text())["meta"]["totalAPIs"] == 5
         assert (output / CATEGORY_INDEX).is_file()
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_the_retired_release_is_removed_once_the_lock_is_let_go(tmp_path: Path) -> None:
+    """The swap renames the release it replaces out of sight; deleting it (a minute for a large
+    release on a slow disk) waits until the outermost holder lets go of the lock."""
+    categories = load_categories(REPO / "data" / "categories.yaml")
+    output = tmp_path / "public"
+    now = datetime(2026, 11, 24, 2, 0, tzinfo=UTC)
+
+    def release(version: str) -> dict[str, bytes]:
+        return build_release([], categories, version, now, "https://directory.test")
+
+    with publish_lock(output):
+        write_release(output, release("2026.11.24"), categories)
+        write_release(output, release("2026.11.24-1"), categories)
+        retired = side_folders(output, "retired")
+        assert len(retired) == 1
+        assert version_of(retired[0]) == "2026.11.24"  # still there: the lock is held
+        assert version_of(output) == "2026.11.24-1"
+    for thread in threading.enumerate():
+        if thread.name == "apidir-remove-retired":
+            thread.join(timeout=60)
+    assert side_folders(output, "retired") == []
+    assert version_of(output) == "2026.11.24-1"
+
+
+def version_of(release: Path) -> str:
+    return json.loads((release / FULL_DATASET).read_bytes())["meta"]["version"]

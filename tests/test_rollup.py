@@ -45,7 +45,7 @@ def session(write_entry: WriteEntry, ingested_store):
 @pytest.fixture
 def history(session: Session) -> dict[str, str]:
     """Two days of probes of example-weather, and a network-suspect run on the second."""
-    targets = [t for t in plan_targets(session, active_entries(session))
+    targets = [t for t in plan_targets(session)
                if t.entry_id == "example-weather"]
     forecast, current, alerts = targets
     day1 = start_run(session, "nightly")

@@ -137,14 +137,22 @@ def test_text_is_compressed_when_the_client_accepts_it(host: Host, path: str) ->
 
 
 @pytest.mark.parametrize("path", ["/api/categories/nosuch.json", "/api/categories/AI.json",
-                                  "/api/categories/", "/api/nothing-here"])
-def test_an_unknown_category_is_a_404_with_a_json_body(host: Host, path: str) -> None:
+                                  "/api/categories/", "/api/nothing-here",
+                                  "/api/apis/no-such-api.json"])
+def test_an_unknown_document_is_a_404_with_a_json_body(host: Host, path: str) -> None:
     answer = host.get(path)
     assert answer.status == 404
     assert answer.header("Content-Type") == "application/json; charset=utf-8"
     assert answer.header("Access-Control-Allow-Origin") == "*"
     assert answer.body == (host.release / NOT_FOUND_JSON).read_bytes()
-    assert json.loads(answer.body)["error"]["status"] == 404
+    error = json.loads(answer.body)["error"]
+    assert error["status"] == 404
+    # It names every kind of document the release serves, each of which exists.
+    for document in ("api/apis.json", "api/search.json", "api/categories.json"):
+        assert (host.release / document).is_file()
+    assert all(kind in error["message"] for kind in
+               ("api/apis.json", "api/apis/{id}.json", "api/search.json",
+                "api/categories/{categoryId}.json"))
 
 
 def release_paths(release: Path) -> list[str]:

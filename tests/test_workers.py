@@ -215,6 +215,33 @@ async def test_shards_run_on_two_workers_and_a_failed_shard_fails_the_night(
         # the other shards' probes are kept and counted; the failed shard stored none
         assert len(stored) == second.probes == len(targets) - 6
         assert not any(row.url.startswith(f"https://{HOSTS[0]}:") for row in stored)
+
+        # a night stopped by its time limit while the shards probe: it cancels them
+        with engine.begin() as connection:
+            connection.execute(text("ALTER TABLE probe DROP CONSTRAINT refuse_one_host"))
+        for index, host in enumerate(HOSTS):
+            base = f"https://{host}:{internet.port}"
+            write_entry(make_entry(
+                id=f"worked-{index}", baseUrl=base, sampleRequest=f'curl "{base}/ok"',
+                endpoints=[{"method": "GET", "path": f"/slow?d=120&n={n}",
+                            "description": "Answers after two minutes."} for n in range(4)]))
+        with temporary_settings(updates={PREFECT_API_URL: api}), pytest.raises(TimeoutError):
+            await nightly.with_options(timeout_seconds=25)()
+        with Session(engine) as session:
+            third = session.exec(select(PipelineRun).order_by(PipelineRun.id.desc())).first()
+        assert third.id > second.id and third.state == "failed"
+        shard_runs = [run for run in post_json(f"{api}/flow_runs/filter", {})
+                      if run["name"].startswith("probe-shard-")
+                      and run["parameters"].get("run_id") == third.id]
+        assert len(shard_runs) == SHARDS
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            states = {run["state_type"] for run in
+                      flow_runs(api, [run["id"] for run in shard_runs])}
+            if states <= {"CANCELLED"}:
+                break
+            time.sleep(1)
+        assert states == {"CANCELLED"}, states
         engine.dispose()
         with temporary_settings(updates={PREFECT_API_URL: api}):
             await APILogHandler.aflush()  # the runs' last logs reach the server before it stops

@@ -141,14 +141,28 @@ def load_categories(path: Path) -> list[Category]:
 
 
 def entry_files(paths: Iterable[Path]) -> list[Path]:
-    """Entry files named by `paths`: files as given, folders searched recursively."""
-    found: set[Path] = set()
+    """Entry files named by `paths`: files as given, folders searched recursively (not into
+    symlinked folders), in path order."""
+    found: set[str] = set()
     for path in paths:
         if path.is_dir():
-            found.update(p for p in path.rglob("*") if p.suffix in ENTRY_SUFFIXES and p.is_file())
+            found.update(_walk(os.fspath(path)))
         else:
-            found.add(path)
-    return sorted(found)
+            found.add(os.fspath(path))
+    return [Path(name) for name in sorted(found, key=lambda name: name.split(os.sep))]
+
+
+def _walk(folder: str) -> Iterator[str]:
+    """The entry files under `folder`, from the directory listings alone (a catalogue of
+    100,000 files is walked every night)."""
+    folders = [folder]
+    while folders:
+        with os.scandir(folders.pop()) as listing:
+            for item in listing:
+                if item.is_dir(follow_symlinks=False):
+                    folders.append(item.path)
+                elif os.path.splitext(item.name)[1] in ENTRY_SUFFIXES and item.is_file():
+                    yield item.path
 
 
 def _node_line(node: yaml.Node | None, loc: Sequence[int | str]) -> int | None:
@@ -395,8 +409,9 @@ def read_catalog(
     by_id: dict[str, list[Path]] = defaultdict(list)
     to_read = report.files
     if known is not None:
+        resolved: dict[Path, Path] = {}
         for path in report.files:
-            digest = file_digest(path, entries_root, max_bytes)
+            digest = file_digest(path, entries_root, max_bytes, resolved)
             if digest is None:
                 continue
             report.digests[path] = digest
@@ -443,13 +458,14 @@ def reader_fingerprint() -> bytes:
     return hashlib.sha256(b"".join(source.read_bytes() for source in sources)).digest()
 
 
-def file_digest(path: Path, entries_root: Path | None,
-                max_bytes: int = DEFAULT_MAX_BYTES) -> str | None:
+def file_digest(path: Path, entries_root: Path | None, max_bytes: int = DEFAULT_MAX_BYTES,
+                resolved: dict[Path, Path] | None = None) -> str | None:
     """The hash of a file's bytes under the reader's fingerprint; None for a file that cannot
     be read within the limits (it is parsed, so the problem is reported). A symlink leading
-    outside the data folder is refused here too, before a byte of it is read."""
+    outside the data folder is refused here too, before a byte of it is read (`resolved`:
+    the folders resolved so far in this pass)."""
     try:
-        check_place(path, entries_root)
+        check_place(path, entries_root, resolved)
         with path.open("rb") as handle:
             data = handle.read(max_bytes + 1)
     except (OSError, UnsafeEntryFile):
@@ -462,11 +478,15 @@ def file_digest(path: Path, entries_root: Path | None,
 def _check_successors(report: CatalogReport, entries_root: Path | None) -> None:
     """A deprecated entry's successor must be another entry of the catalogue (its file under
     `entries_root`, so one file can be checked alone)."""
+    deprecated = [(path, entry) for path, entry in report.entries.items()
+                  if entry.deprecated and entry.deprecated.successor is not None]
+    if not deprecated:
+        return
     known = ({path.stem for path in entry_files([entries_root])} if entries_root is not None
              else {entry.id for entry in report.entries.values()})
-    for path, entry in list(report.entries.items()):
-        successor = entry.deprecated.successor if entry.deprecated else None
-        if successor is None or (successor != entry.id and successor in known):
+    for path, entry in deprecated:
+        successor = entry.deprecated.successor
+        if successor != entry.id and successor in known:
             continue
         why = "is the entry itself" if successor == entry.id else "is not an entry of the catalogue"
         try:

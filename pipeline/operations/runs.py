@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TypeVar
 
 from prefect import Flow, get_run_logger
@@ -20,7 +21,6 @@ from sqlmodel import Session, col, select
 
 from pipeline.catalogue.ingest import EmptyCatalogError, IngestSummary
 from pipeline.judging.changes import Change
-from pipeline.judging.present import Presented
 from pipeline.operations.alerts import AlertEvent, alert_payload, send_alert
 from pipeline.operations.events import (
     RUN_FAILED,
@@ -28,6 +28,7 @@ from pipeline.operations.events import (
     emit_run_event,
     emit_state_changes,
 )
+from pipeline.operations.handover import load_presented
 from pipeline.operations.report import entry_table, run_report, slowest_probes
 from pipeline.release.validate import ReleaseValidationError
 from pipeline.settings import Settings
@@ -99,10 +100,11 @@ def abandoned_since(session: Session, run: PipelineRun) -> list[PipelineRun]:
     return list(session.exec(statement))
 
 
-async def complete_run(settings: Settings, run_id: int, presented: Presented,
+async def complete_run(settings: Settings, run_id: int, handed_over: Path,
                        changes: list[Change], ingested: IngestSummary | None) -> PipelineRun:
     """Mark the run completed and publish its summary as Prefect artifacts: a markdown
-    report and a table of every entry."""
+    report and a table of every entry, from the presented values handed over in a file."""
+    presented = load_presented(handed_over)
     with session_scope(engine_for(settings.database_url)) as session:
         run = session.get(PipelineRun, run_id)
         finish_run(session, run, "completed")

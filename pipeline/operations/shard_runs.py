@@ -12,12 +12,15 @@ import asyncio
 from collections.abc import Sequence
 from uuid import UUID
 
+import anyio
 from prefect import get_client, get_run_logger
+from prefect.client.orchestration import PrefectClient
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 from prefect.client.schemas.objects import FlowRun
 from prefect.deployments import arun_deployment
 from prefect.exceptions import ObjectNotFound
 from prefect.settings import PREFECT_API_URL
+from prefect.states import Cancelled, Cancelling
 
 from pipeline.operations.stages import first_line
 
@@ -55,23 +58,53 @@ async def start_shard_runs(deployment: str, run_id: int, count: int) -> list[Flo
 
 async def wait_for_runs(ids: Sequence[UUID], poll: float = POLL_SECONDS) -> list[FlowRun]:
     """The flow runs `ids` once every one has ended (completed, failed, crashed, cancelled);
-    a run retried by its flow has not ended until its last attempt has."""
+    a run retried by its flow has not ended until its last attempt has. If the wait itself
+    is stopped (the night's time limit, a cancellation), the runs not yet ended are cancelled
+    first: no worker goes on probing for a night that is over."""
     logger = get_run_logger()
     ended_before = -1
     async with get_client() as client:
-        while True:
-            runs: list[FlowRun] = []
-            for start in range(0, len(ids), PAGE):
-                runs += await client.read_flow_runs(
-                    flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=ids[start:start + PAGE])),
-                    limit=PAGE)
-            ended = sum(1 for run in runs if run.state is not None and run.state.is_final())
-            if ended != ended_before:
-                logger.info("probe shards on workers: %d of %d ended", ended, len(ids))
-                ended_before = ended
-            if ended == len(ids):
-                return runs
-            await asyncio.sleep(poll)
+        try:
+            while True:
+                runs = await _read_runs(client, ids)
+                ended = sum(1 for run in runs if _ended(run))
+                if ended != ended_before:
+                    logger.info("probe shards on workers: %d of %d ended", ended, len(ids))
+                    ended_before = ended
+                if ended == len(ids):
+                    return runs
+                await asyncio.sleep(poll)
+        except BaseException:
+            with anyio.CancelScope(shield=True):  # Prefect's time limit cancels every await
+                await cancel_runs(client, ids, "the night waiting for this shard stopped")
+            raise
+
+
+async def _read_runs(client: PrefectClient, ids: Sequence[UUID]) -> list[FlowRun]:
+    runs: list[FlowRun] = []
+    for start in range(0, len(ids), PAGE):
+        runs += await client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=ids[start:start + PAGE])),
+            limit=PAGE)
+    return runs
+
+
+def _ended(run: FlowRun) -> bool:
+    return run.state is not None and run.state.is_final()
+
+
+async def cancel_runs(client: PrefectClient, ids: Sequence[UUID], why: str) -> int:
+    """Cancel the flow runs `ids` that have not ended: one a worker runs is set Cancelling, so
+    its worker stops the process; one no worker took yet is Cancelled at once. Their count."""
+    cancelled = 0
+    for run in await _read_runs(client, ids):
+        if _ended(run):
+            continue
+        taken = run.state is not None and (run.state.is_running() or run.state.is_pending())
+        state = Cancelling(message=why) if taken else Cancelled(message=why)
+        await client.set_flow_run_state(run.id, state, force=True)
+        cancelled += 1
+    return cancelled
 
 
 def shard_of(run: FlowRun) -> int:

@@ -62,7 +62,6 @@ from pipeline.store.tables import (
     PipelineRun,
     ReleaseRow,
     active_categories,
-    active_entries,
     engine_for,
     session_scope,
     utcnow,
@@ -109,8 +108,7 @@ async def probe_entries(
     every probe in the history."""
     engine = engine_for(settings.database_url)
     with session_scope(engine) as session:
-        entries = [e for e in active_entries(session) if entry_ids is None or e.id in entry_ids]
-        targets = plan_targets(session, entries)
+        targets = plan_targets(session, entry_ids)
     results = await probe_all(targets, settings.probe_settings())
     with session_scope(engine) as session:
         run = session.get(PipelineRun, run_id)
@@ -157,7 +155,7 @@ def peak_rss_mib() -> float:
 def plan_shards(settings: Settings) -> list[Shard]:
     """Every published entry's targets, split by host into `probe_shards` shards."""
     with session_scope(engine_for(settings.database_url)) as session:
-        targets = plan_targets(session, active_entries(session))
+        targets = plan_targets(session)
     return split_by_host(targets, settings.probe_shards)
 
 

@@ -6,20 +6,24 @@ loopback. One ClientSession per `probe_all` (connections reused within a run,
 never across runs, so each host's first probe pays a fresh DNS + connect).
 
 Politeness: a probe waits for its host's turn (per-host semaphore and minimum
-interval between request starts) BEFORE taking a global slot, so a host waiting
-on its interval never holds a slot another host could use. Every redirect hop is
-a request of its own: it is checked by the guard and waits for its host's turn.
+interval between actual request starts) BEFORE taking a global slot, so a host
+waiting on its interval never holds a slot another host could use. Every redirect
+hop, retry and confirmation is a request of its own: it is checked by the guard
+and waits for its host's turn.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
 import random
 import re
 import socket
 import ssl
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field, replace
@@ -33,6 +37,7 @@ from aiohttp.abc import AbstractResolver
 from yarl import URL
 
 from pipeline.probing.netguard import BlockedAddressError, GuardedResolver, GuardPolicy
+from pipeline.probing.prober_loop import run_on_prober_loop
 
 log = logging.getLogger(__name__)
 
@@ -342,6 +347,7 @@ class _Hop:
     reused: bool = False  # sent on a pooled keep-alive connection
     tls_version: str | None = None
     cert_expires_at: datetime | None = None
+    on_sent: Callable[[], None] | None = None  # tells the host's turn the request is out
 
     @property
     def phase(self) -> str:
@@ -396,6 +402,8 @@ async def _on_conn_reuse(_s: Any, ctx: SimpleNamespace, _p: Any) -> None:
 async def _on_headers_sent(_s: Any, ctx: SimpleNamespace, _p: Any) -> None:
     if hop := _ctx(ctx):
         hop.sent, hop.connected = time.perf_counter(), True
+        if hop.on_sent is not None:
+            hop.on_sent()
 
 
 async def _on_request_end(_s: Any, ctx: SimpleNamespace, _p: Any) -> None:
@@ -483,13 +491,115 @@ class _Attempt:
 
 
 class _HostTurn:
-    """Per-host politeness: a semaphore and the earliest time the next request may start."""
+    """Per-host politeness: a semaphore and the earliest time the next request may start;
+    and the host's probes not yet finished, so its connections close once it has none."""
 
-    __slots__ = ("next_start", "semaphore")
+    __slots__ = ("next_start", "pending", "queued", "semaphore", "started", "starting")
 
     def __init__(self, limit: int) -> None:
         self.semaphore = asyncio.Semaphore(limit) if limit > 0 else None
+        self.starting = asyncio.Lock()  # held by the probe of the host next to start
         self.next_start = 0.0
+        self.pending = 0
+        self.started = False  # a request of the host has had a global slot
+        self.queued: list[asyncio.Future[None]] = []  # its requests waiting for one
+
+
+class _Start:
+    """The start of one request to a host: its next request may start an interval later.
+
+    The host's next probe waits (holding no slot) until this request is sent, the moment
+    the host sees it; or, if its connection takes longer than the interval to open, until
+    an interval after it got its slot, so that a host whose connections hang is not
+    probed one URL at a time (it then sees connection attempts an interval apart).
+    """
+
+    __slots__ = ("_interval", "_loop", "_timer", "_turn")
+
+    def __init__(self, turn: _HostTurn, interval: float, loop: asyncio.AbstractEventLoop) -> None:
+        self._turn: _HostTurn | None = turn
+        self._interval = interval
+        self._loop = loop
+        turn.next_start = loop.time() + interval
+        self._timer = loop.call_later(interval, self.hand_on)
+
+    def sent(self) -> None:
+        """The request went out: the interval counts from now."""
+        if self._turn is not None:
+            self._turn.next_start = max(self._turn.next_start, self._loop.time() + self._interval)
+            self.hand_on()
+
+    def hand_on(self) -> None:
+        """Let the host's next probe wait for its start (once; later calls do nothing)."""
+        if self._turn is not None:
+            self._timer.cancel()
+            self._turn.starting.release()
+            self._turn = None
+
+
+class _Slots:
+    """The global limit, handed out by rank rather than first come, first served.
+
+    A host already started goes before one not yet started, so a host is finished (and its
+    connections closed) before new ones are opened: the open connections stay about those
+    of the hosts in progress, not one per host. Among either, the host with the most probes
+    left goes first (then first come): the longest serial chains start first and never wait
+    behind the crowd, so the busiest host ends near its own bound.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._free = max(1, limit)  # while a slot is free, nobody waits
+        self._waiters: list[tuple[bool, int, int, asyncio.Future[None]]] = []
+        self._arrivals = itertools.count()
+
+    async def acquire(self, turn: _HostTurn) -> None:
+        """Take a slot for a request of `turn`'s host, waiting in rank if none is free."""
+        if self._free > 0:
+            self._free -= 1
+        else:
+            granted = asyncio.get_running_loop().create_future()
+            turn.queued.append(granted)
+            self._enqueue(turn, granted)
+            try:
+                await granted
+            except asyncio.CancelledError:
+                if granted.done() and not granted.cancelled():
+                    self.release()  # handed a slot while being cancelled: pass it on
+                raise
+            finally:
+                turn.queued.remove(granted)
+        if not turn.started:
+            turn.started = True
+            for waiting in turn.queued:  # ranked again, as a started host's (the first
+                self._enqueue(turn, waiting)  # entry granted wins, the other is skipped)
+
+    def _enqueue(self, turn: _HostTurn, granted: asyncio.Future[None]) -> None:
+        rank = (not turn.started, -turn.pending, next(self._arrivals), granted)
+        heapq.heappush(self._waiters, rank)
+
+    def release(self) -> None:
+        """Give a slot back: to the best-ranked waiter, else to the free ones."""
+        while self._waiters:
+            granted = heapq.heappop(self._waiters)[-1]
+            if not granted.done():  # granted already, or cancelled: skipped
+                granted.set_result(None)
+                return
+        self._free += 1
+
+
+class _Pool(aiohttp.TCPConnector):
+    """aiohttp's connection pool, which can also close one host's idle connections at once.
+
+    A kept-alive connection otherwise stays until the keep-alive timeout (15 s), and each
+    TLS connection holds about 0.3 MiB (asyncio's SSL read buffer and OpenSSL's state): at
+    100,000 hosts, thousands of them would be open at once for nothing.
+    """
+
+    def close_idle(self, host: str) -> None:
+        """Close the pooled connections to `host` that no request is using."""
+        for key in [key for key in self._conns if key.host.lower() == host]:
+            for protocol, _ in self._conns.pop(key):
+                self._release(key, protocol, should_close=True)  # aiohttp's own way to close
 
 
 class Prober:
@@ -505,8 +615,9 @@ class Prober:
         self._inner_resolver = inner_resolver
         self.policy = GuardPolicy.from_strings(settings.allow_private, settings.blocked_networks)
         self._hosts: dict[str, _HostTurn] = {}
-        self._slots = asyncio.Semaphore(max(1, settings.global_concurrency))
+        self._slots = _Slots(settings.global_concurrency)
         self._session: aiohttp.ClientSession | None = None
+        self._pool: _Pool | None = None
         self._resolver: GuardedResolver | None = None
 
     async def __aenter__(self) -> Prober:
@@ -517,7 +628,7 @@ class Prober:
         headers = {"User-Agent": self.settings.user_agent, "Accept": "*/*"}
         if self.settings.origin:
             headers["Origin"] = self.settings.origin
-        connector = aiohttp.TCPConnector(
+        self._pool = _Pool(
             resolver=self._resolver,
             ssl=context,
             limit=0,  # bounded by our own semaphores
@@ -525,7 +636,7 @@ class Prober:
             ttl_dns_cache=60,  # cached answers were checked by the resolver
         )
         self._session = aiohttp.ClientSession(
-            connector=connector,
+            connector=self._pool,
             headers=headers,
             cookie_jar=aiohttp.DummyCookieJar(),  # never store or send cookies
             trust_env=False,  # no proxy and no .netrc credentials from the environment
@@ -548,23 +659,47 @@ class Prober:
         if self._resolver is not None:
             await self._resolver.close()
 
-    @asynccontextmanager
-    async def _turn(self, host: str) -> AsyncIterator[None]:
-        """Wait for the host's turn (slot + interval), then for a global slot."""
+    def _host(self, host: str) -> _HostTurn:
         turn = self._hosts.get(host)
         if turn is None:
             turn = self._hosts[host] = _HostTurn(self.settings.per_host_concurrency)
+        return turn
+
+    @asynccontextmanager
+    async def _turn(self, host: str) -> AsyncIterator[_Start]:
+        """Wait for the host's turn, then for a global slot; the request starts on the slot.
+
+        The interval runs from one request's actual start (when it is sent) to the next
+        one's. One probe of a host at a time waits out the interval and queues for a slot
+        (the host's `starting` lock, handed on by `_Start`), so a later probe never
+        overtakes the one before it, and no slot is taken before the host may start: none
+        is held idle. A slot granted while the host was held off meanwhile (Retry-After) is
+        passed on at once.
+        """
+        turn = self._host(host)
+        loop = asyncio.get_running_loop()
         if turn.semaphore is not None:
             await turn.semaphore.acquire()
         try:
-            loop = asyncio.get_running_loop()
-            now = loop.time()
-            start = max(now, turn.next_start)
-            turn.next_start = start + self.settings.per_host_interval
-            if start > now:
-                await asyncio.sleep(start - now)
-            async with self._slots:
-                yield
+            await turn.starting.acquire()
+            try:
+                while True:
+                    if (wait := turn.next_start - loop.time()) > 0:
+                        await asyncio.sleep(wait)
+                        continue
+                    await self._slots.acquire(turn)
+                    if loop.time() >= turn.next_start:
+                        break
+                    self._slots.release()
+            except BaseException:
+                turn.starting.release()
+                raise
+            start = _Start(turn, self.settings.per_host_interval, loop)
+            try:
+                yield start
+            finally:
+                start.hand_on()
+                self._slots.release()
         finally:
             if turn.semaphore is not None:
                 turn.semaphore.release()
@@ -576,7 +711,31 @@ class Prober:
             turn.next_start = max(turn.next_start, asyncio.get_running_loop().time() + seconds)
 
     async def probe(self, url: str) -> ProbeResult:
-        """Probe one URL, retrying transient failures; never raises (bar cancellation)."""
+        """Probe one URL, retrying transient failures; never raises (bar cancellation).
+
+        Once the probes of its host (started, not finished) are done, the host's kept-alive
+        connections are closed: reused while the host has URLs left, never held after.
+        """
+        host = target_host(url)
+        self._host(host).pending += 1
+        final_host = host
+        try:
+            result = await self._probe(url)
+            if result.final_url:  # a redirect may have ended on another host
+                final_host = target_host(result.final_url)
+            return result
+        finally:
+            self._host(host).pending -= 1
+            self._close_if_done(host)
+            self._close_if_done(final_host)
+
+    def _close_if_done(self, host: str) -> None:
+        """Close the host's idle connections if none of its probes is left."""
+        turn = self._hosts.get(host)
+        if turn is not None and turn.pending == 0 and self._pool is not None:
+            self._pool.close_idle(host)
+
+    async def _probe(self, url: str) -> ProbeResult:
         settings = self.settings
         attempts = 0
         while True:
@@ -616,7 +775,8 @@ class Prober:
             try:
                 self.policy.check_url(url)
                 host = _host_key(url)
-                async with self._turn(host):
+                async with self._turn(host) as start:
+                    hop.on_sent = start.sent
                     if attempt.redirects == 0:
                         attempt.checked_at = datetime.now(UTC)
                         deadline = asyncio.get_running_loop().time() + settings.total_timeout
@@ -756,10 +916,19 @@ async def probe_all(
     then each failed one once more (`confirm_failures`); returns the results in target order,
     followed by the confirmations in target order. Duplicate URLs are probed once.
 
-    `on_result` is called as each result is ready (to store it at once); an exception it
-    raises cancels the run.
+    The probes run on the prober's own loop (uvloop) in a worker thread: `on_result` is
+    called there as each result is ready (to store it at once); an exception it raises
+    cancels the run.
     """
     targets = list(targets)
+    return await run_on_prober_loop(lambda: _probe_all(targets, settings, on_result))
+
+
+async def _probe_all(
+    targets: list[ProbeTarget],
+    settings: ProbeSettings,
+    on_result: Callable[[ProbeResult], None] | None,
+) -> list[ProbeResult]:
     by_url: dict[str, list[int]] = {}
     for index, target in enumerate(targets):
         by_url.setdefault(target.url, []).append(index)
@@ -784,18 +953,26 @@ async def probe_all(
             if on_result is not None:
                 on_result(result)
 
+    urls = busiest_hosts_first(by_url)
     async with Prober(settings) as prober:
         async with asyncio.TaskGroup() as group:
-            for url, indexes in by_url.items():
-                group.create_task(run(prober, url, indexes))
+            for url in urls:
+                group.create_task(run(prober, url, by_url[url]))
         if settings.confirm_failures:
             # After every other target, through the same hosts' turns: a flapping target
             # gets its second look minutes later, and a failing host is never hammered.
             async with asyncio.TaskGroup() as group:
-                for url, indexes in by_url.items():
-                    if _needs_confirmation(first[url]):
-                        group.create_task(run(prober, url, indexes, again=True))
+                for url in busiest_hosts_first(u for u in urls if _needs_confirmation(first[u])):
+                    group.create_task(run(prober, url, by_url[url], again=True))
     return [result for result in [*results, *confirmations] if result is not None]
+
+
+def busiest_hosts_first(urls: Iterable[str]) -> list[str]:
+    """`urls` ordered by how many of them their host has, most first (else as given): the
+    order in which `probe_all` starts them, so that the longest serial chains start first."""
+    urls = list(urls)
+    sizes = Counter(target_host(url) for url in urls)
+    return sorted(urls, key=lambda url: -sizes[target_host(url)])
 
 
 def _needs_confirmation(result: ProbeResult) -> bool:

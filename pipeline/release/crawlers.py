@@ -9,8 +9,7 @@ asked to leave them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 from xml.etree import ElementTree
 from xml.sax.saxutils import escape
@@ -23,11 +22,11 @@ SITEMAP_LIMIT = 50_000  # addresses in one sitemap, by the protocol (and 50 MB)
 SITEMAP_BYTES = 50 * 1024 * 1024
 
 
-def page_paths(full: Mapping[str, Any], index: Mapping[str, Any]) -> list[str]:
+def page_paths(entry_ids: Iterable[str], category_ids: Iterable[str]) -> list[str]:
     """Every page of a release, relative to its root: the index (the root itself), then the
     categories and the entries."""
-    categories = [category_page(category["id"]) for category in index["categories"]]
-    return ["", *categories, *sorted(entry_page(api["id"]) for api in full["apis"])]
+    categories = [category_page(category_id) for category_id in category_ids]
+    return ["", *categories, *sorted(entry_page(entry_id) for entry_id in entry_ids)]
 
 
 def _site_base(base_url: str) -> str:
@@ -68,10 +67,11 @@ def robots_txt(base_url: str) -> bytes:
     ).encode()
 
 
-def crawler_files(full: Mapping[str, Any], index: Mapping[str, Any],
+def crawler_files(entry_ids: Iterable[str], category_ids: Iterable[str],
                   base_url: str) -> dict[str, bytes]:
     """The sitemap (or sitemap index and its parts) and `robots.txt` of a release."""
-    return {**sitemap_files(page_paths(full, index), base_url), ROBOTS: robots_txt(base_url)}
+    paths = page_paths(entry_ids, category_ids)
+    return {**sitemap_files(paths, base_url), ROBOTS: robots_txt(base_url)}
 
 
 def check_sitemaps(files: Mapping[str, bytes], release: Mapping[str, bytes], base_url: str,

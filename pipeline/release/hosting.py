@@ -167,7 +167,8 @@ def not_found_document() -> bytes:
         error=NotFoundError(
             message=(
                 "No such document in this release. The full dataset is api/apis.json; "
-                "a category is api/categories/{categoryId}.json with one of categoryIds."
+                "one API is api/apis/{id}.json with an id from api/search.json; a category "
+                "is api/categories/{categoryId}.json with one of categoryIds."
             )
         )
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Container, Iterable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -37,7 +37,6 @@ from pipeline.release.pages import (
     PageError,
     category_page,
     entry_page,
-    presented_entry,
     sample_text,
 )
 
@@ -124,6 +123,7 @@ def environment() -> Environment:
         autoescape=False,
         finalize=markdown_text,
         undefined=StrictUndefined,
+        auto_reload=False,  # rendered thousands of times a run: no check of the files each time
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
@@ -153,20 +153,37 @@ def environment() -> Environment:
     return env
 
 
-def _by_name(api: Mapping[str, Any]) -> tuple[str, str]:
+def by_name(api: Mapping[str, Any]) -> tuple[str, str]:
+    """The order of the Markdown lists: by name, then id."""
     return api["name"].lower(), api["id"]
 
 
-def markdown_files(full: Mapping[str, Any], index: Mapping[str, Any]) -> dict[str, bytes]:
-    """`llms.txt`, and the Markdown of every entry and category, from the release's
-    documents; each file's links are checked to lead to files of the release."""
+def listing(api: Mapping[str, Any]) -> dict[str, Any]:
+    """What `llms.txt` and a category's Markdown say of a presented entry (kept for every
+    entry while the entries stream)."""
+    score = api.get("builderScore")
+    return {
+        "id": api["id"], "name": api["name"], "category": api["category"],
+        "description": api.get("description"), "provider": api.get("provider"),
+        "status": {"state": api["status"]["state"]},
+        "builderScore": score and {"grade": score["grade"], "label": score["label"]},
+    }
+
+
+def render_entry_markdown(api: Mapping[str, Any], meta: Mapping[str, Any],
+                          labels: Mapping[str, str]) -> bytes:
+    """The Markdown of one presented entry."""
+    here = entry_markdown(api["id"])
+    return environment().get_template("entry.md").render(
+        meta=meta, api=api, category=labels.get(api["category"]), here=here).encode()
+
+
+def listing_files(meta: Mapping[str, Any], categories: Sequence[Mapping[str, Any]],
+                  listings: Iterable[Mapping[str, Any]]) -> dict[str, bytes]:
+    """`llms.txt` and the Markdown of every category, from every entry's `listing`."""
     env = environment()
-    meta = full["meta"]
-    categories = list(index["categories"])
-    labels = {category["id"]: category["label"] for category in categories}
-    apis = sorted((presented_entry(api) for api in full["apis"]), key=_by_name)
-    by_category: dict[str, list[dict[str, Any]]] = {category["id"]: [] for category in categories}
-    for api in apis:
+    by_category: dict[str, list[Mapping[str, Any]]] = {c["id"]: [] for c in categories}
+    for api in sorted(listings, key=by_name):
         by_category.setdefault(api["category"], []).append(api)
     files = {
         LLMS_TXT: env.get_template("llms.txt").render(
@@ -176,11 +193,6 @@ def markdown_files(full: Mapping[str, Any], index: Mapping[str, Any]) -> dict[st
         here = category_markdown(category["id"])
         files[here] = env.get_template("category.md").render(
             meta=meta, category=category, apis=by_category[category["id"]], here=here)
-    entry = env.get_template("entry.md")
-    for api in apis:
-        here = entry_markdown(api["id"])
-        files[here] = entry.render(meta=meta, api=api, category=labels.get(api["category"]),
-                                   here=here)
     return {path: text.encode() for path, text in files.items()}
 
 
@@ -188,13 +200,20 @@ def markdown_files(full: Mapping[str, Any], index: Mapping[str, Any]) -> dict[st
 _LINK = re.compile(r"(?<!\\)\]\(([^()\s]+)\)")
 
 
+def markdown_problems(path: str, text: str, release: Container[str]) -> list[str]:
+    """Every link of the Markdown file at `path` to a path that is not one of `release`."""
+    problems = []
+    for target in _LINK.findall(text):
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+        if resolved not in release:
+            problems.append(f"{path}: link to {target} leads to no file of the release")
+    return problems
+
+
 def check_markdown(files: Mapping[str, bytes], release: Mapping[str, bytes]) -> None:
     """Raise PageError when a Markdown file links to a path that is not a file of the release."""
     problems = []
     for path, data in sorted(files.items()):
-        for target in _LINK.findall(data.decode("utf-8")):
-            resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
-            if resolved not in release:
-                problems.append(f"{path}: link to {target} leads to no file of the release")
+        problems += markdown_problems(path, data.decode("utf-8"), release)
     if problems:
         raise PageError(problems)

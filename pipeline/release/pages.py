@@ -17,19 +17,20 @@ import hashlib
 import json
 import posixpath
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from datetime import date, datetime, timedelta
 from functools import cache
-from html.parser import HTMLParser
+from html import unescape
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
 
 from pipeline.contract import ONLINE_NOTE, APIEntry, Uptime
 from pipeline.judging.rollup import DayFigures
-from pipeline.release.hosting import PAGE_CSP, host_files
+from pipeline.release.hosting import PAGE_CSP
 from pipeline.release.layout import (
     LLMS_TXT,
     NOT_FOUND_PAGE,
@@ -241,6 +242,7 @@ def environment() -> Environment:
         loader=FileSystemLoader(TEMPLATES),
         autoescape=select_autoescape(["html"]),
         undefined=StrictUndefined,
+        auto_reload=False,  # rendered thousands of times a run: no check of the files each time
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
@@ -277,22 +279,37 @@ def asset_files() -> tuple[dict[str, bytes], dict[str, str]]:
     return files, paths
 
 
-def render_pages(
-    full: Mapping[str, Any], index: Mapping[str, Any], assets: Mapping[str, str],
-    root_path: str = "/",
-    trends: Mapping[str, Sequence[DayFigures]] | None = None,
-) -> dict[str, bytes]:
-    """The index, one page per category and one per entry, and the 404 page (linking from
-    `root_path`, the site's path on its host), from the release's documents and each entry's
-    daily figures (`trends`, by id)."""
-    env = environment()
-    meta = full["meta"]
-    last_day = datetime.fromisoformat(meta["generated"].replace("Z", "+00:00")).date()
-    trends = trends or {}
-    apis = sorted((presented_entry(api) for api in full["apis"]), key=score_key)
-    categories = list(index["categories"])
+def card_html(api: Mapping[str, Any], labels: Mapping[str, str]) -> str:
+    """A presented entry's card as a category page draws it."""
+    return str(environment().get_template("_macros.html").module.api_card(api, "../", labels))
+
+
+def render_entry_page(
+    api: Mapping[str, Any], common: Mapping[str, Any], trend: Sequence[DayFigures] = (),
+) -> bytes:
+    """The page of one presented entry; `common` holds the release's meta, assets, category
+    labels and categories (`page_context`), `trend` the entry's daily figures."""
+    path = entry_page(api["id"])
+    last_day = datetime.fromisoformat(common["meta"]["generated"].replace("Z", "+00:00")).date()
+    return environment().get_template("entry.html").render(
+        common, root="../", api=api, category=common["labels"].get(api["category"]), page=path,
+        trend=trend_svg(trend, last_day), markdown=entry_markdown(api["id"]),
+    ).encode()
+
+
+def page_context(meta: Mapping[str, Any], categories: Sequence[Mapping[str, Any]],
+                 assets: Mapping[str, str]) -> dict[str, Any]:
+    """What every page is rendered with: the release's meta, its assets and categories."""
     labels = {category["id"]: category["label"] for category in categories}
-    common = {"meta": meta, "assets": assets, "labels": labels, "categories": categories}
+    return {"meta": meta, "assets": assets, "labels": labels, "categories": list(categories)}
+
+
+def render_pages(
+    common: Mapping[str, Any], cards: Mapping[str, Sequence[str]], root_path: str = "/",
+) -> dict[str, bytes]:
+    """The index, one page per category and the 404 page (linking from `root_path`, the site's
+    path on its host); `cards` holds each category's cards (`card_html`), best score first."""
+    env = environment()
     pages = {
         INDEX_PAGE: env.get_template("index.html").render(
             common, root="", page=INDEX_PAGE, markdown=LLMS_TXT, search_index=SEARCH_INDEX,
@@ -302,19 +319,11 @@ def render_pages(
             common, root=root_path, page=NOT_FOUND_PAGE, markdown=None
         ),
     }
-    for category in categories:
-        members = [api for api in apis if api["category"] == category["id"]]
+    for category in common["categories"]:
         path = category_page(category["id"])
         pages[path] = env.get_template("category.html").render(
-            common, root="../", apis=members, category=category, page=path,
-            markdown=category_markdown(category["id"]),
-        )
-    for api in apis:
-        path = entry_page(api["id"])
-        pages[path] = env.get_template("entry.html").render(
-            common, root="../", api=api, category=labels.get(api["category"]), page=path,
-            trend=trend_svg(trends.get(api["id"], ()), last_day),
-            markdown=entry_markdown(api["id"]),
+            common, root="../", cards=[Markup(card) for card in cards.get(category["id"], ())],
+            category=category, page=path, markdown=category_markdown(category["id"]),
         )
     return {path: html.encode() for path, html in pages.items()}
 
@@ -325,73 +334,79 @@ VOID_ELEMENTS = frozenset(
     ("area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
      "wbr")
 )
+# Elements whose content is text, never tags.
+RAW_TEXT = frozenset(("script", "style"))
+
+# One token of a page: a comment or declaration, or a start or end tag with its attributes
+# (quoted values may hold `>`).
+_TAG = re.compile(
+    r"""<(?:!--.*?-->|![^>]*>|(/?)([a-zA-Z][^\s/>]*)((?:[^>"']+|"[^"]*"|'[^']*')*)>)""",
+    re.DOTALL,
+)
+# One attribute of a tag, its value whole (so `src=` inside another value is no attribute).
+_ATTRIBUTE = re.compile(r"""([^\s=/>]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'=<>`]+)))?""")
+_LINK_NAMES = frozenset(("href", "src", "data-source"))
 
 
-class _PageReader(HTMLParser):
-    """Collects unbalanced tags and relative links of one page."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.open: list[str] = []
-        self.problems: list[str] = []
-        self.links: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag not in VOID_ELEMENTS:
-            self.open.append(tag)
-        for name, value in attrs:
-            if name in ("href", "src", "data-source") and value is not None:
-                self.links.append(value)
-
-    def handle_endtag(self, tag: str) -> None:
-        if not self.open or self.open[-1] != tag:
-            where = f"line {self.getpos()[0]}"
-            self.problems.append(f"{where}: </{tag}> closes <{self.open[-1] if self.open else ''}>")
-            return
-        self.open.pop()
-
-
-def check_pages(files: Mapping[str, bytes], root_path: str = "/") -> list[str]:
-    """Every problem of the release's pages: unbalanced tags, relative links to missing files,
-    links from the host's root but in the 404 page (whose links start at `root_path`)."""
-    problems = []
-    for path, data in sorted(files.items()):
-        if not path.endswith(".html"):
+def page_problems(path: str, html: str, release: Container[str], root_path: str = "/") -> list[str]:
+    """The problems of one page at `path`: unbalanced tags, relative links that lead to no path
+    of `release`, links from the host's root but in the 404 page (whose links start at
+    `root_path`)."""
+    problems: list[str] = []
+    opened: list[str] = []
+    links: list[str] = []
+    raw_text = None  # inside <script> or <style>: text up to its end tag
+    for token in _TAG.finditer(html):
+        closing, name, attributes = token.groups()
+        if name is None:
             continue
-        reader = _PageReader()
-        reader.feed(data.decode("utf-8"))
-        reader.close()
-        problems.extend(f"{path}: {problem}" for problem in reader.problems)
-        if reader.open:
-            problems.append(f"{path}: unclosed <{'>, <'.join(reader.open)}>")
-        for link in reader.links:
-            parts = urlsplit(link)
-            if parts.scheme or parts.netloc or not parts.path:
+        tag = name.lower()
+        if raw_text is not None:
+            if not (closing and tag == raw_text):
                 continue
-            if parts.path.startswith("/"):
-                if path != NOT_FOUND_PAGE or not parts.path.startswith(root_path):
-                    problems.append(f"{path}: link to {link} starts at the host's root, not "
-                                    "at the page")
-                    continue
-                target = posixpath.normpath(parts.path.removeprefix(root_path))
+            raw_text = None
+        if closing:
+            if not opened or opened[-1] != tag:
+                line = html.count("\n", 0, token.start()) + 1
+                problems.append(f"line {line}: </{tag}> closes <{opened[-1] if opened else ''}>")
             else:
-                target = posixpath.normpath(posixpath.join(posixpath.dirname(path), parts.path))
-            if target not in files:
-                problems.append(f"{path}: link to {link} leads to no file of the release")
+                opened.pop()
+            continue
+        if "href" in attributes or "src" in attributes or "data-source" in attributes:
+            for found in _ATTRIBUTE.finditer(attributes):
+                attribute, *values = found.groups()
+                value = next((v for v in values if v is not None), None)
+                if value is not None and attribute.lower() in _LINK_NAMES:
+                    links.append(unescape(value) if "&" in value else value)
+        if tag in VOID_ELEMENTS or attributes.endswith("/"):
+            continue
+        if tag in RAW_TEXT:
+            raw_text = tag
+        opened.append(tag)
+    problems = [f"{path}: {problem}" for problem in problems]
+    if opened:
+        problems.append(f"{path}: unclosed <{'>, <'.join(opened)}>")
+    for link in links:
+        parts = urlsplit(link)
+        if parts.scheme or parts.netloc or not parts.path:
+            continue
+        if parts.path.startswith("/"):
+            if path != NOT_FOUND_PAGE or not parts.path.startswith(root_path):
+                problems.append(f"{path}: link to {link} starts at the host's root, not "
+                                "at the page")
+                continue
+            target = posixpath.normpath(parts.path.removeprefix(root_path))
+        else:
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(path), parts.path))
+        if target not in release:
+            problems.append(f"{path}: link to {link} leads to no file of the release")
     return problems
 
 
-def site_files(
-    full: Mapping[str, Any], index: Mapping[str, Any], files: Mapping[str, bytes],
-    base_url: str, trends: Mapping[str, Sequence[DayFigures]] | None = None,
-) -> dict[str, bytes]:
-    """Pages, assets and host files from the release's full dataset and category index, for a
-    release whose other files are `files` (the pages' links are checked against them)."""
-    root_path = site_root(base_url)
-    assets, asset_paths = asset_files()
-    site = {**assets, **host_files()}
-    site.update(render_pages(full, index, asset_paths, root_path, trends))
-    problems = check_pages({**files, **site}, root_path)
-    if problems:
-        raise PageError(problems)
-    return site
+def check_pages(files: Mapping[str, bytes], root_path: str = "/") -> list[str]:
+    """Every problem of the release's pages (`page_problems`), the release being `files`."""
+    problems = []
+    for path, data in sorted(files.items()):
+        if path.endswith(".html"):
+            problems += page_problems(path, data.decode("utf-8"), files, root_path)
+    return problems

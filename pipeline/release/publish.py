@@ -40,8 +40,7 @@ from pipeline.contract import (
 from pipeline.judging.changes import Change, Event, release_event
 from pipeline.judging.health import is_https
 from pipeline.judging.present import Presented
-from pipeline.judging.rollup import DayFigures, entry_trends
-from pipeline.release.crawlers import check_sitemaps, crawler_files
+from pipeline.judging.rollup import entry_trends
 from pipeline.release.feed import feed_items, render_feed
 from pipeline.release.layout import (
     CATEGORY_INDEX,
@@ -63,10 +62,9 @@ from pipeline.release.layout import (
     folder_version,
     release_folder,
 )
-from pipeline.release.markdown import check_markdown, markdown_files
 from pipeline.release.openapi import render_openapi
-from pipeline.release.pages import site_files
 from pipeline.release.search import search_line
+from pipeline.release.site import write_site
 from pipeline.release.swap import (
     link_tree,
     publish_lock,
@@ -475,27 +473,6 @@ def write_history(
     write_file(staging, CHANGES, render_json(change_log))
     items = feed_items(change_log["changes"], change_log["events"])
     write_file(staging, CHANGES_FEED, render_feed(meta, items, base_url))
-
-
-def write_site(staging: Path, base_url: str,
-               trends: Mapping[str, Sequence[DayFigures]] | None = None) -> None:
-    """The reader pages, assets and host files, the Markdown for agents (`llms.txt`, one file
-    per entry and category) and the sitemap and `robots.txt` for crawlers, rendered from the
-    staged documents; each page's, Markdown file's and sitemap's links are checked."""
-    # Keys name every staged file (the pages link to them); only the two documents the
-    # pages are rendered from are read.
-    staged = {p.relative_to(staging).as_posix(): b"" for p in staging.rglob("*") if p.is_file()}
-    full = orjson.loads((staging / FULL_DATASET).read_bytes())
-    index = orjson.loads((staging / CATEGORY_INDEX).read_bytes())
-    markdown = markdown_files(full, index)
-    crawlers = crawler_files(full, index, base_url)
-    site = site_files(full, index, {**staged, **markdown, **crawlers}, base_url, trends)
-    del full
-    release = {**staged, **markdown, **crawlers, **site}
-    check_markdown(markdown, release)
-    check_sitemaps(crawlers, release, base_url)
-    for relative, data in {**markdown, **crawlers, **site}.items():
-        write_file(staging, relative, data)
 
 
 def publish_release(

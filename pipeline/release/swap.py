@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import socket
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -46,20 +47,43 @@ def _exchange(first: Path, second: Path) -> bool:
 
 
 def _swap_in(staging: Path, output_dir: Path) -> None:
+    """Make `staging` the live folder; the release it replaces is renamed out of sight and
+    removed once the publish lock is let go (`_remove_retired`), not while others wait for it."""
     if not output_dir.exists():
         staging.rename(output_dir)
         return
+    retired = new_side_folder(output_dir, "retired")
     if _exchange(staging, output_dir):
-        shutil.rmtree(staging)
-        return
-    retired = output_dir.with_name(f".{output_dir.name}.old-{uuid.uuid4().hex[:8]}")
-    output_dir.rename(retired)
-    staging.rename(output_dir)
-    shutil.rmtree(retired)
+        staging.rename(retired)
+    else:
+        output_dir.rename(retired)
+        staging.rename(output_dir)
+    _RETIRED.setdefault(lock_file(output_dir), []).append(retired)
 
 
-# `.<output>.staging-<pid>@<host>-<random>`; older releases wrote `.<output>.staging-<random>`.
-_OWNER = re.compile(r"\.staging-(?P<pid>\d+)@(?P<host>.+)-[0-9a-f]{8}$")
+# `.<output>.<staging|retired>-<pid>@<host>-<random>`; older releases wrote
+# `.<output>.staging-<random>` and `.<output>.old-<random>`.
+_OWNER = re.compile(r"\.(?:staging|retired)-(?P<pid>\d+)@(?P<host>.+)-[0-9a-f]{8}$")
+# Retired releases waiting for their publisher to let go of the lock, by lock file.
+_RETIRED: dict[Path, list[Path]] = {}
+
+
+def _remove_retired(lock: Path) -> threading.Thread | None:
+    """Remove the releases this process retired under `lock`, in a thread of their own (a
+    retired release of 100,000 entries takes a minute to delete on a slow disk, and nothing
+    reads it); the interpreter waits for it before it exits, and one cut short is finished by
+    the next publisher."""
+    retired = _RETIRED.pop(lock, [])
+    if not retired:
+        return None
+
+    def remove() -> None:
+        for folder in retired:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    remover = threading.Thread(target=remove, name="apidir-remove-retired")
+    remover.start()
+    return remover
 
 
 class PublishLockTimeout(RuntimeError):
@@ -89,18 +113,25 @@ def publish_lock(output_dir: Path, timeout: float | None = None) -> Iterator[Non
         yield
     finally:
         lock.release()
+        if not lock.is_locked:  # the outermost hold ended: nobody waits on what is removed
+            _remove_retired(path)
 
 
 def staging_folders(output_dir: Path) -> list[Path]:
+    return side_folders(output_dir, "staging")
+
+
+def side_folders(output_dir: Path, kind: str) -> list[Path]:
+    """The `kind` folders (staging, retired) beside `output_dir`."""
     output_dir = output_dir.absolute()
-    return sorted(output_dir.parent.glob(f".{output_dir.name}.staging-*"))
+    return sorted(output_dir.parent.glob(f".{output_dir.name}.{kind}-*"))
 
 
-def owner_is_dead(staging: Path) -> bool:
-    """True when the staging folder's owner provably runs no more: a process of this host
-    that is gone, or a folder from before owners were named (whose publisher held no lock
-    and cannot still be running once this one holds it)."""
-    match = _OWNER.search(staging.name)
+def owner_is_dead(folder: Path) -> bool:
+    """True when a staging or retired folder's owner provably runs no more: a process of this
+    host that is gone, or a folder from before owners were named (whose publisher held no
+    lock and cannot still be running once this one holds it)."""
+    match = _OWNER.search(folder.name)
     if match is None:
         return True
     if match["host"] != socket.gethostname():
@@ -111,8 +142,12 @@ def owner_is_dead(staging: Path) -> bool:
 
 def new_staging_folder(output_dir: Path) -> Path:
     """A fresh staging folder beside `output_dir`, named after this process and host."""
+    return new_side_folder(output_dir, "staging")
+
+
+def new_side_folder(output_dir: Path, kind: str) -> Path:
     owner = f"{os.getpid()}@{socket.gethostname()}"
-    return output_dir.with_name(f".{output_dir.name}.staging-{owner}-{uuid.uuid4().hex[:8]}")
+    return output_dir.with_name(f".{output_dir.name}.{kind}-{owner}-{uuid.uuid4().hex[:8]}")
 
 
 def write_file(folder: Path, relative: str, data: bytes) -> None:
@@ -157,7 +192,9 @@ def _stage_and_swap_locked(
     write: Callable[[Path], None],
     carry: Iterable[str],
 ) -> Path:
-    for stale in staging_folders(output_dir):
+    leftovers = [*staging_folders(output_dir), *side_folders(output_dir, "retired"),
+                 *side_folders(output_dir, "old")]
+    for stale in leftovers:
         if owner_is_dead(stale):
             shutil.rmtree(stale, ignore_errors=True)
     staging = new_staging_folder(output_dir)

@@ -1,0 +1,153 @@
+"""Publish with pages at scale: the wall and peak RSS of a release of N entries published
+with its reader pages, Markdown and sitemap, against the JSON release alone.
+
+    python -m bench.pages_scale [--sizes 10000 100000] [--workdir var/bench-pages]
+
+The entries are those of the test release (`tests/site_release.py`: the curated catalogue,
+scored from a probe history), copied with new ids and names up to N, and each given 30 days
+of synthetic daily figures for its trend chart. Every run is a fresh process that streams the
+entries into `stream_release` as `publish_release` does (the JSON, the release history, then
+`write_site`), twice into the same output folder: the second run replaces a live release of
+the same entries, as a nightly does. Peak RSS is the process's high-water mark (VmHWM); the
+largest worker process's is printed apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench.catalogue import peak_rss_mb, reset_peak_rss
+
+REPO = Path(__file__).resolve().parent.parent
+DAYS = 30
+
+
+class SyntheticTrends(Mapping[str, list[Any]]):
+    """30 days of figures for any entry, made when asked (the bench holds none of them)."""
+
+    def __init__(self, last_day: date) -> None:
+        self.last_day = last_day
+
+    def __getitem__(self, entry_id: str) -> list[Any]:
+        from pipeline.judging.rollup import DayFigures
+
+        seed = sum(map(ord, entry_id))
+        return [DayFigures(self.last_day - timedelta(days=DAYS - 1 - n), 24, 24 - (seed + n) % 3,
+                           80.0 + (seed * 7 + n * 13) % 400) for n in range(DAYS)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def template_entries(workdir: Path) -> list[dict[str, Any]]:
+    """The published entries of the test release, kept as JSON under `workdir`."""
+    kept = workdir / "templates.json"
+    if not kept.exists():
+        from tests.site_release import publish_sample_release
+
+        with tempfile.TemporaryDirectory() as folder:
+            release = publish_sample_release(Path(folder))
+            full = orjson.loads((release.folder / "api" / "apis.json").read_bytes())
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_bytes(orjson.dumps(full["apis"]))
+    return orjson.loads(kept.read_bytes())
+
+
+def copied_entries(templates: list[dict[str, Any]], size: int) -> Iterator[dict[str, Any]]:
+    """`size` entries in id order, each a template with a new id and name."""
+    names = sorted((f"{templates[n % len(templates)]['id']}-{n:06d}", n) for n in range(size))
+    for entry_id, serial in names:
+        entry = dict(templates[serial % len(templates)])
+        entry["id"], entry["name"] = entry_id, f"{entry['name']} {serial}"
+        yield entry
+
+
+def run_publish(workdir: Path, size: int, pages: bool) -> dict[str, Any]:
+    """One publish in this process (the `stage` command): figures as a dict."""
+    from pipeline.catalogue.entries import load_categories
+    from pipeline.release import publish
+    from pipeline.store.tables import utcnow
+
+    templates = template_entries(workdir)
+    categories = load_categories(REPO / "data" / "categories.yaml")
+    output = workdir / f"public-{size}-{'pages' if pages else 'json'}"
+    base_url = "https://directory.example"
+    now = utcnow()
+    version = publish.next_version(output, now.date())
+    trends = SyntheticTrends(now.date())
+    clock: dict[str, float] = {}
+
+    def complete(staging: Path, meta: dict[str, Any], counts: Mapping[str, int]) -> None:
+        clock["json"] = time.perf_counter() - started
+        summary = publish.release_summary(meta, counts, {}, categories)
+        publish.write_history(staging, summary, [], meta, [], [], base_url)
+        if pages:
+            clock["site_from"] = time.perf_counter()
+            publish.write_site(staging, base_url, trends)
+            clock["site"] = time.perf_counter() - clock.pop("site_from")
+
+    reset_peak_rss()
+    started = time.perf_counter()
+    total = publish.stream_release(output, copied_entries(templates, size), categories, version,
+                                   now, base_url, complete)
+    workers_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return {"size": total, "pages": pages, "seconds": time.perf_counter() - started,
+            "peak_rss_mb": peak_rss_mb(), "worker_peak_rss_mb": workers_mb, **clock}
+
+
+def measure(workdir: Path, size: int, pages: bool) -> dict[str, Any]:
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench.pages_scale", "stage", str(workdir), str(size),
+         "pages" if pages else "json"],
+        cwd=REPO, check=True, capture_output=True, text=True,
+        env=os.environ | {"PYTHONPATH": str(REPO)},
+    )
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["stage"]:
+        workdir, size, kind = sys.argv[2:5]
+        print(json.dumps(run_publish(Path(workdir), int(size), kind == "pages")))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000])
+    parser.add_argument("--workdir", type=Path, default=REPO / "var" / "bench-pages")
+    args = parser.parse_args()
+    workdir = args.workdir.absolute()
+    workdir.mkdir(parents=True, exist_ok=True)
+    template_entries(workdir)
+    print(f"{'entries':>8} {'publish':>16} {'run':>5} {'wall':>8} {'JSON part':>10} "
+          f"{'pages part':>10} {'peak RSS':>10} {'worker':>9}")
+    for size in args.sizes:
+        for pages in (False, True):
+            shutil.rmtree(workdir / f"public-{size}-{'pages' if pages else 'json'}",
+                          ignore_errors=True)
+            for run in (1, 2):
+                figures = measure(workdir, size, pages)
+                site = f"{figures['site']:9.1f}s" if "site" in figures else f"{'':>10}"
+                print(f"{size:>8,} {'with pages' if pages else 'JSON only':>16} {run:>5} "
+                      f"{figures['seconds']:7.1f}s {figures['json']:9.1f}s {site} "
+                      f"{figures['peak_rss_mb']:7.0f} MiB {figures['worker_peak_rss_mb']:5.0f} MiB",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""What one stage of a run hands to the next when it is large (the presented values of every
+entry: tens of megabytes at 100,000 entries) goes through a file, never as a Prefect task's
+result or parameter: Prefect records those in its events and walks them looking for futures,
+and its server refuses events of a few megabytes."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from pydantic import TypeAdapter
+
+from pipeline.judging.present import Presented
+
+PRESENTED = TypeAdapter(Presented)
+
+
+def handover_dir() -> Path:
+    """The folder of the runs' hand-over files: private to this user, under the system's
+    temporary folder (`TMPDIR`), since a hand-over lives no longer than its run."""
+    folder = Path(tempfile.gettempdir()) / f"apidir-handover-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder
+
+
+def save_presented(presented: Presented, run_id: int) -> Path:
+    """Write `presented` to a new file of run `run_id` and return its path (small enough to be
+    a task's result)."""
+    descriptor, name = tempfile.mkstemp(
+        prefix=f"run-{run_id}-presented-", suffix=".json", dir=handover_dir())
+    with os.fdopen(descriptor, "wb") as file:
+        file.write(PRESENTED.dump_json(presented))
+    return Path(name)
+
+
+def load_presented(path: Path) -> Presented:
+    """The presented values a stage saved to `path`."""
+    return PRESENTED.validate_json(path.read_bytes())
+
+
+def discard(path: Path | None) -> None:
+    """Remove a hand-over file once its run no longer needs it; a missing one is fine."""
+    if path is not None:
+        path.unlink(missing_ok=True)

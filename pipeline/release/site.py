@@ -1,0 +1,249 @@
+"""The site of a release: the reader pages, the Markdown for agents and the files for crawlers,
+written into the staged release from its documents.
+
+A release of 100,000 entries is streamed: the entries are read line by line from the staged
+`apis.json`, and each entry's page and Markdown are rendered, checked and written at once
+(in one worker process per core from `PARALLEL_FROM` entries on). Only what the category pages
+and `llms.txt` list of each entry is kept: its card and its listing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from itertools import islice
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from pipeline.catalogue.entries import paused_garbage_collection
+from pipeline.judging.rollup import DayFigures
+from pipeline.release.crawlers import check_sitemaps, crawler_files
+from pipeline.release.hosting import host_files
+from pipeline.release.layout import (
+    CATEGORY_INDEX,
+    DATASET_HEAD,
+    DATASET_META,
+    FULL_DATASET,
+    LLMS_TXT,
+    NOT_FOUND_PAGE,
+    SEARCH_INDEX,
+    category_markdown,
+    entry_markdown,
+)
+from pipeline.release.markdown import (
+    check_markdown,
+    listing,
+    listing_files,
+    markdown_problems,
+    render_entry_markdown,
+)
+from pipeline.release.pages import (
+    INDEX_PAGE,
+    PageError,
+    asset_files,
+    card_html,
+    category_page,
+    entry_page,
+    page_context,
+    page_problems,
+    presented_entry,
+    render_entry_page,
+    render_pages,
+    score_key,
+    site_root,
+)
+from pipeline.release.swap import write_file
+
+# From this many entries on, pages are rendered in one worker process per core.
+PARALLEL_FROM = 5000
+_CHUNK = 200
+
+
+@dataclass(frozen=True)
+class SiteContext:
+    """What every entry's page and Markdown are rendered and checked with."""
+
+    staging: Path
+    common: dict[str, Any]
+    release: frozenset[str]  # every path of the finished release
+    root_path: str
+
+
+@dataclass(frozen=True)
+class EntrySummary:
+    """What the category pages and the Markdown lists keep of an entry."""
+
+    category: str
+    score_key: tuple[int, bool, str]
+    card: str
+    listing: dict[str, Any]
+
+
+_context: SiteContext | None = None
+
+
+def _use_context(context: SiteContext) -> None:
+    global _context
+    _context = context
+
+
+def write_entry_site(
+    lines: Sequence[bytes], trends: Sequence[Sequence[DayFigures]],
+) -> tuple[list[EntrySummary], list[str]]:
+    """Render, check and write the page and Markdown of each entry (its line of `apis.json`);
+    the entries' summaries and the problems found."""
+    context = _context
+    assert context is not None, "the site context is set before entries are written"
+    meta, labels = context.common["meta"], context.common["labels"]
+    summaries, problems = [], []
+    with paused_garbage_collection():
+        for line, trend in zip(lines, trends, strict=True):
+            api = presented_entry(orjson.loads(line))
+            page, markdown = entry_page(api["id"]), entry_markdown(api["id"])
+            html = render_entry_page(api, context.common, trend)
+            text = render_entry_markdown(api, meta, labels)
+            problems += page_problems(page, html.decode(), context.release, context.root_path)
+            problems += markdown_problems(markdown, text.decode(), context.release)
+            for relative, data in ((page, html), (markdown, text)):
+                with open(os.path.join(context.staging, relative), "wb") as target:
+                    target.write(data)
+            summaries.append(EntrySummary(api["category"], score_key(api),
+                                          card_html(api, labels), listing(api)))
+    return summaries, problems
+
+
+def _check_page(path: str, data: bytes) -> list[str]:
+    assert _context is not None
+    return page_problems(path, data.decode(), _context.release, _context.root_path)
+
+
+def dataset_lines(path: Path) -> Iterator[bytes]:
+    """The entry lines of a staged dataset file, each without its separating comma."""
+    with path.open("rb") as dataset:
+        if dataset.readline() != DATASET_HEAD:
+            raise ValueError(f"{path} does not start as a dataset file")
+        for line in dataset:
+            if line.startswith(DATASET_META):
+                return
+            yield line.rstrip(b"\n").removesuffix(b",")
+
+
+def dataset_meta(path: Path) -> dict[str, Any]:
+    """The meta of a staged dataset file: its last line, read from the end."""
+    with path.open("rb") as dataset:
+        dataset.seek(max(0, path.stat().st_size - (1 << 16)))
+        tail = dataset.read().rsplit(b"\n" + DATASET_META, 1)[-1]
+    return orjson.loads(tail.removeprefix(DATASET_META).rstrip().removesuffix(b"}"))
+
+
+def staged_paths(staging: Path) -> set[str]:
+    """Every file of the staged release, relative to it."""
+    found = set()
+    for folder, _, names in os.walk(staging):
+        relative = os.path.relpath(folder, staging)
+        prefix = "" if relative == "." else relative.replace(os.sep, "/") + "/"
+        found.update(prefix + name for name in names)
+    return found
+
+
+def _chunks(lines: Iterator[bytes], trends: Mapping[str, Sequence[DayFigures]],
+            ids: Sequence[str]) -> Iterator[tuple[list[bytes], list[Sequence[DayFigures]]]]:
+    position = 0
+    while chunk := list(islice(lines, _CHUNK)):
+        chunk_ids = ids[position : position + len(chunk)]
+        position += len(chunk)
+        yield chunk, [trends.get(entry_id, ()) for entry_id in chunk_ids]
+
+
+def _in_order(pool: ProcessPoolExecutor | None, chunks: Iterator[Any], ahead: int,
+              ) -> Iterator[tuple[list[EntrySummary], list[str]]]:
+    """`write_entry_site` of every chunk, in order, at most `ahead` chunks in flight."""
+    if pool is None:
+        for chunk in chunks:
+            yield write_entry_site(*chunk)
+        return
+    pending: deque[Future[tuple[list[EntrySummary], list[str]]]] = deque()
+    for chunk in chunks:
+        pending.append(pool.submit(write_entry_site, *chunk))
+        if len(pending) >= ahead:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
+
+
+def write_site(staging: Path, base_url: str,
+               trends: Mapping[str, Sequence[DayFigures]] | None = None,
+               workers: int | None = None) -> None:
+    """The reader pages, assets and host files, the Markdown for agents (`llms.txt`, one file
+    per entry and category) and the sitemap and `robots.txt` for crawlers, rendered from the
+    staged documents; each page's, Markdown file's and sitemap's links are checked. Raises
+    PageError naming every page with a problem.
+
+    `workers`: processes rendering the entries (default: one per core from `PARALLEL_FROM`
+    entries on, else this process alone)."""
+    trends = trends or {}
+    root_path = site_root(base_url)
+    index = orjson.loads((staging / CATEGORY_INDEX).read_bytes())
+    categories = list(index["categories"])
+    category_ids = [category["id"] for category in categories]
+    ids = [orjson.loads(line)["id"] for line in dataset_lines(staging / SEARCH_INDEX)]
+    meta = dataset_meta(staging / SEARCH_INDEX)
+    assets, asset_paths = asset_files()
+    crawlers = crawler_files(ids, category_ids, base_url)
+    shared = {**assets, **host_files()}
+    release = frozenset({
+        *staged_paths(staging), *shared, *crawlers, INDEX_PAGE, NOT_FOUND_PAGE, LLMS_TXT,
+        *map(category_page, category_ids), *map(category_markdown, category_ids),
+        *map(entry_page, ids), *map(entry_markdown, ids),
+    })
+    context = SiteContext(staging, page_context(meta, categories, asset_paths), release,
+                          root_path)
+    for folder in {os.path.dirname(path) for path in (entry_page("x"), entry_markdown("x"))}:
+        (staging / folder).mkdir(parents=True, exist_ok=True)
+    if workers is None:
+        workers = min(os.cpu_count() or 1, 8) if len(ids) >= PARALLEL_FROM else 1
+    cards: dict[str, list[tuple[tuple[int, bool, str], str]]] = {c: [] for c in category_ids}
+    listings, problems = [], []
+    chunks = _chunks(dataset_lines(staging / FULL_DATASET), trends, ids)
+    pool = None
+    if workers > 1:
+        pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
+                                   initializer=_use_context, initargs=(context,))
+    else:
+        _use_context(context)
+    try:
+        with paused_garbage_collection():
+            for summaries, found in _in_order(pool, chunks, workers * 4):
+                problems += found
+                for summary in summaries:
+                    cards.setdefault(summary.category, []).append((summary.score_key,
+                                                                   summary.card))
+                    listings.append(summary.listing)
+        ordered = {category: [card for _, card in sorted(members, key=lambda m: m[0])]
+                   for category, members in cards.items()}
+        del cards
+        site = {**shared, **render_pages(context.common, ordered, root_path)}
+        del ordered
+        pages = [(path, data) for path, data in site.items() if path.endswith(".html")]
+        if pool is None:
+            checked = [_check_page(path, data) for path, data in pages]
+        else:
+            checked = list(pool.map(_check_page, *zip(*pages, strict=True)))
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    problems += [problem for found in checked for problem in found]
+    if problems:
+        raise PageError(sorted(problems))
+    markdown = listing_files(meta, categories, listings)
+    listed = dict.fromkeys(release, b"")
+    check_markdown(markdown, listed)
+    check_sitemaps(crawlers, listed, base_url)
+    for relative, data in {**markdown, **crawlers, **site}.items():
+        write_file(staging, relative, data)
