@@ -17,9 +17,9 @@ import hashlib
 import json
 import posixpath
 import re
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Container, Iterator, Mapping, Sequence
 from datetime import date, datetime, timedelta
-from functools import cache
+from functools import cache, lru_cache
 from html import unescape
 from pathlib import Path
 from typing import Any
@@ -338,9 +338,9 @@ VOID_ELEMENTS = frozenset(
 RAW_TEXT = frozenset(("script", "style"))
 
 # One token of a page: a comment or declaration, or a start or end tag with its attributes
-# (quoted values may hold `>`).
+# (quoted values may hold `>`; possessive, so a tag is never scanned twice).
 _TAG = re.compile(
-    r"""<(?:!--.*?-->|![^>]*>|(/?)([a-zA-Z][^\s/>]*)((?:[^>"']+|"[^"]*"|'[^']*')*)>)""",
+    r"""<(?:!--.*?-->|![^>]*>|(/?)([a-zA-Z][^\s/>]*)((?:[^>"']++|"[^"]*+"|'[^']*+')*+)>)""",
     re.DOTALL,
 )
 # One attribute of a tag, its value whole (so `src=` inside another value is no attribute).
@@ -348,14 +348,62 @@ _ATTRIBUTE = re.compile(r"""([^\s=/>]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'=
 _LINK_NAMES = frozenset(("href", "src", "data-source"))
 
 
-def page_problems(path: str, html: str, release: Container[str], root_path: str = "/") -> list[str]:
-    """The problems of one page at `path`: unbalanced tags, relative links that lead to no path
-    of `release`, links from the host's root but in the 404 page (whose links start at
-    `root_path`)."""
+def _carries_link(attributes: str) -> bool:
+    """Whether a tag's attributes may name a link (a cheap test before parsing them)."""
+    return "href" in attributes or "src" in attributes or "data-source" in attributes
+
+
+def _link_values(attributes: str) -> Iterator[str]:
+    """The values of a tag's link attributes (`href`, `src`, `data-source`), unescaped."""
+    for found in _ATTRIBUTE.finditer(attributes):
+        attribute, *values = found.groups()
+        value = next((v for v in values if v is not None), None)
+        if value is not None and attribute.lower() in _LINK_NAMES:
+            yield unescape(value) if "&" in value else value
+
+
+def _balanced_links(html: str) -> list[str] | None:
+    """The link values of a page whose tags balance, in order; None when they do not.
+
+    The common case, kept to a few steps a tag: `_tag_walk` walks an unbalanced page again
+    to say where."""
+    opened: list[str] = []
+    push, pop = opened.append, opened.pop
+    linked: list[str] = []
+    raw_text = None  # inside <script> or <style>: text up to its end tag
+    for closing, name, attributes in _TAG.findall(html):
+        if not name:
+            continue  # a comment or declaration
+        tag = name.lower()
+        if raw_text is not None:
+            if not (closing and tag == raw_text):
+                continue
+            raw_text = None
+        if closing:
+            if not opened or pop() != tag:
+                return None
+            continue
+        if attributes:
+            if _carries_link(attributes):
+                linked.append(attributes)
+            if attributes[-1] == "/":
+                continue
+        if tag in VOID_ELEMENTS:
+            continue
+        if tag in RAW_TEXT:
+            raw_text = tag
+        push(tag)
+    if opened:
+        return None
+    return [link for attributes in linked for link in _link_values(attributes)]
+
+
+def _tag_walk(path: str, html: str) -> tuple[list[str], list[str]]:
+    """The tag problems of a page, each with its line, and its link values in order."""
     problems: list[str] = []
     opened: list[str] = []
     links: list[str] = []
-    raw_text = None  # inside <script> or <style>: text up to its end tag
+    raw_text = None
     for token in _TAG.finditer(html):
         closing, name, attributes = token.groups()
         if name is None:
@@ -368,37 +416,54 @@ def page_problems(path: str, html: str, release: Container[str], root_path: str 
         if closing:
             if not opened or opened[-1] != tag:
                 line = html.count("\n", 0, token.start()) + 1
-                problems.append(f"line {line}: </{tag}> closes <{opened[-1] if opened else ''}>")
+                problems.append(f"{path}: line {line}: </{tag}> closes "
+                                f"<{opened[-1] if opened else ''}>")
             else:
                 opened.pop()
             continue
-        if "href" in attributes or "src" in attributes or "data-source" in attributes:
-            for found in _ATTRIBUTE.finditer(attributes):
-                attribute, *values = found.groups()
-                value = next((v for v in values if v is not None), None)
-                if value is not None and attribute.lower() in _LINK_NAMES:
-                    links.append(unescape(value) if "&" in value else value)
+        if _carries_link(attributes):
+            links += _link_values(attributes)
         if tag in VOID_ELEMENTS or attributes.endswith("/"):
             continue
         if tag in RAW_TEXT:
             raw_text = tag
         opened.append(tag)
-    problems = [f"{path}: {problem}" for problem in problems]
     if opened:
         problems.append(f"{path}: unclosed <{'>, <'.join(opened)}>")
+    return problems, links
+
+
+@lru_cache(maxsize=4096)
+def _link_target(folder: str, link: str, root_path: str | None) -> str | None:
+    """The release path a link from a page in `folder` leads to: '' for a link elsewhere (an
+    address with a host, a fragment), None for a link from the host's root that `root_path`
+    (the 404 page's; None for any other page) does not allow. Pages share most of their links,
+    so each is resolved once."""
+    parts = urlsplit(link)
+    if parts.scheme or parts.netloc or not parts.path:
+        return ""
+    if parts.path.startswith("/"):
+        if root_path is None or not parts.path.startswith(root_path):
+            return None
+        return posixpath.normpath(parts.path.removeprefix(root_path))
+    return posixpath.normpath(posixpath.join(folder, parts.path))
+
+
+def page_problems(path: str, html: str, release: Container[str], root_path: str = "/") -> list[str]:
+    """The problems of one page at `path`: unbalanced tags, relative links that lead to no path
+    of `release`, links from the host's root but in the 404 page (whose links start at
+    `root_path`)."""
+    links = _balanced_links(html)
+    problems: list[str] = []
+    if links is None:
+        problems, links = _tag_walk(path, html)
+    folder = posixpath.dirname(path)
+    allowed_root = root_path if path == NOT_FOUND_PAGE else None
     for link in links:
-        parts = urlsplit(link)
-        if parts.scheme or parts.netloc or not parts.path:
-            continue
-        if parts.path.startswith("/"):
-            if path != NOT_FOUND_PAGE or not parts.path.startswith(root_path):
-                problems.append(f"{path}: link to {link} starts at the host's root, not "
-                                "at the page")
-                continue
-            target = posixpath.normpath(parts.path.removeprefix(root_path))
-        else:
-            target = posixpath.normpath(posixpath.join(posixpath.dirname(path), parts.path))
-        if target not in release:
+        target = _link_target(folder, link, allowed_root)
+        if target is None:
+            problems.append(f"{path}: link to {link} starts at the host's root, not at the page")
+        elif target and target not in release:
             problems.append(f"{path}: link to {link} leads to no file of the release")
     return problems
 
