@@ -144,14 +144,21 @@ def free_quota_text(quota: Mapping[str, Any] | None) -> str:
     return " — ".join(parts) or f"per {quota.get('period')}"
 
 
+@lru_cache(maxsize=16)
+def shown_sample(text: str | None) -> tuple[str, bool]:
+    """A sample response indented for reading when it is JSON, otherwise as written; and
+    whether it is JSON. Kept for the few entries in flight: page and Markdown show the same."""
+    if not text:
+        return "", False
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False), True
+    except ValueError:
+        return text.strip(), False
+
+
 def sample_text(text: str | None) -> str:
     """A sample response indented for reading when it is JSON; otherwise as written."""
-    if not text:
-        return ""
-    try:
-        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    except ValueError:
-        return text.strip()
+    return shown_sample(text)[0]
 
 
 def grade_band(grade: str) -> str:
@@ -186,10 +193,15 @@ def score_key(api: Mapping[str, Any]) -> tuple[int, bool, str]:
             api["name"].lower())
 
 
+@cache
+def _no_uptime() -> dict[str, Any]:
+    return Uptime().model_dump(mode="json")
+
+
 def presented_entry(api: Mapping[str, Any]) -> dict[str, Any]:
     """An entry with every field of the contract present (null where unset), for templates."""
     entry = APIEntry.model_validate(api).model_dump(mode="json")
-    entry["uptime"] = entry["uptime"] or Uptime().model_dump(mode="json")
+    entry["uptime"] = entry["uptime"] or dict(_no_uptime())
     return entry
 
 
@@ -236,9 +248,22 @@ SHARED_GLOBALS = {"STATE_LABELS": STATE_LABELS, "AUTH_LABELS": AUTH_LABELS,
                   "NO_AUTH_HEADER": NO_AUTH_HEADER, "ONLINE_NOTE": ONLINE_NOTE}
 
 
+class DocumentEnvironment(Environment):
+    """Templates over documents (dicts from JSON): `api.status` reads the key first. Jinja
+    tries the attribute first, which for a dict fails with an exception at every lookup."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if type(obj) is dict:
+            try:
+                return obj[attribute]
+            except KeyError:
+                pass
+        return super().getattr(obj, attribute)
+
+
 @cache
 def environment() -> Environment:
-    env = Environment(
+    env = DocumentEnvironment(
         loader=FileSystemLoader(TEMPLATES),
         autoescape=select_autoescape(["html"]),
         undefined=StrictUndefined,
