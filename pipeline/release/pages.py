@@ -39,6 +39,7 @@ from pipeline.release.layout import (
     entry_document,
     entry_markdown,
 )
+from pipeline.release.presented import with_defaults
 
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = TEMPLATES / "static"
@@ -200,7 +201,7 @@ def _no_uptime() -> dict[str, Any]:
 
 def presented_entry(api: Mapping[str, Any]) -> dict[str, Any]:
     """An entry with every field of the contract present (null where unset), for templates."""
-    entry = APIEntry.model_validate(api).model_dump(mode="json")
+    entry = with_defaults(api, APIEntry)
     entry["uptime"] = entry["uptime"] or dict(_no_uptime())
     return entry
 
