@@ -17,7 +17,7 @@ import hashlib
 import json
 import posixpath
 import re
-from collections.abc import Container, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from datetime import date, datetime, timedelta
 from functools import cache, lru_cache
 from html import unescape
@@ -374,18 +374,16 @@ _ATTRIBUTE = re.compile(r"""([^\s=/>]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'=
 _LINK_NAMES = frozenset(("href", "src", "data-source"))
 
 
-def _carries_link(attributes: str) -> bool:
-    """Whether a tag's attributes may name a link (a cheap test before parsing them)."""
-    return "href" in attributes or "src" in attributes or "data-source" in attributes
-
-
-def _link_values(attributes: str) -> Iterator[str]:
-    """The values of a tag's link attributes (`href`, `src`, `data-source`), unescaped."""
-    for found in _ATTRIBUTE.finditer(attributes):
-        attribute, *values = found.groups()
-        value = next((v for v in values if v is not None), None)
-        if value is not None and attribute.lower() in _LINK_NAMES:
-            yield unescape(value) if "&" in value else value
+def _link_values(attributes: Iterable[str]) -> list[str]:
+    """The values of the link attributes (`href`, `src`, `data-source`) of tags, in order,
+    unescaped; an empty value links nowhere and is left out."""
+    links = []
+    for tag in attributes:
+        for attribute, double, single, bare in _ATTRIBUTE.findall(tag):
+            value = double or single or bare
+            if value and attribute.lower() in _LINK_NAMES:
+                links.append(unescape(value) if "&" in value else value)
+    return links
 
 
 def _balanced_links(html: str) -> list[str] | None:
@@ -410,7 +408,8 @@ def _balanced_links(html: str) -> list[str] | None:
                 return None
             continue
         if attributes:
-            if _carries_link(attributes):
+            # A cheap test before the few tags that may carry a link are parsed.
+            if "href" in attributes or "src" in attributes or "data-source" in attributes:
                 linked.append(attributes)
             if attributes[-1] == "/":
                 continue
@@ -421,14 +420,14 @@ def _balanced_links(html: str) -> list[str] | None:
         push(tag)
     if opened:
         return None
-    return [link for attributes in linked for link in _link_values(attributes)]
+    return _link_values(linked)
 
 
 def _tag_walk(path: str, html: str) -> tuple[list[str], list[str]]:
     """The tag problems of a page, each with its line, and its link values in order."""
     problems: list[str] = []
     opened: list[str] = []
-    links: list[str] = []
+    linked: list[str] = []
     raw_text = None
     for token in _TAG.finditer(html):
         closing, name, attributes = token.groups()
@@ -447,8 +446,7 @@ def _tag_walk(path: str, html: str) -> tuple[list[str], list[str]]:
             else:
                 opened.pop()
             continue
-        if _carries_link(attributes):
-            links += _link_values(attributes)
+        linked.append(attributes)
         if tag in VOID_ELEMENTS or attributes.endswith("/"):
             continue
         if tag in RAW_TEXT:
@@ -456,7 +454,7 @@ def _tag_walk(path: str, html: str) -> tuple[list[str], list[str]]:
         opened.append(tag)
     if opened:
         problems.append(f"{path}: unclosed <{'>, <'.join(opened)}>")
-    return problems, links
+    return problems, _link_values(linked)
 
 
 @lru_cache(maxsize=4096)
