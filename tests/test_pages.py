@@ -630,6 +630,11 @@ def test_the_page_check_reads_tags_as_a_browser_does() -> None:
         "index.html: unclosed <main>, <p>, <b>, <div>",
         "index.html: link to b.html?x=1 leads to no file of the release",
     ]
+    balanced = '<p><a href="b.html">b</a><a href="/a.html">a</a><img src="a.html"></p>'
+    assert pages.page_problems("index.html", balanced, release) == [
+        "index.html: link to b.html leads to no file of the release",
+        "index.html: link to /a.html starts at the host's root, not at the page",
+    ]
 
 
 def restaged(sample: SampleRelease, folder: Path) -> Path:

@@ -10,7 +10,6 @@ any Markdown reader, and code goes in spans and fences longer than any backtick 
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 from collections.abc import Container, Iterable, Mapping, Sequence
@@ -34,10 +33,11 @@ from pipeline.release.pages import (
     SHARED_FILTERS,
     SHARED_GLOBALS,
     TEMPLATES,
+    DocumentEnvironment,
     PageError,
     category_page,
     entry_page,
-    sample_text,
+    shown_sample,
 )
 
 
@@ -87,12 +87,8 @@ def code_block(value: Any, info: str = "") -> Markdown:
 
 def sample_block(text: str) -> Markdown:
     """A sample response as a code block: indented and marked as JSON when it is JSON."""
-    shown = sample_text(text)
-    try:
-        json.loads(shown)
-    except ValueError:
-        return code_block(shown)
-    return code_block(shown, "json")
+    shown, is_json = shown_sample(text)
+    return code_block(shown, "json" if is_json else "")
 
 
 def autolink(url: Any) -> Markdown:
@@ -118,7 +114,7 @@ def relative(target: str, start: str) -> str:
 
 @cache
 def environment() -> Environment:
-    env = Environment(
+    env = DocumentEnvironment(
         loader=FileSystemLoader(TEMPLATES),
         autoescape=False,
         finalize=markdown_text,

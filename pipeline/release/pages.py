@@ -17,9 +17,9 @@ import hashlib
 import json
 import posixpath
 import re
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from datetime import date, datetime, timedelta
-from functools import cache
+from functools import cache, lru_cache
 from html import unescape
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from pipeline.release.layout import (
     entry_document,
     entry_markdown,
 )
+from pipeline.release.presented import with_defaults
 
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = TEMPLATES / "static"
@@ -144,14 +145,21 @@ def free_quota_text(quota: Mapping[str, Any] | None) -> str:
     return " — ".join(parts) or f"per {quota.get('period')}"
 
 
+@lru_cache(maxsize=16)
+def shown_sample(text: str | None) -> tuple[str, bool]:
+    """A sample response indented for reading when it is JSON, otherwise as written; and
+    whether it is JSON. Kept for the few entries in flight: page and Markdown show the same."""
+    if not text:
+        return "", False
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False), True
+    except ValueError:
+        return text.strip(), False
+
+
 def sample_text(text: str | None) -> str:
     """A sample response indented for reading when it is JSON; otherwise as written."""
-    if not text:
-        return ""
-    try:
-        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    except ValueError:
-        return text.strip()
+    return shown_sample(text)[0]
 
 
 def grade_band(grade: str) -> str:
@@ -186,10 +194,15 @@ def score_key(api: Mapping[str, Any]) -> tuple[int, bool, str]:
             api["name"].lower())
 
 
+@cache
+def _no_uptime() -> dict[str, Any]:
+    return Uptime().model_dump(mode="json")
+
+
 def presented_entry(api: Mapping[str, Any]) -> dict[str, Any]:
     """An entry with every field of the contract present (null where unset), for templates."""
-    entry = APIEntry.model_validate(api).model_dump(mode="json")
-    entry["uptime"] = entry["uptime"] or Uptime().model_dump(mode="json")
+    entry = with_defaults(api, APIEntry)
+    entry["uptime"] = entry["uptime"] or dict(_no_uptime())
     return entry
 
 
@@ -236,9 +249,22 @@ SHARED_GLOBALS = {"STATE_LABELS": STATE_LABELS, "AUTH_LABELS": AUTH_LABELS,
                   "NO_AUTH_HEADER": NO_AUTH_HEADER, "ONLINE_NOTE": ONLINE_NOTE}
 
 
+class DocumentEnvironment(Environment):
+    """Templates over documents (dicts from JSON): `api.status` reads the key first. Jinja
+    tries the attribute first, which for a dict fails with an exception at every lookup."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if type(obj) is dict:
+            try:
+                return obj[attribute]
+            except KeyError:
+                pass
+        return super().getattr(obj, attribute)
+
+
 @cache
 def environment() -> Environment:
-    env = Environment(
+    env = DocumentEnvironment(
         loader=FileSystemLoader(TEMPLATES),
         autoescape=select_autoescape(["html"]),
         undefined=StrictUndefined,
@@ -338,9 +364,9 @@ VOID_ELEMENTS = frozenset(
 RAW_TEXT = frozenset(("script", "style"))
 
 # One token of a page: a comment or declaration, or a start or end tag with its attributes
-# (quoted values may hold `>`).
+# (quoted values may hold `>`; possessive, so a tag is never scanned twice).
 _TAG = re.compile(
-    r"""<(?:!--.*?-->|![^>]*>|(/?)([a-zA-Z][^\s/>]*)((?:[^>"']+|"[^"]*"|'[^']*')*)>)""",
+    r"""<(?:!--.*?-->|![^>]*>|(/?)([a-zA-Z][^\s/>]*)((?:[^>"']++|"[^"]*+"|'[^']*+')*+)>)""",
     re.DOTALL,
 )
 # One attribute of a tag, its value whole (so `src=` inside another value is no attribute).
@@ -348,14 +374,61 @@ _ATTRIBUTE = re.compile(r"""([^\s=/>]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'=
 _LINK_NAMES = frozenset(("href", "src", "data-source"))
 
 
-def page_problems(path: str, html: str, release: Container[str], root_path: str = "/") -> list[str]:
-    """The problems of one page at `path`: unbalanced tags, relative links that lead to no path
-    of `release`, links from the host's root but in the 404 page (whose links start at
-    `root_path`)."""
+def _link_values(attributes: Iterable[str]) -> list[str]:
+    """The values of the link attributes (`href`, `src`, `data-source`) of tags, in order,
+    unescaped; an empty value links nowhere and is left out."""
+    links = []
+    for tag in attributes:
+        for attribute, double, single, bare in _ATTRIBUTE.findall(tag):
+            value = double or single or bare
+            if value and attribute.lower() in _LINK_NAMES:
+                links.append(unescape(value) if "&" in value else value)
+    return links
+
+
+def _balanced_links(html: str) -> list[str] | None:
+    """The link values of a page whose tags balance, in order; None when they do not.
+
+    The common case, kept to a few steps a tag: `_tag_walk` walks an unbalanced page again
+    to say where."""
+    opened: list[str] = []
+    push, pop = opened.append, opened.pop
+    linked: list[str] = []
+    raw_text = None  # inside <script> or <style>: text up to its end tag
+    for closing, name, attributes in _TAG.findall(html):
+        if not name:
+            continue  # a comment or declaration
+        tag = name.lower()
+        if raw_text is not None:
+            if not (closing and tag == raw_text):
+                continue
+            raw_text = None
+        if closing:
+            if not opened or pop() != tag:
+                return None
+            continue
+        if attributes:
+            # A cheap test before the few tags that may carry a link are parsed.
+            if "href" in attributes or "src" in attributes or "data-source" in attributes:
+                linked.append(attributes)
+            if attributes[-1] == "/":
+                continue
+        if tag in VOID_ELEMENTS:
+            continue
+        if tag in RAW_TEXT:
+            raw_text = tag
+        push(tag)
+    if opened:
+        return None
+    return _link_values(linked)
+
+
+def _tag_walk(path: str, html: str) -> tuple[list[str], list[str]]:
+    """The tag problems of a page, each with its line, and its link values in order."""
     problems: list[str] = []
     opened: list[str] = []
-    links: list[str] = []
-    raw_text = None  # inside <script> or <style>: text up to its end tag
+    linked: list[str] = []
+    raw_text = None
     for token in _TAG.finditer(html):
         closing, name, attributes = token.groups()
         if name is None:
@@ -368,37 +441,53 @@ def page_problems(path: str, html: str, release: Container[str], root_path: str 
         if closing:
             if not opened or opened[-1] != tag:
                 line = html.count("\n", 0, token.start()) + 1
-                problems.append(f"line {line}: </{tag}> closes <{opened[-1] if opened else ''}>")
+                problems.append(f"{path}: line {line}: </{tag}> closes "
+                                f"<{opened[-1] if opened else ''}>")
             else:
                 opened.pop()
             continue
-        if "href" in attributes or "src" in attributes or "data-source" in attributes:
-            for found in _ATTRIBUTE.finditer(attributes):
-                attribute, *values = found.groups()
-                value = next((v for v in values if v is not None), None)
-                if value is not None and attribute.lower() in _LINK_NAMES:
-                    links.append(unescape(value) if "&" in value else value)
+        linked.append(attributes)
         if tag in VOID_ELEMENTS or attributes.endswith("/"):
             continue
         if tag in RAW_TEXT:
             raw_text = tag
         opened.append(tag)
-    problems = [f"{path}: {problem}" for problem in problems]
     if opened:
         problems.append(f"{path}: unclosed <{'>, <'.join(opened)}>")
+    return problems, _link_values(linked)
+
+
+@lru_cache(maxsize=4096)
+def _link_target(folder: str, link: str, root_path: str | None) -> str | None:
+    """The release path a link from a page in `folder` leads to: '' for a link elsewhere (an
+    address with a host, a fragment), None for a link from the host's root that `root_path`
+    (the 404 page's; None for any other page) does not allow. Pages share most of their links,
+    so each is resolved once."""
+    parts = urlsplit(link)
+    if parts.scheme or parts.netloc or not parts.path:
+        return ""
+    if parts.path.startswith("/"):
+        if root_path is None or not parts.path.startswith(root_path):
+            return None
+        return posixpath.normpath(parts.path.removeprefix(root_path))
+    return posixpath.normpath(posixpath.join(folder, parts.path))
+
+
+def page_problems(path: str, html: str, release: Container[str], root_path: str = "/") -> list[str]:
+    """The problems of one page at `path`: unbalanced tags, relative links that lead to no path
+    of `release`, links from the host's root but in the 404 page (whose links start at
+    `root_path`)."""
+    links = _balanced_links(html)
+    problems: list[str] = []
+    if links is None:
+        problems, links = _tag_walk(path, html)
+    folder = posixpath.dirname(path)
+    allowed_root = root_path if path == NOT_FOUND_PAGE else None
     for link in links:
-        parts = urlsplit(link)
-        if parts.scheme or parts.netloc or not parts.path:
-            continue
-        if parts.path.startswith("/"):
-            if path != NOT_FOUND_PAGE or not parts.path.startswith(root_path):
-                problems.append(f"{path}: link to {link} starts at the host's root, not "
-                                "at the page")
-                continue
-            target = posixpath.normpath(parts.path.removeprefix(root_path))
-        else:
-            target = posixpath.normpath(posixpath.join(posixpath.dirname(path), parts.path))
-        if target not in release:
+        target = _link_target(folder, link, allowed_root)
+        if target is None:
+            problems.append(f"{path}: link to {link} starts at the host's root, not at the page")
+        elif target and target not in release:
             problems.append(f"{path}: link to {link} leads to no file of the release")
     return problems
 
