@@ -6,18 +6,21 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlmodel import select
+from sqlalchemy import func
+from sqlmodel import col, select
 
 from pipeline.contract import ONLINE_NOTE
 from pipeline.probing.probe import ProbeResult
 from pipeline.store.history import (
+    RECENT_RUNS,
     history_frame,
+    latest_runs,
     latest_statuses,
     network_suspect,
     plan_targets,
     record_probes,
 )
-from pipeline.store.tables import EndpointRow, ProbeRow, start_run
+from pipeline.store.tables import EndpointRow, PipelineRun, ProbeRow, start_run
 from tests.conftest import WriteEntry, make_entry
 
 T0 = datetime(2026, 11, 20, 3, 0, tzinfo=UTC)
@@ -151,3 +154,39 @@ def test_each_endpoint_has_its_own_status_or_says_why_it_is_not_probed(session) 
     assert (statuses[2].state, statuses[2].note) == ("unchecked", "path has placeholders")
     assert (statuses[3].state, statuses[3].reason, statuses[3].http_status) == (
         "unreachable", "read_timeout", None)
+
+
+def whole_history_latest(session, until: datetime | None = None) -> dict[str, int]:
+    """The reference: each entry's latest trusted run by `until`, from every probe stored."""
+    statement = (select(ProbeRow.entry_id, func.max(ProbeRow.run_id))
+                 .join(PipelineRun, PipelineRun.id == ProbeRow.run_id)
+                 .where(col(PipelineRun.network_suspect).is_(False)))
+    if until is not None:
+        statement = statement.where(ProbeRow.checked_at <= until)
+    return dict(session.exec(statement.group_by(ProbeRow.entry_id)).all())
+
+
+def test_the_latest_runs_are_found_without_the_whole_history_and_equal_it(session) -> None:
+    """The newest runs are read first and the rest looked up by entry: the same latest run as
+    a look at every probe, for an entry probed only long ago, past a network-suspect run, and
+    as of any moment."""
+    forecast = "https://api.example.com/v1/forecast"
+    old = start_run(session, "nightly")
+    record_probes(session, old, [result(forecast, "live", 200)])  # probed once, long ago
+    for night in range(1, RECENT_RUNS + 3):
+        run = start_run(session, "nightly")
+        at = T0 + timedelta(days=night)
+        record_probes(session, run, [result("https://open.example.org", "live", 200,
+                                            entry="open-api", at=at)])
+    down = start_run(session, "nightly")
+    record_probes(session, down, [result(f"https://h{i}.example.com/", "unreachable", None,
+                                         None, entry="open-api", error_class="dns",
+                                         at=T0 + timedelta(days=30)) for i in range(12)])
+    assert down.network_suspect
+    for until in (None, T0, T0 + timedelta(days=3, hours=1), T0 + timedelta(days=40)):
+        expected = whole_history_latest(session, until)
+        assert latest_runs(session, until=until) == expected
+        assert latest_runs(session, ["example-weather"], until) == {
+            k: v for k, v in expected.items() if k == "example-weather"}
+    assert latest_runs(session) == {"example-weather": old.id, "open-api": down.id - 1}
+    assert latest_runs(session, until=T0 - timedelta(days=1)) == {}

@@ -285,14 +285,7 @@ def latest_probes(
     Two index-friendly steps (the latest trusted run of each entry, then the probes of those
     few runs) rather than one join, which SQLite plans as runs x entries row visits.
     """
-    latest_runs = select(col(ProbeRow.entry_id), func.max(ProbeRow.run_id)).where(
-        col(ProbeRow.run_id).in_(_trusted_runs())
-    )
-    if until is not None:
-        latest_runs = latest_runs.where(ProbeRow.checked_at <= until)
-    if entry_ids is not None:
-        latest_runs = latest_runs.where(col(ProbeRow.entry_id).in_(list(entry_ids)))
-    latest = dict(session.exec(latest_runs.group_by(col(ProbeRow.entry_id))).all())
+    latest = latest_runs(session, entry_ids, until)
     by_entry: dict[str, list[ProbeRow]] = defaultdict(list)
     for run_id in sorted(set(latest.values())):
         statement = select(*(getattr(ProbeRow, name) for name in STATUS_COLUMNS)).where(
@@ -309,6 +302,41 @@ def latest_probes(
     order = _endpoint_order(session)
     return {entry_id: sorted(probes, key=lambda p: order.get(p.endpoint_id, -1))
             for entry_id, probes in by_entry.items()}
+
+
+RECENT_RUNS = 7  # the newest runs read whole before the entries left are looked up one by one
+_LOOKUP_CHUNK = 500  # entries looked up in one IN list
+
+
+def latest_runs(
+    session: Session, entry_ids: Iterable[str] | None = None, until: datetime | None = None
+) -> dict[str, int]:
+    """The latest trusted run that probed each entry by `until` (all stored entries, or
+    `entry_ids`), without reading the whole history, which grows every night: the newest
+    runs are read one at a time through the run index until every entry has its run (the
+    last nightly run usually places them all), and only the entries left (not probed lately,
+    or never) are looked up through the entry index."""
+    wanted = set(entry_ids) if entry_ids is not None else set(session.exec(select(EntryRow.id)))
+    recent = select(PipelineRun.id).where(col(PipelineRun.network_suspect).is_(False))
+    latest: dict[str, int] = {}
+    for run_id in session.exec(recent.order_by(col(PipelineRun.id).desc()).limit(RECENT_RUNS)):
+        if len(latest) == len(wanted):
+            break
+        probed = select(ProbeRow.entry_id).distinct().where(ProbeRow.run_id == run_id)
+        if until is not None:
+            probed = probed.where(ProbeRow.checked_at <= until)
+        for entry_id in session.exec(probed):
+            if entry_id in wanted:
+                latest.setdefault(entry_id, run_id)
+    left = sorted(wanted - latest.keys())
+    for start in range(0, len(left), _LOOKUP_CHUNK):
+        older = select(col(ProbeRow.entry_id), func.max(ProbeRow.run_id)).where(
+            col(ProbeRow.entry_id).in_(left[start:start + _LOOKUP_CHUNK]),
+            col(ProbeRow.run_id).in_(_trusted_runs()))
+        if until is not None:
+            older = older.where(ProbeRow.checked_at <= until)
+        latest.update(session.exec(older.group_by(col(ProbeRow.entry_id))).all())
+    return latest
 
 
 def _endpoint_order(session: Session) -> dict[int | None, int]:
