@@ -281,8 +281,9 @@ def test_no_auth_shows_a_comment_as_its_header(sample: SampleRelease) -> None:
 
 
 def test_the_auth_type_is_said_once(sample: SampleRelease) -> None:
-    """The auth rows name the auth type once: inside the description when that names it (the
-    description's own repeats aside), else before it; its machine value rides in `<data>`."""
+    """The auth rows of the page and the Markdown name the auth type once: inside the
+    description when that names it (the description's own repeats aside), else before it; its
+    machine value rides in `<data>` (in code, in the Markdown)."""
     apis = json.loads(page(sample, FULL_DATASET))["apis"]
     named = 0
     for api in apis:
@@ -292,6 +293,12 @@ def test_the_auth_type_is_said_once(sample: SampleRelease) -> None:
         in_description = len(label.findall(api.get("authDescription") or ""))
         in_example = len(label.findall(api.get("authExample") or ""))
         assert said == max(1, in_description) + in_example, api["id"]
+        auth_line = next(line for line in page(sample, entry_markdown(api["id"])).splitlines()
+                         if line.startswith("- **Auth:** "))
+        machine_value = f" (`{api['authType']}`)"
+        assert machine_value in auth_line, api["id"]
+        words = auth_line.replace(machine_value, "")
+        assert len(label.findall(words)) == max(1, in_description), api["id"]
         assert [a["value"] for t, a in html.tags if t == "data"] == [api["authType"]], api["id"]
         named += in_description > 0
     assert named > 10  # the catalogue's descriptions often name the scheme
@@ -469,7 +476,9 @@ def test_the_markdown_of_an_entry_tells_what_an_agent_needs(sample: SampleReleas
     text = page(sample, entry_markdown(ONLINE_ID))
     assert text.startswith(f"# {api['name']}\n\n> {api['description']}\n")
     assert f"- **Base address:** `{api['baseUrl']}`" in text
-    assert f"- **Auth:** Bearer token (`bearer`): {api['authDescription']}" in text
+    before, label, after = api["authDescription"].partition("Bearer token")
+    auth_line = next(line for line in text.splitlines() if line.startswith("- **Auth:** "))
+    assert auth_line == f"- **Auth:** {before}**{label}**{after} (`bearer`)"  # said once
     assert f"- **Auth header:** `{api['authExample']}`" in text
     assert "## Status\n\nOnline: HTTP 401, path returned an error or may require auth; " \
            "response time 312 ms.\nChecked 2026-11-21 02:59 UTC at " \

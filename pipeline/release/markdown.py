@@ -70,6 +70,17 @@ def markdown_text(value: Any) -> str:
     return _ORDERED_START.sub(r"\1\\\2", text)
 
 
+def strong_mention(mention: tuple[str, str, str]) -> Markdown:
+    """A text split around a mention (`auth_mention`), with the mention in bold: each part
+    escaped as `markdown_text`, keeping the spaces that join them."""
+    before, said, after = (markdown_text(part) for part in mention)
+    if before and mention[0][-1].isspace():
+        before += " "
+    if after and mention[2][0].isspace():
+        after = " " + after
+    return Markdown(f"{before}**{said}**{after}")
+
+
 def code_span(value: Any) -> Markdown:
     """`value` on one line as inline code, fenced by more backticks than any run inside."""
     text = " ".join(str(value).split())
@@ -126,6 +137,7 @@ def environment() -> Environment:
     )
     env.filters.update(
         code=code_span,
+        strong_mention=strong_mention,
         fence=code_block,
         autolink=autolink,
         path=link_path,

@@ -246,7 +246,8 @@ def trend_svg(days: Sequence[DayFigures], last_day: date) -> str:
 SHARED_FILTERS = {"checked": checked_text, "share": share_text, "cents": cents_text,
                   "free_quota": free_quota_text}
 SHARED_GLOBALS = {"STATE_LABELS": STATE_LABELS, "AUTH_LABELS": AUTH_LABELS,
-                  "NO_AUTH_HEADER": NO_AUTH_HEADER, "ONLINE_NOTE": ONLINE_NOTE}
+                  "NO_AUTH_HEADER": NO_AUTH_HEADER, "ONLINE_NOTE": ONLINE_NOTE,
+                  "auth_mention": auth_mention}
 
 
 class DocumentEnvironment(Environment):
@@ -288,7 +289,6 @@ def environment() -> Environment:
         category_page=category_page,
         entry_page=entry_page,
         entry_document=entry_document,
-        auth_mention=auth_mention,
     )
     return env
 
