@@ -117,8 +117,9 @@ def test_the_missed_night_automation_calls_the_webhook(prefect_server: dict[str,
             headers={"Content-Type": "application/json"}), timeout=10).read())
 
     try:
-        assert "applied 1 automation(s): apidir-nightly-missed" in apidir("automations", "apply")
-        [applied] = automations()
+        assert ("applied 2 automation(s): apidir-nightly-missed, apidir-probe-shard-zombie"
+                in apidir("automations", "apply"))
+        [applied] = [a for a in automations() if a["name"] == "apidir-nightly-missed"]
         assert applied["trigger"]["posture"] == "Proactive"
         assert applied["trigger"]["within"] == 93600
         assert applied["trigger"]["expect"] == ["prefect.flow-run.Completed"]
@@ -128,7 +129,7 @@ def test_the_missed_night_automation_calls_the_webhook(prefect_server: dict[str,
         assert applied["actions"][0]["block_document_id"] == block["id"]
 
         apidir("automations", "apply", "--within", "10")  # replaces it, with a short window
-        assert [a["trigger"]["within"] for a in automations()] == [10]
+        assert [a["trigger"]["within"] for a in automations()] == [10, 10]
         deadline = time.monotonic() + 120
         while not HookRecorder.received and time.monotonic() < deadline:
             time.sleep(1)

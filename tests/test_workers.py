@@ -10,8 +10,11 @@ the fake internet in a thread of the test's process.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import time
 from collections import Counter
@@ -27,9 +30,11 @@ from sqlalchemy import text
 from sqlmodel import Session, select
 
 from flows.nightly import nightly
+from pipeline.operations.automations import apply_automations
 from pipeline.operations.runs import StageFailed
+from pipeline.settings import Settings
 from pipeline.store.tables import PipelineRun, ProbeRow, ProbeShardRow, make_engine
-from tests.conftest import WriteEntry, make_entry
+from tests.conftest import REPO, WriteEntry, make_entry
 from tests.fake_internet import FakeServer, self_signed_context, serving_in_thread
 from tests.postgres_server import scratch_database
 from tests.prefect_server import (
@@ -48,12 +53,15 @@ PATHS = ("/ok", "/", "/slow")  # three targets per host
 SHARDS = 4
 MACHINES = ("machine-a", "machine-b")
 DEPLOYMENT = "probe-shard/probe-shard"
+AUTOMATIONS = REPO / "deploy" / "prefect" / "automations.yaml"
+UNUSED_HOOK = "http://127.0.0.1:9/hook"  # the missed-night alert fires too; nobody listens
 
 
 @contextmanager
-def worker(env: dict[str, str], folder: Path, name: str) -> Iterator[None]:
+def worker(env: dict[str, str], folder: Path, name: str) -> Iterator[subprocess.Popen[bytes]]:
     """`prefect worker start` in a folder and Prefect home of its own (its log there too),
-    taking at most two flow runs at once."""
+    taking at most two flow runs at once; in a process group of its own with the flow runs it
+    starts, so a test can make its whole machine vanish."""
     folder.mkdir()
     log_path = folder / "worker.log"
     with log_path.open("wb") as log:
@@ -62,9 +70,25 @@ def worker(env: dict[str, str], folder: Path, name: str) -> Iterator[None]:
             cwd=folder, env={**env, "PREFECT_HOME": str(folder / "prefect")},
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            yield
+            yield process
         finally:
             stop(process)
+
+
+def vanish(process: subprocess.Popen[bytes], folder: Path) -> None:
+    """Kill a stand-in machine at once: its worker and every process started from its Prefect
+    home (the worker runs each flow run in a process group of its own), none of them told."""
+    home = f"PREFECT_HOME={folder / 'prefect'}".encode()
+    doomed = {process.pid}
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and home in (entry / "environ").read_bytes().split(b"\0"):
+                doomed.add(int(entry.name))
+        except OSError:
+            continue  # gone already, or not ours to read
+    for pid in doomed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def workers_of(api: str, flow_run_ids: set[str]) -> dict[str, str]:
@@ -138,9 +162,10 @@ async def test_shards_run_on_two_workers_and_a_failed_shard_fails_the_night(
         api = server["PREFECT_API_URL"]
         prefect(server, "work-pool", "create", "apidir", "--type", "process")
         prefect(server, "--no-prompt", "deploy", "--name", "probe-shard")
-        for name in MACHINES:
-            stack.enter_context(worker({**server, **settings, "PREFECT_WORKER_QUERY_SECONDS": "1"},
-                                       tmp_path / name, name))
+        machines = {name: stack.enter_context(worker(
+            {**server, **settings, "PREFECT_WORKER_QUERY_SECONDS": "1",
+             "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "30"},  # Prefect's shortest
+            tmp_path / name, name)) for name in MACHINES}
 
         for index, host in enumerate(HOSTS):
             base = f"https://{host}:{internet.port}"
@@ -242,6 +267,38 @@ async def test_shards_run_on_two_workers_and_a_failed_shard_fails_the_night(
                 break
             time.sleep(1)
         assert states == {"CANCELLED"}, states
+
+        # a worker machine dies mid-shard: with the zombie automation applied (its window made
+        # short), Prefect marks that machine's shards Crashed and the night fails naming them
+        with temporary_settings(updates={PREFECT_API_URL: api}):
+            await apply_automations(AUTOMATIONS, Settings(alert_webhook_url=UNUSED_HOOK),
+                                    within=45)
+            night = asyncio.create_task(nightly.with_options(timeout_seconds=400)())
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                await asyncio.sleep(1)
+                with Session(engine) as session:
+                    fourth = session.exec(select(PipelineRun)
+                                          .order_by(PipelineRun.id.desc())).first()
+                running = [run for run in post_json(f"{api}/flow_runs/filter", {})
+                           if run["name"].startswith("probe-shard-")
+                           and run["parameters"].get("run_id") == fourth.id
+                           and run["state_type"] == "RUNNING"]
+                if len(running) == SHARDS:
+                    break
+            assert len(running) == SHARDS
+            taken = await asyncio.to_thread(workers_of, api, {r["id"] for r in running})
+            on_a = {run_id for run_id, name in taken.items() if name == MACHINES[0]}
+            vanish(machines[MACHINES[0]], tmp_path / MACHINES[0])
+            with pytest.raises(StageFailed) as failure:
+                await night
+        message = str(failure.value)
+        crashed = sorted(int(r["name"].removeprefix("probe-shard-")) for r in running
+                         if r["id"] in on_a)
+        assert crashed and message.startswith(
+            f"probe stage failed: ShardsFailedError: probe shards {crashed} of {SHARDS} "
+            "failed"), message
+        assert "ended Crashed" in message and "no heartbeat" in message, message
         engine.dispose()
         with temporary_settings(updates={PREFECT_API_URL: api}):
             await APILogHandler.aflush()  # the runs' last logs reach the server before it stops
