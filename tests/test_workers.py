@@ -167,12 +167,16 @@ async def test_shards_run_on_two_workers_and_a_failed_shard_fails_the_night(
              "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "30"},  # Prefect's shortest
             tmp_path / name, name)) for name in MACHINES}
 
-        for index, host in enumerate(HOSTS):
-            base = f"https://{host}:{internet.port}"
-            write_entry(make_entry(
-                id=f"worked-{index}", baseUrl=base, sampleRequest=f'curl "{base}/ok"',
-                endpoints=[{"method": "GET", "path": path, "description": "Probed."}
-                           for path in PATHS]))
+        def write_hosts(paths: tuple[str, ...], description: str) -> None:
+            """One entry per host, with a GET endpoint per path."""
+            for index, host in enumerate(HOSTS):
+                base = f"https://{host}:{internet.port}"
+                write_entry(make_entry(
+                    id=f"worked-{index}", baseUrl=base, sampleRequest=f'curl "{base}/ok"',
+                    endpoints=[{"method": "GET", "path": path, "description": description}
+                               for path in paths]))
+
+        write_hosts(PATHS, "Probed.")
         nightly_env = {**settings, "APIDIR_DATA_DIR": str(data_dir),
                        "APIDIR_OUTPUT_DIR": str(tmp_path / "public"),
                        "APIDIR_PROBE_SHARDS": str(SHARDS),
@@ -244,12 +248,7 @@ async def test_shards_run_on_two_workers_and_a_failed_shard_fails_the_night(
         # a night stopped by its time limit while the shards probe: it cancels them
         with engine.begin() as connection:
             connection.execute(text("ALTER TABLE probe DROP CONSTRAINT refuse_one_host"))
-        for index, host in enumerate(HOSTS):
-            base = f"https://{host}:{internet.port}"
-            write_entry(make_entry(
-                id=f"worked-{index}", baseUrl=base, sampleRequest=f'curl "{base}/ok"',
-                endpoints=[{"method": "GET", "path": f"/slow?d=120&n={n}",
-                            "description": "Answers after two minutes."} for n in range(4)]))
+        write_hosts(tuple(f"/slow?d=120&n={n}" for n in range(4)), "Answers after two minutes.")
         with temporary_settings(updates={PREFECT_API_URL: api}), pytest.raises(TimeoutError):
             await nightly.with_options(timeout_seconds=25)()
         with Session(engine) as session:

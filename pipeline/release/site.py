@@ -108,7 +108,7 @@ def write_entry_site(
             page, markdown = entry_page(api["id"]), entry_markdown(api["id"])
             html = render_entry_page(api, context.common, trend)
             text = render_entry_markdown(api, meta, labels)
-            problems += page_problems(page, html.decode(), context.release, context.root_path)
+            problems += _check_page(page, html)
             problems += markdown_problems(markdown, text.decode(), context.release)
             for relative, data in ((page, html), (markdown, text)):
                 with open(os.path.join(context.staging, relative), "wb") as target:

@@ -68,22 +68,20 @@ _OWNER = re.compile(r"\.(?:staging|retired)-(?P<pid>\d+)@(?P<host>.+)-[0-9a-f]{8
 _RETIRED: dict[Path, list[Path]] = {}
 
 
-def _remove_retired(lock: Path) -> threading.Thread | None:
+def _remove_retired(lock: Path) -> None:
     """Remove the releases this process retired under `lock`, in a thread of their own (a
     retired release of 100,000 entries takes a minute to delete on a slow disk, and nothing
     reads it); the interpreter waits for it before it exits, and one cut short is finished by
     the next publisher."""
     retired = _RETIRED.pop(lock, [])
     if not retired:
-        return None
+        return
 
     def remove() -> None:
         for folder in retired:
             shutil.rmtree(folder, ignore_errors=True)
 
-    remover = threading.Thread(target=remove, name="apidir-remove-retired")
-    remover.start()
-    return remover
+    threading.Thread(target=remove, name="apidir-remove-retired").start()
 
 
 class PublishLockTimeout(RuntimeError):

@@ -317,9 +317,9 @@ def latest_runs(
     last nightly run usually places them all), and only the entries left (not probed lately,
     or never) are looked up through the entry index."""
     wanted = set(entry_ids) if entry_ids is not None else set(session.exec(select(EntryRow.id)))
-    recent = select(PipelineRun.id).where(col(PipelineRun.network_suspect).is_(False))
+    newest = _trusted_runs().order_by(col(PipelineRun.id).desc()).limit(RECENT_RUNS)
     latest: dict[str, int] = {}
-    for run_id in session.exec(recent.order_by(col(PipelineRun.id).desc()).limit(RECENT_RUNS)):
+    for run_id in session.exec(newest):
         if len(latest) == len(wanted):
             break
         probed = select(ProbeRow.entry_id).distinct().where(ProbeRow.run_id == run_id)
