@@ -94,6 +94,11 @@ def rules(write_entry: WriteEntry, data_dir: Path, **changes: object) -> list[tu
             "pricing.tiers[0].included",
         ),
         (
+            {"pricing": PRICING | {"details": "Paid plans are priced on example.com/pricing."}},
+            "hedged-field",
+            "pricing.details",
+        ),
+        (
             {"endpoints": [{"method": "GET", "path": "/a", "description": "Limits: not stated."}]},
             "hedged-field",
             "endpoints[0].description",

@@ -21,7 +21,8 @@ CREDENTIAL_FIELDS = ("authExample", "sampleRequest", "sampleResponse")
 # Words that point away from a fact instead of stating it: a field says something or is left out.
 HEDGE = re.compile(
     r"\bnot (?:re)?stated\b|\brestated\b|\bpricing page\b|\bsee the (?:docs|documentation)\b"
-    r"|\b(?:is|are|as) (?:only )?(?:listed|published|shown|advertised) (?:only )?on\b",
+    r"|\b(?:is|are|as) (?:only )?(?:listed|published|shown|advertised) (?:only )?on\b"
+    r"|\b(?:[\w-]+\.)+[a-z]{2,}/\S*(?:pricing|fees)\b",
     re.IGNORECASE,
 )
 
