@@ -75,6 +75,34 @@ def rules(write_entry: WriteEntry, data_dir: Path, **changes: object) -> list[tu
             "pricing.tiers",
         ),
         ({"hasFreeTier": False}, "pricing-free-quota", "pricing.freeQuota"),
+        (
+            {"rateLimit": "Rate limits are stated in the docs and not restated here"},
+            "hedged-field",
+            "rateLimit",
+        ),
+        (
+            {"pricing": PRICING | {"details": "Plan prices are listed on example.com/pricing."}},
+            "hedged-field",
+            "pricing.details",
+        ),
+        (
+            {
+                "pricing": PRICING
+                | {"tiers": [PRICING["tiers"][0] | {"included": "Size on the pricing page"}]}
+            },
+            "hedged-field",
+            "pricing.tiers[0].included",
+        ),
+        (
+            {"pricing": PRICING | {"details": "Paid plans are priced on example.com/pricing."}},
+            "hedged-field",
+            "pricing.details",
+        ),
+        (
+            {"endpoints": [{"method": "GET", "path": "/a", "description": "Limits: not stated."}]},
+            "hedged-field",
+            "endpoints[0].description",
+        ),
     ],
 )
 def test_each_lint_rule_fails_its_bad_case(
@@ -94,6 +122,8 @@ def test_each_lint_rule_fails_its_bad_case(
         {"pricing": PRICING | {"model": "free", "startingCentsPerMonth": 0}},
         {"pricing": PRICING | {"model": "enterprise", "startingCentsPerMonth": None}},
         {"authType": "none", "authExample": "# No auth required"},
+        {"rateLimit": "120 requests per 60 seconds per API token"},
+        {"longDescription": "Rates published on the central bank's site, stated daily."},
     ],
 )
 def test_good_variants_pass_every_lint(

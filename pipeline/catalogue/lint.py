@@ -18,6 +18,13 @@ TAG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 SENTENCE_BREAK = re.compile(r"[.!?]\s+[A-Z0-9]")
 URL = re.compile(r"https?://[^\s\"'<>]+")
 CREDENTIAL_FIELDS = ("authExample", "sampleRequest", "sampleResponse")
+# Words that point away from a fact instead of stating it: a field says something or is left out.
+HEDGE = re.compile(
+    r"\bnot (?:re)?stated\b|\brestated\b|\bpricing page\b|\bsee the (?:docs|documentation)\b"
+    r"|\b(?:is|are|as) (?:only )?(?:listed|published|shown|advertised) (?:only )?on\b"
+    r"|\b(?:[\w-]+\.)+[a-z]{2,}/\S*(?:pricing|fees)\b",
+    re.IGNORECASE,
+)
 
 
 def _sample_request(entry: EntryContent) -> Iterator[Lint]:
@@ -54,9 +61,12 @@ def _sample_response(entry: EntryContent) -> Iterator[Lint]:
 
 
 def _addresses(entry: EntryContent) -> Iterator[Lint]:
-    for name, value in (("baseUrl", entry.base_url), ("docsUrl", entry.docs_url),
-                        ("openapiUrl", entry.openapi_url),
-                        ("statusPageUrl", entry.status_page_url)):
+    for name, value in (
+        ("baseUrl", entry.base_url),
+        ("docsUrl", entry.docs_url),
+        ("openapiUrl", entry.openapi_url),
+        ("statusPageUrl", entry.status_page_url),
+    ):
         if value is not None and urlsplit(value).scheme != "https":
             yield (name,), "https-only", f"must be an https URL (got {value!r})"
         if value is not None and "@" in urlsplit(value).netloc:
@@ -84,6 +94,40 @@ def _text(entry: EntryContent) -> Iterator[Lint]:
                 ("tags", index),
                 "tag-lower-case",
                 f"must be lower-case words joined by hyphens (got {tag!r})",
+            )
+
+
+def _free_text(entry: EntryContent) -> Iterator[tuple[Loc, str | None]]:
+    """Every prose field of an entry, with its location."""
+    yield ("description",), entry.description
+    yield ("longDescription",), entry.long_description
+    yield ("authDescription",), entry.auth_description
+    yield ("rateLimit",), entry.rate_limit
+    for index, endpoint in enumerate(entry.endpoints or []):
+        yield ("endpoints", index, "description"), endpoint.description
+    if entry.deprecated is not None:
+        yield ("deprecated", "note"), entry.deprecated.note
+    pricing = entry.pricing
+    if pricing is None:
+        return
+    yield ("pricing", "details"), pricing.details
+    if pricing.free_quota is not None:
+        yield ("pricing", "freeQuota", "note"), pricing.free_quota.note
+    for index, tier in enumerate(pricing.tiers or []):
+        yield ("pricing", "tiers", index, "included"), tier.included
+    if pricing.transaction_fee is not None:
+        yield ("pricing", "transactionFee", "note"), pricing.transaction_fee.note
+
+
+def _hedges(entry: EntryContent) -> Iterator[Lint]:
+    for loc, text in _free_text(entry):
+        match = HEDGE.search(text or "")
+        if match:
+            yield (
+                loc,
+                "hedged-field",
+                f"says {match.group(0)!r} instead of a fact: state the provider's figure "
+                "(with its unit and period, and the page in sources) or leave the field out",
             )
 
 
@@ -139,6 +183,7 @@ def lint_entry(entry: EntryContent) -> list[Lint]:
         *_sample_response(entry),
         *_addresses(entry),
         *_text(entry),
+        *_hedges(entry),
         *_pricing(entry),
         *_credentials(entry),
     ]
