@@ -557,3 +557,47 @@ async def test_cancelling_probe_all_stops_its_probes_and_closes_their_connection
     with pytest.raises(asyncio.CancelledError):
         await run
     assert await closed_by_the_client(web, within=0.5)
+
+
+def test_the_prober_loop_answers_an_address_lookup_as_the_thread_pool_did() -> None:
+    """uvloop's sock_connect looks its IP address up with no socket type, which missed
+    uvloop's shortcut (a trip through libuv's thread pool per connection): the prober's loop
+    answers it at once with the first entry the thread pool gave; names are looked up as
+    before."""
+    import uvloop
+
+    from pipeline.probing.prober_loop import new_prober_loop
+
+    ours, theirs = new_prober_loop(), uvloop.new_event_loop()
+    try:
+        for host, family in (("127.0.0.1", socket.AF_INET), ("::1", socket.AF_INET6)):
+            [answer] = ours.run_until_complete(ours.getaddrinfo(host, 443, family=family))
+            full = theirs.run_until_complete(theirs.getaddrinfo(host, 443, family=family))
+            assert answer == full[0] and answer[1] == socket.SOCK_STREAM
+        by_name = [loop.run_until_complete(loop.getaddrinfo("localhost", 80,
+                                                             family=socket.AF_INET))
+                   for loop in (ours, theirs)]
+        assert by_name[0] == by_name[1]
+    finally:
+        ours.close()
+        theirs.close()
+
+
+async def test_each_request_on_a_kept_https_connection_records_its_tls(tmp_path: Path) -> None:
+    """The second URL of a host goes out on the first's connection: both record the TLS
+    version and the certificate's expiry."""
+    context = self_signed_context(tmp_path, valid=(timedelta(days=-1), timedelta(days=10)))
+    server = await FakeServer(ssl_context=context).start()
+    try:
+        settings = replace(FAST, per_host_concurrency=1, ca_file=str(tmp_path / "cert.pem"))
+        async with Prober(settings) as prober:  # one at a time, the host's both pending
+            first, second = await asyncio.gather(
+                prober.probe(server.url("/ok?i=1")), prober.probe(server.url("/ok?i=2")))
+    finally:
+        await server.close()
+    assert server.opened == {"127.0.0.1": 1}
+    assert first.tls_version in ("TLSv1.2", "TLSv1.3") and first.cert_expires_at is not None
+    assert (second.tls_version, second.cert_expires_at) == (first.tls_version,
+                                                            first.cert_expires_at)
+    assert abs(first.cert_expires_at - (first.checked_at + timedelta(days=10))) \
+        < timedelta(minutes=2)

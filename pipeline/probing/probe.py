@@ -15,6 +15,7 @@ and waits for its host's turn.
 from __future__ import annotations
 
 import asyncio
+import functools
 import heapq
 import itertools
 import logging
@@ -25,7 +26,7 @@ import ssl
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -483,8 +484,9 @@ class _Attempt:
             redirects=self.redirects,
             error=self.error,
             cors_allow_origin=self.cors_allow_origin if outcome != "unreachable" else None,
-            cors_allow_credentials=(self.cors_allow_credentials if outcome != "unreachable"
-                                    else None),
+            cors_allow_credentials=(
+                self.cors_allow_credentials if outcome != "unreachable" else None
+            ),
             tls_version=self.hops[-1].tls_version if self.hops else None,
             cert_expires_at=self.hops[-1].cert_expires_at if self.hops else None,
         )
@@ -640,9 +642,7 @@ class Prober:
             headers=headers,
             cookie_jar=aiohttp.DummyCookieJar(),  # never store or send cookies
             trust_env=False,  # no proxy and no .netrc credentials from the environment
-            timeout=aiohttp.ClientTimeout(
-                total=None, sock_connect=self.settings.connect_timeout
-            ),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.settings.connect_timeout),
             trace_configs=[_trace_config()],
             max_line_size=16384,
             max_field_size=32768,
@@ -721,7 +721,7 @@ class Prober:
         final_host = host
         try:
             result = await self._probe(url)
-            if result.final_url:  # a redirect may have ended on another host
+            if result.final_url and result.final_url != url:  # a redirect may have moved host
                 final_host = target_host(result.final_url)
             return result
         finally:
@@ -790,15 +790,17 @@ class Prober:
                     attempt.error_class == "dns" and _is_temporary_dns(exc)
                 )
                 if attempt.error_class == "protocol" and not isinstance(exc, aiohttp.ClientError):
-                    log.warning("unexpected error probing %s", redact_userinfo(str(url)),
-                                exc_info=exc)
+                    log.warning(
+                        "unexpected error probing %s", redact_userinfo(str(url)), exc_info=exc
+                    )
                 return attempt
             attempt.status = status
             allowed = headers.get("access-control-allow-origin")
             credentials = headers.get("access-control-allow-credentials")
             attempt.cors_allow_origin = allowed.strip()[:_MESSAGE_LIMIT] if allowed else None
             attempt.cors_allow_credentials = (
-                None if credentials is None else credentials.strip().lower() == "true")
+                None if credentials is None else credentials.strip().lower() == "true"
+            )
             location = headers.get("location")
             if status in FOLLOWED_REDIRECTS and location:
                 try:
@@ -850,15 +852,15 @@ class Prober:
                     raise
                 hop.reused, hop.connected, hop.sent = False, False, None
                 response = await self._session.get(
-                    url, allow_redirects=False, trace_request_ctx=hop,
+                    url,
+                    allow_redirects=False,
+                    trace_request_ctx=hop,
                     headers={"Connection": "close"},  # a fresh connection, used once
                 )
         _read_tls(response, hop)
         try:
             return response.status, {
-                name: response.headers[name]
-                for name in _KEPT_HEADERS
-                if name in response.headers
+                name: response.headers[name] for name in _KEPT_HEADERS if name in response.headers
             }
         finally:
             # The body was not read: release closes the connection unless it was complete.
@@ -869,30 +871,56 @@ def _closed_early(exc: BaseException) -> bool:
     """The peer closed or reset the connection (not a timeout, not TLS, not DNS)."""
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return True
-    return any(isinstance(e, ConnectionResetError | BrokenPipeError | ConnectionAbortedError)
-               for e in _chain(exc)) or "Connection reset" in str(exc)
+    return any(
+        isinstance(e, ConnectionResetError | BrokenPipeError | ConnectionAbortedError)
+        for e in _chain(exc)
+    ) or "Connection reset" in str(exc)
 
 
-_KEPT_HEADERS = ("location", "retry-after", "server", "cf-mitigated", "cf-chl-bypass",
-                 "x-amzn-waf-action", "x-datadome", "access-control-allow-origin",
-                 "access-control-allow-credentials")
+_KEPT_HEADERS = (
+    "location",
+    "retry-after",
+    "server",
+    "cf-mitigated",
+    "cf-chl-bypass",
+    "x-amzn-waf-action",
+    "x-datadome",
+    "access-control-allow-origin",
+    "access-control-allow-credentials",
+)
 
 
 def _read_tls(response: aiohttp.ClientResponse, hop: _Hop) -> None:
     """The TLS version and certificate expiry of the connection `response` came on, if HTTPS."""
     # A small body read with the headers frees the connection at once: the protocol stays.
     connection = response.connection
-    protocol = connection.protocol if connection is not None else getattr(
-        response, "_protocol", None)
+    protocol = (
+        connection.protocol if connection is not None else getattr(response, "_protocol", None)
+    )
     transport = getattr(protocol, "transport", None)
     ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
     if ssl_object is None:
         return
     hop.tls_version = ssl_object.version()
-    not_after = (ssl_object.getpeercert() or {}).get("notAfter")
+    # The certificate as the handshake decoded it (asyncio's and uvloop's SSL transports keep
+    # `getpeercert()` as `peercert`), not decoded again for every request on the connection.
+    peercert = transport.get_extra_info("peercert")
+    if peercert is None:
+        peercert = ssl_object.getpeercert()
+    not_after = (peercert or {}).get("notAfter")
     if isinstance(not_after, str):
-        with suppress(ValueError):
-            hop.cert_expires_at = datetime.fromtimestamp(ssl.cert_time_to_seconds(not_after), UTC)
+        hop.cert_expires_at = _cert_expiry(not_after)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cert_expiry(not_after: str) -> datetime | None:
+    """A certificate's notAfter as a UTC moment (None if unreadable); cached, since parsing
+    it (strptime) costs more than the rest of reading the connection's TLS, and the requests
+    of a host (and the hosts of one certificate) share it."""
+    try:
+        return datetime.fromtimestamp(ssl.cert_time_to_seconds(not_after), UTC)
+    except ValueError:
+        return None
 
 
 def _host_key(url: URL) -> str:
@@ -946,9 +974,13 @@ async def _probe_all(
             first[url] = probed
             if probed.error_class in SETTLED_ERRORS:  # nothing was sent: no second look
                 probed.failure_class = "dead"
-        for index in indexes:
+        for position, index in enumerate(indexes, 1):
             target = targets[index]
-            result = replace(probed, entry_id=target.entry_id, endpoint_id=target.endpoint_id)
+            if position < len(indexes):  # a URL of several targets: a copy for each but one
+                result = replace(probed, entry_id=target.entry_id, endpoint_id=target.endpoint_id)
+            else:
+                result = probed
+                result.entry_id, result.endpoint_id = target.entry_id, target.endpoint_id
             (confirmations if again else results)[index] = result
             if on_result is not None:
                 on_result(result)
@@ -971,8 +1003,10 @@ def busiest_hosts_first(urls: Iterable[str]) -> list[str]:
     """`urls` ordered by how many of them their host has, most first (else as given): the
     order in which `probe_all` starts them, so that the longest serial chains start first."""
     urls = list(urls)
-    sizes = Counter(target_host(url) for url in urls)
-    return sorted(urls, key=lambda url: -sizes[target_host(url)])
+    hosts = [target_host(url) for url in urls]
+    sizes = Counter(hosts)
+    order = sorted(range(len(urls)), key=lambda position: -sizes[hosts[position]])
+    return [urls[position] for position in order]
 
 
 def _needs_confirmation(result: ProbeResult) -> bool:

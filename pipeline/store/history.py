@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 import pandas as pd
@@ -40,6 +41,7 @@ CONNECT_FAILURES = frozenset({"dns", "refused", "connect_timeout", "reset", "tls
 PROBE_COLUMNS = tuple(
     column.name for column in ProbeRow.__table__.columns if column.name not in ("id", "run_id")
 )
+_probe_values = attrgetter(*PROBE_COLUMNS)  # a result's values of them, in order
 HISTORY_COLUMNS = [
     "run_id",
     "entry_id",
@@ -161,13 +163,17 @@ def add_probes(session: Session, run_id: int, results: Iterable[ProbeResult]) ->
     to `close_probe_run`, since a shard sees only its part of the run.
 
     One bulk INSERT without reading ids back: a night of a large catalogue is a million rows.
+    It is the table's own (Core) INSERT with every column in every row, one executemany: the
+    ORM's bulk INSERT leaves out each row's None values, so it split the rows into a statement
+    per run of rows with the same columns set (thousands a night), each compiled and executed
+    apart; a None stored is NULL either way (no column it leaves out has another default).
     """
     results = [r for r in results if r.entry_id is not None]
     if results:
+        columns = ("run_id", *PROBE_COLUMNS)
         session.execute(
-            insert(ProbeRow),
-            [{column: getattr(r, column) for column in PROBE_COLUMNS} | {"run_id": run_id}
-             for r in results],
+            insert(ProbeRow.__table__),
+            [dict(zip(columns, (run_id, *_probe_values(r)), strict=True)) for r in results],
         )
     return ProbeTally.of(results)
 
