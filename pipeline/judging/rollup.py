@@ -7,7 +7,7 @@ nightly or in a backfill, writes the same rows.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
@@ -18,6 +18,7 @@ from sqlmodel import Session, col, delete, select
 
 from pipeline.judging.content_scores import content_scores
 from pipeline.judging.evidence import WINDOW_DAYS, bounded_scores, day_bounds
+from pipeline.judging.score import ContentScores
 from pipeline.store.history import history_frame, latest_states, probed_entries
 from pipeline.store.tables import (
     DailyEndpointRollup,
@@ -106,29 +107,32 @@ def compute_day(
     day: date,
     entry_ids: Collection[str] | None = None,
     history: pd.DataFrame | None = None,
+    judged: Mapping[str, ContentScores] | None = None,
 ) -> DayRollup:
     """The rollup of `day` for the active entries known or probed by its end (or `entry_ids`).
 
     `history` may hold the probes of more days than this one (read once for a range of days);
-    only the day's own are used. Its scores are those at the end of the day, from the rollups
-    of the days before and a few days of raw probes (`bounded_scores`), with the entries'
-    stored Pricing and Depth, as the score stage reads them.
+    only the day's own are used; `judged` may hold the content scores of more entries than
+    the day's (read once for a range of days too). Its scores are those at the end of the day,
+    from the rollups of the days before and a few days of raw probes (`bounded_scores`), with
+    the entries' stored Pricing and Depth, as the score stage reads them.
     """
     start, end = day_bounds(day)
     history = _days_history(session, day, day) if history is None else history
     checked = history["checked_at"]
     of_day = history[(checked >= pd.Timestamp(start)) & (checked <= pd.Timestamp(end))]
-    probed = probed_entries(session, end - timedelta(days=WINDOW_DAYS), end)
     statement = select(EntryRow.id, EntryRow.first_seen_at).where(
         col(EntryRow.retired_at).is_(None))
-    ids = sorted(
-        entry_id
-        for entry_id, first_seen_at in session.exec(statement)
-        if (as_utc(first_seen_at) <= end or entry_id in probed)
-        and (entry_ids is None or entry_id in entry_ids)
-    )
+    known, later = [], []  # known by the day's end; first seen after it (rare: a backfill)
+    for entry_id, first_seen_at in session.exec(statement):
+        if entry_ids is None or entry_id in entry_ids:
+            (known if as_utc(first_seen_at) <= end else later).append(entry_id)
+    if later:  # only those probed in the window count; asked of the store only when any
+        known += probed_entries(session, end - timedelta(days=WINDOW_DAYS), end, later)
+    ids = sorted(known)
     of_day = of_day[of_day["entry_id"].isin(ids)]
-    scores, _ = bounded_scores(session, content_scores(session, ids), end)
+    judged = content_scores(session, ids) if judged is None else judged
+    scores, _ = bounded_scores(session, {i: judged[i] for i in ids}, end)
     states = latest_states(session, until=end)
     per_entry = _day_figures(of_day, ["entry_id"], timed=True)
     probed_today = set(per_entry.index)
@@ -179,9 +183,10 @@ def roll_up_days(
     if not days:
         return []
     history = _days_history(session, min(days), max(days))
+    judged = content_scores(session, entry_ids)
     rollups = []
     for day in days:
-        rollup = compute_day(session, day, entry_ids, history)
+        rollup = compute_day(session, day, entry_ids, history, judged)
         store_day(session, rollup, entry_ids)
         if entry_ids is None:  # every entry's row of the day is as of now
             session.merge(RolledDay(day=day, rolled_at=utcnow()))
