@@ -1,17 +1,24 @@
 """What one stage of a run hands to the next when it is large (the presented values of every
 entry: tens of megabytes at 100,000 entries) goes through a file, never as a Prefect task's
 result or parameter: Prefect records those in its events and walks them looking for futures,
-and its server refuses events of a few megabytes."""
+and its server refuses events of a few megabytes.
+
+A hand-over file holds two JSON documents, one a line: first each entry's figures for the
+run's record (`entry_figures`), then the presented values. The run's record reads the first
+line alone, rather than reading and validating every entry's scores and health again."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
+import orjson
 from pydantic import TypeAdapter
 
 from pipeline.judging.present import Presented
+from pipeline.operations.report import entry_figures
 
 PRESENTED = TypeAdapter(Presented)
 
@@ -25,18 +32,28 @@ def handover_dir() -> Path:
 
 
 def save_presented(presented: Presented, run_id: int) -> Path:
-    """Write `presented` to a new file of run `run_id` and return its path (small enough to be
-    a task's result)."""
+    """Write `presented` (after its entries' figures) to a new file of run `run_id` and return
+    its path (small enough to be a task's result)."""
     descriptor, name = tempfile.mkstemp(
         prefix=f"run-{run_id}-presented-", suffix=".json", dir=handover_dir())
     with os.fdopen(descriptor, "wb") as file:
+        file.write(orjson.dumps(entry_figures(presented.statuses, presented.scores)))
+        file.write(b"\n")
         file.write(PRESENTED.dump_json(presented))
     return Path(name)
 
 
 def load_presented(path: Path) -> Presented:
     """The presented values a stage saved to `path`."""
-    return PRESENTED.validate_json(path.read_bytes())
+    with path.open("rb") as file:
+        file.readline()  # the entries' figures
+        return PRESENTED.validate_json(file.read())
+
+
+def load_entry_figures(path: Path) -> dict[str, dict[str, Any]]:
+    """The entries' figures a stage saved to `path` with the presented values, read alone."""
+    with path.open("rb") as file:
+        return orjson.loads(file.readline())
 
 
 def discard(path: Path | None) -> None:
