@@ -31,7 +31,7 @@ from pipeline.judging.content_scores import content_scores, store_content_scores
 from pipeline.judging.evidence import bounded_scores
 from pipeline.judging.rollup import roll_up_days
 from pipeline.judging.score import entry_uptimes, score_entries
-from pipeline.operations.stages import peak_rss_mib
+from pipeline.operations.stages import cycle_collection_paused, peak_rss_mib
 from pipeline.probing.probe import ProbeResult
 from pipeline.store.history import add_probes, history_frame
 from pipeline.store.tables import (
@@ -105,7 +105,8 @@ def write_history(database_url: str, entries: int, nights: int) -> float:
 
 def measure(database_url: str, way: str) -> dict[str, float]:
     """Score every entry one way (or roll up yesterday and today, as the nightly does), in
-    this process: wall seconds and peak RSS."""
+    this process: wall seconds and peak RSS. Scoring runs with the cycle collector paused,
+    as the score stage runs it."""
     engine = engine_for(database_url)
     as_of = utcnow()
     started, cpu = time.perf_counter(), time.process_time()
@@ -117,7 +118,7 @@ def measure(database_url: str, way: str) -> dict[str, float]:
                 "peak_mib": peak_rss_mib(),
                 "entries": len(rows), "with_latency": sum(r["latency"] is not None for r in rows),
                 "uptimes": 0}
-    with session_scope(engine) as session:
+    with cycle_collection_paused(), session_scope(engine) as session:  # as the stage runs it
         if way == "bounded":
             scores, uptimes = bounded_scores(session, content_scores(session), as_of)
         else:

@@ -23,7 +23,7 @@ from pipeline.contract import (
 )
 from pipeline.judging.health import RunVerdict
 from pipeline.judging.present import Presented
-from pipeline.operations.handover import discard, load_presented, save_presented
+from pipeline.operations.handover import PRESENTED, discard, load_presented, save_presented
 
 
 def presented_values() -> Presented:
@@ -51,6 +51,8 @@ def test_presented_values_read_back_equal_in_every_field() -> None:
         assert again == presented
         assert list(again.endpoints["github"]) == [0, 2]  # endpoint positions stay numbers
         assert again.verdicts["github"].failed == 1
+        _figures, written = path.read_bytes().split(b"\n")  # written a field at a time
+        assert written == PRESENTED.dump_json(presented)
     finally:
         discard(path)
     assert not path.exists()

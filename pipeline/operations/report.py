@@ -1,4 +1,5 @@
-"""The run summary an operator reads: a markdown report and a table of every entry.
+"""The run summary an operator reads: a markdown report and a table of the entries, bounded
+at scale to those most worth a look (the published release holds every entry).
 
 Plain functions of plain values; the flows publish them as Prefect artifacts.
 """
@@ -48,15 +49,18 @@ def _names(ids: Sequence[str]) -> str:
 
 def run_report(
     run: PipelineRun,
-    statuses: Mapping[str, Status],
+    figures: Mapping[str, Mapping[str, Any]],
     changes: Sequence[Change] = (),
     ingest: IngestSummary | None = None,
     slowest: Sequence[ProbeRow] = (),
     abandoned: Sequence[PipelineRun] = (),
+    table: tuple[int, int, str] | None = None,
 ) -> str:
-    """Markdown: entries by state, changes since the previous run, new and retired entries,
-    the slowest endpoints, the validation errors, and the runs found left running."""
-    states = Counter(status.state for status in statuses.values())
+    """Markdown: entries by state (`figures`: `entry_figures`), changes since the previous
+    run, new and retired entries, the slowest endpoints, the validation errors, and the runs
+    found left running; `table` (rows listed, entries published, where every entry is
+    published) says what the run's entries table holds."""
+    states = Counter(figure["state"] for figure in figures.values())
     lines = [f"# {run.flow} run {run.id}: {run.state}", ""]
     for dead in abandoned:
         lines += [f"**Crashed earlier:** {dead.flow} run {dead.id} (started "
@@ -72,6 +76,13 @@ def run_report(
     lines += ["## Entries by state", ""]
     by_state = [(state, states[state]) for state in get_args(StatusState)]
     lines += _table(["state", "entries"], by_state)
+    if table is not None:
+        listed, published, dataset = table
+        whole = "every entry" if listed >= published else (
+            f"{listed:,} of {published:,} entries: those that changed state first, then the "
+            "unreachable, online, unchecked and live ones")
+        lines += ["", f"The `{run.flow}-entries` table lists {whole}; every entry's status and "
+                  f"score is published in {dataset}."]
     lines += ["", f"## State changes since the previous run ({len(changes)})", ""]
     if changes:
         lines += _table(["entry", "from", "to", "at"],
@@ -104,20 +115,22 @@ def run_report(
     return "\n".join(lines) + "\n"
 
 
-def entry_table(
-    categories: Mapping[str, str],
-    statuses: Mapping[str, Status],
-    scores: Mapping[str, BuilderScore],
-) -> list[dict[str, Any]]:
-    """One row per published entry (`categories`: its category by id): its status and its
-    score, sorted by id."""
-    rows = []
-    for entry_id in sorted(categories):
+ENTRY_ROWS = 1_000  # rows of the entries table: a catalogue this size is listed whole
+# The order the table lists entries in beyond the changed ones: failures first, live last.
+_STATE_ORDER = {"unreachable": 1, "online": 2, "unchecked": 3, "live": 4}
+
+
+def entry_figures(
+    statuses: Mapping[str, Status], scores: Mapping[str, BuilderScore]
+) -> dict[str, dict[str, Any]]:
+    """What the run's record shows of each entry with a status or a score: its state, answer
+    and grade, by id. Small beside the presented values (no reasons, evidence or endpoints),
+    so the score stage hands it over apart and the run's record reads it alone."""
+    figures = {}
+    for entry_id in sorted(statuses.keys() | scores.keys()):
         status = statuses.get(entry_id) or Status()
         score = scores.get(entry_id)
-        rows.append({
-            "entry": entry_id,
-            "category": categories[entry_id],
+        figures[entry_id] = {
             "state": status.state,
             "httpStatus": status.http_status,
             "responseTimeMs": status.response_time_ms,
@@ -127,5 +140,30 @@ def entry_table(
             "pricing": score.pricing if score else None,
             "latency": score.latency if score else None,
             "depth": score.depth if score else None,
-        })
-    return rows
+        }
+    return figures
+
+
+_UNSCORED = entry_figures({"-": Status()}, {})["-"]
+
+
+def entry_table(
+    categories: Mapping[str, str],
+    figures: Mapping[str, Mapping[str, Any]],
+    changes: Sequence[Change] = (),
+    limit: int = ENTRY_ROWS,
+) -> list[dict[str, Any]]:
+    """One row per published entry (`categories`: its category by id) with its status and
+    score (`entry_figures`), at most `limit` rows: the entries that changed state in the run,
+    then the unreachable, online, unchecked and live ones, each by id. A catalogue of at most
+    `limit` entries is listed whole; a larger one shows those most worth a look, and the
+    published release holds every entry."""
+    changed = {change.entry_id for change in changes}
+
+    def rank(entry_id: str) -> tuple[int, str]:
+        state = (figures.get(entry_id) or _UNSCORED)["state"]
+        return (0 if entry_id in changed else _STATE_ORDER.get(state, 3), entry_id)
+
+    return [{"entry": entry_id, "category": categories[entry_id],
+             **(figures.get(entry_id) or _UNSCORED)}
+            for entry_id in sorted(categories, key=rank)[:limit]]

@@ -28,8 +28,9 @@ from pipeline.operations.events import (
     emit_run_event,
     emit_state_changes,
 )
-from pipeline.operations.handover import load_presented
+from pipeline.operations.handover import load_entry_figures
 from pipeline.operations.report import entry_table, run_report, slowest_probes
+from pipeline.release.layout import FULL_DATASET
 from pipeline.release.validate import ReleaseValidationError
 from pipeline.settings import Settings
 from pipeline.store.tables import (
@@ -103,19 +104,25 @@ def abandoned_since(session: Session, run: PipelineRun) -> list[PipelineRun]:
 async def complete_run(settings: Settings, run_id: int, handed_over: Path,
                        changes: list[Change], ingested: IngestSummary | None) -> PipelineRun:
     """Mark the run completed and publish its summary as Prefect artifacts: a markdown
-    report and a table of every entry, from the presented values handed over in a file."""
-    presented = load_presented(handed_over)
+    report and a table of the entries (every one, or at scale those most worth a look), from
+    the entries' figures handed over in a file with the presented values."""
+    figures = load_entry_figures(handed_over)
     with session_scope(engine_for(settings.database_url)) as session:
         run = session.get(PipelineRun, run_id)
         finish_run(session, run, "completed")
         categories = active_categories(session)
-        report = run_report(run, presented.statuses, changes, ingested,
-                            slowest_probes(session, run_id), abandoned_since(session, run))
+        table = entry_table(categories, figures, changes)
+        dataset = f"{settings.base_url.rstrip('/')}/{FULL_DATASET}"
+        report = run_report(run, figures, changes, ingested, slowest_probes(session, run_id),
+                            abandoned_since(session, run), (len(table), len(categories), dataset))
     await acreate_markdown_artifact(markdown=report, key=f"{run.flow}-summary",
                                     description=f"{run.flow} run {run_id}")
+    whole = len(table) == len(categories)
     await acreate_table_artifact(
-        table=entry_table(categories, presented.statuses, presented.scores),
-        key=f"{run.flow}-entries", description="Every entry's status and builder score.",
+        table=table, key=f"{run.flow}-entries",
+        description="Every entry's status and builder score." if whole else
+        f"{len(table):,} of {len(categories):,} entries' status and builder score: those that "
+        "changed state, then failures first.",
     )
     return run
 

@@ -4,6 +4,7 @@ them as Prefect tasks (retries, logs); the CLI and the benchmarks call them dire
 
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import time
@@ -268,9 +269,31 @@ def first_line(text: str, limit: int | None = REASON_LENGTH) -> str:
     return line if limit is None or len(line) <= limit else line[:limit - 1] + "…"
 
 
+@contextmanager
+def cycle_collection_paused() -> Iterator[None]:
+    """Python's cycle collector paused for a stage that builds millions of small objects
+    (rows, models) holding no cycles: each collection walks the whole grown heap again, which
+    cost the score stage 11 of its 29 s of CPU at 100,000 entries. Reference counting frees
+    them as before. As the stage ends, what it built goes to the oldest generation, left to
+    the collector's next full pass, rather than walked generation by generation."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()  # into the oldest generation at once, not walked as they age
+        gc.unfreeze()
+        gc.enable()
+
+
 def score_entries_now(settings: Settings, as_of: datetime) -> Presented:
     """Compute the presented values of every entry (status, scores, uptime) as of `as_of`."""
-    with session_scope(engine_for(settings.database_url)) as session:
+    with (
+        cycle_collection_paused(),
+        session_scope(engine_for(settings.database_url)) as session,
+    ):
         return present_entries(session, as_of, settings.probe_origin)
 
 

@@ -268,7 +268,7 @@ def endpoint_statuses(
     if entry_ids is not None:
         statement = statement.where(col(EndpointRow.entry_id).in_(list(entry_ids)))
     statuses: dict[str, dict[int, EndpointStatus]] = defaultdict(dict)
-    for endpoint_id, entry_id, position, note in session.exec(statement):
+    for endpoint_id, entry_id, position, note in session.connection().execute(statement).all():
         probe = probed.get((entry_id, endpoint_id))
         if probe is None:
             statuses[entry_id][position] = EndpointStatus(note=note)
@@ -300,7 +300,8 @@ def latest_probes(
         if until is not None:
             statement = statement.where(ProbeRow.checked_at <= until)
         final: dict[tuple[str, str], Any] = {}
-        for probe in session.exec(statement.order_by(ProbeRow.id)):
+        rows = session.connection().execute(statement.order_by(ProbeRow.id)).all()  # Core rows
+        for probe in rows:
             if latest.get(probe.entry_id) == run_id:
                 final[probe.entry_id, probe.url] = probe  # a confirmation replaces the first
         for (entry_id, _url), probe in final.items():
@@ -331,7 +332,7 @@ def latest_runs(
         probed = select(ProbeRow.entry_id).distinct().where(ProbeRow.run_id == run_id)
         if until is not None:
             probed = probed.where(ProbeRow.checked_at <= until)
-        for entry_id in session.exec(probed):
+        for entry_id in session.connection().execute(probed).scalars().all():
             if entry_id in wanted:
                 latest.setdefault(entry_id, run_id)
     left = sorted(wanted - latest.keys())
@@ -346,10 +347,8 @@ def latest_runs(
 
 
 def _endpoint_order(session: Session) -> dict[int | None, int]:
-    return {
-        row_id: position
-        for row_id, position in session.exec(select(EndpointRow.id, EndpointRow.position))
-    }
+    statement = select(EndpointRow.id, EndpointRow.position)
+    return dict(session.connection().execute(statement).all())
 
 
 def history_frame(

@@ -393,7 +393,7 @@ def active_base_urls(session: Session) -> dict[str, str]:
     content."""
     base_url = EntryRow.__table__.c.content["baseUrl"].as_string()
     statement = select(EntryRow.id, base_url).where(EntryRow.retired_at.is_(None))
-    return dict(session.exec(statement).all())
+    return dict(session.connection().execute(statement).all())  # Core rows: no ORM step
 
 
 def active_categories(session: Session) -> dict[str, str]:

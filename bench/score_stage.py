@@ -1,0 +1,234 @@
+"""The score stage and the run record as the nightly runs them, on a store of N synthetic
+entries (`bench.synthetic`, ingested by the ingest stage) and one night of probes of every
+planned target, shaped like the nightly's at 100k (a few targets an entry; most live, some
+online, a few failures confirmed by a second look; TLS and CORS seen on some answers).
+
+    python -m bench.score_stage [--entries 100000] [--keep] [--repeat 2]
+
+The store is built once (kept with `--keep`, and reused while its entry count matches);
+then each measurement runs in a fresh process, so its CPU and peak RSS are its own:
+
+- `score`: what the flow's score task does, `stages.score_entries_now` and the hand-over
+  file it writes;
+- `record`: the run record as the flow completes a run (`runs.complete_run`: the run's
+  report and its artifacts, sent to Prefect's temporary server, started before the clock).
+
+Prints figures only: wall, process CPU, peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+WORK = Path(os.environ.get("APIDIR_BENCH_WORK", REPO / "var" / "bench-score-stage"))
+MEASURES = ("score", "record")
+# Outcomes of a target's first look, by share (the nightly's mix at 100k).
+LOOKS = (
+    ("live", 200, None, None, 0.82),
+    ("online", 401, "auth", None, 0.086),
+    ("online", 404, "not_found", None, 0.057),
+    ("online", 429, "rate_limited", None, 0.019),
+    ("unreachable", None, None, "refused", 0.009),
+    ("unreachable", None, None, "read_timeout", 0.009),
+)
+
+
+def _environment(database_url: str, data_dir: Path) -> None:
+    os.environ.update(
+        {
+            "APIDIR_DATABASE_URL": database_url,
+            "APIDIR_DATA_DIR": str(data_dir),
+            "APIDIR_OUTPUT_DIR": str(WORK / "public"),
+        }
+    )
+
+
+def _look(rng: random.Random) -> tuple[str, int | None, str | None, str | None]:
+    pick = rng.random()
+    for outcome, status, reason, error, share in LOOKS:
+        if pick < share:
+            return outcome, status, reason, error
+        pick -= share
+    return LOOKS[0][:4]
+
+
+def build_store(entries: int) -> None:
+    """Write the catalogue, ingest it and record one night of probes of every target."""
+    from bench.synthetic import write_catalogue
+    from pipeline.operations import stages
+    from pipeline.probing.probe import ProbeResult
+    from pipeline.settings import Settings
+    from pipeline.store.history import plan_targets, record_probes
+    from pipeline.store.tables import engine_for, session_scope, start_run, utcnow
+
+    settings = Settings()
+    write_catalogue(REPO / "data", settings.data_dir, entries)
+    engine = engine_for(settings.database_url)
+    with session_scope(engine) as session:
+        ingest_run = start_run(session, "bench-ingest").id
+    stages.ingest_entries(settings, ingest_run)
+    with session_scope(engine) as session:
+        run = start_run(session, "bench-probe")
+        targets = plan_targets(session)
+        rng = random.Random(1)
+        now = utcnow() - timedelta(minutes=30)
+        expires = now + timedelta(days=60)
+        results, seen_hosts = [], set()
+        for index, target in enumerate(targets):
+            outcome, status, reason, error = _look(rng)
+            host = target.url.split("/")[2]
+            first_on_host = host not in seen_hosts
+            seen_hosts.add(host)
+            answered = status is not None
+            look = dict(
+                url=target.url,
+                entry_id=target.entry_id,
+                endpoint_id=target.endpoint_id,
+                checked_at=now + timedelta(milliseconds=index),
+                outcome=outcome,
+                reason=reason,
+                error_class=error,
+                http_status=status,
+                total_ms=round(rng.lognormvariate(5, 0.7), 1) if answered else None,
+                dns_ms=None,
+                connect_ms=None,
+                ttfb_ms=None,
+                final_url=None,
+                attempts=1,
+                redirects=0,
+                error=None,
+                cors_allow_origin=("*" if rng.random() < 0.4 else None) if answered else None,
+                tls_version="TLSv1.3" if first_on_host and answered else None,
+                cert_expires_at=expires if first_on_host and answered else None,
+            )
+            results.append(ProbeResult(**look))
+            if not answered or reason in ("not_found", "rate_limited"):  # a second look
+                failure = {"not_found": "dead", "rate_limited": "blocked"}.get(reason, "transient")
+                again = look | {
+                    "checked_at": now + timedelta(minutes=20, milliseconds=index),
+                    "confirmation": True,
+                    "failure_class": failure,
+                }
+                results.append(ProbeResult(**again))
+        record_probes(session, run, results)
+    print(f"store: {entries} entries, {len(targets)} targets, {len(results)} probe rows")
+
+
+def measure(which: str) -> dict[str, float]:
+    """One measurement in this process: wall, CPU, peak RSS."""
+    from pipeline.operations.stages import peak_rss_mib
+
+    if which == "score":
+        from pipeline.operations import stages
+        from pipeline.operations.handover import discard, save_presented
+        from pipeline.settings import Settings
+        from pipeline.store.tables import utcnow
+
+        settings = Settings()
+        started, cpu = time.perf_counter(), time.process_time()
+        path = save_presented(stages.score_entries_now(settings, utcnow()), 0)
+        figures = {
+            "seconds": time.perf_counter() - started,
+            "cpu": time.process_time() - cpu,
+            "peak_mib": peak_rss_mib(),
+            "bytes": path.stat().st_size,
+        }
+        shutil.copy(path, WORK / "presented.json")  # for the run record's measurement
+        discard(path)
+        return figures
+    return asyncio.run(_measure_record())
+
+
+async def _measure_record() -> dict[str, float]:
+    from prefect import flow
+    from sqlmodel import select
+
+    from pipeline.operations import runs
+    from pipeline.operations.stages import peak_rss_mib
+    from pipeline.settings import Settings
+    from pipeline.store.tables import PipelineRun, engine_for, session_scope
+
+    settings = Settings()
+    with session_scope(engine_for(settings.database_url)) as session:
+        run = session.exec(select(PipelineRun).where(PipelineRun.flow == "bench-probe")).one()
+        run.state, run_id = "running", run.id
+        session.add(run)
+
+    @flow(name="warm-up")
+    async def warm_up() -> None:
+        """Starts Prefect's temporary server before the clock."""
+
+    @flow(name="record")
+    async def record() -> dict[str, float]:
+        presented = WORK / "presented-for-record.json"
+        shutil.copy(WORK / "presented.json", presented)
+        started, cpu = time.perf_counter(), time.process_time()
+        await runs.complete_run(settings, run_id, presented, [], None)
+        return {
+            "seconds": time.perf_counter() - started,
+            "cpu": time.process_time() - cpu,
+            "peak_mib": peak_rss_mib(),
+        }
+
+    await warm_up()
+    return await record()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entries", type=int, default=100_000)
+    parser.add_argument("--keep", action="store_true", help="keep the store for the next run")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--measures", nargs="+", choices=MEASURES, default=MEASURES)
+    parser.add_argument("--measure", choices=MEASURES)
+    args = parser.parse_args()
+    _environment(f"sqlite:///{WORK / 'apidir.db'}", WORK / "data")
+    if args.measure:
+        print(json.dumps(measure(args.measure)))
+        return
+    built = WORK / "entries.txt"
+    if not (built.exists() and built.read_text() == str(args.entries)):
+        shutil.rmtree(WORK, ignore_errors=True)
+        WORK.mkdir(parents=True)
+        started = time.perf_counter()
+        build_store(args.entries)
+        built.write_text(str(args.entries))
+        print(f"  built in {time.perf_counter() - started:.0f} s")
+    try:
+        for _ in range(args.repeat):
+            for which in args.measures:
+                done = subprocess.run(
+                    [sys.executable, "-m", "bench.score_stage", "--measure", which],
+                    cwd=REPO,
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                if done.returncode:
+                    sys.exit(done.stderr[-3000:])
+                figures = json.loads(done.stdout.strip().splitlines()[-1])
+                size = (
+                    f", hand-over {figures['bytes'] / 2**20:.0f} MiB" if "bytes" in figures else ""
+                )
+                print(
+                    f"  {which:>6}: {figures['seconds']:6.1f} s ({figures['cpu']:.1f} s CPU),"
+                    f" peak RSS {figures['peak_mib']:5.0f} MiB{size}"
+                )
+    finally:
+        if not args.keep:
+            shutil.rmtree(WORK, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

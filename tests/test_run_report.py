@@ -1,0 +1,85 @@
+"""The run's summary at scale: the entries table lists a small catalogue whole and, beyond
+its bound, the entries most worth a look (changed, then failing), and the report says so and
+where every entry is published; the run's record reads the entries' figures alone."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from pipeline.contract import BUILDER_SCORE_EXAMPLES, BuilderScore, Status
+from pipeline.judging.changes import Change
+from pipeline.judging.present import Presented
+from pipeline.operations.handover import discard, load_entry_figures, save_presented
+from pipeline.operations.report import entry_figures, entry_table, run_report
+from pipeline.store.tables import PipelineRun
+
+CHECKED = datetime(2026, 11, 24, 2, 30, tzinfo=UTC)
+STATES = {
+    "a-live": "live",
+    "b-down": "unreachable",
+    "c-auth": "online",
+    "d-live": "live",
+    "e-flipped": "live",
+}
+
+
+def figures() -> dict[str, dict]:
+    statuses = {
+        entry_id: Status(
+            state=state, checked_at=CHECKED, http_status=None if state == "unreachable" else 200
+        )
+        for entry_id, state in STATES.items()
+    }
+    scores = {
+        entry_id: BuilderScore.model_validate(BUILDER_SCORE_EXAMPLES[0]) for entry_id in STATES
+    }
+    return entry_figures(statuses, scores)
+
+
+def test_a_small_catalogue_is_listed_whole_with_each_entrys_figures() -> None:
+    categories = {entry_id: "weather" for entry_id in [*STATES, "f-new"]}
+    rows = entry_table(categories, figures())
+    assert {row["entry"]: row["state"] for row in rows} == {**STATES, "f-new": "unchecked"}
+    row = next(row for row in rows if row["entry"] == "a-live")
+    score = BUILDER_SCORE_EXAMPLES[0]
+    assert row == {
+        "entry": "a-live",
+        "category": "weather",
+        "state": "live",
+        "httpStatus": 200,
+        "responseTimeMs": None,
+        "checkedAt": "2026-11-24T02:30:00+00:00",
+        "grade": score["grade"],
+        "percent": score["percent"],
+        "pricing": score["pricing"],
+        "latency": score["latency"],
+        "depth": score["depth"],
+    }
+
+
+def test_beyond_its_bound_the_table_lists_changes_then_failures() -> None:
+    categories = {entry_id: "weather" for entry_id in [*STATES, "f-new"]}
+    flipped = Change("e-flipped", "E", "unreachable", "live", CHECKED)
+    rows = entry_table(categories, figures(), [flipped], limit=4)
+    assert [row["entry"] for row in rows] == ["e-flipped", "b-down", "c-auth", "f-new"]
+
+
+def test_the_report_counts_states_and_says_what_the_table_holds() -> None:
+    run = PipelineRun(id=7, flow="nightly", state="completed")
+    dataset = "https://apis.example/api/apis.json"
+    report = run_report(run, figures(), table=(4, 6, dataset))
+    assert "| live | 3 |" in report and "| unreachable | 1 |" in report
+    assert "The `nightly-entries` table lists 4 of 6 entries" in report
+    assert dataset in report
+    whole = run_report(run, figures(), table=(6, 6, dataset))
+    assert "The `nightly-entries` table lists every entry;" in whole
+
+
+def test_the_run_record_reads_the_entries_figures_alone_from_the_hand_over() -> None:
+    statuses = {"a-live": Status(state="live", http_status=200, checked_at=CHECKED)}
+    scores = {"a-live": BuilderScore.model_validate(BUILDER_SCORE_EXAMPLES[0])}
+    path = save_presented(Presented(statuses=statuses, scores=scores), run_id=7)
+    try:
+        assert load_entry_figures(path) == entry_figures(statuses, scores)
+    finally:
+        discard(path)
