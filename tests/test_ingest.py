@@ -208,6 +208,24 @@ def test_an_unchanged_file_swapped_for_a_symlink_out_of_data_is_refused(
     assert summary.invalid == ["alpha"] and not summary.retired  # the stored entry is kept
 
 
+def test_a_symlink_inside_the_data_folder_is_hashed_through_and_seen_when_its_target_changes(
+    engine, data_dir: Path
+) -> None:
+    """A file that is a symlink is opened only after the full check of where it leads; one
+    that stays inside the data folder is hashed like any file, through the link."""
+    shared = data_dir / "shared.yaml"
+    shared.write_text(yaml.safe_dump(make_entry(id="alpha")))
+    link = data_dir / "entries" / "weather" / "alpha.yaml"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(shared)
+    assert ingest_incrementally(engine, data_dir)[1].added == ["alpha"]
+    report, summary = ingest_incrementally(engine, data_dir)
+    assert report.entries == {} and list(report.unchanged.values()) == ["alpha"]
+    shared.write_text(yaml.safe_dump(make_entry(id="alpha", name="Alpha Two")))
+    report, summary = ingest_incrementally(engine, data_dir)
+    assert summary.updated == ["alpha"] and not report.problems
+
+
 def test_a_duplicate_id_beside_an_unchanged_file_makes_both_invalid(
     engine, write_entry: WriteEntry, data_dir: Path
 ) -> None:

@@ -32,6 +32,7 @@ from pipeline.catalogue.guard import (
     UnsafeEntryFile,
     check_place,
     check_structure,
+    read_placed,
     read_text,
 )
 from pipeline.catalogue.lint import lint_entry
@@ -157,7 +158,9 @@ def entry_files(paths: Iterable[Path]) -> list[Path]:
             found.update(_walk(os.fspath(path)))
         else:
             found.add(os.fspath(path))
-    return [Path(name) for name in sorted(found, key=lambda name: name.split(os.sep))]
+    # By their parts: the separator as the lowest character sorts the names as their lists of
+    # parts would, without making the lists (a fifth of a 100,000-file walk).
+    return [Path(name) for name in sorted(found, key=lambda name: name.replace(os.sep, "\0"))]
 
 
 def _walk(folder: str) -> Iterator[str]:
@@ -431,16 +434,17 @@ def read_catalog(
     valid: set[Path] = set()  # of the files read, with no entries_root to list the others
     to_read = report.files
     if known is not None:
-        resolved: dict[Path, Path] = {}
+        folders: dict[str, bool] = {}
+        to_read = []
         for path in report.files:
-            digest = file_digest(path, entries_root, max_bytes, resolved)
-            if digest is None:
-                continue
-            report.digests[path] = digest
-            if known.get(str(path)) == digest:
-                report.unchanged[path] = path.stem
-                by_id[path.stem].append(path)
-        to_read = [path for path in report.files if path not in report.unchanged]
+            digest = file_digest(path, entries_root, max_bytes, folders)
+            if digest is not None:
+                report.digests[path] = digest
+                if known.get(str(path)) == digest:
+                    report.unchanged[path] = stem = path.stem
+                    by_id[stem].append(path)
+                    continue
+            to_read.append(path)
     with paused_garbage_collection():
         readings = _read_all(to_read, entries_root, workers, max_bytes)
         for path, (entry_id, entry, problems) in zip(to_read, readings, strict=True):
@@ -488,20 +492,26 @@ def reader_fingerprint() -> bytes:
 
 
 def file_digest(path: Path, entries_root: Path | None, max_bytes: int = DEFAULT_MAX_BYTES,
-                resolved: dict[Path, Path] | None = None) -> str | None:
+                folders: dict[str, bool] | None = None) -> str | None:
     """The hash of a file's bytes under the reader's fingerprint; None for a file that cannot
     be read within the limits (it is parsed, so the problem is reported). A symlink leading
-    outside the data folder is refused here too, before a byte of it is read (`resolved`:
-    the folders resolved so far in this pass)."""
+    outside the data folder is refused here too, before a byte of it is read (`folders`: the
+    folders judged so far in this pass, see `read_placed`)."""
     try:
-        check_place(path, entries_root, resolved)
-        with path.open("rb") as handle:
-            data = handle.read(max_bytes + 1)
+        data = read_placed(path, entries_root, max_bytes + 1, {} if folders is None else folders)
     except (OSError, UnsafeEntryFile):
         return None
     if len(data) > max_bytes:
         return None
-    return hashlib.sha256(reader_fingerprint() + data).hexdigest()
+    digest = _fingerprinted().copy()
+    digest.update(data)
+    return digest.hexdigest()
+
+
+@cache
+def _fingerprinted() -> Any:
+    """A hash that has taken in the reader's fingerprint, to be copied for each file."""
+    return hashlib.sha256(reader_fingerprint())
 
 
 def _check_successors(report: CatalogReport, deprecated: list[tuple[Path, str, str]],

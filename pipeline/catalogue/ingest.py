@@ -121,10 +121,12 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
     summary = IngestSummary(
         invalid=sorted(report.invalid_ids()), errors=[asdict(p) for p in report.problems]
     )
+    # Plain rows (no ORM results, no dates parsed): this runs over every stored entry.
     stored = {
-        entry_id: (digest, retired_at is not None, source_file)
-        for entry_id, digest, retired_at, source_file in session.exec(
-            select(EntryRow.id, EntryRow.content_hash, EntryRow.retired_at, EntryRow.source_file)
+        entry_id: (digest, retired, source_file)
+        for entry_id, digest, retired, source_file in session.connection().execute(
+            select(EntryRow.id, EntryRow.content_hash, col(EntryRow.retired_at).is_not(None),
+                   EntryRow.source_file)
         )
     }
     present = set(report.unchanged.values()) | report.invalid_ids()
@@ -186,4 +188,4 @@ def stored_file_hashes(session: Session) -> dict[str, str]:
     """The file hash of every published entry, by its source file: what need not be parsed."""
     statement = select(EntryRow.source_file, EntryRow.file_hash).where(
         col(EntryRow.retired_at).is_(None), col(EntryRow.file_hash).is_not(None))
-    return dict(session.exec(statement).all())
+    return dict(session.connection().execute(statement).all())
