@@ -9,9 +9,21 @@ import pytest
 import yaml
 from sqlmodel import Session, select
 
-from pipeline.catalogue.entries import entry_files, read_catalog
-from pipeline.catalogue.ingest import EmptyCatalogError, ingest_catalog
-from pipeline.store.tables import EndpointRow, EntryRow, active_entries, make_engine
+from pipeline.catalogue import ingest as ingest_module
+from pipeline.catalogue import spool
+from pipeline.catalogue.entries import CatalogReport, entry_files, read_catalog
+from pipeline.catalogue.ingest import EmptyCatalogError, IngestSummary, ingest_catalog
+from pipeline.operations import stages
+from pipeline.settings import Settings
+from pipeline.store.tables import (
+    EndpointRow,
+    EntryRow,
+    active_entries,
+    engine_for,
+    make_engine,
+    session_scope,
+    start_run,
+)
 from tests.conftest import WriteEntry, make_entry
 
 
@@ -196,6 +208,24 @@ def test_an_unchanged_file_swapped_for_a_symlink_out_of_data_is_refused(
     assert summary.invalid == ["alpha"] and not summary.retired  # the stored entry is kept
 
 
+def test_a_symlink_inside_the_data_folder_is_hashed_through_and_seen_when_its_target_changes(
+    engine, data_dir: Path
+) -> None:
+    """A file that is a symlink is opened only after the full check of where it leads; one
+    that stays inside the data folder is hashed like any file, through the link."""
+    shared = data_dir / "shared.yaml"
+    shared.write_text(yaml.safe_dump(make_entry(id="alpha")))
+    link = data_dir / "entries" / "weather" / "alpha.yaml"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(shared)
+    assert ingest_incrementally(engine, data_dir)[1].added == ["alpha"]
+    report, summary = ingest_incrementally(engine, data_dir)
+    assert report.entries == {} and list(report.unchanged.values()) == ["alpha"]
+    shared.write_text(yaml.safe_dump(make_entry(id="alpha", name="Alpha Two")))
+    report, summary = ingest_incrementally(engine, data_dir)
+    assert summary.updated == ["alpha"] and not report.problems
+
+
 def test_a_duplicate_id_beside_an_unchanged_file_makes_both_invalid(
     engine, write_entry: WriteEntry, data_dir: Path
 ) -> None:
@@ -232,3 +262,147 @@ def test_the_walk_finds_what_a_glob_would_and_never_enters_a_symlinked_folder(
     assert not any("secret" in str(path) or "linked-folder" in str(path) for path in walked)
     assert [p.relative_to(entries).as_posix() for p in walked][:3] == [
         ".hidden.yaml", "a/b.yaml", "a/deeper/c.yaml"]
+
+
+# --- the ingest stage stores the entries a chunk at a time as they are read -------------------
+
+
+def stage_ingest() -> tuple[IngestSummary, CatalogReport]:
+    """The ingest stage the flows run, on the settings of the environment."""
+    settings = Settings()
+    with session_scope(engine_for(settings.database_url)) as session:
+        run_id = start_run(session, "nightly").id
+    return stages.ingest_entries(settings, run_id)
+
+
+def stored_state(engine) -> tuple[dict[str, tuple], list[tuple]]:
+    """Every entry's row and every endpoint's, but for the ids the store generates."""
+    with Session(engine) as session:
+        entries = {row.id: (row.category, row.name, row.content, row.content_hash,
+                            row.source_file, row.retired_at is None)
+                   for row in session.exec(select(EntryRow))}
+        endpoints = sorted((row.entry_id, row.method, row.path, row.description, row.position,
+                            row.active) for row in session.exec(select(EndpointRow)))
+    return entries, endpoints
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Two entries a chunk; the sizes of the new entries' inserts, one a chunk, as they come."""
+    monkeypatch.setattr(spool, "CHUNK", 2)
+    inserted: list[int] = []
+    original = ingest_module._insert_new
+
+    def counted(session, new, *args):
+        inserted.append(len(new))
+        return original(session, new, *args)
+
+    monkeypatch.setattr(ingest_module, "_insert_new", counted)
+    return inserted
+
+
+def test_the_stage_stores_a_chunk_at_a_time_what_one_pass_would(
+    write_entry: WriteEntry, data_dir: Path, settings_env: dict[str, str], tmp_path: Path,
+    small_chunks: list[int],
+) -> None:
+    ids = [f"api-{number:02d}" for number in range(9)]
+    for number, entry_id in enumerate(ids):
+        endpoints = [{"method": "GET", "path": f"/items/{number}", "description": "One."},
+                     {"method": "GET", "path": f"/items/{number}", "description": "Again."},
+                     {"path": "/", "description": "Its root."}]
+        write_entry(make_entry(id=entry_id, name=f"API {number}", endpoints=endpoints,
+                               category="weather" if number % 2 else "maps"))
+    summary, report = stage_ingest()
+    assert summary.added == sorted(ids) and report.ok and report.entries == {}
+    assert small_chunks == [2, 2, 2, 2, 1]  # stored as read, two at a time
+    engine = engine_for(settings_env["APIDIR_DATABASE_URL"])
+    whole = make_engine(f"sqlite:///{tmp_path / 'whole.db'}")
+    entries = data_dir / "entries"
+    with Session(whole) as session:  # everything read first, then stored in one pass
+        ingest_catalog(session, read_catalog([entries], entries, workers=1))
+    assert stored_state(engine) == stored_state(whole)
+    whole.dispose()
+    with Session(engine) as session:  # the file hashes the next night compares
+        assert all(row.file_hash for row in session.exec(select(EntryRow)))
+    again, report = stage_ingest()
+    assert again.unchanged == sorted(ids) and len(report.unchanged) == len(ids)
+
+
+def test_a_bad_file_late_in_the_catalogue_keeps_its_entry_and_fails_alone(
+    write_entry: WriteEntry, settings_env: dict[str, str], small_chunks: list[int]
+) -> None:
+    ids = ["aaa-first", *(f"api-{number}" for number in range(6))]
+    for entry_id in ids:
+        write_entry(make_entry(id=entry_id))
+    late = write_entry(make_entry(id="zzz-last"))
+    stage_ingest()
+    for entry_id in ids:  # every file changed, so that every one is read again
+        write_entry(make_entry(id=entry_id, name=f"{entry_id}, again"))
+    write_entry(make_entry(id="yyy-new"))
+    late.write_text(yaml.safe_dump(make_entry(id="zzz-last", name="Broken", authType="token")))
+    summary, report = stage_ingest()
+    assert (summary.updated, summary.added, summary.invalid) == (ids, ["yyy-new"], ["zzz-last"])
+    assert not summary.retired and len(small_chunks) == 8  # four chunks a night
+    [problem] = report.problems
+    assert str(problem).startswith(f"{late}:")
+    assert (problem.entry, problem.field) == ("zzz-last", "authType")
+    engine = engine_for(settings_env["APIDIR_DATABASE_URL"])
+    with Session(engine) as session:
+        kept = session.get(EntryRow, "zzz-last")
+        assert kept.name == "Example Weather" and kept.retired_at is None
+        assert session.get(EntryRow, "api-5").name == "api-5, again"
+
+
+def test_a_duplicate_id_read_late_withdraws_the_entry_read_early(
+    write_entry: WriteEntry, settings_env: dict[str, str], small_chunks: list[int]
+) -> None:
+    """The first file is read (and spooled) chunks before its copy: neither is stored, and the
+    stored version stays as it was; a new entry with an unknown successor is never added."""
+    first = write_entry(make_entry(id="alpha", category="ai"))
+    for number in range(5):
+        write_entry(make_entry(id=f"api-{number}"))
+    stage_ingest()
+    first.write_text(yaml.safe_dump(make_entry(id="alpha", category="ai", name="Alpha Two")))
+    copy = write_entry(make_entry(id="alpha", category="weather"), name="zzz-copy")
+    write_entry(make_entry(id="beta", category="ai", deprecated={"successor": "nowhere"}))
+    summary, report = stage_ingest()
+    assert {(p.file, p.rule) for p in report.problems} >= {
+        (str(first), "duplicate-id"), (str(copy), "duplicate-id")}
+    assert (summary.updated, summary.added) == ([], [])
+    assert summary.invalid == ["alpha", "beta", "zzz-copy"] and not summary.retired
+    engine = engine_for(settings_env["APIDIR_DATABASE_URL"])
+    with Session(engine) as session:
+        assert session.get(EntryRow, "alpha").name == "Example Weather"
+        assert session.get(EntryRow, "beta") is None
+
+
+def test_a_failure_part_way_leaves_the_store_as_it_was(
+    write_entry: WriteEntry, settings_env: dict[str, str], small_chunks: list[int],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The chunks go in one transaction: committed once the last is stored, else not at all."""
+    first = write_entry(make_entry(id="aaa-first"))
+    write_entry(make_entry(id="gone"))
+    stage_ingest()
+    engine = engine_for(settings_env["APIDIR_DATABASE_URL"])
+    before = stored_state(engine)
+    first.write_text(yaml.safe_dump(make_entry(id="aaa-first", name="First, again")))
+    (first.parent / "gone.yaml").unlink()
+    for number in range(7):
+        write_entry(make_entry(id=f"api-{number}"))
+    counted = ingest_module._insert_new
+
+    def failing(session, new, *args):
+        if len(small_chunks) == 3:
+            raise RuntimeError("the store went away")
+        return counted(session, new, *args)
+
+    monkeypatch.setattr(ingest_module, "_insert_new", failing)
+    with pytest.raises(RuntimeError, match="went away"):
+        stage_ingest()
+    assert len(small_chunks) == 3  # two chunks were stored before the third failed
+    assert stored_state(engine) == before
+    monkeypatch.setattr(ingest_module, "_insert_new", counted)
+    summary, _ = stage_ingest()
+    assert summary.updated == ["aaa-first"] and summary.retired == ["gone"]
+    assert len(summary.added) == 7

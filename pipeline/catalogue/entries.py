@@ -10,9 +10,9 @@ import gc
 import hashlib
 import logging
 import os
-from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections import defaultdict, deque
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,6 +32,7 @@ from pipeline.catalogue.guard import (
     UnsafeEntryFile,
     check_place,
     check_structure,
+    read_placed,
     read_text,
 )
 from pipeline.catalogue.lint import lint_entry
@@ -111,9 +112,17 @@ class CatalogReport:
     digests: dict[Path, str] = field(default_factory=dict)
     unchanged: dict[Path, str] = field(default_factory=dict)
 
+    # Files the checks across files (a duplicate id, an unknown successor) found invalid once
+    # every file was read: their entries, if handed on as they were read, are not to be stored.
+    withdrawn: set[Path] = field(default_factory=set)
+
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    def withdraw(self, path: Path) -> None:
+        self.entries.pop(path, None)
+        self.withdrawn.add(path)
 
     def invalid_ids(self) -> set[str]:
         """Ids (by file name) of the files that have at least one problem."""
@@ -149,7 +158,9 @@ def entry_files(paths: Iterable[Path]) -> list[Path]:
             found.update(_walk(os.fspath(path)))
         else:
             found.add(os.fspath(path))
-    return [Path(name) for name in sorted(found, key=lambda name: name.split(os.sep))]
+    # By their parts: the separator as the lowest character sorts the names as their lists of
+    # parts would, without making the lists (a fifth of a 100,000-file walk).
+    return [Path(name) for name in sorted(found, key=lambda name: name.replace(os.sep, "\0"))]
 
 
 def _walk(folder: str) -> Iterator[str]:
@@ -372,23 +383,31 @@ def _read_chunk(
 def _read_all(
     files: list[Path], entries_root: Path | None, workers: int | None, max_bytes: int
 ) -> Iterator[EntryReading]:
-    """`read_entry_file` of every file, in order; in `workers` processes for large catalogues."""
+    """`read_entry_file` of every file, in order; in `workers` processes for large catalogues,
+    with a few chunks ahead at most, so what is read waits in memory only until it is used."""
     if workers is None:
         workers = min(os.cpu_count() or 1, 8) if len(files) >= PARALLEL_FROM else 1
     if workers <= 1:
-        yield from _read_chunk(files, entries_root, max_bytes)
+        for start in range(0, len(files), _CHUNK):
+            yield from _read_chunk(files[start : start + _CHUNK], entries_root, max_bytes)
         return
     chunks = [files[start : start + _CHUNK] for start in range(0, len(files), _CHUNK)]
+    done = 0  # chunks handed on
     try:
         # spawn: never fork a process that may run threads (Prefect, the event loop)
         with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-            done = list(pool.map(_read_chunk, chunks, [entries_root] * len(chunks),
-                                 [max_bytes] * len(chunks)))
+            ahead: deque[Future[list[EntryReading]]] = deque()
+            while done < len(chunks):
+                while len(ahead) < 2 * workers and done + len(ahead) < len(chunks):
+                    ahead.append(pool.submit(_read_chunk, chunks[done + len(ahead)],
+                                             entries_root, max_bytes))
+                readings = ahead.popleft().result()
+                done += 1
+                yield from readings
     except BrokenProcessPool as exc:  # e.g. a __main__ that cannot be re-imported
         log.warning("reading entry files in this process: worker processes failed (%s)", exc)
-        done = [_read_chunk(files, entries_root, max_bytes)]
-    for readings in done:
-        yield from readings
+        for chunk in chunks[done:]:
+            yield from _read_chunk(chunk, entries_root, max_bytes)
 
 
 def read_catalog(
@@ -397,34 +416,48 @@ def read_catalog(
     workers: int | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     known: Mapping[str, str] | None = None,
+    keep: Callable[[Path, EntryFile], None] | None = None,
 ) -> CatalogReport:
     """Read every entry file under `paths`, checking each one and the ids across files.
 
     `workers`: processes that parse the files (default: one per core from
     `PARALLEL_FROM` files on, else this process alone); `max_bytes`: the size limit of a file;
     `known`: the stored hash of each file by path — a file whose hash is unchanged is not
-    parsed again (listed in `unchanged`), and every file's hash is kept in `digests`.
+    parsed again (listed in `unchanged`), and every file's hash is kept in `digests`;
+    `keep`: given each valid entry as it is read, instead of `entries` holding them all (a
+    large catalogue's entries need not fit in memory at once) — those the checks across files
+    then find invalid are listed in `withdrawn`.
     """
     report = CatalogReport(files=entry_files(paths))
     by_id: dict[str, list[Path]] = defaultdict(list)
+    deprecated: list[tuple[Path, str, str]] = []  # (file, id, successor)
+    valid: set[Path] = set()  # of the files read, with no entries_root to list the others
     to_read = report.files
     if known is not None:
-        resolved: dict[Path, Path] = {}
+        folders: dict[str, bool] = {}
+        to_read = []
         for path in report.files:
-            digest = file_digest(path, entries_root, max_bytes, resolved)
-            if digest is None:
-                continue
-            report.digests[path] = digest
-            if known.get(str(path)) == digest:
-                report.unchanged[path] = path.stem
-                by_id[path.stem].append(path)
-        to_read = [path for path in report.files if path not in report.unchanged]
+            digest = file_digest(path, entries_root, max_bytes, folders)
+            if digest is not None:
+                report.digests[path] = digest
+                if known.get(str(path)) == digest:
+                    report.unchanged[path] = stem = path.stem
+                    by_id[stem].append(path)
+                    continue
+            to_read.append(path)
     with paused_garbage_collection():
         readings = _read_all(to_read, entries_root, workers, max_bytes)
         for path, (entry_id, entry, problems) in zip(to_read, readings, strict=True):
             report.problems.extend(problems)
             if entry is not None:
-                report.entries[path] = entry
+                if entries_root is None:
+                    valid.add(path)
+                if entry.deprecated and entry.deprecated.successor is not None:
+                    deprecated.append((path, entry.id, entry.deprecated.successor))
+                if keep is None:
+                    report.entries[path] = entry
+                else:
+                    keep(path, entry)
             if not any(problem.rule in UNREAD_RULES for problem in problems):
                 by_id[entry_id].append(path)
     for entry_id, paths_with_id in by_id.items():
@@ -442,9 +475,9 @@ def read_catalog(
                     f"id {entry_id!r} is also used by {others}",
                 )
             )
-            report.entries.pop(path, None)
+            report.withdraw(path)
             report.unchanged.pop(path, None)
-    _check_successors(report, entries_root)
+    _check_successors(report, deprecated, by_id, valid, entries_root)
     report.problems.sort(key=Problem.sort_key)
     return report
 
@@ -459,43 +492,52 @@ def reader_fingerprint() -> bytes:
 
 
 def file_digest(path: Path, entries_root: Path | None, max_bytes: int = DEFAULT_MAX_BYTES,
-                resolved: dict[Path, Path] | None = None) -> str | None:
+                folders: dict[str, bool] | None = None) -> str | None:
     """The hash of a file's bytes under the reader's fingerprint; None for a file that cannot
     be read within the limits (it is parsed, so the problem is reported). A symlink leading
-    outside the data folder is refused here too, before a byte of it is read (`resolved`:
-    the folders resolved so far in this pass)."""
+    outside the data folder is refused here too, before a byte of it is read (`folders`: the
+    folders judged so far in this pass, see `read_placed`)."""
     try:
-        check_place(path, entries_root, resolved)
-        with path.open("rb") as handle:
-            data = handle.read(max_bytes + 1)
+        data = read_placed(path, entries_root, max_bytes + 1, {} if folders is None else folders)
     except (OSError, UnsafeEntryFile):
         return None
     if len(data) > max_bytes:
         return None
-    return hashlib.sha256(reader_fingerprint() + data).hexdigest()
+    digest = _fingerprinted().copy()
+    digest.update(data)
+    return digest.hexdigest()
 
 
-def _check_successors(report: CatalogReport, entries_root: Path | None) -> None:
-    """A deprecated entry's successor must be another entry of the catalogue (its file under
-    `entries_root`, so one file can be checked alone)."""
-    deprecated = [(path, entry) for path, entry in report.entries.items()
-                  if entry.deprecated and entry.deprecated.successor is not None]
+@cache
+def _fingerprinted() -> Any:
+    """A hash that has taken in the reader's fingerprint, to be copied for each file."""
+    return hashlib.sha256(reader_fingerprint())
+
+
+def _check_successors(report: CatalogReport, deprecated: list[tuple[Path, str, str]],
+                      by_id: Mapping[str, list[Path]], valid: Collection[Path],
+                      entries_root: Path | None) -> None:
+    """A deprecated entry's successor (of `deprecated`: file, id, successor) must be another
+    entry of the catalogue: its file under `entries_root`, so one file can be checked alone;
+    else a `valid` file read (`by_id`: the files of each id)."""
+    deprecated = [(path, entry_id, successor) for path, entry_id, successor in deprecated
+                  if path not in report.withdrawn]
     if not deprecated:
         return
     known = ({path.stem for path in entry_files([entries_root])} if entries_root is not None
-             else {entry.id for entry in report.entries.values()})
-    for path, entry in deprecated:
-        successor = entry.deprecated.successor
-        if successor != entry.id and successor in known:
+             else {entry_id for entry_id, paths in by_id.items()
+                   if any(path in valid and path not in report.withdrawn for path in paths)})
+    for path, entry_id, successor in deprecated:
+        if successor != entry_id and successor in known:
             continue
-        why = "is the entry itself" if successor == entry.id else "is not an entry of the catalogue"
+        why = "is the entry itself" if successor == entry_id else "is not an entry of the catalogue"
         try:
             line = _node_line(_compose(read_text(path)), ("deprecated", "successor"))
         except (OSError, yaml.YAMLError, UnsafeEntryFile):
             line = None
-        report.problems.append(Problem(str(path), line, entry.id, "deprecated.successor",
+        report.problems.append(Problem(str(path), line, entry_id, "deprecated.successor",
                                        "unknown-successor", f"successor {successor!r} {why}"))
-        del report.entries[path]
+        report.withdraw(path)
 
 
 def _id_line(path: Path) -> int | None:

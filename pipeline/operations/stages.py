@@ -27,6 +27,7 @@ from pipeline.catalogue.ingest import (
     ingest_catalog,
     stored_file_hashes,
 )
+from pipeline.catalogue.spool import entry_spool
 from pipeline.judging.changes import (
     Change,
     curated_deprecations,
@@ -79,10 +80,12 @@ def ingest_entries(settings: Settings, run_id: int) -> tuple[IngestSummary, Cata
     engine = engine_for(settings.database_url)
     with session_scope(engine) as session:
         known = stored_file_hashes(session)
-    report = read_catalog([settings.entries_dir], settings.entries_dir,
-                          max_bytes=settings.entry_max_bytes, known=known)
+    with entry_spool() as spool:  # the parsed entries wait on disk, not in memory
+        report = read_catalog([settings.entries_dir], settings.entries_dir,
+                              max_bytes=settings.entry_max_bytes, known=known, keep=spool.keep)
+        with session_scope(engine) as session:
+            summary = ingest_catalog(session, report, run_id=run_id, spool=spool)
     with session_scope(engine) as session:
-        summary = ingest_catalog(session, report, run_id=run_id)
         store_content_scores(session)
         run = session.get(PipelineRun, run_id)
         run.entries_seen = len(report.files)

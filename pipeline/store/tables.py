@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, UniqueConstraint, event
+from sqlalchemy import JSON, Column, DateTime, Index, UniqueConstraint, event
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
@@ -45,10 +45,17 @@ def utc_text(moment: datetime) -> str:
     return as_utc(moment).isoformat().replace("+00:00", "Z")
 
 
+COMPARED_COLUMNS = ("retired_at", "source_file", "file_hash", "id", "content_hash",
+                    "scored_hash", "scored_rubric")
+
+
 class EntryRow(SQLModel, table=True):
     """The last valid version of one curated entry."""
 
     __tablename__ = "entry"
+    # What each night compares (the file hashes, states and content hashes, the content scores'
+    # freshness) read from an index alone, without walking past every entry's content.
+    __table_args__ = (Index("ix_entry_compared", *COMPARED_COLUMNS),)
 
     id: str = Field(primary_key=True)
     category: str = Field(index=True)
