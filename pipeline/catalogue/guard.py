@@ -45,27 +45,16 @@ def inside(path: Path, root: Path) -> bool:
     return text == base or text.startswith(base.rstrip(os.sep) + os.sep)
 
 
-def check_place(path: Path, entries_root: Path | None,
-                resolved: dict[Path, Path] | None = None) -> None:
+def check_place(path: Path, entries_root: Path | None) -> None:
     """A file under the entries folder must really be there: a symlink (of the file or of a
-    folder on its way) that leads outside the data folder is refused, never read.
-
-    `resolved` caches the folders resolved so far, for one pass over a catalogue: a file that
-    is no symlink is where its resolved folder is, so it costs one `lstat`, not one a part."""
+    folder on its way) that leads outside the data folder is refused, never read."""
     if entries_root is None:
         return
     root = entries_root.absolute()
     if not inside(path.absolute(), root):
         return  # a file named outside the folder on purpose (`apidir validate FILE`)
-    cache = {} if resolved is None else resolved
-    data = _resolve(root, cache).parent
-    if os.path.islink(path):
-        target = path.resolve()
-    else:
-        folder = _resolve(path.parent, cache)
-        if inside(folder, data):
-            return
-        target = folder / path.name
+    data = root.resolve().parent
+    target = path.resolve() if os.path.islink(path) else path.parent.resolve() / path.name
     if not inside(target, data):
         raise UnsafeEntryFile("outside-data", f"links outside the data folder (to {target})")
 
@@ -117,12 +106,6 @@ def _folder_inside(folder: str, entries_root: Path | None) -> bool:
     root = entries_root.absolute()
     absolute = Path(os.path.abspath(folder or os.curdir))
     return inside(absolute, root) and inside(absolute.resolve(), root.resolve().parent)
-
-
-def _resolve(folder: Path, cache: dict[Path, Path]) -> Path:
-    if folder not in cache:
-        cache[folder] = folder.resolve()
-    return cache[folder]
 
 
 def read_text(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
