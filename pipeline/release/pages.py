@@ -17,7 +17,7 @@ import hashlib
 import json
 import posixpath
 import re
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, MutableMapping, Sequence
 from datetime import date, datetime, timedelta
 from functools import cache, lru_cache
 from html import unescape
@@ -29,7 +29,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from pipeline.contract import ONLINE_NOTE, APIEntry, Uptime
-from pipeline.judging.rollup import DayFigures
+from pipeline.judging.day_figures import DayFigures
 from pipeline.release.hosting import PAGE_CSP
 from pipeline.release.layout import (
     LLMS_TXT,
@@ -289,6 +289,12 @@ class DocumentEnvironment(Environment):
             except KeyError:
                 pass
         return super().getattr(obj, attribute)
+
+    def make_globals(self, d: MutableMapping[str, Any] | None) -> MutableMapping[str, Any]:
+        """A template's globals as one plain dict, not Jinja's view over the environment's:
+        each render copies them, and a view costs a lookup in each map for every name. The
+        environment's globals are all set before its first template is loaded."""
+        return {**self.globals, **(d or {})}
 
 
 @cache
