@@ -148,6 +148,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000])
     parser.add_argument("--workdir", type=Path, default=REPO / "var" / "bench-pages")
+    parser.add_argument("--kinds", nargs="+", choices=("json", "pages"), default=["json", "pages"])
+    parser.add_argument("--runs", type=int, default=2, help="publishes of each kind, one by one")
     args = parser.parse_args()
     workdir = args.workdir.absolute()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -156,10 +158,10 @@ def main() -> None:
           f"{'pages part':>15} {'pages/entry':>11} {'peak RSS':>9} "
           f"{'JSON/pages/validate':>19} {'worker':>8}")
     for size in args.sizes:
-        for pages in (False, True):
+        for pages in [kind == "pages" for kind in args.kinds]:
             shutil.rmtree(workdir / f"public-{size}-{'pages' if pages else 'json'}",
                           ignore_errors=True)
-            for run in (1, 2):
+            for run in range(1, args.runs + 1):
                 figures = measure(workdir, size, pages)
                 site, per_entry = f"{'':>15}", f"{'':>11}"
                 if "site" in figures:

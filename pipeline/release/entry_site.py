@@ -43,7 +43,7 @@ class EntrySummary:
 
     category: str
     score_key: tuple[int, bool, str]
-    card: str
+    card: str  # markup
     listing: dict[str, Any]
 
 

@@ -339,9 +339,10 @@ def asset_files() -> tuple[dict[str, bytes], dict[str, str]]:
     return files, paths
 
 
-def card_html(api: Mapping[str, Any], labels: Mapping[str, str]) -> str:
-    """A presented entry's card as a category page draws it."""
-    return str(environment().get_template("_macros.html").module.api_card(api, "../", labels))
+def card_html(api: Mapping[str, Any], labels: Mapping[str, str]) -> Markup:
+    """A presented entry's card as a category page draws it (markup already: a category page
+    of a large release holds tens of thousands, which are not copied again)."""
+    return environment().get_template("_macros.html").module.api_card(api, "../", labels)
 
 
 def render_entry_page(
@@ -374,18 +375,22 @@ def render_pages(
         INDEX_PAGE: env.get_template("index.html").render(
             common, root="", page=INDEX_PAGE, markdown=LLMS_TXT, search_index=SEARCH_INDEX,
             page_size=INDEX_PAGE_SIZE,
-        ),
+        ).encode(),
         NOT_FOUND_PAGE: env.get_template("404.html").render(
             common, root=root_path, page=NOT_FOUND_PAGE, markdown=None
-        ),
+        ).encode(),
     }
     for category in common["categories"]:
         path = category_page(category["id"])
+        shown = [card if isinstance(card, Markup) else Markup(card)
+                 for card in cards.get(category["id"], ())]
+        # Each page is encoded as it is drawn: the text of every category page is never held.
         pages[path] = env.get_template("category.html").render(
-            common, root="../", cards=[Markup(card) for card in cards.get(category["id"], ())],
-            category=category, page=path, markdown=category_markdown(category["id"]),
-        )
-    return {path: html.encode() for path, html in pages.items()}
+            common, root="../", cards=shown, category=category, page=path,
+            markdown=category_markdown(category["id"]),
+        ).encode()
+        del shown
+    return pages
 
 
 # --- the check before a release is written ---------------------------------------------------
