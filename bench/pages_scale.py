@@ -48,8 +48,15 @@ class SyntheticTrends(Mapping[str, list[Any]]):
         from pipeline.judging.rollup import DayFigures
 
         seed = sum(map(ord, entry_id))
-        return [DayFigures(self.last_day - timedelta(days=DAYS - 1 - n), 24, 24 - (seed + n) % 3,
-                           80.0 + (seed * 7 + n * 13) % 400) for n in range(DAYS)]
+        return [
+            DayFigures(
+                self.last_day - timedelta(days=DAYS - 1 - n),
+                24,
+                24 - (seed + n) % 3,
+                80.0 + (seed * 7 + n * 13) % 400,
+            )
+            for n in range(DAYS)
+        ]
 
     def __iter__(self) -> Iterator[str]:
         return iter(())
@@ -114,27 +121,46 @@ def run_publish(workdir: Path, size: int, pages: bool) -> dict[str, Any]:
 
     reset_peak_rss()
     started, cpu_started = time.perf_counter(), cpu_seconds()
-    total = publish.stream_release(output, copied_entries(templates, size), categories, version,
-                                   now, base_url, complete)
+    total = publish.stream_release(
+        output, copied_entries(templates, size), categories, version, now, base_url, complete
+    )
     peaks["validate"] = peak_rss_mb()
     workers_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return {"size": total, "pages": pages, "seconds": time.perf_counter() - started,
-            "cpu": cpu_seconds() - cpu_started, "peak_rss_mb": max(peaks.values()),
-            "peaks_mb": peaks, "worker_peak_rss_mb": workers_mb, **clock}
+    return {
+        "size": total,
+        "pages": pages,
+        "seconds": time.perf_counter() - started,
+        "cpu": cpu_seconds() - cpu_started,
+        "peak_rss_mb": max(peaks.values()),
+        "peaks_mb": peaks,
+        "worker_peak_rss_mb": workers_mb,
+        **clock,
+    }
 
 
 def cpu_seconds() -> float:
     """User and system CPU of this process and of its workers that have ended."""
-    own, workers = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
-                                                         resource.RUSAGE_CHILDREN))
+    own, workers = (
+        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
     return own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime
 
 
 def measure(workdir: Path, size: int, pages: bool) -> dict[str, Any]:
     completed = subprocess.run(
-        [sys.executable, "-m", "bench.pages_scale", "stage", str(workdir), str(size),
-         "pages" if pages else "json"],
-        cwd=REPO, check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "bench.pages_scale",
+            "stage",
+            str(workdir),
+            str(size),
+            "pages" if pages else "json",
+        ],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
         env=os.environ | {"PYTHONPATH": str(REPO)},
     )
     return json.loads(completed.stdout.strip().splitlines()[-1])
@@ -154,26 +180,34 @@ def main() -> None:
     workdir = args.workdir.absolute()
     workdir.mkdir(parents=True, exist_ok=True)
     template_entries(workdir)
-    print(f"{'entries':>8} {'publish':>11} {'run':>3} {'wall':>7} {'CPU':>7} {'JSON part':>15} "
-          f"{'pages part':>15} {'pages/entry':>11} {'peak RSS':>9} "
-          f"{'JSON/pages/validate':>19} {'worker':>8}")
+    print(
+        f"{'entries':>8} {'publish':>11} {'run':>3} {'wall':>7} {'CPU':>7} {'JSON part':>15} "
+        f"{'pages part':>15} {'pages/entry':>11} {'peak RSS':>9} "
+        f"{'JSON/pages/validate':>19} {'worker':>8}"
+    )
     for size in args.sizes:
         for pages in [kind == "pages" for kind in args.kinds]:
-            shutil.rmtree(workdir / f"public-{size}-{'pages' if pages else 'json'}",
-                          ignore_errors=True)
+            shutil.rmtree(
+                workdir / f"public-{size}-{'pages' if pages else 'json'}", ignore_errors=True
+            )
             for run in range(1, args.runs + 1):
                 figures = measure(workdir, size, pages)
                 site, per_entry = f"{'':>15}", f"{'':>11}"
                 if "site" in figures:
                     site = f"{figures['site']:5.1f}s/{figures['site_cpu']:5.1f}s CPU"
                     per_entry = f"{figures['site_cpu'] / size * 1000:8.2f} ms"
-                peaks = "/".join(f"{figures['peaks_mb'].get(step, 0):.0f}"
-                                 for step in ("json", "site", "validate"))
-                print(f"{size:>8,} {'with pages' if pages else 'JSON only':>11} {run:>3} "
-                      f"{figures['seconds']:6.1f}s {figures['cpu']:6.1f}s "
-                      f"{figures['json']:5.1f}s/{figures['json_cpu']:5.1f}s CPU {site} "
-                      f"{per_entry} {figures['peak_rss_mb']:5.0f} MiB {peaks:>15} MiB "
-                      f"{figures['worker_peak_rss_mb']:4.0f} MiB", flush=True)
+                peaks = "/".join(
+                    f"{figures['peaks_mb'].get(step, 0):.0f}"
+                    for step in ("json", "site", "validate")
+                )
+                print(
+                    f"{size:>8,} {'with pages' if pages else 'JSON only':>11} {run:>3} "
+                    f"{figures['seconds']:6.1f}s {figures['cpu']:6.1f}s "
+                    f"{figures['json']:5.1f}s/{figures['json_cpu']:5.1f}s CPU {site} "
+                    f"{per_entry} {figures['peak_rss_mb']:5.0f} MiB {peaks:>15} MiB "
+                    f"{figures['worker_peak_rss_mb']:4.0f} MiB",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

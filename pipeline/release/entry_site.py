@@ -56,7 +56,8 @@ def use_context(context: SiteContext) -> None:
 
 
 def write_entry_site(
-    lines: Sequence[bytes], trends: Sequence[Sequence[DayFigures]],
+    lines: Sequence[bytes],
+    trends: Sequence[Sequence[DayFigures]],
 ) -> tuple[list[EntrySummary], list[str]]:
     """Render, check and write the page and Markdown of each entry (its line of `apis.json`);
     the entries' summaries and the problems found."""
@@ -75,8 +76,9 @@ def write_entry_site(
             for relative, data in ((page, html), (markdown, text)):
                 with open(os.path.join(context.staging, relative), "wb") as target:
                     target.write(data)
-            summaries.append(EntrySummary(api["category"], score_key(api),
-                                          card_html(api, labels), listing(api)))
+            summaries.append(
+                EntrySummary(api["category"], score_key(api), card_html(api, labels), listing(api))
+            )
     return summaries, problems
 
 
