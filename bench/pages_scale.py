@@ -8,8 +8,10 @@ scored from a probe history), copied with new ids and names up to N, and each gi
 of synthetic daily figures for its trend chart. Every run is a fresh process that streams the
 entries into `stream_release` as `publish_release` does (the JSON, the release history, then
 `write_site`), twice into the same output folder: the second run replaces a live release of
-the same entries, as a nightly does. Peak RSS is the process's high-water mark (VmHWM); the
-largest worker process's is printed apart.
+the same entries, as a nightly does. Peak RSS is the process's high-water mark (VmHWM), also
+for each step apart (writing the JSON, the pages, validating and swapping); the largest
+worker process's is printed apart. CPU is the process's and its workers' (user and system);
+the pages' CPU an entry is that of `write_site` divided by the entries.
 """
 
 from __future__ import annotations
@@ -46,14 +48,21 @@ class SyntheticTrends(Mapping[str, list[Any]]):
         from pipeline.judging.rollup import DayFigures
 
         seed = sum(map(ord, entry_id))
-        return [DayFigures(self.last_day - timedelta(days=DAYS - 1 - n), 24, 24 - (seed + n) % 3,
-                           80.0 + (seed * 7 + n * 13) % 400) for n in range(DAYS)]
+        return [
+            DayFigures(
+                self.last_day - timedelta(days=DAYS - 1 - n),
+                24,
+                24 - (seed + n) % 3,
+                80.0 + (seed * 7 + n * 13) % 400,
+            )
+            for n in range(DAYS)
+        ]
 
     def __iter__(self) -> Iterator[str]:
         return iter(())
 
     def __len__(self) -> int:
-        return 0
+        return 1  # not empty: `write_site` takes an empty mapping for no trends at all
 
 
 def template_entries(workdir: Path) -> list[dict[str, Any]]:
@@ -93,30 +102,65 @@ def run_publish(workdir: Path, size: int, pages: bool) -> dict[str, Any]:
     version = publish.next_version(output, now.date())
     trends = SyntheticTrends(now.date())
     clock: dict[str, float] = {}
+    peaks: dict[str, float] = {}
 
     def complete(staging: Path, meta: dict[str, Any], counts: Mapping[str, int]) -> None:
         clock["json"] = time.perf_counter() - started
+        clock["json_cpu"] = cpu_seconds() - cpu_started
+        peaks["json"] = peak_rss_mb()
         summary = publish.release_summary(meta, counts, {}, categories)
         publish.write_history(staging, summary, [], meta, [], [], base_url)
         if pages:
-            clock["site_from"] = time.perf_counter()
+            reset_peak_rss()
+            clock["site_from"], clock["site_cpu_from"] = time.perf_counter(), cpu_seconds()
             publish.write_site(staging, base_url, trends)
             clock["site"] = time.perf_counter() - clock.pop("site_from")
+            clock["site_cpu"] = cpu_seconds() - clock.pop("site_cpu_from")
+            peaks["site"] = peak_rss_mb()
+        reset_peak_rss()
 
     reset_peak_rss()
-    started = time.perf_counter()
-    total = publish.stream_release(output, copied_entries(templates, size), categories, version,
-                                   now, base_url, complete)
+    started, cpu_started = time.perf_counter(), cpu_seconds()
+    total = publish.stream_release(
+        output, copied_entries(templates, size), categories, version, now, base_url, complete
+    )
+    peaks["validate"] = peak_rss_mb()
     workers_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return {"size": total, "pages": pages, "seconds": time.perf_counter() - started,
-            "peak_rss_mb": peak_rss_mb(), "worker_peak_rss_mb": workers_mb, **clock}
+    return {
+        "size": total,
+        "pages": pages,
+        "seconds": time.perf_counter() - started,
+        "cpu": cpu_seconds() - cpu_started,
+        "peak_rss_mb": max(peaks.values()),
+        "peaks_mb": peaks,
+        "worker_peak_rss_mb": workers_mb,
+        **clock,
+    }
+
+
+def cpu_seconds() -> float:
+    """User and system CPU of this process and of its workers that have ended."""
+    own, workers = (
+        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime
 
 
 def measure(workdir: Path, size: int, pages: bool) -> dict[str, Any]:
     completed = subprocess.run(
-        [sys.executable, "-m", "bench.pages_scale", "stage", str(workdir), str(size),
-         "pages" if pages else "json"],
-        cwd=REPO, check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "bench.pages_scale",
+            "stage",
+            str(workdir),
+            str(size),
+            "pages" if pages else "json",
+        ],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
         env=os.environ | {"PYTHONPATH": str(REPO)},
     )
     return json.loads(completed.stdout.strip().splitlines()[-1])
@@ -130,23 +174,40 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000])
     parser.add_argument("--workdir", type=Path, default=REPO / "var" / "bench-pages")
+    parser.add_argument("--kinds", nargs="+", choices=("json", "pages"), default=["json", "pages"])
+    parser.add_argument("--runs", type=int, default=2, help="publishes of each kind, one by one")
     args = parser.parse_args()
     workdir = args.workdir.absolute()
     workdir.mkdir(parents=True, exist_ok=True)
     template_entries(workdir)
-    print(f"{'entries':>8} {'publish':>16} {'run':>5} {'wall':>8} {'JSON part':>10} "
-          f"{'pages part':>10} {'peak RSS':>10} {'worker':>9}")
+    print(
+        f"{'entries':>8} {'publish':>11} {'run':>3} {'wall':>7} {'CPU':>7} {'JSON part':>15} "
+        f"{'pages part':>15} {'pages/entry':>11} {'peak RSS':>9} "
+        f"{'JSON/pages/validate':>19} {'worker':>8}"
+    )
     for size in args.sizes:
-        for pages in (False, True):
-            shutil.rmtree(workdir / f"public-{size}-{'pages' if pages else 'json'}",
-                          ignore_errors=True)
-            for run in (1, 2):
+        for pages in [kind == "pages" for kind in args.kinds]:
+            shutil.rmtree(
+                workdir / f"public-{size}-{'pages' if pages else 'json'}", ignore_errors=True
+            )
+            for run in range(1, args.runs + 1):
                 figures = measure(workdir, size, pages)
-                site = f"{figures['site']:9.1f}s" if "site" in figures else f"{'':>10}"
-                print(f"{size:>8,} {'with pages' if pages else 'JSON only':>16} {run:>5} "
-                      f"{figures['seconds']:7.1f}s {figures['json']:9.1f}s {site} "
-                      f"{figures['peak_rss_mb']:7.0f} MiB {figures['worker_peak_rss_mb']:5.0f} MiB",
-                      flush=True)
+                site, per_entry = f"{'':>15}", f"{'':>11}"
+                if "site" in figures:
+                    site = f"{figures['site']:5.1f}s/{figures['site_cpu']:5.1f}s CPU"
+                    per_entry = f"{figures['site_cpu'] / size * 1000:8.2f} ms"
+                peaks = "/".join(
+                    f"{figures['peaks_mb'].get(step, 0):.0f}"
+                    for step in ("json", "site", "validate")
+                )
+                print(
+                    f"{size:>8,} {'with pages' if pages else 'JSON only':>11} {run:>3} "
+                    f"{figures['seconds']:6.1f}s {figures['cpu']:6.1f}s "
+                    f"{figures['json']:5.1f}s/{figures['json_cpu']:5.1f}s CPU {site} "
+                    f"{per_entry} {figures['peak_rss_mb']:5.0f} MiB {peaks:>15} MiB "
+                    f"{figures['worker_peak_rss_mb']:4.0f} MiB",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from sqlalchemy import insert
 from sqlmodel import Session, col, delete, select
 
 from pipeline.judging.content_scores import content_scores
+from pipeline.judging.day_figures import DayFigures
 from pipeline.judging.evidence import WINDOW_DAYS, bounded_scores, day_bounds
 from pipeline.judging.score import ContentScores
 from pipeline.store.history import history_frame, latest_states, probed_entries
@@ -193,16 +194,6 @@ def roll_up_days(
             session.commit()
         rollups.append(rollup)
     return rollups
-
-
-@dataclass(frozen=True)
-class DayFigures:
-    """One entry's day, as its trend chart draws it."""
-
-    day: date
-    probes: int
-    responses: int
-    p50_ms: float | None
 
 
 def entry_trends(session: Session, last_day: date, days: int = 30) -> dict[str, list[DayFigures]]:

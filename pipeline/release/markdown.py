@@ -50,7 +50,9 @@ _ENTITY = re.compile(r"&(?=#?\w+;)")
 # What makes a line a heading, a list item or a rule when it starts it.
 _BLOCK_START = re.compile(r"^(?:#{1,6}(?=\s|$)|[+-](?=\s|$)|[-=]+\s*$)")
 _ORDERED_START = re.compile(r"^(\d{1,9})([.)])(?=\s|$)")
-_MARKUP = re.compile(r"[\\`*_\[\]<>|~&]|^(?:[#+=-]|\d)")
+# What may make markup anywhere in a text, and what may when it starts one.
+_MARKUP_CHARACTER = re.compile(r"[\\`*_\[\]<>|~&]")
+_MARKUP_START = re.compile(r"[#+=-]|\d")
 _SAFE_PATH = re.compile(r"^[a-z0-9][a-z0-9./-]*$")
 
 
@@ -62,8 +64,10 @@ def markdown_text(value: Any) -> str:
         return value
     if value is None:
         return ""
+    if type(value) is int:  # digits, perhaps after a minus: never markup
+        return str(value)
     text = " ".join(str(value).split())
-    if not _MARKUP.search(text):
+    if not (_MARKUP_CHARACTER.search(text) or _MARKUP_START.match(text)):
         return text
     text = _ENTITY.sub(r"\\&", _SPECIAL.sub(r"\\\1", text))
     text = _BLOCK_START.sub(lambda match: "\\" + match.group(), text, count=1)

@@ -17,7 +17,7 @@ import hashlib
 import json
 import posixpath
 import re
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, MutableMapping, Sequence
 from datetime import date, datetime, timedelta
 from functools import cache, lru_cache
 from html import unescape
@@ -29,7 +29,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from pipeline.contract import ONLINE_NOTE, APIEntry, Uptime
-from pipeline.judging.rollup import DayFigures
+from pipeline.judging.day_figures import DayFigures
 from pipeline.release.hosting import PAGE_CSP
 from pipeline.release.layout import (
     LLMS_TXT,
@@ -206,35 +206,63 @@ def presented_entry(api: Mapping[str, Any]) -> dict[str, Any]:
     return entry
 
 
+@lru_cache(maxsize=4)
+def _trend_days(first_day: date) -> tuple[str, ...]:
+    """The ISO dates of the chart's days from `first_day` on (shared by every entry's chart)."""
+    return tuple((first_day + timedelta(days=offset)).isoformat() for offset in range(TREND_DAYS))
+
+
+# The chart's geometry: a slot of 10 a day, 60 high; each day's bar starts at the same x.
+_TREND_WIDTH, _TREND_HEIGHT, _TREND_SLOT = TREND_DAYS * 10, 60, 10
+_BAR_X = tuple(str(offset * _TREND_SLOT + 1) for offset in range(TREND_DAYS))
+_POINT_X = tuple(f"{offset * _TREND_SLOT + _TREND_SLOT / 2:g}" for offset in range(TREND_DAYS))
+
+
+@lru_cache(maxsize=4096)
+def _answered_bar(responses: int, probes: int) -> tuple[str, str]:
+    """A day's bar from its probes and answers (a few pairs recur on every chart): its
+    attributes after x, and the start of its label after the date."""
+    share = responses / probes
+    bar = round(share * (_TREND_HEIGHT - 4), 1)
+    return (f'y="{_TREND_HEIGHT - bar}" width="8" height="{bar}" fill="#2da44e"',
+            f"{share * 100:.0f}% answered")
+
+
 def trend_svg(days: Sequence[DayFigures], last_day: date) -> str:
     """The last 30 days as a small inline SVG: a bar per day for the share of probes that got
-    an answer, a line for the daily median response time; '' without any probed day."""
+    an answer, a line for the daily median response time; '' without any probed day.
+
+    Drawn once per entry page, so the days are placed by their offset from the first day and
+    the text shared by every chart is made once."""
     first_day = last_day - timedelta(days=TREND_DAYS - 1)
-    by_day = {d.day: d for d in days if first_day <= d.day <= last_day and d.probes}
-    if not by_day:
+    by_offset = {}
+    for d in days:
+        offset = (d.day - first_day).days
+        if 0 <= offset < TREND_DAYS and d.probes:
+            by_offset[offset] = d
+    if not by_offset:
         return ""
-    width, height, slot = TREND_DAYS * 10, 60, 10
-    slowest = max((d.p50_ms for d in by_day.values() if d.p50_ms is not None), default=None)
+    width, height = _TREND_WIDTH, _TREND_HEIGHT
+    slowest = max((d.p50_ms for d in by_offset.values() if d.p50_ms is not None), default=None)
+    isodays = _trend_days(first_day)
     bars, points = [], []
-    for offset in range(TREND_DAYS):
-        figures = by_day.get(first_day + timedelta(days=offset))
-        if figures is None:
-            continue
-        share = figures.responses / figures.probes
-        bar = round(share * (height - 4), 1)
-        label = f"{figures.day.isoformat()}: {share * 100:.0f}% answered"
-        if figures.p50_ms is not None:
-            label += f", median {figures.p50_ms:.0f} ms"
-        bars.append(f'<rect x="{offset * slot + 1}" y="{height - bar}" width="{slot - 2}" '
-                    f'height="{bar}" fill="#2da44e"><title>{label}</title></rect>')
-        if figures.p50_ms is not None and slowest:
-            y = round(height - 2 - figures.p50_ms / slowest * (height - 8), 1)
-            points.append(f"{offset * slot + slot / 2:g},{y:g}")
+    for offset in sorted(by_offset):
+        figures = by_offset[offset]
+        shape, answered = _answered_bar(figures.responses, figures.probes)
+        median = figures.p50_ms
+        if median is None:
+            label = f"{isodays[offset]}: {answered}"
+        else:
+            label = f"{isodays[offset]}: {answered}, median {median:.0f} ms"
+        bars.append(f'<rect x="{_BAR_X[offset]}" {shape}><title>{label}</title></rect>')
+        if median is not None and slowest:
+            y = round(height - 2 - median / slowest * (height - 8), 1)
+            points.append(f"{_POINT_X[offset]},{y:g}")
     line = (f'<polyline points="{" ".join(points)}" fill="none" stroke="#0969da" '
             f'stroke-width="1.5"></polyline>' if len(points) > 1 else "")
-    summary = (f"{len(by_day)} probed days from {first_day.isoformat()} to "
+    summary = (f"{len(by_offset)} probed days from {isodays[0]} to "
                f"{last_day.isoformat()}; slowest daily median {slowest:.0f} ms" if slowest
-               else f"{len(by_day)} probed days, no timed answer")
+               else f"{len(by_offset)} probed days, no timed answer")
     return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
             f'width="{width}" height="{height}" role="img" aria-labelledby="trend-title">'
             f'<title id="trend-title">Last {TREND_DAYS} days: {summary}</title>'
@@ -261,6 +289,12 @@ class DocumentEnvironment(Environment):
             except KeyError:
                 pass
         return super().getattr(obj, attribute)
+
+    def make_globals(self, d: MutableMapping[str, Any] | None) -> MutableMapping[str, Any]:
+        """A template's globals as one plain dict, not Jinja's view over the environment's:
+        each render copies them, and a view costs a lookup in each map for every name. The
+        environment's globals are all set before its first template is loaded."""
+        return {**self.globals, **(d or {})}
 
 
 @cache
@@ -305,9 +339,10 @@ def asset_files() -> tuple[dict[str, bytes], dict[str, str]]:
     return files, paths
 
 
-def card_html(api: Mapping[str, Any], labels: Mapping[str, str]) -> str:
-    """A presented entry's card as a category page draws it."""
-    return str(environment().get_template("_macros.html").module.api_card(api, "../", labels))
+def card_html(api: Mapping[str, Any], labels: Mapping[str, str]) -> Markup:
+    """A presented entry's card as a category page draws it (markup already: a category page
+    of a large release holds tens of thousands, which are not copied again)."""
+    return environment().get_template("_macros.html").module.api_card(api, "../", labels)
 
 
 def render_entry_page(
@@ -340,18 +375,22 @@ def render_pages(
         INDEX_PAGE: env.get_template("index.html").render(
             common, root="", page=INDEX_PAGE, markdown=LLMS_TXT, search_index=SEARCH_INDEX,
             page_size=INDEX_PAGE_SIZE,
-        ),
+        ).encode(),
         NOT_FOUND_PAGE: env.get_template("404.html").render(
             common, root=root_path, page=NOT_FOUND_PAGE, markdown=None
-        ),
+        ).encode(),
     }
     for category in common["categories"]:
         path = category_page(category["id"])
+        shown = [card if isinstance(card, Markup) else Markup(card)
+                 for card in cards.get(category["id"], ())]
+        # Each page is encoded as it is drawn: the text of every category page is never held.
         pages[path] = env.get_template("category.html").render(
-            common, root="../", cards=[Markup(card) for card in cards.get(category["id"], ())],
-            category=category, page=path, markdown=category_markdown(category["id"]),
-        )
-    return {path: html.encode() for path, html in pages.items()}
+            common, root="../", cards=shown, category=category, page=path,
+            markdown=category_markdown(category["id"]),
+        ).encode()
+        del shown
+    return pages
 
 
 # --- the check before a release is written ---------------------------------------------------

@@ -13,7 +13,6 @@ import os
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass
 from itertools import islice
 from multiprocessing import get_context
 from pathlib import Path
@@ -22,8 +21,15 @@ from typing import Any
 import orjson
 
 from pipeline.catalogue.entries import paused_garbage_collection
-from pipeline.judging.rollup import DayFigures
+from pipeline.judging.day_figures import DayFigures
 from pipeline.release.crawlers import check_sitemaps, crawler_files
+from pipeline.release.entry_site import (
+    EntrySummary,
+    SiteContext,
+    check_page,
+    use_context,
+    write_entry_site,
+)
 from pipeline.release.hosting import host_files
 from pipeline.release.layout import (
     CATEGORY_INDEX,
@@ -36,26 +42,15 @@ from pipeline.release.layout import (
     category_markdown,
     entry_markdown,
 )
-from pipeline.release.markdown import (
-    check_markdown,
-    listing,
-    listing_files,
-    markdown_problems,
-    render_entry_markdown,
-)
+from pipeline.release.markdown import check_markdown, listing_files
 from pipeline.release.pages import (
     INDEX_PAGE,
     PageError,
     asset_files,
-    card_html,
     category_page,
     entry_page,
     page_context,
-    page_problems,
-    presented_entry,
-    render_entry_page,
     render_pages,
-    score_key,
     site_root,
 )
 from pipeline.release.swap import write_file
@@ -63,64 +58,6 @@ from pipeline.release.swap import write_file
 # From this many entries on, pages are rendered in one worker process per core.
 PARALLEL_FROM = 5000
 _CHUNK = 200
-
-
-@dataclass(frozen=True)
-class SiteContext:
-    """What every entry's page and Markdown are rendered and checked with."""
-
-    staging: Path
-    common: dict[str, Any]
-    release: frozenset[str]  # every path of the finished release
-    root_path: str
-
-
-@dataclass(frozen=True)
-class EntrySummary:
-    """What the category pages and the Markdown lists keep of an entry."""
-
-    category: str
-    score_key: tuple[int, bool, str]
-    card: str
-    listing: dict[str, Any]
-
-
-_context: SiteContext | None = None
-
-
-def _use_context(context: SiteContext) -> None:
-    global _context
-    _context = context
-
-
-def write_entry_site(
-    lines: Sequence[bytes], trends: Sequence[Sequence[DayFigures]],
-) -> tuple[list[EntrySummary], list[str]]:
-    """Render, check and write the page and Markdown of each entry (its line of `apis.json`);
-    the entries' summaries and the problems found."""
-    context = _context
-    assert context is not None, "the site context is set before entries are written"
-    meta, labels = context.common["meta"], context.common["labels"]
-    summaries, problems = [], []
-    with paused_garbage_collection():
-        for line, trend in zip(lines, trends, strict=True):
-            api = presented_entry(orjson.loads(line))
-            page, markdown = entry_page(api["id"]), entry_markdown(api["id"])
-            html = render_entry_page(api, context.common, trend)
-            text = render_entry_markdown(api, meta, labels)
-            problems += _check_page(page, html)
-            problems += markdown_problems(markdown, text.decode(), context.release)
-            for relative, data in ((page, html), (markdown, text)):
-                with open(os.path.join(context.staging, relative), "wb") as target:
-                    target.write(data)
-            summaries.append(EntrySummary(api["category"], score_key(api),
-                                          card_html(api, labels), listing(api)))
-    return summaries, problems
-
-
-def _check_page(path: str, data: bytes) -> list[str]:
-    assert _context is not None
-    return page_problems(path, data.decode(), _context.release, _context.root_path)
 
 
 def dataset_lines(path: Path) -> Iterator[bytes]:
@@ -214,9 +151,9 @@ def write_site(staging: Path, base_url: str,
     pool = None
     if workers > 1:
         pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
-                                   initializer=_use_context, initargs=(context,))
+                                   initializer=use_context, initargs=(context,))
     else:
-        _use_context(context)
+        use_context(context)
     try:
         with paused_garbage_collection():
             for summaries, found in _in_order(pool, chunks, workers * 4):
@@ -232,9 +169,9 @@ def write_site(staging: Path, base_url: str,
         del ordered
         pages = [(path, data) for path, data in site.items() if path.endswith(".html")]
         if pool is None:
-            checked = [_check_page(path, data) for path, data in pages]
+            checked = [check_page(path, data) for path, data in pages]
         else:
-            checked = list(pool.map(_check_page, *zip(*pages, strict=True)))
+            checked = list(pool.map(check_page, *zip(*pages, strict=True)))
     finally:
         if pool is not None:
             pool.shutdown()
