@@ -44,13 +44,17 @@ def present_entries(session: Session, as_of: datetime, origin: str = "") -> Pres
     stored history (past days from their rollups: `judging/evidence.py`); `origin` is the one
     the prober sent, which CORS answers are read against."""
     base_urls = active_base_urls(session)
+    # The scores first: the frames they are computed from are gone before the latest probes
+    # are read, so the two never weigh on memory at once (about 200 MB less at 100k entries).
+    scores, uptimes = bounded_scores(session, content_scores(session), as_of)
+    contracts = {entry_id: entry_score.contract() for entry_id, entry_score in scores.items()}
+    del scores
     latest = {entry_id: probes for entry_id, probes in latest_probes(session).items()
               if entry_id in base_urls}
-    scores, uptimes = bounded_scores(session, content_scores(session), as_of)
     verdicts = {entry_id: run_verdict(probes) for entry_id, probes in latest.items()}
     return Presented(
         statuses={entry_id: entry_status(probes) for entry_id, probes in latest.items()},
-        scores={entry_id: entry_score.contract() for entry_id, entry_score in scores.items()},
+        scores=contracts,
         uptimes={entry_id: uptime for entry_id, uptime in uptimes.items()
                  if entry_id in base_urls},
         endpoints=endpoint_statuses(session, latest=latest),
