@@ -23,7 +23,7 @@ from flows.probe_shards import probe_in_shards, probe_on_workers
 from pipeline.catalogue.ingest import IngestSummary
 from pipeline.judging.changes import Change
 from pipeline.operations import stages
-from pipeline.operations.handover import discard, load_presented, save_presented
+from pipeline.operations.handover import discard, save_presented
 from pipeline.operations.runs import (
     alert_crash,
     alert_state_changes,
@@ -82,7 +82,7 @@ async def publish(
 ) -> tuple[str, list[Change]]:
     """Record the state changes, then write a new release of the static files and record it,
     from the presented values the score task handed over in the file `presented`."""
-    release, changes = stages.publish_now(settings, load_presented(presented), now, run_id)
+    release, changes = stages.publish_handed_over(settings, presented, now, run_id)
     get_run_logger().info(
         "published %s: %d entries to %s", release.version, release.total_apis, settings.output_dir
     )
