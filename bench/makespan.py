@@ -14,6 +14,10 @@ lower bound those limits allow:
   the interval, at most per-host-concurrency requests at a time;
 - the total work (every request's least duration) divided by the global concurrency;
 - one hanging probe: timeout x attempts plus the shortest backoff between attempts.
+
+The failures are confirmed by a second look once every first look is done (the prober's
+default), so the bound is the first looks' floor plus the second looks' floor: those of the
+hosts that hang or refuse, each of their URLs once more.
 """
 
 from __future__ import annotations
@@ -156,6 +160,12 @@ def main() -> None:
     kinds = {kind: sum(h.kind == kind for h in hosts) for kind in ("answers", "hangs", "refuses")}
     bound = lower_bound(hosts, paths, settings)
     floor = max(bound.values())
+    failing = [(h, count) for h, count in zip(hosts, paths, strict=True)
+               if h.kind in ("hangs", "refuses")]
+    if settings.confirm_failures and failing:
+        second = lower_bound([h for h, _ in failing], [count for _, count in failing], settings)
+        bound |= {f"then second looks: {name}": value for name, value in second.items()}
+        floor += max(second.values())
     shape = f"1-{args.paths_up_to}" if args.paths_up_to else str(args.paths)
     print(f"{args.hosts} hosts x {shape} paths = {len(targets)} probes; hosts {kinds}; "
           f"latency 20-800 ms log-uniform")
