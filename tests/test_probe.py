@@ -24,6 +24,7 @@ from fake_internet import (
 )
 
 from pipeline.probing.probe import (
+    WINDOW_PER_SLOT,
     Prober,
     ProbeResult,
     ProbeSettings,
@@ -456,6 +457,22 @@ async def test_probe_all_keeps_target_order_and_probes_duplicates_once(web: Fake
     assert [r.outcome for r in results] == ["live", "online", "live"]
     assert web.hits["/slow"] == 1
     assert sorted(r.entry_id or "" for r in seen) == ["a", "b", "c"]
+
+
+async def test_probe_all_keeps_a_bounded_number_of_probes_waiting(web: FakeServer) -> None:
+    """A catalogue's probes are started as the window lets them, not all at once (each
+    waiting probe weighs kilobytes): with one global slot, at most WINDOW_PER_SLOT of them
+    exist at a time, and every target still gets its result, in target order."""
+    settings = replace(FAST, global_concurrency=1)
+    targets = [ProbeTarget(web.url(f"/ok?n={n}"), f"e{n}") for n in range(3 * WINDOW_PER_SLOT)]
+    alive: list[int] = []
+    results = await probe_all(
+        targets, settings, on_result=lambda _r: alive.append(len(asyncio.all_tasks()))
+    )
+    assert [r.entry_id for r in results] == [t.entry_id for t in targets]
+    assert all(r.outcome == "live" for r in results)
+    assert max(alive) <= WINDOW_PER_SLOT + 2  # the window, the run itself and its feeder
+    assert max(alive) >= WINDOW_PER_SLOT // 2  # and it is used: the slot never waits
 
 
 async def test_probe_all_of_nothing() -> None:

@@ -25,7 +25,7 @@ import socket
 import ssl
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -128,6 +128,9 @@ FailureClass = Literal["dead", "blocked", "transient", "tls"]
 FAILED_REASONS = frozenset({"not_found", "bot_challenge", "rate_limited", "server_error"})
 # Refused before anything was sent: a second look would see the same.
 SETTLED_ERRORS = frozenset({"malformed", "blocked"})
+# Probes waiting at once, per global slot: enough that the slots never wait for one to start
+# and the busiest hosts' URLs are in line together, few enough to weigh megabytes, not GB.
+WINDOW_PER_SLOT = 64
 
 
 def is_failure(result: ProbeResult) -> bool:
@@ -986,16 +989,32 @@ async def _probe_all(
                 on_result(result)
 
     urls = busiest_hosts_first(by_url)
-    async with Prober(settings) as prober:
+    window = asyncio.Semaphore(max(WINDOW_PER_SLOT * settings.global_concurrency, 1))
+
+    async def in_window(probe: Coroutine[Any, Any, None]) -> None:
+        try:
+            await probe
+        finally:
+            window.release()
+
+    async def probe_in_order(order: list[str], again: bool = False) -> None:
+        """Each URL's probe, started in `order`, with a bounded number waiting at once: a
+        waiting probe holds some 6 KB (its task and frames), so a whole catalogue's of them
+        would weigh gigabytes (280,000 URLs: 1.6 GB), while the window keeps the global slots
+        as busy and their ranking as it was among the URLs next in line."""
         async with asyncio.TaskGroup() as group:
-            for url in urls:
-                group.create_task(run(prober, url, by_url[url]))
+            for url in order:
+                await window.acquire()
+                group.create_task(in_window(run(prober, url, by_url[url], again)))
+
+    async with Prober(settings) as prober:
+        await probe_in_order(urls)
         if settings.confirm_failures:
             # After every other target, through the same hosts' turns: a flapping target
             # gets its second look minutes later, and a failing host is never hammered.
-            async with asyncio.TaskGroup() as group:
-                for url in busiest_hosts_first(u for u in urls if _needs_confirmation(first[u])):
-                    group.create_task(run(prober, url, by_url[url], again=True))
+            await probe_in_order(
+                busiest_hosts_first(u for u in urls if _needs_confirmation(first[u])), again=True
+            )
     return [result for result in [*results, *confirmations] if result is not None]
 
 
