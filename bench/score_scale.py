@@ -27,11 +27,12 @@ from pathlib import Path
 from sqlalchemy import text
 from sqlmodel import select
 
+from pipeline.catalogue.entries import paused_garbage_collection
 from pipeline.judging.content_scores import content_scores, store_content_scores
 from pipeline.judging.evidence import bounded_scores
 from pipeline.judging.rollup import roll_up_days
 from pipeline.judging.score import entry_uptimes, score_entries
-from pipeline.operations.stages import cycle_collection_paused, peak_rss_mib
+from pipeline.operations.stages import peak_rss_mib
 from pipeline.probing.probe import ProbeResult
 from pipeline.store.history import add_probes, history_frame
 from pipeline.store.tables import (
@@ -118,7 +119,7 @@ def measure(database_url: str, way: str) -> dict[str, float]:
                 "peak_mib": peak_rss_mib(),
                 "entries": len(rows), "with_latency": sum(r["latency"] is not None for r in rows),
                 "uptimes": 0}
-    with cycle_collection_paused(), session_scope(engine) as session:  # as the stage runs it
+    with paused_garbage_collection(), session_scope(engine) as session:  # as the stage runs it
         if way == "bounded":
             scores, uptimes = bounded_scores(session, content_scores(session), as_of)
         else:

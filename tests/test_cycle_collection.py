@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from pipeline.operations.stages import cycle_collection_paused
+from pipeline.catalogue.entries import paused_garbage_collection
 
 
 @pytest.fixture(autouse=True)
@@ -19,7 +19,7 @@ def collector_restored():
 
 def test_paused_inside_and_enabled_after() -> None:
     gc.enable()
-    with cycle_collection_paused():
+    with paused_garbage_collection():
         assert not gc.isenabled()
     assert gc.isenabled()
     assert gc.get_freeze_count() == 0  # what the stage built is left to the collector again
@@ -27,13 +27,13 @@ def test_paused_inside_and_enabled_after() -> None:
 
 def test_enabled_again_when_the_stage_fails() -> None:
     gc.enable()
-    with pytest.raises(RuntimeError), cycle_collection_paused():
+    with pytest.raises(RuntimeError), paused_garbage_collection():
         raise RuntimeError("stage failed")
     assert gc.isenabled()
 
 
 def test_a_collector_paused_by_the_caller_stays_paused() -> None:
     gc.disable()
-    with cycle_collection_paused(), cycle_collection_paused():
+    with paused_garbage_collection(), paused_garbage_collection():
         assert not gc.isenabled()
     assert not gc.isenabled()

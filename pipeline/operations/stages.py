@@ -4,7 +4,6 @@ them as Prefect tasks (retries, logs); the CLI and the benchmarks call them dire
 
 from __future__ import annotations
 
-import gc
 import os
 import resource
 import time
@@ -20,7 +19,12 @@ from prefect.concurrency.sync import concurrency
 from prefect.settings import PREFECT_API_URL
 from sqlmodel import Session
 
-from pipeline.catalogue.entries import CatalogReport, load_categories, read_catalog
+from pipeline.catalogue.entries import (
+    CatalogReport,
+    load_categories,
+    paused_garbage_collection,
+    read_catalog,
+)
 from pipeline.catalogue.ingest import (
     EmptyCatalogError,
     IngestSummary,
@@ -273,29 +277,10 @@ def first_line(text: str, limit: int | None = REASON_LENGTH) -> str:
     return line if limit is None or len(line) <= limit else line[:limit - 1] + "…"
 
 
-@contextmanager
-def cycle_collection_paused() -> Iterator[None]:
-    """Python's cycle collector paused for a stage that builds millions of small objects
-    (rows, models) holding no cycles: each collection walks the whole grown heap again, which
-    cost the score stage 11 of its 29 s of CPU at 100,000 entries. Reference counting frees
-    them as before. As the stage ends, what it built goes to the oldest generation, left to
-    the collector's next full pass, rather than walked generation by generation."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()  # into the oldest generation at once, not walked as they age
-        gc.unfreeze()
-        gc.enable()
-
-
 def score_entries_now(settings: Settings, as_of: datetime) -> Presented:
     """Compute the presented values of every entry (status, scores, uptime) as of `as_of`."""
     with (
-        cycle_collection_paused(),
+        paused_garbage_collection(),
         session_scope(engine_for(settings.database_url)) as session,
     ):
         return present_entries(session, as_of, settings.probe_origin)
@@ -325,7 +310,7 @@ def publish_now(
     (in the run's record too, with a run); one publisher at a time, here and elsewhere."""
     categories = load_categories(settings.categories_file)
     with (
-        cycle_collection_paused(),
+        paused_garbage_collection(),
         publisher_slot(),
         publish_lock(settings.output_dir, settings.publish_lock_timeout),
         session_scope(engine_for(settings.database_url)) as session,
@@ -356,7 +341,7 @@ def publish_handed_over(
     """`publish_now` with the presented values the score stage handed over in the file
     `presented`, read with the cycle collector paused too (at 100,000 entries it walked the
     millions of values read back for two thirds of the reading's CPU)."""
-    with cycle_collection_paused():
+    with paused_garbage_collection():
         return publish_now(settings, load_presented(presented), now, run_id)
 
 
@@ -365,7 +350,7 @@ def roll_up(
 ) -> list[DayRollup]:
     """Store the daily rollups of `days` from the probe history; idempotent. The cycle
     collector is paused, as in the score stage (a fifth of its CPU at 100,000 entries)."""
-    with cycle_collection_paused(), session_scope(engine_for(settings.database_url)) as session:
+    with paused_garbage_collection(), session_scope(engine_for(settings.database_url)) as session:
         return roll_up_days(session, days, entry_ids)
 
 
