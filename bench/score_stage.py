@@ -8,8 +8,10 @@ online, a few failures confirmed by a second look; TLS and CORS seen on some ans
 The store is built once (kept with `--keep`, and reused while its entry count matches);
 then each measurement runs in a fresh process, so its CPU and peak RSS are its own:
 
-- `score`: what the flow's score task does, `stages.score_entries_now` and the hand-over
-  file it writes;
+- `score`: what the flow's score task does, `stages.hand_over_scores`, which writes the
+  hand-over file;
+- `publish`: what the flow's publish task does with that hand-over file
+  (`stages.publish_handed_over`: state changes, lifecycles, the release with its pages);
 - `record`: the run record as the flow completes a run (`runs.complete_run`: the run's
   report and its artifacts, sent to Prefect's temporary server, started before the clock).
 
@@ -23,6 +25,7 @@ import asyncio
 import json
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -32,7 +35,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 WORK = Path(os.environ.get("APIDIR_BENCH_WORK", REPO / "var" / "bench-score-stage"))
-MEASURES = ("score", "record")
+MEASURES = ("score", "publish", "record")
 # Outcomes of a target's first look, by share (the nightly's mix at 100k).
 LOOKS = (
     ("live", 200, None, None, 0.82),
@@ -131,13 +134,13 @@ def measure(which: str) -> dict[str, float]:
 
     if which == "score":
         from pipeline.operations import stages
-        from pipeline.operations.handover import discard, save_presented
+        from pipeline.operations.handover import discard
         from pipeline.settings import Settings
         from pipeline.store.tables import utcnow
 
         settings = Settings()
         started, cpu = time.perf_counter(), time.process_time()
-        path = save_presented(stages.score_entries_now(settings, utcnow()), 0)
+        path = stages.hand_over_scores(settings, utcnow(), 0)
         figures = {
             "seconds": time.perf_counter() - started,
             "cpu": time.process_time() - cpu,
@@ -147,7 +150,29 @@ def measure(which: str) -> dict[str, float]:
         shutil.copy(path, WORK / "presented.json")  # for the run record's measurement
         discard(path)
         return figures
+    if which == "publish":
+        return _measure_publish()
     return asyncio.run(_measure_record())
+
+
+def _measure_publish() -> dict[str, float]:
+    from pipeline.operations import stages
+    from pipeline.operations.stages import peak_rss_mib
+    from pipeline.settings import Settings
+    from pipeline.store.tables import utcnow
+
+    settings = Settings()
+    shutil.rmtree(settings.output_dir, ignore_errors=True)  # every publish writes all pages
+    started, cpu = time.perf_counter(), time.process_time()
+    release, _ = stages.publish_handed_over(settings, WORK / "presented.json", utcnow())
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {
+        "seconds": time.perf_counter() - started,
+        "cpu": time.process_time() - cpu,
+        "peak_mib": peak_rss_mib(),
+        "workers_cpu": children.ru_utime + children.ru_stime,
+        "published": release.total_apis,
+    }
 
 
 async def _measure_record() -> dict[str, float]:
@@ -221,8 +246,10 @@ def main() -> None:
                 size = (
                     f", hand-over {figures['bytes'] / 2**20:.0f} MiB" if "bytes" in figures else ""
                 )
+                if "workers_cpu" in figures:
+                    size = f", page workers {figures['workers_cpu']:.1f} s CPU"
                 print(
-                    f"  {which:>6}: {figures['seconds']:6.1f} s ({figures['cpu']:.1f} s CPU),"
+                    f"  {which:>7}: {figures['seconds']:6.1f} s ({figures['cpu']:.1f} s CPU),"
                     f" peak RSS {figures['peak_mib']:5.0f} MiB{size}"
                 )
     finally:

@@ -47,24 +47,23 @@ async def backfill(
     settings = Settings()
     run_id = await open_run(settings, "backfill")
     presented: Path | None = None
-    try:
-        chosen = await run_stage(
-            "select", asyncio.to_thread(chosen_entries, settings, entries, categories)
-        )
-        if reprobe:
-            await run_stage("probe", with_retries(probe, settings)(settings, run_id, chosen))
-            await report_network_suspect(settings, "backfill", run_id)
-        rows = await run_stage("rollup", with_retries(rollup, settings)(settings, days, chosen))
-        now = utcnow()
-        presented = await run_stage("score", score(settings, run_id, now))
-        version, changes = await run_stage(
-            "publish", with_retries(publish, settings)(settings, run_id, presented, now)
-        )
-    except Exception as exc:
-        discard(presented)
-        await fail_run(settings, run_id, exc, "backfill")
-        raise
-    try:
+    try:  # the hand-over file goes however the run ends
+        try:
+            chosen = await run_stage(
+                "select", asyncio.to_thread(chosen_entries, settings, entries, categories)
+            )
+            if reprobe:
+                await run_stage("probe", with_retries(probe, settings)(settings, run_id, chosen))
+                await report_network_suspect(settings, "backfill", run_id)
+            rows = await run_stage("rollup", with_retries(rollup, settings)(settings, days, chosen))
+            now = utcnow()
+            presented = await run_stage("score", score(settings, run_id, now))
+            version, changes = await run_stage(
+                "publish", with_retries(publish, settings)(settings, run_id, presented, now)
+            )
+        except Exception as exc:
+            await fail_run(settings, run_id, exc, "backfill")
+            raise
         run = await complete_run(settings, run_id, presented, changes, None)
     finally:
         discard(presented)

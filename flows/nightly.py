@@ -23,7 +23,7 @@ from flows.probe_shards import probe_in_shards, probe_on_workers
 from pipeline.catalogue.ingest import IngestSummary
 from pipeline.judging.changes import Change
 from pipeline.operations import stages
-from pipeline.operations.handover import discard, save_presented
+from pipeline.operations.handover import discard
 from pipeline.operations.runs import (
     alert_crash,
     alert_state_changes,
@@ -73,7 +73,7 @@ async def probe(settings: Settings, run_id: int, entry_ids: Collection[str] | No
 async def score(settings: Settings, run_id: int, as_of: datetime) -> Path:
     """Compute the presented values of every entry (status, scores, uptime) as of `as_of`, into
     the run's hand-over file whose path this returns."""
-    return save_presented(stages.score_entries_now(settings, as_of), run_id)
+    return stages.hand_over_scores(settings, as_of, run_id)
 
 
 @task(name="publish", cache_policy=NO_CACHE)
@@ -112,29 +112,28 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
     day = run_date or current_flow_run.scheduled_start_time.astimezone(UTC).date()
     run_id = await open_run(settings, "nightly")
     presented: Path | None = None
-    try:
-        ingested = await run_stage("ingest", with_retries(ingest, settings)(settings, run_id))
-        if settings.probe_enabled and settings.probe_deployment:
-            await run_stage("probe", probe_on_workers(run_id))
-        elif settings.probe_enabled and settings.probe_shards > 1:
-            runner = ProcessPoolTaskRunner(max_workers=stages.shard_workers(settings))
-            await run_stage("probe", probe_in_shards.with_options(task_runner=runner)(run_id))
-        else:
-            await run_stage("probe", with_retries(probe, settings)(settings, run_id))
-        await report_network_suspect(settings, "nightly", run_id)
-        now = utcnow()
-        presented = await run_stage("score", score(settings, run_id, now))
-        version, changes = await run_stage(
-            "publish", with_retries(publish, settings)(settings, run_id, presented, now)
-        )
-        await run_stage(
-            "rollup", with_retries(rollup, settings)(settings, [day - timedelta(days=1), day])
-        )
-    except Exception as exc:
-        discard(presented)
-        await fail_run(settings, run_id, exc, "nightly")
-        raise
-    try:
+    try:  # the hand-over file goes however the run ends
+        try:
+            ingested = await run_stage("ingest", with_retries(ingest, settings)(settings, run_id))
+            if settings.probe_enabled and settings.probe_deployment:
+                await run_stage("probe", probe_on_workers(run_id))
+            elif settings.probe_enabled and settings.probe_shards > 1:
+                runner = ProcessPoolTaskRunner(max_workers=stages.shard_workers(settings))
+                await run_stage("probe", probe_in_shards.with_options(task_runner=runner)(run_id))
+            else:
+                await run_stage("probe", with_retries(probe, settings)(settings, run_id))
+            await report_network_suspect(settings, "nightly", run_id)
+            now = utcnow()
+            presented = await run_stage("score", score(settings, run_id, now))
+            version, changes = await run_stage(
+                "publish", with_retries(publish, settings)(settings, run_id, presented, now)
+            )
+            await run_stage(
+                "rollup", with_retries(rollup, settings)(settings, [day - timedelta(days=1), day])
+            )
+        except Exception as exc:
+            await fail_run(settings, run_id, exc, "nightly")
+            raise
         run = await complete_run(settings, run_id, presented, changes, ingested)
     finally:
         discard(presented)

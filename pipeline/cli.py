@@ -297,14 +297,18 @@ def _result_line(result: ProbeResult) -> str:
 def publish() -> None:
     """Score the stored entries from their probe history and publish a new release now,
     without ingesting or probing."""
-    from pipeline.operations.stages import publish_now, score_entries_now
+    from pipeline.operations.handover import discard
+    from pipeline.operations.stages import hand_over_scores, publish_handed_over
     from pipeline.store.tables import utcnow
 
     settings = Settings()
     warn_if_local(settings)
     now = utcnow()
-    presented = score_entries_now(settings, now)
-    release, changes = publish_now(settings, presented, now)
+    presented = hand_over_scores(settings, now)
+    try:
+        release, changes = publish_handed_over(settings, presented, now)
+    finally:
+        discard(presented)
     typer.echo(f"published release {release.version} with {release.total_apis} entries"
                + (f"; {len(changes)} state changes" if changes else ""))
 

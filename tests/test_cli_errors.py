@@ -91,6 +91,21 @@ def test_a_bad_setting_is_one_line_naming_the_variable(settings_env: dict[str, s
     assert one_line(done).startswith("apidir: invalid setting: APIDIR_PROBE_TIMEOUT:")
 
 
+def test_publishing_over_a_file_is_refused_in_one_line_and_the_file_kept(
+    write_entry: WriteEntry, settings_env: dict[str, str], tmp_path: Path
+) -> None:
+    write_entry()
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    done = apidir("publish", env=settings_env | {"APIDIR_OUTPUT_DIR": str(notes)})
+    assert done.returncode == 2
+    assert one_line(done) == (f"apidir: output folder {notes} is a file, not a folder; "
+                              "refusing to publish over it")
+    assert notes.read_text() == "mine\n"
+    assert not [path for path in tmp_path.iterdir() if "staging" in path.name
+                or "retired" in path.name]
+
+
 def test_publishing_for_localhost_warns(
     write_entry: WriteEntry, settings_env: dict[str, str]
 ) -> None:

@@ -10,6 +10,8 @@ import yaml
 from sqlmodel import Session, select
 
 from flows.nightly import nightly
+from pipeline.operations.handover import handover_dir
+from pipeline.operations.runs import StageFailed
 from pipeline.store.tables import PipelineRun, ProbeRow, ReleaseRow, engine_for
 from tests.conftest import WriteEntry, make_entry
 
@@ -85,3 +87,25 @@ async def test_nightly_probes_scores_and_publishes_every_entry(
     assert sorted((p.confirmation, p.failure_class) for p in probes) == [
         (False, None)] * 4 + [(True, "dead")] * 4
     assert {api["status"]["failure"] for api in published["apis"]} == {"dead"}
+
+
+async def test_the_hand_over_file_goes_whether_the_run_completes_or_fails_after_scoring(
+    prefect_backend: None, write_entry: WriteEntry, settings_env: dict[str, str], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("APIDIR_PROBE_ENABLED", "false")
+    monkeypatch.setenv("APIDIR_STAGE_RETRIES", "0")
+    write_entry()
+    completed = await nightly()
+    assert not list(handover_dir().glob(f"run-{completed['run']}-presented-*"))
+
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the release folder should be\n")
+    monkeypatch.setenv("APIDIR_OUTPUT_DIR", str(blocked))
+    with pytest.raises(StageFailed, match="publish stage failed"):
+        await nightly()
+    with Session(engine_for(settings_env["APIDIR_DATABASE_URL"])) as session:
+        failed = session.exec(select(PipelineRun).order_by(PipelineRun.id.desc())).first()
+    assert failed.state == "failed" and failed.message.startswith("publish stage failed")
+    assert not list(handover_dir().glob(f"run-{failed.id}-presented-*"))
+    assert blocked.read_text() == "a file where the release folder should be\n"

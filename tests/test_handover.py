@@ -3,7 +3,10 @@ read back is what was saved, in every field, and the file goes when the run is d
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
+
+import pytest
 
 from pipeline.contract import (
     BUILDER_SCORE_EXAMPLES,
@@ -22,8 +25,14 @@ from pipeline.contract import (
     Uptime,
 )
 from pipeline.judging.health import RunVerdict
-from pipeline.judging.present import Presented
-from pipeline.operations.handover import PRESENTED, discard, load_presented, save_presented
+from pipeline.judging.present import EntryValues, Presented
+from pipeline.operations.handover import (
+    discard,
+    handed_over,
+    handover_dir,
+    load_entry_figures,
+    save_presented,
+)
 
 
 def presented_values() -> Presented:
@@ -45,21 +54,44 @@ def presented_values() -> Presented:
 
 def test_presented_values_read_back_equal_in_every_field() -> None:
     presented = presented_values()
-    path = save_presented(presented, run_id=7)
+    path = save_presented(presented.items(), run_id=7)
     try:
-        again = load_presented(path)
+        with handed_over(path) as values:
+            again = Presented.gather(values.items())
+            assert values.states == {"github": (presented.statuses["github"].state,
+                                                presented.statuses["github"].checked_at)}
+            assert values.verdicts == presented.verdicts
+        presented.lifecycles = {}  # judged by the publisher, never handed over
         assert again == presented
         assert list(again.endpoints["github"]) == [0, 2]  # endpoint positions stay numbers
         assert again.verdicts["github"].failed == 1
-        _figures, written = path.read_bytes().split(b"\n")  # written a field at a time
-        assert written == PRESENTED.dump_json(presented)
     finally:
         discard(path)
     assert not path.exists()
 
 
+def test_each_entry_is_a_line_read_when_reached_with_the_lifecycle_judged_since() -> None:
+    presented = presented_values()
+    presented.statuses["stripe"] = Status(state="unreachable")
+    path = save_presented(presented.items(), run_id=7)
+    try:
+        lines = path.read_bytes().splitlines()
+        assert len(lines) == 1 + 2 + 2  # header, two entries, figures, index
+        with handed_over(path) as values:
+            values.lifecycles["stripe"] = Lifecycle.model_validate(LIFECYCLE_EXAMPLES[0])
+            stripe = values.entry("stripe")
+            assert stripe.status == Status(state="unreachable") and stripe.score is None
+            assert stripe.lifecycle == values.lifecycles["stripe"]
+            assert values.entry("github").lifecycle is None
+            unknown = values.entry("not-handed-over")
+            assert unknown == EntryValues()
+        assert load_entry_figures(path)["stripe"]["state"] == "unreachable"
+    finally:
+        discard(path)
+
+
 def test_each_save_is_a_file_of_its_own_and_private() -> None:
-    first, second = (save_presented(Presented(), run_id=7) for _ in range(2))
+    first, second = (save_presented((), run_id=7) for _ in range(2))
     try:
         assert first != second
         assert first.parent.stat().st_mode & 0o077 == 0
@@ -67,3 +99,15 @@ def test_each_save_is_a_file_of_its_own_and_private() -> None:
         discard(first)
         discard(second)
     discard(first)  # already gone: fine
+
+
+def test_a_stage_failing_mid_way_leaves_no_half_file() -> None:
+    before = set(handover_dir().iterdir())
+
+    def values() -> Iterator[tuple[str, EntryValues]]:
+        yield "github", presented_values().entry("github")
+        raise RuntimeError("the store went away")
+
+    with pytest.raises(RuntimeError, match="the store went away"):
+        save_presented(values(), run_id=7)
+    assert set(handover_dir().iterdir()) == before

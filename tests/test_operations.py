@@ -8,6 +8,7 @@ import asyncio
 import json
 import socket
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -42,15 +43,17 @@ async def receiver() -> AsyncIterator[WebhookReceiver]:
     await hook.close()
 
 
-async def events_named(prefix: str, timeout: float = 30) -> list[dict]:
-    """The events the Prefect server stored whose name starts with `prefix` (they are stored
-    a moment after they are emitted)."""
+async def events_named(prefix: str, since: datetime, timeout: float = 30) -> list[dict]:
+    """The events the Prefect server stored whose name starts with `prefix`, that occurred
+    from `since` on: the server is the session's, and run ids restart with each test's store
+    (events are stored a moment after they are emitted)."""
     deadline = asyncio.get_running_loop().time() + timeout
     async with get_client() as client:
         while True:
             response = await client.request(
                 "POST", "/events/filter",
-                json={"filter": {"event": {"prefix": [prefix]}, "any_resource": None},
+                json={"filter": {"event": {"prefix": [prefix]}, "any_resource": None,
+                                 "occurred": {"since": since.isoformat()}},
                       "limit": 50})
             found = response.json()["events"]
             if found or asyncio.get_running_loop().time() > deadline:
@@ -68,6 +71,7 @@ async def test_the_webhook_comes_from_a_prefect_secret_block(
     try:
         write_entry()
         (data_dir / "entries").rename(data_dir / "gone")
+        started = datetime.now(UTC)
         with pytest.raises(StageFailed, match="ingest stage failed"):
             await nightly()
     finally:
@@ -75,7 +79,7 @@ async def test_the_webhook_comes_from_a_prefect_secret_block(
             block = await client.read_block_document_by_name(name, "secret")
             await client.delete_block_document(block.id)
     assert receiver.events() == ["run_failed"]
-    failed = await events_named(RUN_FAILED)
+    failed = await events_named(RUN_FAILED, started)
     assert failed and failed[0]["payload"]["flow"] == "nightly"
     assert "ingest stage failed" in failed[0]["payload"]["message"]
 
@@ -95,12 +99,13 @@ async def test_a_network_suspect_run_alerts_and_emits_an_event(
     monkeypatch.setenv("APIDIR_PROBE_ATTEMPTS", "1")
     monkeypatch.setenv("APIDIR_PROBE_INTERVAL", "0")
     monkeypatch.setenv("APIDIR_ALERT_WEBHOOK_URL", receiver.url)
+    started = datetime.now(UTC)
     outcome = await nightly()
     assert receiver.events() == ["run_network_suspect"]
     alert = receiver.received[0]
     assert alert["run"]["id"] == outcome["run"]
     assert "12 of 12 probes failed to connect" in alert["run"]["message"]
-    suspect = await events_named(RUN_NETWORK_SUSPECT)
+    suspect = await events_named(RUN_NETWORK_SUSPECT, started)
     assert any(e["resource"]["prefect.resource.id"] == f"apidir.run.{outcome['run']}"
                for e in suspect)
 
@@ -108,8 +113,6 @@ async def test_a_network_suspect_run_alerts_and_emits_an_event(
 async def test_state_changes_are_prefect_events(
     prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str],
 ) -> None:
-    from datetime import UTC, datetime, timedelta
-
     from tests.test_orchestration import record_day
 
     write_entry()
@@ -123,9 +126,8 @@ async def test_state_changes_are_prefect_events(
     outcome = await nightly()
     changed: list[dict] = []
     for _ in range(60):  # stored a moment after they are emitted, among earlier tests' events
-        changed = [e for e in await events_named(ENTRY_STATE_CHANGED)
-                   if e["related"][0]["prefect.resource.id"] == f"apidir.run.{outcome['run']}"
-                   and datetime.fromisoformat(e["occurred"].replace("Z", "+00:00")) >= started]
+        changed = [e for e in await events_named(ENTRY_STATE_CHANGED, started)
+                   if e["related"][0]["prefect.resource.id"] == f"apidir.run.{outcome['run']}"]
         if changed:
             break
         await asyncio.sleep(0.5)

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from pipeline.contract import BUILDER_SCORE_EXAMPLES, BuilderScore, Status
+from pipeline.contract import (
+    BUILDER_SCORE_EXAMPLES,
+    UPTIME_EXAMPLE,
+    BuilderScore,
+    Status,
+    Uptime,
+)
 from pipeline.judging.changes import Change
 from pipeline.judging.present import Presented
 from pipeline.operations.handover import discard, load_entry_figures, save_presented
@@ -78,8 +84,12 @@ def test_the_report_counts_states_and_says_what_the_table_holds() -> None:
 def test_the_run_record_reads_the_entries_figures_alone_from_the_hand_over() -> None:
     statuses = {"a-live": Status(state="live", http_status=200, checked_at=CHECKED)}
     scores = {"a-live": BuilderScore.model_validate(BUILDER_SCORE_EXAMPLES[0])}
-    path = save_presented(Presented(statuses=statuses, scores=scores), run_id=7)
+    scores["b-scored"] = scores["a-live"]  # scored, never probed
+    uptimes = {"c-neither": Uptime.model_validate(UPTIME_EXAMPLE)}
+    presented = Presented(statuses=statuses, scores=scores, uptimes=uptimes)
+    path = save_presented(presented.items(), run_id=7)
     try:
         assert load_entry_figures(path) == entry_figures(statuses, scores)
+        assert list(load_entry_figures(path)) == ["a-live", "b-scored"]
     finally:
         discard(path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from sqlmodel import Session, col, select
 
@@ -75,8 +76,16 @@ def _names(session: Session, ids: list[str]) -> dict[str, str]:
     return dict(session.exec(statement).all())
 
 
+class CheckedState(NamedTuple):
+    """What the state changes read of an entry's status."""
+
+    state: str
+    checked_at: datetime | None
+
+
 def record_state_changes(
-    session: Session, statuses: Mapping[str, Status], now: datetime, run_id: int | None = None
+    session: Session, statuses: Mapping[str, Status | CheckedState], now: datetime,
+    run_id: int | None = None,
 ) -> list[Change]:
     """Store each entry's new checked state; return (and record) those that changed."""
     known = {row.entry_id: row for row in session.exec(select(EntryState))}

@@ -3,8 +3,10 @@ moment: what the score stage concludes from the store's entries and probe histor
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 from sqlmodel import Session
 
@@ -17,11 +19,46 @@ from pipeline.contract import (
     Status,
     Uptime,
 )
+from pipeline.judging.changes import CheckedState
 from pipeline.judging.content_scores import content_scores
 from pipeline.judging.evidence import bounded_scores
 from pipeline.judging.health import RunVerdict, measured_cors, measured_https, run_verdict
-from pipeline.store.history import endpoint_statuses, entry_status, latest_probes
+from pipeline.store.history import (
+    active_endpoints,
+    entry_endpoint_statuses,
+    entry_status,
+    latest_probes,
+)
 from pipeline.store.tables import active_base_urls
+
+
+@dataclass
+class EntryValues:
+    """One entry's presented values, as the score stage concluded them (None: not measured);
+    its `lifecycle` is judged when the release is published."""
+
+    status: Status | None = None
+    score: BuilderScore | None = None
+    uptime: Uptime | None = None
+    endpoints: dict[int, EndpointStatus] | None = None
+    verdict: RunVerdict | None = None
+    https: Https | None = None
+    cors: Cors | None = None
+    lifecycle: Lifecycle | None = None
+
+
+class PresentedValues(Protocol):
+    """What a release is published from: each entry's values (from memory, or read back from a
+    stage's hand-over file), the states and verdicts the publisher records whole, and the
+    lifecycles it judges from those."""
+
+    verdicts: Mapping[str, RunVerdict]
+    lifecycles: dict[str, Lifecycle]
+
+    @property
+    def states(self) -> Mapping[str, Status | CheckedState]: ...
+
+    def entry(self, entry_id: str) -> EntryValues: ...
 
 
 @dataclass
@@ -38,28 +75,66 @@ class Presented:
     cors: dict[str, Cors] = field(default_factory=dict)
     lifecycles: dict[str, Lifecycle] = field(default_factory=dict)
 
+    @property
+    def states(self) -> dict[str, Status]:
+        return self.statuses
 
-def present_entries(session: Session, as_of: datetime, origin: str = "") -> Presented:
-    """Every active entry's status, scores, uptime and measured health as of `as_of`, from the
-    stored history (past days from their rollups: `judging/evidence.py`); `origin` is the one
-    the prober sent, which CORS answers are read against."""
+    def entry(self, entry_id: str) -> EntryValues:
+        return EntryValues(*(getattr(self, name).get(entry_id) for name in _BY_ENTRY.values()))
+
+    def items(self) -> Iterator[tuple[str, EntryValues]]:
+        """Every entry with a value, by id."""
+        ids = set().union(*(getattr(self, name) for name in _BY_ENTRY.values()))
+        return ((entry_id, self.entry(entry_id)) for entry_id in sorted(ids))
+
+    @classmethod
+    def gather(cls, values: Iterable[tuple[str, EntryValues]]) -> Presented:
+        """The entries' values, held together."""
+        presented = cls()
+        for entry_id, entry in values:
+            for name, plural in _BY_ENTRY.items():
+                value = getattr(entry, name)
+                if value is not None:
+                    getattr(presented, plural)[entry_id] = value
+        return presented
+
+
+# Each field of an entry's values, and the field of `Presented` holding it for every entry.
+_BY_ENTRY = {"status": "statuses", "score": "scores", "uptime": "uptimes",
+             "endpoints": "endpoints", "verdict": "verdicts", "https": "https", "cors": "cors",
+             "lifecycle": "lifecycles"}
+
+
+def present_each(session: Session, as_of: datetime, origin: str = "") -> Iterator[
+        tuple[str, EntryValues]]:
+    """Every active entry's status, scores, uptime and measured health as of `as_of`, one entry
+    at a time, by id, from the stored history (past days from their rollups:
+    `judging/evidence.py`); `origin` is the one the prober sent, which CORS answers are read
+    against. An entry's values are built as it is reached and its evidence let go, so what is
+    held at once is the evidence, never every entry's presented values (some 2 GB at 100k)."""
     base_urls = active_base_urls(session)
     # The scores first: the frames they are computed from are gone before the latest probes
     # are read, so the two never weigh on memory at once (about 200 MB less at 100k entries).
     scores, uptimes = bounded_scores(session, content_scores(session), as_of)
-    contracts = {entry_id: entry_score.contract() for entry_id, entry_score in scores.items()}
-    del scores
-    latest = {entry_id: probes for entry_id, probes in latest_probes(session).items()
-              if entry_id in base_urls}
-    verdicts = {entry_id: run_verdict(probes) for entry_id, probes in latest.items()}
-    return Presented(
-        statuses={entry_id: entry_status(probes) for entry_id, probes in latest.items()},
-        scores=contracts,
-        uptimes={entry_id: uptime for entry_id, uptime in uptimes.items()
-                 if entry_id in base_urls},
-        endpoints=endpoint_statuses(session, latest=latest),
-        verdicts={entry_id: v for entry_id, v in verdicts.items() if v is not None},
-        https={entry_id: measured_https(base_urls[entry_id], probes, as_of)
-               for entry_id, probes in latest.items()},
-        cors={entry_id: measured_cors(probes, origin) for entry_id, probes in latest.items()},
-    )
+    latest = latest_probes(session, base_urls)
+    endpoints = active_endpoints(session)
+    for entry_id in sorted(base_urls):
+        probes = latest.pop(entry_id, None)
+        score = scores.pop(entry_id, None)
+        listed = endpoints.pop(entry_id, None)
+        values = EntryValues(
+            score=None if score is None else score.contract(),
+            uptime=uptimes.get(entry_id),
+            endpoints=None if listed is None else entry_endpoint_statuses(listed, probes or ()),
+        )
+        if probes:
+            values.status = entry_status(probes)
+            values.verdict = run_verdict(probes)
+            values.https = measured_https(base_urls[entry_id], probes, as_of)
+            values.cors = measured_cors(probes, origin)
+        yield entry_id, values
+
+
+def present_entries(session: Session, as_of: datetime, origin: str = "") -> Presented:
+    """Every active entry's presented values (`present_each`), held together."""
+    return Presented.gather(present_each(session, as_of, origin))

@@ -1,30 +1,37 @@
 """What one stage of a run hands to the next when it is large (the presented values of every
-entry: tens of megabytes at 100,000 entries) goes through a file, never as a Prefect task's
-result or parameter: Prefect records those in its events and walks them looking for futures,
-and its server refuses events of a few megabytes.
+entry: hundreds of megabytes at 100,000 entries) goes through a file, never as a Prefect
+task's result or parameter: Prefect records those in its events and walks them looking for
+futures, and its server refuses events of a few megabytes.
 
-A hand-over file holds two JSON documents, one a line: first each entry's figures for the
-run's record (`entry_figures`), then the presented values. The run's record reads the first
-line alone, rather than reading and validating every entry's scores and health again."""
+A hand-over file is written as the score stage reaches each entry and read back an entry at a
+time as the release is published, so neither stage holds every entry's presented values (some
+2 GB at 100,000 entries). It holds, a line each: a header (where the last two lines start);
+each entry's values; each entry's figures for the run's record (`entry_figure`), which the
+run's record reads alone; and the index: where each entry's line starts, with the states and
+verdicts the publisher records for every entry at once."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import IO, Any
 
 import orjson
 from pydantic import TypeAdapter
 
-from pipeline.judging.present import Presented
-from pipeline.operations.report import entry_figures
+from pipeline.contract import Lifecycle
+from pipeline.judging.changes import CheckedState
+from pipeline.judging.health import RunVerdict
+from pipeline.judging.present import EntryValues
+from pipeline.operations.report import entry_figure
 
-PRESENTED = TypeAdapter(Presented)
-# Each field's own adapter: the presented values are written a field at a time, so the
-# file's text is never one buffer in memory (some 250 MB at 100,000 entries) beside them.
-_FIELDS = {name: TypeAdapter(kind) for name, kind in get_type_hints(Presented).items()}
+HEADER_BYTES = 64  # the first line, written blank and filled in once the last lines are placed
+ENTRY = TypeAdapter(EntryValues)
+VERDICTS = TypeAdapter(dict[str, RunVerdict])
 
 
 def handover_dir() -> Path:
@@ -35,33 +42,91 @@ def handover_dir() -> Path:
     return folder
 
 
-def save_presented(presented: Presented, run_id: int) -> Path:
-    """Write `presented` (after its entries' figures) to a new file of run `run_id` and return
-    its path (small enough to be a task's result)."""
+def save_presented(values: Iterable[tuple[str, EntryValues]], run_id: int | None) -> Path:
+    """Write each entry's `values` (by id, as they come) to a new file (of run `run_id`) and
+    return its path (small enough to be a task's result)."""
     descriptor, name = tempfile.mkstemp(
-        prefix=f"run-{run_id}-presented-", suffix=".json", dir=handover_dir())
-    with os.fdopen(descriptor, "wb") as file:
-        file.write(orjson.dumps(entry_figures(presented.statuses, presented.scores)))
-        file.write(b"\n")
-        for number, field in enumerate(dataclasses.fields(presented)):
-            file.write(b"{" if number == 0 else b",")
-            file.write(b'"%s":' % field.name.encode())
-            file.write(_FIELDS[field.name].dump_json(getattr(presented, field.name)))
-        file.write(b"}")
+        prefix="presented-" if run_id is None else f"run-{run_id}-presented-", suffix=".json",
+        dir=handover_dir())
+    try:
+        _write(descriptor, values)
+    except BaseException:  # a stage that fails mid-way leaves no half file behind
+        Path(name).unlink(missing_ok=True)
+        raise
     return Path(name)
 
 
-def load_presented(path: Path) -> Presented:
-    """The presented values a stage saved to `path`."""
+def _write(descriptor: int, values: Iterable[tuple[str, EntryValues]]) -> None:
+    offsets: dict[str, int] = {}
+    states: dict[str, tuple[str, datetime | None]] = {}
+    verdicts: dict[str, RunVerdict] = {}
+    figures: dict[str, dict[str, Any]] = {}
+    with os.fdopen(descriptor, "wb") as file:
+        file.write(b" " * (HEADER_BYTES - 1) + b"\n")
+        for entry_id, entry in values:
+            offsets[entry_id] = file.tell()
+            file.write(ENTRY.dump_json(entry, exclude={"lifecycle"}) + b"\n")
+            if entry.status is not None:
+                states[entry_id] = (entry.status.state, entry.status.checked_at)
+            if entry.verdict is not None:
+                verdicts[entry_id] = entry.verdict
+            if entry.status is not None or entry.score is not None:
+                figures[entry_id] = entry_figure(entry.status, entry.score)
+        at_figures = file.tell()
+        file.write(orjson.dumps(figures) + b"\n")
+        at_index = file.tell()
+        file.write(b'{"offsets":%s,"states":%s,"verdicts":%s}\n' % (
+            orjson.dumps(offsets), orjson.dumps(states), VERDICTS.dump_json(verdicts)))
+        file.seek(0)
+        file.write(orjson.dumps({"figures": at_figures, "index": at_index}))
+
+
+def _line_at(file: IO[bytes], key: str) -> Any:
+    """The line of a hand-over file that its header places under `key`, parsed."""
+    file.seek(0)
+    file.seek(orjson.loads(file.readline())[key])
+    return orjson.loads(file.readline())
+
+
+class HandedOver:
+    """The presented values a stage saved to a file (`PresentedValues`), each entry's read
+    when the publisher reaches it."""
+
+    def __init__(self, file: IO[bytes]) -> None:
+        index = _line_at(file, "index")
+        self._file, self._offsets = file, index["offsets"]
+        self.states = {
+            entry_id: CheckedState(state, None if at is None else datetime.fromisoformat(at))
+            for entry_id, (state, at) in index["states"].items()
+        }
+        self.verdicts = VERDICTS.validate_python(index["verdicts"])
+        self.lifecycles: dict[str, Lifecycle] = {}
+
+    def entry(self, entry_id: str) -> EntryValues:
+        offset = self._offsets.get(entry_id)
+        if offset is None:
+            return EntryValues(lifecycle=self.lifecycles.get(entry_id))
+        self._file.seek(offset)
+        values = ENTRY.validate_json(self._file.readline())
+        values.lifecycle = self.lifecycles.get(entry_id)
+        return values
+
+    def items(self) -> Iterator[tuple[str, EntryValues]]:
+        """Every entry's values, in the order they were saved."""
+        return ((entry_id, self.entry(entry_id)) for entry_id in list(self._offsets))
+
+
+@contextmanager
+def handed_over(path: Path) -> Iterator[HandedOver]:
+    """The presented values a stage saved to `path`, read while the context lasts."""
     with path.open("rb") as file:
-        file.readline()  # the entries' figures
-        return PRESENTED.validate_json(file.read())
+        yield HandedOver(file)
 
 
 def load_entry_figures(path: Path) -> dict[str, dict[str, Any]]:
     """The entries' figures a stage saved to `path` with the presented values, read alone."""
     with path.open("rb") as file:
-        return orjson.loads(file.readline())
+        return _line_at(file, "figures")
 
 
 def discard(path: Path | None) -> None:

@@ -120,31 +120,33 @@ ENTRY_ROWS = 1_000  # rows of the entries table: a catalogue this size is listed
 _STATE_ORDER = {"unreachable": 1, "online": 2, "unchecked": 3, "live": 4}
 
 
+def entry_figure(status: Status | None, score: BuilderScore | None) -> dict[str, Any]:
+    """What the run's record shows of an entry: its state, answer and grade."""
+    status = status or Status()
+    return {
+        "state": status.state,
+        "httpStatus": status.http_status,
+        "responseTimeMs": status.response_time_ms,
+        "checkedAt": status.checked_at.isoformat() if status.checked_at else None,
+        "grade": score.grade if score else None,
+        "percent": score.percent if score else None,
+        "pricing": score.pricing if score else None,
+        "latency": score.latency if score else None,
+        "depth": score.depth if score else None,
+    }
+
+
 def entry_figures(
     statuses: Mapping[str, Status], scores: Mapping[str, BuilderScore]
 ) -> dict[str, dict[str, Any]]:
-    """What the run's record shows of each entry with a status or a score: its state, answer
-    and grade, by id. Small beside the presented values (no reasons, evidence or endpoints),
-    so the score stage hands it over apart and the run's record reads it alone."""
-    figures = {}
-    for entry_id in sorted(statuses.keys() | scores.keys()):
-        status = statuses.get(entry_id) or Status()
-        score = scores.get(entry_id)
-        figures[entry_id] = {
-            "state": status.state,
-            "httpStatus": status.http_status,
-            "responseTimeMs": status.response_time_ms,
-            "checkedAt": status.checked_at.isoformat() if status.checked_at else None,
-            "grade": score.grade if score else None,
-            "percent": score.percent if score else None,
-            "pricing": score.pricing if score else None,
-            "latency": score.latency if score else None,
-            "depth": score.depth if score else None,
-        }
-    return figures
+    """`entry_figure` of each entry with a status or a score, by id. Small beside the presented
+    values (no reasons, evidence or endpoints), so the score stage hands it over apart and the
+    run's record reads it alone."""
+    return {entry_id: entry_figure(statuses.get(entry_id), scores.get(entry_id))
+            for entry_id in sorted(statuses.keys() | scores.keys())}
 
 
-_UNSCORED = entry_figures({"-": Status()}, {})["-"]
+_UNSCORED = entry_figure(None, None)
 
 
 def entry_table(

@@ -42,9 +42,9 @@ from pipeline.judging.changes import (
 )
 from pipeline.judging.content_scores import store_content_scores
 from pipeline.judging.health import LifecycleRules
-from pipeline.judging.present import Presented, present_entries
+from pipeline.judging.present import Presented, PresentedValues, present_each, present_entries
 from pipeline.judging.rollup import DayRollup, roll_up_days
-from pipeline.operations.handover import load_presented
+from pipeline.operations.handover import handed_over, save_presented
 from pipeline.probing.probe import probe_all
 from pipeline.probing.shards import Shard, split_by_host
 from pipeline.release.publish import publish_release
@@ -286,6 +286,16 @@ def score_entries_now(settings: Settings, as_of: datetime) -> Presented:
         return present_entries(session, as_of, settings.probe_origin)
 
 
+def hand_over_scores(settings: Settings, as_of: datetime, run_id: int | None = None) -> Path:
+    """`score_entries_now`, written to a hand-over file (of run `run_id`) an entry at a time as
+    each is reached (never every entry's values at once); returns the file's path."""
+    with (
+        paused_garbage_collection(),
+        session_scope(engine_for(settings.database_url)) as session,
+    ):
+        return save_presented(present_each(session, as_of, settings.probe_origin), run_id)
+
+
 PUBLISH_LIMIT = "apidir-publish"
 
 
@@ -304,7 +314,7 @@ def publisher_slot() -> Iterator[None]:
 
 
 def publish_now(
-    settings: Settings, presented: Presented, now: datetime, run_id: int | None = None
+    settings: Settings, presented: PresentedValues, now: datetime, run_id: int | None = None
 ) -> tuple[ReleaseRow, list[Change]]:
     """Record the state changes, then write a new release of the static files and record it
     (in the run's record too, with a run); one publisher at a time, here and elsewhere."""
@@ -316,7 +326,7 @@ def publish_now(
         session_scope(engine_for(settings.database_url)) as session,
     ):
         now = max(now, utcnow())  # a release waits its turn: it is generated when it gets it
-        changes = record_state_changes(session, presented.statuses, now, run_id)
+        changes = record_state_changes(session, presented.states, now, run_id)
         rules = LifecycleRules(settings.failing_runs, settings.dead_days)
         presented.lifecycles, _ = record_lifecycles(
             session, sorted(active_categories(session)), presented.verdicts,
@@ -339,10 +349,9 @@ def publish_handed_over(
     settings: Settings, presented: Path, now: datetime, run_id: int | None = None
 ) -> tuple[ReleaseRow, list[Change]]:
     """`publish_now` with the presented values the score stage handed over in the file
-    `presented`, read with the cycle collector paused too (at 100,000 entries it walked the
-    millions of values read back for two thirds of the reading's CPU)."""
-    with paused_garbage_collection():
-        return publish_now(settings, load_presented(presented), now, run_id)
+    `presented`, each entry's read as the release reaches it."""
+    with handed_over(presented) as values:
+        return publish_now(settings, values, now, run_id)
 
 
 def roll_up(

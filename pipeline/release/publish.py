@@ -39,7 +39,7 @@ from pipeline.contract import (
 )
 from pipeline.judging.changes import Change, Event, release_event
 from pipeline.judging.health import is_https
-from pipeline.judging.present import Presented
+from pipeline.judging.present import Presented, PresentedValues
 from pipeline.judging.rollup import entry_trends
 from pipeline.release.feed import feed_items, render_feed
 from pipeline.release.layout import (
@@ -481,7 +481,7 @@ def publish_release(
     base_url: str,
     categories: list[Category],
     now: datetime,
-    presented: Presented | None = None,
+    presented: PresentedValues | None = None,
     run_id: int | None = None,
     releases_kept: int = DEFAULT_RELEASES_KEPT,
     changes: Sequence[Change] = (),
@@ -497,19 +497,17 @@ def publish_release(
     """
     if releases_kept < 1:
         raise ValueError(f"releases_kept must be at least 1, not {releases_kept}")
-    presented = presented or Presented()
-    statuses, scores, uptimes = presented.statuses, presented.scores, presented.uptimes
+    values = presented or Presented()
     by_state: Counter[str] = Counter()
 
     def entries() -> Iterator[dict[str, Any]]:
         by_state.clear()
         for entry_id, content in _active_contents(session):
-            status = statuses.get(entry_id)
-            by_state[status.state if status else "unchecked"] += 1
-            yield published_entry(content, status, scores.get(entry_id), uptimes.get(entry_id),
-                                  now.date(), stale_days, presented.endpoints.get(entry_id),
-                                  presented.lifecycles.get(entry_id),
-                                  presented.https.get(entry_id), presented.cors.get(entry_id))
+            entry = values.entry(entry_id)
+            by_state[entry.status.state if entry.status else "unchecked"] += 1
+            yield published_entry(content, entry.status, entry.score, entry.uptime, now.date(),
+                                  stale_days, entry.endpoints, entry.lifecycle, entry.https,
+                                  entry.cors)
 
     # The version, the staging and the swap under one lock: two publishers never take the
     # same version or remove each other's staging folder.

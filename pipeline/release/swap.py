@@ -179,6 +179,9 @@ def stage_and_swap(
     """`write` the release into a fresh staging folder with the `carry` folders of the live
     release, validate it, swap it in as live."""
     output_dir = output_dir.absolute()
+    if output_dir.exists() and not output_dir.is_dir():  # never swap a file of its own aside
+        raise NotADirectoryError(f"output folder {output_dir} is a file, not a folder; "
+                                 "refusing to publish over it")
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     with publish_lock(output_dir):
         return _stage_and_swap_locked(output_dir, categories, write, carry)

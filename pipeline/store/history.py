@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 from sqlalchemy import Row, String, bindparam, func, insert, type_coerce, update
@@ -248,39 +248,61 @@ def latest_statuses(
             for entry_id, probes in latest_probes(session, entry_ids, until).items()}
 
 
+class ActiveEndpoint(NamedTuple):
+    """An active endpoint as its status is judged: its id, position and why it is not probed."""
+
+    id: int
+    position: int
+    probe_note: str | None
+
+
+def active_endpoints(
+    session: Session, entry_ids: Iterable[str] | None = None
+) -> dict[str, list[ActiveEndpoint]]:
+    """The active endpoints of every entry (or of `entry_ids`), by entry."""
+    statement = select(EndpointRow.entry_id, EndpointRow.id, EndpointRow.position,
+                       EndpointRow.probe_note).where(EndpointRow.active)
+    if entry_ids is not None:
+        statement = statement.where(col(EndpointRow.entry_id).in_(list(entry_ids)))
+    by_entry: dict[str, list[ActiveEndpoint]] = defaultdict(list)
+    for entry_id, *endpoint in session.connection().execute(statement).all():
+        by_entry[entry_id].append(ActiveEndpoint(*endpoint))
+    return dict(by_entry)
+
+
+def entry_endpoint_statuses(
+    endpoints: Iterable[ActiveEndpoint], probes: Iterable[Any]
+) -> dict[int, EndpointStatus]:
+    """One entry's endpoints' own statuses, by position: from its probe of each in its latest
+    trusted run (`probes`), else unchecked with the reason the endpoint is not probed."""
+    probed = {probe.endpoint_id: probe for probe in probes if probe.endpoint_id is not None}
+    statuses = {}
+    for endpoint in endpoints:
+        probe = probed.get(endpoint.id)
+        if probe is None:
+            statuses[endpoint.position] = EndpointStatus(note=endpoint.probe_note)
+            continue
+        state = ("live" if probe.outcome == "live"
+                 else "online" if probe.http_status is not None else "unreachable")
+        statuses[endpoint.position] = EndpointStatus(
+            state=state, http_status=probe.http_status,
+            response_time_ms=None if probe.total_ms is None else round(probe.total_ms),
+            checked_at=as_utc(probe.checked_at), reason=probe.reason or probe.error_class,
+            failure=probe.failure_class)
+    return statuses
+
+
 def endpoint_statuses(
     session: Session,
     entry_ids: Iterable[str] | None = None,
     latest: Mapping[str, Sequence[Any]] | None = None,
 ) -> dict[str, dict[int, EndpointStatus]]:
-    """Each active endpoint's own status, by entry and position: from the probe of it in the
-    entry's latest trusted run (`latest`, read when not given), else unchecked with the reason
-    it is not probed."""
+    """Each active endpoint's own status, by entry and position (`entry_endpoint_statuses`),
+    from the probes of each entry's latest trusted run (`latest`, read when not given)."""
     if latest is None:
         latest = latest_probes(session, entry_ids)
-    probed = {
-        (probe.entry_id, probe.endpoint_id): probe
-        for probes in latest.values() for probe in probes
-        if probe.endpoint_id is not None
-    }
-    statement = select(EndpointRow.id, EndpointRow.entry_id, EndpointRow.position,
-                       EndpointRow.probe_note).where(EndpointRow.active)
-    if entry_ids is not None:
-        statement = statement.where(col(EndpointRow.entry_id).in_(list(entry_ids)))
-    statuses: dict[str, dict[int, EndpointStatus]] = defaultdict(dict)
-    for endpoint_id, entry_id, position, note in session.connection().execute(statement).all():
-        probe = probed.get((entry_id, endpoint_id))
-        if probe is None:
-            statuses[entry_id][position] = EndpointStatus(note=note)
-            continue
-        state = ("live" if probe.outcome == "live"
-                 else "online" if probe.http_status is not None else "unreachable")
-        statuses[entry_id][position] = EndpointStatus(
-            state=state, http_status=probe.http_status,
-            response_time_ms=None if probe.total_ms is None else round(probe.total_ms),
-            checked_at=as_utc(probe.checked_at), reason=probe.reason or probe.error_class,
-            failure=probe.failure_class)
-    return dict(statuses)
+    return {entry_id: entry_endpoint_statuses(endpoints, latest.get(entry_id, ()))
+            for entry_id, endpoints in active_endpoints(session, entry_ids).items()}
 
 
 def latest_probes(
