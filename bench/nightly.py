@@ -20,7 +20,8 @@ flow calls them (`bench.stage_clock`); /proc is sampled for the peak RSS and CPU
 process (`bench.processes`): the flow's, Prefect's server's, PostgreSQL's and the fake
 internet's. Waiting on the network is the probing's wall minus its CPU; everything else is
 work the machine does. The probing's wall is printed against the lower bound the limits
-allow (`bench.makespan`), and the figures beside the goals of a 100,000-entry nightly.
+allow (`bench.makespan.phased_bound`: the first looks' floor, then the floor of the second
+looks the run took of its failures), and the figures beside the goals of a 100,000-entry nightly.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.makespan import HANG_SECONDS, Host, draw_hosts, lower_bound
+from bench.makespan import HANG_SECONDS, Host, draw_hosts, phased_bound
 from bench.probe import loopback_server, raise_open_file_limit
 from bench.processes import ProcessWatch, Watched
 from bench.synthetic import api_host, write_catalogue
@@ -221,14 +222,17 @@ def probing_figures(database_url: str, run_id: int, hosts: dict[str, Host]) -> d
 
     with session_scope(engine_for(database_url)) as session:
         rows = session.exec(select(ProbeRow.url, ProbeRow.outcome, ProbeRow.reason,
-                                   ProbeRow.error_class).where(ProbeRow.run_id == run_id)).all()
-    per_host = Counter(target_host(url) for url, *_ in rows)
-    probed = [hosts[name] for name in per_host]
+                                   ProbeRow.error_class, ProbeRow.confirmation)
+                            .where(ProbeRow.run_id == run_id)).all()
+    looks = {again: Counter(target_host(row.url) for row in rows if row.confirmation == again)
+             for again in (False, True)}
+    per_host = looks[False] + looks[True]
     settings = Settings().probe_settings()
-    bound = lower_bound(probed, [per_host[host.address] for host in probed], settings)
+    bound, floor = phased_bound(*([(hosts[name], count) for name, count in looks[again].items()]
+                                  for again in (False, True)), settings)
     outcomes = Counter(f"{outcome} {reason or error_class or ''}".strip()
-                       for _url, outcome, reason, error_class in rows)
-    return {"probes": len(rows), "hosts": len(per_host), "bound": bound,
+                       for _url, outcome, reason, error_class, _again in rows)
+    return {"probes": len(rows), "hosts": len(per_host), "bound": bound, "floor": floor,
             "outcomes": dict(outcomes.most_common()),
             "limits": {"global": settings.global_concurrency,
                        "per_host": settings.per_host_concurrency,
@@ -282,8 +286,7 @@ def print_night(night: int, figures: dict[str, Any], entries: int) -> None:
               f"{GOALS['second_ingest_s']:.0f} s: "
               f"{verdict(ingest, GOALS['second_ingest_s'], entries)}")
     print_processes(figures["processes"], entries)
-    bound = probing["bound"]
-    floor = max(bound.values())
+    bound, floor = probing["bound"], probing["floor"]
     wall = timings["probe: probing"]["wall"]
     print(f"  probing: {probing['probes']:,} URLs of {probing['hosts']:,} hosts; limits "
           f"{probing['limits']}")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.makespan import Host, draw_hosts, lower_bound
+from bench.makespan import Host, draw_hosts, lower_bound, phased_bound
 from bench.nightly import FLOW_MODULE, STAGES, STAGES_MODULE, TIMED
 from bench.probe import RETRY_AFTER
 from bench.processes import ProcessWatch
@@ -64,6 +64,21 @@ def test_the_lower_bound_counts_each_hosts_urls_retries_and_retry_after() -> Non
     assert bound["work / global"] == pytest.approx((4 * 0.2 + 3 * 3.0) / 4)
     assert bound["timeout x attempts"] == pytest.approx(3 * 3.0 + 0.25 + 0.5)
     assert lower_bound([answers], 4, settings) == lower_bound([answers], [4], settings)
+
+
+def test_second_looks_are_a_phase_after_the_first_looks_not_more_work_in_it() -> None:
+    settings = ProbeSettings(global_concurrency=4, per_host_concurrency=2, per_host_interval=0.5,
+                             total_timeout=3.0, max_attempts=1, backoff_base=0.5)
+    answers, hangs = Host("a.example", "answers", 0.2), Host("h.example", "hangs", 0.2)
+    first = [(answers, 4), (hangs, 2)]
+    bound, floor = phased_bound(first, [], settings)
+    assert bound == lower_bound([answers, hangs], [4, 2], settings)
+    assert floor == max(bound.values())
+    bound, floor = phased_bound(first, [(hangs, 2)], settings)
+    again = lower_bound([hangs], [2], settings)
+    assert bound["then second looks: timeout x attempts"] == again["timeout x attempts"]
+    assert floor == pytest.approx(max(lower_bound([answers, hangs], [4, 2], settings).values())
+                                  + max(again.values()))
 
 
 def test_the_process_watch_sees_a_childs_peak_memory_and_cpu() -> None:

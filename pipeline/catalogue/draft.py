@@ -17,7 +17,7 @@ from urllib.parse import urljoin, urlsplit
 
 import yaml
 
-from pipeline.catalogue.guard import read_text
+from pipeline.catalogue.guard import YAML_LOADER, read_text
 
 TODO = "TODO:"
 MAX_ENDPOINTS = 8
@@ -25,7 +25,6 @@ MAX_DESCRIPTION_BYTES = 32 * 1024 * 1024  # the largest official descriptions ar
 _METHODS = ("get", "post", "put", "patch", "delete")
 _PLACEHOLDER = re.compile(r"\{[^}]*\}")
 _SENTENCE = re.compile(r"^(.+?[.!?])(?:\s|$)", re.DOTALL)
-_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class DraftError(ValueError):
@@ -49,7 +48,7 @@ def load_description(source: str, timeout: float = 20.0) -> dict[str, Any]:
         raise DraftError(f"{source}: cannot read it: {exc}") from exc
     try:
         document = (json.loads(text) if text.lstrip().startswith("{")
-                    else yaml.load(text, Loader=_LOADER))
+                    else yaml.load(text, Loader=YAML_LOADER))
     except (ValueError, yaml.YAMLError) as exc:
         raise DraftError(f"{source}: neither JSON nor YAML: {exc}") from exc
     if not isinstance(document, dict) or not (

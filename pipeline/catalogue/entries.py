@@ -29,6 +29,7 @@ from pipeline.catalogue.draft import todo_fields
 from pipeline.catalogue.guard import (
     DEFAULT_MAX_BYTES,
     UNREAD_RULES,
+    YAML_LOADER,
     UnsafeEntryFile,
     check_place,
     check_structure,
@@ -41,12 +42,10 @@ from pipeline.contract import CATEGORY_IDS, EntryContent, Uri
 log = logging.getLogger(__name__)
 
 ENTRY_SUFFIXES = (".yaml", ".yml")
-# libyaml's parser when PyYAML was built with it (the wheels are): ~10x faster on big catalogues.
-_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _compose(text: str) -> yaml.Node | None:
-    return yaml.compose(text, Loader=_LOADER)
+    return yaml.compose(text, Loader=YAML_LOADER)
 
 
 class EntryFile(EntryContent):
@@ -137,7 +136,7 @@ class CategoryError(ValueError):
 def load_categories(path: Path) -> list[Category]:
     """The 14 categories in reading order; raises CategoryError naming the file when wrong."""
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=YAML_LOADER)
         categories = [Category.model_validate(item) for item in raw]
     except (OSError, yaml.YAMLError, TypeError, ValidationError) as exc:
         raise CategoryError(f"{path}: {exc}") from exc
@@ -234,7 +233,7 @@ def read_entry_file(
         check_place(path, entries_root)
         text = read_text(path, max_bytes)
         check_structure(text)
-        raw = yaml.load(text, Loader=_LOADER)
+        raw = yaml.load(text, Loader=YAML_LOADER)
     except UnsafeEntryFile as exc:
         return stem, None, [Problem(file, exc.line, stem, None, exc.rule, str(exc))]
     except OSError as exc:

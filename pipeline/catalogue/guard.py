@@ -22,7 +22,9 @@ MAX_NODES = 20_000  # nodes after every alias (and merge key) is expanded
 # `&` inside a URL's query (`?a=1&b=2`) follows a letter or digit and is no anchor.
 _ANCHOR = re.compile(r"(?:^|[\s\[\]{},:-])&[^\s\[\]{},]")
 _DEEP_INDENT = re.compile(r"^(?: {24,}|(?:- *){8,})", re.MULTILINE)
-_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# libyaml's safe parser when PyYAML was built with it (the wheels are): ~10x faster on big
+# catalogues. The one loader of every YAML file the catalogue reads.
+YAML_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 # The rules of files that were refused or could not be read: no id of theirs is known.
@@ -136,7 +138,7 @@ def check_structure(text: str) -> None:
     anchored: list[str | None] = [None]
     expanded: dict[str, int] = {}
     try:
-        for event in yaml.parse(text, Loader=_LOADER):
+        for event in yaml.parse(text, Loader=YAML_LOADER):
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_DEPTH:
