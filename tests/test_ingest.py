@@ -406,3 +406,56 @@ def test_a_failure_part_way_leaves_the_store_as_it_was(
     summary, _ = stage_ingest()
     assert summary.updated == ["aaa-first"] and summary.retired == ["gone"]
     assert len(summary.added) == 7
+
+
+def test_a_catalogue_wide_edit_updates_every_entry_and_keeps_each_endpoints_row(
+    engine, write_entry: WriteEntry, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Changed entries are stored in bulk, chunk by chunk: an endpoint that stays keeps its
+    row (its probe history), one that leaves is kept inactive, one that comes back is the same
+    row active again, and a retired entry's return is a restore."""
+    monkeypatch.setattr(ingest_module, "CHUNK", 2)
+    endpoints = [{"method": "GET", "path": f"/things/{n}", "description": f"Thing {n}."}
+                 for n in range(3)]
+    files = {f"api-{n}": write_entry(make_entry(id=f"api-{n}", endpoints=endpoints))
+             for n in range(5)}
+    ingest(engine, data_dir)
+    files.pop("api-4").unlink()
+    assert ingest(engine, data_dir).retired == ["api-4"]
+
+    def rows() -> dict[tuple[str, str], tuple[int, str | None, int, bool]]:
+        with Session(engine) as session:
+            return {(row.entry_id, row.path): (row.id, row.description, row.position, row.active)
+                    for row in session.exec(select(EndpointRow))}
+
+    before = rows()
+    edits = {
+        "api-0": [{**endpoints[0], "description": "Thing zero, described anew."}, *endpoints[1:]],
+        "api-1": list(reversed(endpoints)),
+        "api-2": endpoints[:2],
+        "api-3": [*endpoints, {"method": "GET", "path": "/more", "description": "More."}],
+        "api-4": endpoints,
+    }
+    for entry_id, listed in edits.items():
+        write_entry(make_entry(id=entry_id, name=f"{entry_id} renamed", endpoints=listed))
+    summary = ingest(engine, data_dir)
+    assert summary.updated == ["api-0", "api-1", "api-2", "api-3"]
+    assert summary.restored == ["api-4"]
+    after = rows()
+    assert after["api-0", "/things/0"] == (before["api-0", "/things/0"][0],
+                                           "Thing zero, described anew.", 0, True)
+    assert [after["api-1", f"/things/{n}"][2] for n in range(3)] == [2, 1, 0]
+    assert after["api-1", "/things/0"][0] == before["api-1", "/things/0"][0]
+    assert after["api-2", "/things/2"] == (*before["api-2", "/things/2"][:3], False)
+    assert after["api-3", "/more"][1:] == ("More.", 3, True)
+    assert all(after["api-4", f"/things/{n}"] == before["api-4", f"/things/{n}"]
+               for n in range(3))
+    with Session(engine) as session:
+        stored = {row.id: row for row in session.exec(select(EntryRow))}
+        assert {row.name for row in stored.values()} == {f"api-{n} renamed" for n in range(5)}
+        assert all(row.retired_at is None for row in stored.values())
+        assert stored["api-2"].content["endpoints"] == endpoints[:2]
+
+    write_entry(make_entry(id="api-2", name="api-2 renamed", endpoints=endpoints))
+    assert ingest(engine, data_dir).updated == ["api-2"]
+    assert rows()["api-2", "/things/2"] == before["api-2", "/things/2"]  # the same row, back

@@ -5,12 +5,13 @@ was (so one bad edit never unpublishes an API); an entry whose file is gone is
 retired, never deleted.
 
 Built for large catalogues: what is stored is read once as (id, hash, state)
-columns, new entries and their endpoints go in as bulk inserts, and only changed
-or restored entries take the row-by-row path.
+columns, new entries and their endpoints go in as bulk inserts, and changed or
+restored entries as bulk updates, a chunk of entries at a time.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -40,33 +41,61 @@ class IngestSummary:
     errors: list[dict[str, object]] = field(default_factory=list)
 
 
-def _sync_endpoints(session: Session, entry: StoredEntry) -> None:
-    """Match the endpoint rows to the entry's list: update, add, deactivate."""
-    rows = {
-        (row.method, row.path): row
-        for row in session.exec(select(EndpointRow).where(EndpointRow.entry_id == entry.id))
-    }
-    for method, path, description, position in entry.endpoints:
-        row = rows.get((method, path)) or EndpointRow(entry_id=entry.id, method=method, path=path)
-        row.description, row.position, row.active = description, position, True
-        session.add(row)
-    listed = {(method, path) for method, path, *_ in entry.endpoints}
-    for key, row in rows.items():
-        if key not in listed and row.active:
-            row.active = False
-            session.add(row)
+_IN_LIST = 500  # ids in one IN list
 
 
-def _update(session: Session, entry: StoredEntry, now: datetime, file_hash: str | None) -> None:
-    """Rewrite a stored entry (changed, moved or back from retirement) and its endpoints."""
-    row = session.get(EntryRow, entry.id)
-    row.category, row.name, row.content = entry.category, entry.name, entry.content
-    row.content_hash, row.source_file, row.updated_at = entry.digest, str(entry.source), now
-    row.file_hash = file_hash
-    row.retired_at = None
-    session.add(row)
-    session.flush()
-    _sync_endpoints(session, entry)
+def _update_changed(session: Session, changed: list[StoredEntry], now: datetime,
+                    file_hashes: Mapping[Path, str]) -> None:
+    """Rewrite stored entries (changed, moved or back from retirement) and match their
+    endpoint rows to their lists (update, add, deactivate): one statement a kind of change
+    for many rows, since a catalogue-wide edit changes every entry at once."""
+    if not changed:
+        return
+    entries, endpoints = EntryRow.__table__, EndpointRow.__table__
+    session.execute(
+        update(entries).where(entries.c.id == bindparam("entry_id")).values(
+            category=bindparam("new_category"), name=bindparam("new_name"),
+            content=bindparam("new_content"), content_hash=bindparam("new_hash"),
+            source_file=bindparam("new_source"), updated_at=bindparam("new_time"),
+            file_hash=bindparam("new_file_hash"), retired_at=None),
+        [{"entry_id": entry.id, "new_category": entry.category, "new_name": entry.name,
+          "new_content": entry.content, "new_hash": entry.digest,
+          "new_source": str(entry.source), "new_time": now,
+          "new_file_hash": file_hashes.get(entry.source)} for entry in changed],
+    )
+    stored: dict[str, dict[tuple[str, str], tuple[int, bool]]] = defaultdict(dict)
+    ids = [entry.id for entry in changed]
+    for start in range(0, len(ids), _IN_LIST):
+        rows = session.connection().execute(
+            select(endpoints.c.entry_id, endpoints.c.method, endpoints.c.path, endpoints.c.id,
+                   endpoints.c.active)
+            .where(endpoints.c.entry_id.in_(ids[start : start + _IN_LIST])))
+        for entry_id, method, path, row_id, active in rows:
+            stored[entry_id][method, path] = (row_id, active)
+    kept, added, dropped = [], [], []
+    for entry in changed:
+        rows_of_entry, listed = stored.get(entry.id, {}), set()
+        for method, path, description, position in entry.endpoints:
+            listed.add((method, path))
+            known = rows_of_entry.get((method, path))
+            values = {"new_description": description, "new_position": position}
+            if known is None:
+                added.append({"entry_id": entry.id, "method": method, "path": path,
+                              "description": description, "position": position,
+                              "active": True})
+            else:
+                kept.append({"row_id": known[0], **values})
+        dropped += [{"row_id": row_id} for key, (row_id, active) in rows_of_entry.items()
+                    if active and key not in listed]
+    by_row = endpoints.c.id == bindparam("row_id")
+    if kept:
+        session.execute(update(endpoints).where(by_row).values(
+            description=bindparam("new_description"), position=bindparam("new_position"),
+            active=True), kept)
+    if dropped:
+        session.execute(update(endpoints).where(by_row).values(active=False), dropped)
+    if added:
+        session.execute(insert(endpoints), added)
 
 
 def _insert_new(session: Session, new: list[StoredEntry], now: datetime,
@@ -132,6 +161,7 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
     present = set(report.unchanged.values()) | report.invalid_ids()
     for chunk in _chunks(report, spool):
         new: list[StoredEntry] = []
+        changed: list[StoredEntry] = []
         rehashed: list[dict[str, object]] = []  # same content, new file bytes (a comment, say)
         for entry in sorted(chunk, key=attrgetter("id")):
             present.add(entry.id)
@@ -141,12 +171,13 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
                 summary.added.append(entry.id)
             elif known != (entry.digest, False, str(entry.source)):
                 (summary.restored if known[1] else summary.updated).append(entry.id)
-                _update(session, entry, now, report.digests.get(entry.source))
+                changed.append(entry)
             else:
                 summary.unchanged.append(entry.id)
                 rehashed.append({"entry_id": entry.id,
                                  "file_hash": report.digests.get(entry.source)})
         _insert_new(session, new, now, report.digests)
+        _update_changed(session, changed, now, report.digests)
         if rehashed and report.digests:
             session.execute(
                 update(EntryRow.__table__)
