@@ -15,6 +15,7 @@ from pipeline.store.history import (
     RECENT_RUNS,
     history_frame,
     latest_runs,
+    latest_states,
     latest_statuses,
     network_suspect,
     plan_targets,
@@ -190,3 +191,21 @@ def test_the_latest_runs_are_found_without_the_whole_history_and_equal_it(sessio
             k: v for k, v in expected.items() if k == "example-weather"}
     assert latest_runs(session) == {"example-weather": old.id, "open-api": down.id - 1}
     assert latest_runs(session, until=T0 - timedelta(days=1)) == {}
+
+
+def test_states_as_of_a_moment_are_those_of_the_latest_run_by_then_for_the_entries_asked(
+    session,
+) -> None:
+    for at, outcome, status in ((T0, "live", 200), (T0 + timedelta(days=1), "unreachable", None)):
+        run = start_run(session, "nightly")
+        record_probes(session, run, [
+            result("https://api.example.com/v1/forecast", outcome, status, at=at),
+            result("https://open.example.org", "online", 401, entry="open-api", at=at),
+        ])
+    assert latest_states(session, T0 + timedelta(hours=1)) == {
+        "example-weather": "live", "open-api": "online"}
+    later = T0 + timedelta(days=1, hours=1)
+    assert latest_states(session, later, ["example-weather"]) == {
+        "example-weather": "unreachable"}
+    assert latest_states(session, later, []) == {}
+    assert latest_states(session, T0 - timedelta(hours=1)) == {}

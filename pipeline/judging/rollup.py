@@ -134,7 +134,7 @@ def compute_day(
     of_day = of_day[of_day["entry_id"].isin(ids)]
     judged = content_scores(session, ids) if judged is None else judged
     scores, _ = bounded_scores(session, {i: judged[i] for i in ids}, end)
-    states = latest_states(session, until=end)
+    states = latest_states(session, until=end, entry_ids=ids)  # none asked of a day before any
     per_entry = _day_figures(of_day, ["entry_id"], timed=True)
     probed_today = set(per_entry.index)
     figures = iter(_figure_rows(per_entry.loc[[i for i in ids if i in probed_today]],

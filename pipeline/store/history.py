@@ -198,11 +198,13 @@ def _deciding_probe(probes: Sequence[Any]) -> tuple[str, Any]:
     return "unreachable", probes[0]
 
 
-def latest_states(session: Session, until: datetime) -> dict[str, str]:
-    """Each entry's presented state as it was at `until` (that of `latest_statuses`), without
-    the rest of its status."""
+def latest_states(
+    session: Session, until: datetime, entry_ids: Iterable[str] | None = None
+) -> dict[str, str]:
+    """Each entry's (or each of `entry_ids`') presented state as it was at `until` (that of
+    `latest_statuses`), without the rest of its status."""
     return {entry_id: _deciding_probe(probes)[0]
-            for entry_id, probes in latest_probes(session, until=until).items() if probes}
+            for entry_id, probes in latest_probes(session, entry_ids, until).items() if probes}
 
 
 def entry_status(probes: Sequence[ProbeRow]) -> Status:
