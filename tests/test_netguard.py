@@ -17,6 +17,7 @@ from pipeline.probing.netguard import (
     GuardedResolver,
     GuardPolicy,
     builtin_reason,
+    parse_address,
 )
 from pipeline.probing.probe import Prober, ProbeSettings, probe_url
 
@@ -115,6 +116,19 @@ def test_check_url_refuses_schemes_and_blocked_literals(url: str) -> None:
 @pytest.mark.parametrize("url", ["https://api.example.com/v1", "http://8.8.8.8/", "https://1.example"])
 def test_check_url_passes_public_literals_and_leaves_names_to_the_resolver(url: str) -> None:
     GuardPolicy().check_url(URL(url))
+
+
+@pytest.mark.parametrize("text", [
+    "api.example.com", "1.example", "cafe", "ff", "1e100.net", "8.8.8.8", "8.8.8", "8.8.8.8.",
+    "[::1]", "fe80::1%eth0", "::ffff:127.0.0.1", "2606:4700::1", "127.1", "0177.0.0.1",
+    "2130706433", "\uff11\uff12\uff17.0.0.1", "\u0663.\u0663.\u0663.\u0663", "", ".", "[]", "a:b",
+])
+def test_an_address_is_read_as_ipaddress_reads_it_and_a_name_is_none(text: str) -> None:
+    try:
+        expected = ipaddress.ip_address(text.strip("[]").split("%", 1)[0])
+    except ValueError:
+        expected = None
+    assert parse_address(text) == expected
 
 
 async def test_resolver_returns_only_checked_numeric_addresses() -> None:

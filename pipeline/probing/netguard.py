@@ -98,6 +98,9 @@ _NUMERIC_HOST = re.compile(r"^(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+))*\.?$"
 def parse_address(text: str) -> IPAddress | None:
     """The IP address written in `text` (brackets and an IPv6 zone allowed), else None."""
     text = text.strip("[]").split("%", 1)[0]
+    if ":" not in text and not text.replace(".", "").isdigit():
+        return None  # a host name: no IPv6 colon, not only digits and dots (the common case,
+        # told without the two failed parses and the error ip_address raises for it)
     try:
         return ipaddress.ip_address(text)
     except ValueError:
