@@ -80,7 +80,8 @@ class Presented:
         return self.statuses
 
     def entry(self, entry_id: str) -> EntryValues:
-        return EntryValues(*(getattr(self, name).get(entry_id) for name in _BY_ENTRY.values()))
+        return EntryValues(**{name: getattr(self, plural).get(entry_id)
+                              for name, plural in _BY_ENTRY.items()})
 
     def items(self) -> Iterator[tuple[str, EntryValues]]:
         """Every entry with a value, by id."""
