@@ -95,7 +95,7 @@ async def rollup(
 ) -> int:
     """Store the daily rollups of `days` from the probe history; idempotent."""
     rollups = stages.roll_up(settings, days, entry_ids)
-    rows = sum(len(r.entries) + len(r.endpoints) for r in rollups)
+    rows = sum(r.entries + r.endpoints for r in rollups)
     get_run_logger().info("rolled up %d days: %d rows", len(days), rows)
     return rows
 

@@ -117,7 +117,10 @@ def test_a_known_entry_without_probes_is_unchecked(session: Session, history) ->
 
 
 def test_scores_are_those_at_the_end_of_each_day(session: Session, history) -> None:
-    rollups = roll_up_days(session, [DAY1, DAY2])
+    rolled = roll_up_days(session, [DAY1, DAY2])
+    rollups = [compute_day(session, day) for day in (DAY1, DAY2)]  # the rows it stored
+    assert [(r.day, r.entries, r.endpoints) for r in rolled] == [
+        (r.day, len(r.entries), len(r.endpoints)) for r in rollups]
     contents = {row.id: row.content for row in active_entries(session)}
     for rollup in rollups:
         end = day_bounds(rollup.day)[1]

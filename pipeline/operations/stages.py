@@ -43,7 +43,7 @@ from pipeline.judging.changes import (
 from pipeline.judging.content_scores import store_content_scores
 from pipeline.judging.health import LifecycleRules
 from pipeline.judging.present import Presented, PresentedValues, present_each, present_entries
-from pipeline.judging.rollup import DayRollup, roll_up_days
+from pipeline.judging.rollup import RolledUp, roll_up_days
 from pipeline.operations.handover import handed_over, save_presented
 from pipeline.probing.probe import probe_all
 from pipeline.probing.shards import Shard, split_by_host
@@ -356,7 +356,7 @@ def publish_handed_over(
 
 def roll_up(
     settings: Settings, days: list[date], entry_ids: Collection[str] | None = None
-) -> list[DayRollup]:
+) -> list[RolledUp]:
     """Store the daily rollups of `days` from the probe history; idempotent. The cycle
     collector is paused, as in the score stage (a fifth of its CPU at 100,000 entries)."""
     with paused_garbage_collection(), session_scope(engine_for(settings.database_url)) as session:
