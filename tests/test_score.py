@@ -287,6 +287,12 @@ def test_score_entries_is_deterministic_and_order_free() -> None:
         own = history[history["entry_id"] == entry_id]
         assert score.latency == latency_score(own, AS_OF)
         assert score.pricing == pricing_score(contents[entry_id])
+    # Each score is built when read: in id order, the same each time, only for judged ids.
+    assert list(first) == sorted(contents) and len(first) == 3
+    assert first["other"] == first["other"] and first["other"] is not first["other"]
+    assert "missing" not in first and first.get("missing") is None
+    with pytest.raises(KeyError):
+        first["missing"]
 
 
 def test_no_entry_without_probe_evidence_gets_a_confirmed_grade() -> None:

@@ -29,7 +29,7 @@ from pipeline.judging.score import (
     COUNT_COLUMNS,
     SAMPLE_COLUMNS,
     ContentScores,
-    EntryScore,
+    EntryScores,
     prepare_history,
     scores_from_samples,
     timed_samples,
@@ -138,7 +138,7 @@ def _combined_counts(*parts: pd.DataFrame) -> pd.DataFrame:
 
 def bounded_scores(
     session: Session, judged: Mapping[str, ContentScores], as_of: datetime
-) -> tuple[dict[str, EntryScore], dict[str, Uptime]]:
+) -> tuple[EntryScores, dict[str, Uptime]]:
     """Every entry's scores (of those in `judged`, with their content scores) and uptime as of
     `as_of`, as `score_entries` and `entry_uptimes` give them from the whole window, read from
     rollups and a few days of raw probes."""

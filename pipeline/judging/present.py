@@ -121,7 +121,7 @@ def present_each(session: Session, as_of: datetime, origin: str = "") -> Iterato
     endpoints = active_endpoints(session)
     for entry_id in sorted(base_urls):
         probes = latest.pop(entry_id, None)
-        score = scores.pop(entry_id, None)
+        score = scores.get(entry_id)  # built as it is reached (`EntryScores`)
         listed = endpoints.pop(entry_id, None)
         values = EntryValues(
             score=None if score is None else score.contract(),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -524,34 +524,31 @@ def _latency_stats(timed: pd.DataFrame, ids: list[str]) -> dict[str, list[Any]]:
     return stats
 
 
-def _latency_subscores(timed: pd.DataFrame, ids: list[str]) -> list[SubScore]:
-    """The Latency of each entry of `ids`: p50 and p95 of its timed responses of 7 days."""
-    stats = _latency_stats(timed, ids)
-    subscores = []
-    for i in range(len(ids)):
-        week_samples, speed = stats["samples_7d"][i], stats["speed"][i]
-        p50, p95 = stats["p50Ms_7d"][i], stats["p95Ms_7d"][i]
-        evidence = {
-            "minimumSamples": MIN_LATENCY_SAMPLES,
-            "eligible": speed is not None,
-            "last7d": {"samples": week_samples, "p50Ms": p50, "p95Ms": p95},
-            "last30d": {"samples": stats["samples_30d"][i], "p50Ms": stats["p50Ms_30d"][i],
-                        "p95Ms": stats["p95Ms_30d"][i]},
-        }
-        if speed is None:
-            reason = (f"not enough probes: {week_samples} timed responses in 7 days, "
-                      f"{MIN_LATENCY_SAMPLES} needed")
-        else:
-            reason = (f"p50 {p50} ms, p95 {p95} ms over "
-                      f"{_plural(week_samples, 'response')} in 7 days")
-        subscores.append(SubScore(speed, (reason,), evidence))
-    return subscores
+def _latency_subscore(stats: Mapping[str, list[Any]], i: int) -> SubScore:
+    """The Latency of the `i`th entry of `_latency_stats`: p50 and p95 of its timed responses
+    of 7 days."""
+    week_samples, speed = stats["samples_7d"][i], stats["speed"][i]
+    p50, p95 = stats["p50Ms_7d"][i], stats["p95Ms_7d"][i]
+    evidence = {
+        "minimumSamples": MIN_LATENCY_SAMPLES,
+        "eligible": speed is not None,
+        "last7d": {"samples": week_samples, "p50Ms": p50, "p95Ms": p95},
+        "last30d": {"samples": stats["samples_30d"][i], "p50Ms": stats["p50Ms_30d"][i],
+                    "p95Ms": stats["p95Ms_30d"][i]},
+    }
+    if speed is None:
+        reason = (f"not enough probes: {week_samples} timed responses in 7 days, "
+                  f"{MIN_LATENCY_SAMPLES} needed")
+    else:
+        reason = (f"p50 {p50} ms, p95 {p95} ms over "
+                  f"{_plural(week_samples, 'response')} in 7 days")
+    return SubScore(speed, (reason,), evidence)
 
 
 def latency_score(history: pd.DataFrame, as_of: datetime) -> SubScore:
     """Latency of ONE entry: p50 and p95 of its timed responses of the last 7 days."""
     frame = _prepare(history, as_of).assign(entry_id="entry")
-    return _latency_subscores(timed_samples(frame), ["entry"])[0]
+    return _latency_subscore(_latency_stats(timed_samples(frame), ["entry"]), 0)
 
 
 # --- everything at once ----------------------------------------------------------------------
@@ -594,7 +591,7 @@ def confidence_of(pricing: SubScore, latency: SubScore) -> str:
 
 
 def score_entries(contents: Mapping[str, Mapping[str, Any]], history: pd.DataFrame,
-                  as_of: datetime) -> dict[str, EntryScore]:
+                  as_of: datetime) -> EntryScores:
     """Scores of every entry in `contents`, by id; history is grouped once for all of them.
 
     Probes of ids not in `contents` are ignored; an entry without enough timed responses has
@@ -604,22 +601,40 @@ def score_entries(contents: Mapping[str, Mapping[str, Any]], history: pd.DataFra
     return scores_from_samples(judged, timed_samples(_prepare(history, as_of)))
 
 
-def scores_from_samples(judged: Mapping[str, ContentScores],
-                        samples: pd.DataFrame) -> dict[str, EntryScore]:
-    """`score_entries` from each entry's content scores and the timed responses alone
-    (`timed_samples`, or the same evidence gathered from daily rollups): all Latency needs
-    of the history. Latency's percentiles and points are computed for all entries at once."""
-    ids = sorted(judged)
-    scores: dict[str, EntryScore] = {}
-    for entry_id, latency in zip(ids, _latency_subscores(samples, ids), strict=True):
-        pricing, depth = judged[entry_id].pricing, judged[entry_id].depth
+class EntryScores(Mapping[str, EntryScore]):
+    """Every judged entry's scores, by id, each built when it is read: Latency's percentiles
+    and points are computed for all entries at once, but an entry's `EntryScore` (reasons and
+    evidence, some 2.7 KB) only when asked for, so a stage going through 100,000 entries
+    never holds them all."""
+
+    def __init__(self, judged: Mapping[str, ContentScores], samples: pd.DataFrame) -> None:
+        self._judged = judged
+        self._ids = sorted(judged)
+        self._position = {entry_id: i for i, entry_id in enumerate(self._ids)}
+        self._stats = _latency_stats(samples, self._ids)
+
+    def __getitem__(self, entry_id: str) -> EntryScore:
+        latency = _latency_subscore(self._stats, self._position[entry_id])
+        pricing, depth = self._judged[entry_id].pricing, self._judged[entry_id].depth
         # builder_score without checking the rubric's own sub-scores again, entry by entry
         percent = _weighted_percent(pricing.value, latency.value, depth.value)
-        grade = _GRADES[percent]
-        scores[entry_id] = EntryScore(entry_id, pricing, latency, depth, percent, grade,
-                                      f"{percent}% builder-friendly", RUBRIC_VERSION,
-                                      confidence_of(pricing, latency), latency.value is None)
-    return scores
+        return EntryScore(entry_id, pricing, latency, depth, percent, _GRADES[percent],
+                          f"{percent}% builder-friendly", RUBRIC_VERSION,
+                          confidence_of(pricing, latency), latency.value is None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+
+def scores_from_samples(judged: Mapping[str, ContentScores],
+                        samples: pd.DataFrame) -> EntryScores:
+    """`score_entries` from each entry's content scores and the timed responses alone
+    (`timed_samples`, or the same evidence gathered from daily rollups): all Latency needs
+    of the history."""
+    return EntryScores(judged, samples)
 
 
 def entry_uptimes(history: pd.DataFrame, as_of: datetime) -> dict[str, Uptime]:
