@@ -135,9 +135,13 @@ def test_history_frame_has_the_columns_the_score_stage_reads(session) -> None:
 def test_each_endpoint_has_its_own_status_or_says_why_it_is_not_probed(session) -> None:
     from dataclasses import replace
 
-    from pipeline.store.history import endpoint_statuses
+    from pipeline.store.history import active_endpoints, entry_endpoint_statuses, latest_probes
 
-    assert endpoint_statuses(session)["example-weather"][0].state == "unchecked"  # no run yet
+    def endpoint_statuses(entry_id: str) -> dict:
+        return entry_endpoint_statuses(active_endpoints(session)[entry_id],
+                                       latest_probes(session).get(entry_id, ()))
+
+    assert endpoint_statuses("example-weather")[0].state == "unchecked"  # no run yet
     run = start_run(session, "nightly")
     forecast, current = plan_targets(session)[:2]
     record_probes(session, run, [
@@ -146,7 +150,7 @@ def test_each_endpoint_has_its_own_status_or_says_why_it_is_not_probed(session) 
         result(current.url, "unreachable", None, None, endpoint=current.endpoint_id,
                error_class="read_timeout"),
     ])
-    statuses = endpoint_statuses(session)["example-weather"]
+    statuses = endpoint_statuses("example-weather")
     assert sorted(statuses) == [0, 1, 2, 3]  # one per endpoint, by position
     assert statuses[0].model_dump(exclude_none=True) == {
         "state": "online", "httpStatus": 401, "responseTimeMs": 80, "checkedAt": T0,

@@ -192,8 +192,8 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
         entry_id for entry_id, (_, retired, _) in stored.items()
         if not retired and entry_id not in present
     )
-    for start in range(0, len(summary.retired), 500):  # bounded IN lists
-        chunk = summary.retired[start : start + 500]
+    for start in range(0, len(summary.retired), _IN_LIST):
+        chunk = summary.retired[start : start + _IN_LIST]
         session.execute(
             update(EntryRow).where(col(EntryRow.id).in_(chunk)).values(retired_at=now)
         )

@@ -113,7 +113,7 @@ class HandedOver:
 
     def items(self) -> Iterator[tuple[str, EntryValues]]:
         """Every entry's values, in the order they were saved."""
-        return ((entry_id, self.entry(entry_id)) for entry_id in list(self._offsets))
+        return ((entry_id, self.entry(entry_id)) for entry_id in self._offsets)
 
 
 @contextmanager

@@ -294,19 +294,6 @@ def entry_endpoint_statuses(
     return statuses
 
 
-def endpoint_statuses(
-    session: Session,
-    entry_ids: Iterable[str] | None = None,
-    latest: Mapping[str, Sequence[Any]] | None = None,
-) -> dict[str, dict[int, EndpointStatus]]:
-    """Each active endpoint's own status, by entry and position (`entry_endpoint_statuses`),
-    from the probes of each entry's latest trusted run (`latest`, read when not given)."""
-    if latest is None:
-        latest = latest_probes(session, entry_ids)
-    return {entry_id: entry_endpoint_statuses(endpoints, latest.get(entry_id, ()))
-            for entry_id, endpoints in active_endpoints(session, entry_ids).items()}
-
-
 def latest_probes(
     session: Session, entry_ids: Iterable[str] | None = None, until: datetime | None = None
 ) -> dict[str, list[ProbeRow]]:
