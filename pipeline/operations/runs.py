@@ -29,6 +29,7 @@ from pipeline.operations.events import (
     emit_state_changes,
 )
 from pipeline.operations.handover import load_entry_figures
+from pipeline.operations.memory import release_freed_memory
 from pipeline.operations.report import entry_table, run_report, slowest_probes
 from pipeline.release.layout import FULL_DATASET
 from pipeline.release.validate import ReleaseValidationError
@@ -73,10 +74,14 @@ def with_retries(stage: Task, settings: Settings) -> Task:
 
 
 async def run_stage(name: str, call: Awaitable[T]) -> T:
+    """Await a stage; a failure names it. What it freed goes back to the system, so the next
+    stage does not start on top of this one's high-water mark."""
     try:
         return await call
     except Exception as exc:
         raise StageFailed(name, exc) from exc
+    finally:
+        release_freed_memory()
 
 
 async def open_run(settings: Settings, flow: str) -> int:
