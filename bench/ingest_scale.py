@@ -3,6 +3,7 @@ the unchanged catalogue, each the ingest stage the flows run (`stages.ingest_ent
 fresh process on the same store.
 
     python -m bench.ingest_scale [--entries 100000] [--second 2] [--second-only] [--edit-all]
+                                 [--cold]
 
 The synthetic catalogue (`bench.synthetic`) is written once per size and kept for the next
 run. Each ingest prints its wall, its CPU (the process and the reading workers it started),
@@ -101,6 +102,19 @@ def edit_every_entry(entries: Path) -> int:
     return edited
 
 
+DROP_CACHES = Path("/proc/sys/vm/drop_caches")
+
+
+def drop_caches() -> None:
+    """Write back what is dirty, then empty the page cache and the inode and dentry caches."""
+    os.sync()
+    try:
+        DROP_CACHES.write_text("3\n")
+    except OSError as exc:
+        raise SystemExit(f"--cold: cannot empty the caches ({DROP_CACHES}: {exc.strerror}); "
+                         "run as root on Linux") from None
+
+
 def main() -> None:
     if sys.argv[1:] == ["once"]:
         print(json.dumps(ingest_once()))
@@ -116,6 +130,8 @@ def main() -> None:
     )
     parser.add_argument("--edit-all", action="store_true",
                         help="then edit every entry and ingest the changed catalogue")
+    parser.add_argument("--cold", action="store_true",
+                        help="empty the system's caches before each second-night ingest")
     args = parser.parse_args()
     workdir = args.workdir.resolve()
     catalogue = workdir / f"catalogue-{args.entries}"
@@ -139,9 +155,10 @@ def main() -> None:
     print(f"ingest of {args.entries:,} entries, SQLite; load average {os.getloadavg()[0]:.2f}")
     if not args.second_only:
         show("first", ingest_in_process(env))
-    seconds = [ingest_in_process(env) for _ in range(args.second)]
-    for figures in seconds:
-        show("second night", figures)
+    for _ in range(args.second):
+        if args.cold:
+            drop_caches()
+        show("second night" + (", cold" if args.cold else ""), ingest_in_process(env))
     if args.edit_all:
         edited = edit_every_entry(catalogue / "entries")
         (catalogue / "written").unlink()  # the next run starts from the synthetic catalogue
