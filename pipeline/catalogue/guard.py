@@ -164,5 +164,11 @@ def check_structure(text: str) -> None:
                     f"expands to more than {MAX_NODES:,} values through its aliases",
                     event.start_mark.line + 1,
                 )
-    except yaml.YAMLError:
+    except yaml.YAMLError as exc:
+        # libyaml's own nesting limit (1,000 levels in recent PyYAML wheels, 6.0.4) stops its
+        # scanner before the parser hands over the first level past ours
+        if getattr(exc, "problem", None) == "exceeded maximum nesting depth":
+            mark = getattr(exc, "problem_mark", None)
+            raise UnsafeEntryFile("too-deep", f"nested deeper than {MAX_DEPTH} levels",
+                                  mark.line + 1 if mark is not None else None) from None
         return  # the loader reports the syntax error with its line
