@@ -3,16 +3,24 @@ bad files kept."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 from sqlmodel import Session, select
 
+from pipeline.catalogue import entries as entries_module
 from pipeline.catalogue import ingest as ingest_module
 from pipeline.catalogue import spool
 from pipeline.catalogue.entries import CatalogReport, entry_files, read_catalog
-from pipeline.catalogue.ingest import EmptyCatalogError, IngestSummary, ingest_catalog
+from pipeline.catalogue.ingest import (
+    EmptyCatalogError,
+    IngestSummary,
+    ingest_catalog,
+    stored_files,
+)
 from pipeline.operations import stages
 from pipeline.settings import Settings
 from pipeline.store.tables import (
@@ -146,21 +154,124 @@ def test_an_empty_catalogue_never_retires_everything(
 # --- incremental ingest: an unchanged file is not parsed again --------------------------------
 
 
-def ingest_incrementally(engine, data_dir: Path):
-    """As the ingest stage does: the stored file hashes tell which files need no parsing."""
-    from pipeline.catalogue.ingest import stored_file_hashes
+LATER = time.time_ns() + 3_600 * 10**9  # a pass long after the files were written
 
+
+def ingest_incrementally(engine, data_dir: Path, started_ns: int | None = LATER):
+    """As the ingest stage does: the stored file hashes and stats tell which files need no
+    parsing, or no reading. By default the pass starts long after the files were written (as
+    a nightly does), so their stats are settled and kept."""
     entries = data_dir / "entries"
     with Session(engine) as session:
-        report = read_catalog([entries], entries, known=stored_file_hashes(session))
+        report = read_catalog([entries], entries, known=stored_files(session),
+                              started_ns=started_ns)
         return report, ingest_catalog(session, report)
+
+
+@pytest.fixture
+def files_read(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The entry files whose bytes each pass reads, by name (the real reads, counted)."""
+    read: list[str] = []
+
+    def counted(path: Path, *args: object) -> tuple[bytes, os.stat_result | None]:
+        read.append(path.stem)
+        return real(path, *args)
+
+    real = entries_module.read_placed
+    monkeypatch.setattr(entries_module, "read_placed", counted)
+    return read
+
+
+def stored_stats(engine) -> dict[str, str | None]:
+    with Session(engine) as session:
+        return dict(session.exec(select(EntryRow.id, EntryRow.file_stat)).all())
+
+
+def test_a_settled_file_whose_stat_is_unchanged_is_not_even_read(
+    engine, write_entry: WriteEntry, data_dir: Path, files_read: list[str]
+) -> None:
+    paths = {name: write_entry(make_entry(id=name)) for name in ("alpha", "beta")}
+    ingest_incrementally(engine, data_dir)
+    assert sorted(files_read) == ["alpha", "beta"] and all(stored_stats(engine).values())
+
+    files_read.clear()
+    report, summary = ingest_incrementally(engine, data_dir)
+    assert files_read == [] and report.entries == {}
+    assert summary.unchanged == ["alpha", "beta"] and report.stats == {}
+
+    os.utime(paths["alpha"], (1, 1))  # touched, not changed: read, hashed, its new stat kept
+    before = stored_stats(engine)
+    report, summary = ingest_incrementally(engine, data_dir)
+    assert files_read == ["alpha"] and report.entries == {} and summary.unchanged == ["alpha",
+                                                                                       "beta"]
+    after = stored_stats(engine)
+    assert after["alpha"] != before["alpha"] and after["beta"] == before["beta"]
+    files_read.clear()
+    ingest_incrementally(engine, data_dir)
+    assert files_read == []
+
+
+def test_a_file_rewritten_to_its_old_size_and_modification_time_is_still_seen(
+    engine, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """As `cp -p` or `rsync -a` leave it: the change time moves and cannot be set back."""
+    path = write_entry(make_entry(id="alpha", name="Alpha One"))
+    ingest_incrementally(engine, data_dir)
+    old = path.stat()
+    path.write_text(path.read_text().replace("Alpha One", "Alpha Two"))
+    os.utime(path, ns=(old.st_atime_ns, old.st_mtime_ns))
+    new = path.stat()
+    assert (new.st_size, new.st_mtime_ns, new.st_ino) == (old.st_size, old.st_mtime_ns,
+                                                          old.st_ino)
+    _, summary = ingest_incrementally(engine, data_dir)
+    assert summary.updated == ["alpha"]
+    with Session(engine) as session:
+        assert session.get(EntryRow, "alpha").name == "Alpha Two"
+
+
+def test_a_file_changed_just_before_the_pass_is_read_again_until_it_settles(
+    engine, write_entry: WriteEntry, data_dir: Path, files_read: list[str]
+) -> None:
+    """A second change within the clock's tick would leave its stat as it was: such a file's
+    stat is not kept, and it is read (and hashed) on every pass until its change is older."""
+    write_entry(make_entry(id="alpha"))
+    ingest_incrementally(engine, data_dir, started_ns=None)  # right after the write
+    assert stored_stats(engine) == {"alpha": None}
+    files_read.clear()
+    report, summary = ingest_incrementally(engine, data_dir, started_ns=None)
+    assert files_read == ["alpha"] and report.entries == {} and summary.unchanged == ["alpha"]
+    assert stored_stats(engine) == {"alpha": None} and report.stats == {}
+    ingest_incrementally(engine, data_dir)  # later: settled, its stat kept
+    assert stored_stats(engine)["alpha"] is not None
+
+
+def test_a_new_reader_reads_every_file_again(
+    engine, write_entry: WriteEntry, data_dir: Path, files_read: list[str],
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_entry(make_entry(id="alpha"))
+    ingest_incrementally(engine, data_dir)
+    files_read.clear()
+    monkeypatch.setattr(entries_module, "_fingerprint_tag", lambda: "another-reader")
+    ingest_incrementally(engine, data_dir)
+    assert files_read == ["alpha"]
+
+
+def test_a_file_over_a_lowered_size_limit_is_read_and_refused(
+    engine, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    path = write_entry(make_entry(id="alpha"))
+    ingest_incrementally(engine, data_dir)
+    entries = data_dir / "entries"
+    with Session(engine) as session:
+        report = read_catalog([entries], entries, known=stored_files(session),
+                              started_ns=LATER, max_bytes=path.stat().st_size - 1)
+    assert [p.rule for p in report.problems] == ["too-large"] and report.unchanged == {}
 
 
 def test_unchanged_files_are_not_parsed_and_changed_ones_always_are(
     engine, write_entry: WriteEntry, data_dir: Path
 ) -> None:
-    import os
-
     paths = {name: write_entry(make_entry(id=name)) for name in ("alpha", "beta", "gamma", "delta")}
     report, summary = ingest_incrementally(engine, data_dir)
     assert sorted(e.id for e in report.entries.values()) == sorted(paths)  # all parsed once

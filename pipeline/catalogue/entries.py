@@ -10,6 +10,7 @@ import gc
 import hashlib
 import logging
 import os
+import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -20,7 +21,7 @@ from datetime import date
 from functools import cache, lru_cache
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, NamedTuple, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -35,6 +36,7 @@ from pipeline.catalogue.guard import (
     check_structure,
     read_placed,
     read_text,
+    stat_placed,
 )
 from pipeline.catalogue.lint import lint_entry
 from pipeline.contract import CATEGORY_IDS, EntryContent, Uri
@@ -106,10 +108,13 @@ class CatalogReport:
     entries: dict[Path, EntryFile] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
-    # With `known` hashes: each file's hash, and the files not parsed since their hash is the
-    # one stored (by path, their id: the file name, as a stored entry's id always is).
+    # With `known` files: each file's hash, and the files not parsed since their hash (or their
+    # stat) is the one stored (by path, their id: the file name, as a stored entry's id always
+    # is); the stat to store of each file whose bytes were read, where it differs from the one
+    # stored (None: not to be trusted next time, see `file_stat`).
     digests: dict[Path, str] = field(default_factory=dict)
     unchanged: dict[Path, str] = field(default_factory=dict)
+    stats: dict[Path, str | None] = field(default_factory=dict)
 
     # Files the checks across files (a duplicate id, an unknown successor) found invalid once
     # every file was read: their entries, if handed on as they were read, are not to be stored.
@@ -416,23 +421,38 @@ def _read_all(
             yield from _read_chunk(chunk, entries_root, max_bytes)
 
 
+class KnownFile(NamedTuple):
+    """What the store holds of an entry file as the last ingest read it."""
+
+    hash: str
+    stat: str | None
+
+
+# A file changed this close before a pass starts is read again next time, whatever its stat:
+# a second change within the file system's clock tick would leave the stat as it was (git's
+# "racily clean" files). Two seconds cover the coarsest clocks of the common file systems.
+SETTLE_NS = 2_000_000_000
+
+
 def read_catalog(
     paths: Iterable[Path],
     entries_root: Path | None = None,
     workers: int | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
-    known: Mapping[str, str] | None = None,
+    known: Mapping[str, KnownFile] | None = None,
     keep: Callable[[Path, EntryFile], None] | None = None,
+    started_ns: int | None = None,
 ) -> CatalogReport:
     """Read every entry file under `paths`, checking each one and the ids across files.
 
     `workers`: processes that parse the files (default: one per core from
     `PARALLEL_FROM` files on, else this process alone); `max_bytes`: the size limit of a file;
-    `known`: the stored hash of each file by path — a file whose hash is unchanged is not
-    parsed again (listed in `unchanged`), and every file's hash is kept in `digests`;
-    `keep`: given each valid entry as it is read, instead of `entries` holding them all (a
-    large catalogue's entries need not fit in memory at once) — those the checks across files
-    then find invalid are listed in `withdrawn`.
+    `known`: what is stored of each file by path — a file whose stat is the one stored is not
+    even read, one whose hash is unchanged is not parsed again (both listed in `unchanged`),
+    and every file's hash is kept in `digests`; `keep`: given each valid entry as it is read,
+    instead of `entries` holding them all (a large catalogue's entries need not fit in memory
+    at once) — those the checks across files then find invalid are listed in `withdrawn`;
+    `started_ns`: when the pass starts (`time.time_ns()`, the default), for `file_stat`.
     """
     report = CatalogReport(files=entry_files(paths))
     by_id: dict[str, list[Path]] = defaultdict(list)
@@ -440,13 +460,27 @@ def read_catalog(
     valid: set[Path] = set()  # of the files read, with no entries_root to list the others
     to_read = report.files
     if known is not None:
+        settled_before = (time.time_ns() if started_ns is None else started_ns) - SETTLE_NS
         folders: dict[str, bool] = {}
         to_read = []
         for path in report.files:
-            digest = file_digest(path, entries_root, max_bytes, folders)
+            stored = known.get(str(path))
+            if stored is not None and stored.stat is not None:
+                found = stat_placed(path, entries_root, folders)
+                if (found is not None and found.st_size <= max_bytes
+                        and file_stat(found) == stored.stat):
+                    report.digests[path] = stored.hash
+                    report.unchanged[path] = stem = path.stem
+                    by_id[stem].append(path)
+                    continue
+            digest, found = file_digest(path, entries_root, max_bytes, folders)
             if digest is not None:
                 report.digests[path] = digest
-                if known.get(str(path)) == digest:
+                stat = (file_stat(found) if found is not None
+                        and found.st_ctime_ns < settled_before else None)
+                if stored is None or (digest, stat) != stored:
+                    report.stats[path] = stat
+                if stored is not None and stored.hash == digest:
                     report.unchanged[path] = stem = path.stem
                     by_id[stem].append(path)
                     continue
@@ -488,6 +522,15 @@ def read_catalog(
     return report
 
 
+def file_stat(found: os.stat_result) -> str:
+    """What tells a file unchanged without reading it, as git's index does: its inode, size,
+    modification and change times (the change time moves with every write and cannot be set
+    back, so a copy that keeps the old modification time is still seen), under the reader's
+    fingerprint (a new reader parses every file again)."""
+    return (f"{_fingerprint_tag()}:{found.st_ino}:{found.st_size}:{found.st_mtime_ns}:"
+            f"{found.st_ctime_ns}")
+
+
 @cache
 def reader_fingerprint() -> bytes:
     """A digest of the code that turns a file into an entry (its models, checks and lints):
@@ -498,20 +541,26 @@ def reader_fingerprint() -> bytes:
 
 
 def file_digest(path: Path, entries_root: Path | None, max_bytes: int = DEFAULT_MAX_BYTES,
-                folders: dict[str, bool] | None = None) -> str | None:
-    """The hash of a file's bytes under the reader's fingerprint; None for a file that cannot
-    be read within the limits (it is parsed, so the problem is reported). A symlink leading
-    outside the data folder is refused here too, before a byte of it is read (`folders`: the
-    folders judged so far in this pass, see `read_placed`)."""
+                folders: dict[str, bool] | None = None) -> tuple[str | None, os.stat_result | None]:
+    """The hash of a file's bytes under the reader's fingerprint, and the file's own stat
+    (`read_placed`); no hash for a file that cannot be read within the limits (it is parsed,
+    so the problem is reported). A symlink leading outside the data folder is refused here
+    too, before a byte of it is read (`folders`: the folders judged so far in this pass)."""
     try:
-        data = read_placed(path, entries_root, max_bytes + 1, {} if folders is None else folders)
+        data, found = read_placed(path, entries_root, max_bytes + 1,
+                                  {} if folders is None else folders)
     except (OSError, UnsafeEntryFile):
-        return None
+        return None, None
     if len(data) > max_bytes:
-        return None
+        return None, None
     digest = _fingerprinted().copy()
     digest.update(data)
-    return digest.hexdigest()
+    return digest.hexdigest(), found
+
+
+@cache
+def _fingerprint_tag() -> str:
+    return reader_fingerprint().hex()[:16]
 
 
 @cache

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import stat
 from pathlib import Path
 
 import yaml
@@ -68,24 +69,24 @@ _SYMLINK_ERRORS = (errno.ELOOP, errno.EMLINK)  # Linux and macOS; FreeBSD
 
 
 def read_placed(path: Path, entries_root: Path | None, limit: int,
-                folders: dict[str, bool]) -> bytes:
+                folders: dict[str, bool]) -> tuple[bytes, os.stat_result | None]:
     """The file's first `limit` bytes, read only once it keeps its place (`check_place`), for
     a pass over a whole catalogue at the cost of one `open` a file: each folder is judged once
     (`folders`: by name, whether it is under `entries_root` and resolves inside the data
     folder), and a file there is opened without following a symlink, so a symlink is caught
-    by the open itself and then checked in full."""
+    by the open itself and then checked in full.
+
+    With the bytes, the file's own stat when it was opened as itself (None through a symlink,
+    whose target can change under an unchanged link): what `stat_placed` compares next time."""
     name = os.fspath(path)
-    folder = os.path.dirname(name)
-    judged = folders.get(folder)
-    if judged is None:
-        judged = folders[folder] = _folder_inside(folder, entries_root)
     descriptor = None
-    if judged and _NOFOLLOW:
+    if _judged(name, entries_root, folders) and _NOFOLLOW:
         try:
             descriptor = os.open(name, os.O_RDONLY | _NOFOLLOW)
         except OSError as exc:
             if exc.errno not in _SYMLINK_ERRORS:
                 raise
+    own = descriptor is not None
     if descriptor is None:
         check_place(path, entries_root)
         descriptor = os.open(name, os.O_RDONLY)
@@ -95,9 +96,33 @@ def read_placed(path: Path, entries_root: Path | None, limit: int,
         while size < limit and (block := os.read(descriptor, min(limit - size, 1 << 16))):
             blocks.append(block)
             size += len(block)
-        return b"".join(blocks)
+        return b"".join(blocks), os.fstat(descriptor) if own else None
     finally:
         os.close(descriptor)
+
+
+def stat_placed(path: Path, entries_root: Path | None,
+                folders: dict[str, bool]) -> os.stat_result | None:
+    """The stat of a regular file that keeps its place, without opening it (its folder judged
+    as `read_placed` judges it, the file itself no symlink); None for anything else, which is
+    then read in full."""
+    name = os.fspath(path)
+    if not _judged(name, entries_root, folders):
+        return None
+    try:
+        found = os.lstat(name)
+    except OSError:
+        return None
+    return found if stat.S_ISREG(found.st_mode) else None
+
+
+def _judged(name: str, entries_root: Path | None, folders: dict[str, bool]) -> bool:
+    """Whether the folder of file `name` keeps its place, each folder judged once a pass."""
+    folder = os.path.dirname(name)
+    judged = folders.get(folder)
+    if judged is None:
+        judged = folders[folder] = _folder_inside(folder, entries_root)
+    return judged
 
 
 def _folder_inside(folder: str, entries_root: Path | None) -> bool:

@@ -12,7 +12,7 @@ restored entries as bulk updates, a chunk of entries at a time.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from operator import attrgetter
@@ -21,7 +21,7 @@ from pathlib import Path
 from sqlalchemy import bindparam, insert, update
 from sqlmodel import Session, col, select
 
-from pipeline.catalogue.entries import CatalogReport, paused_garbage_collection
+from pipeline.catalogue.entries import CatalogReport, KnownFile, paused_garbage_collection
 from pipeline.catalogue.spool import CHUNK, EntrySpool, StoredEntry
 from pipeline.store.tables import EndpointRow, EntryEvent, EntryRow, utcnow
 
@@ -45,7 +45,7 @@ _IN_LIST = 500  # ids in one IN list
 
 
 def _update_changed(session: Session, changed: list[StoredEntry], now: datetime,
-                    file_hashes: Mapping[Path, str]) -> None:
+                    report: CatalogReport) -> None:
     """Rewrite stored entries (changed, moved or back from retirement) and match their
     endpoint rows to their lists (update, add, deactivate): one statement a kind of change
     for many rows, since a catalogue-wide edit changes every entry at once."""
@@ -57,11 +57,13 @@ def _update_changed(session: Session, changed: list[StoredEntry], now: datetime,
             category=bindparam("new_category"), name=bindparam("new_name"),
             content=bindparam("new_content"), content_hash=bindparam("new_hash"),
             source_file=bindparam("new_source"), updated_at=bindparam("new_time"),
-            file_hash=bindparam("new_file_hash"), retired_at=None),
+            file_hash=bindparam("new_file_hash"), file_stat=bindparam("new_file_stat"),
+            retired_at=None),
         [{"entry_id": entry.id, "new_category": entry.category, "new_name": entry.name,
           "new_content": entry.content, "new_hash": entry.digest,
           "new_source": str(entry.source), "new_time": now,
-          "new_file_hash": file_hashes.get(entry.source)} for entry in changed],
+          "new_file_hash": report.digests.get(entry.source),
+          "new_file_stat": report.stats.get(entry.source)} for entry in changed],
     )
     stored: dict[str, dict[tuple[str, str], tuple[int, bool]]] = defaultdict(dict)
     ids = [entry.id for entry in changed]
@@ -99,7 +101,7 @@ def _update_changed(session: Session, changed: list[StoredEntry], now: datetime,
 
 
 def _insert_new(session: Session, new: list[StoredEntry], now: datetime,
-                file_hashes: Mapping[Path, str]) -> None:
+                report: CatalogReport) -> None:
     """Bulk-insert new entries, then their endpoints (one statement each, many rows)."""
     if not new:
         return
@@ -108,7 +110,8 @@ def _insert_new(session: Session, new: list[StoredEntry], now: datetime,
         {"id": entry.id, "category": entry.category, "name": entry.name,
          "content": entry.content, "content_hash": entry.digest, "source_file": str(entry.source),
          "first_seen_at": now, "updated_at": now, "retired_at": None,
-         "file_hash": file_hashes.get(entry.source)}
+         "file_hash": report.digests.get(entry.source),
+         "file_stat": report.stats.get(entry.source)}
         for entry in new
     ])
     endpoints = [
@@ -162,7 +165,8 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
     for chunk in _chunks(report, spool):
         new: list[StoredEntry] = []
         changed: list[StoredEntry] = []
-        rehashed: list[dict[str, object]] = []  # same content, new file bytes (a comment, say)
+        # same content, new file bytes (a comment, say) or a new stat
+        rehashed: list[dict[str, object]] = []
         for entry in sorted(chunk, key=attrgetter("id")):
             present.add(entry.id)
             known = stored.get(entry.id)
@@ -174,17 +178,15 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
                 changed.append(entry)
             else:
                 summary.unchanged.append(entry.id)
-                rehashed.append({"entry_id": entry.id,
-                                 "file_hash": report.digests.get(entry.source)})
-        _insert_new(session, new, now, report.digests)
-        _update_changed(session, changed, now, report.digests)
-        if rehashed and report.digests:
-            session.execute(
-                update(EntryRow.__table__)
-                .where(EntryRow.__table__.c.id == bindparam("entry_id"))
-                .values(file_hash=bindparam("file_hash")),
-                rehashed,
-            )
+                if report.digests:
+                    rehashed.append(_file_columns(entry.id, entry.source, report))
+        _insert_new(session, new, now, report)
+        _update_changed(session, changed, now, report)
+        _update_file_columns(session, rehashed)
+    # Files found unchanged by their hash, whose stat is new (touched, copied, or settled).
+    _update_file_columns(session, [_file_columns(entry_id, path, report)
+                                   for path, entry_id in report.unchanged.items()
+                                   if path in report.stats])
     for ids in (summary.added, summary.updated, summary.restored):
         ids.sort()
     summary.unchanged = sorted([*summary.unchanged, *report.unchanged.values()])
@@ -202,6 +204,19 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
     return summary
 
 
+def _file_columns(entry_id: str, source: Path, report: CatalogReport) -> dict[str, object]:
+    return {"entry_id": entry_id, "new_file_hash": report.digests.get(source),
+            "new_file_stat": report.stats.get(source)}
+
+
+def _update_file_columns(session: Session, rows: list[dict[str, object]]) -> None:
+    """What is stored of entries' files, for entries whose content is unchanged."""
+    if rows:
+        entries = EntryRow.__table__
+        session.execute(update(entries).where(entries.c.id == bindparam("entry_id")).values(
+            file_hash=bindparam("new_file_hash"), file_stat=bindparam("new_file_stat")), rows)
+
+
 def _record_events(session: Session, summary: IngestSummary, now: datetime,
                    run_id: int | None) -> None:
     """The catalogue's history: an entry added (or back from retirement), an entry retired."""
@@ -215,8 +230,10 @@ def _record_events(session: Session, summary: IngestSummary, now: datetime,
         session.execute(insert(EntryEvent.__table__), events)
 
 
-def stored_file_hashes(session: Session) -> dict[str, str]:
-    """The file hash of every published entry, by its source file: what need not be parsed."""
-    statement = select(EntryRow.source_file, EntryRow.file_hash).where(
+def stored_files(session: Session) -> dict[str, KnownFile]:
+    """The file hash and stat of every published entry, by its source file: what need not be
+    read or parsed (from the compared columns' index alone)."""
+    statement = select(EntryRow.source_file, EntryRow.file_hash, EntryRow.file_stat).where(
         col(EntryRow.retired_at).is_(None), col(EntryRow.file_hash).is_not(None))
-    return dict(session.connection().execute(statement).all())
+    return {source: KnownFile(digest, stat)
+            for source, digest, stat in session.connection().execute(statement)}

@@ -29,7 +29,7 @@ from pipeline.catalogue.ingest import (
     EmptyCatalogError,
     IngestSummary,
     ingest_catalog,
-    stored_file_hashes,
+    stored_files,
 )
 from pipeline.catalogue.spool import entry_spool
 from pipeline.judging.changes import (
@@ -84,7 +84,7 @@ def ingest_entries(settings: Settings, run_id: int) -> tuple[IngestSummary, Cata
         )
     engine = engine_for(settings.database_url)
     with session_scope(engine) as session:
-        known = stored_file_hashes(session)
+        known = stored_files(session)
     with entry_spool() as spool:  # the parsed entries wait on disk, not in memory
         report = read_catalog([settings.entries_dir], settings.entries_dir,
                               max_bytes=settings.entry_max_bytes, known=known, keep=spool.keep)
