@@ -173,8 +173,8 @@ def files_read(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The entry files whose bytes each pass reads, by name (the real reads, counted)."""
     read: list[str] = []
 
-    def counted(path: Path, *args: object) -> tuple[bytes, os.stat_result | None]:
-        read.append(path.stem)
+    def counted(path: str | Path, *args: object) -> tuple[bytes, os.stat_result | None]:
+        read.append(Path(path).stem)
         return real(path, *args)
 
     real = entries_module.read_placed

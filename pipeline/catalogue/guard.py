@@ -68,7 +68,7 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _SYMLINK_ERRORS = (errno.ELOOP, errno.EMLINK)  # Linux and macOS; FreeBSD
 
 
-def read_placed(path: Path, entries_root: Path | None, limit: int,
+def read_placed(path: str | Path, entries_root: Path | None, limit: int,
                 folders: dict[str, bool]) -> tuple[bytes, os.stat_result | None]:
     """The file's first `limit` bytes, read only once it keeps its place (`check_place`), for
     a pass over a whole catalogue at the cost of one `open` a file: each folder is judged once
@@ -88,7 +88,7 @@ def read_placed(path: Path, entries_root: Path | None, limit: int,
                 raise
     own = descriptor is not None
     if descriptor is None:
-        check_place(path, entries_root)
+        check_place(Path(name), entries_root)
         descriptor = os.open(name, os.O_RDONLY)
     try:
         blocks: list[bytes] = []
@@ -101,7 +101,7 @@ def read_placed(path: Path, entries_root: Path | None, limit: int,
         os.close(descriptor)
 
 
-def stat_placed(path: Path, entries_root: Path | None,
+def stat_placed(path: str | Path, entries_root: Path | None,
                 folders: dict[str, bool]) -> os.stat_result | None:
     """The stat of a regular file that keeps its place, without opening it (its folder judged
     as `read_placed` judges it, the file itself no symlink); None for anything else, which is

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from operator import attrgetter
-from pathlib import Path
 
 from sqlalchemy import bindparam, insert, update
 from sqlmodel import Session, col, select
@@ -62,8 +61,8 @@ def _update_changed(session: Session, changed: list[StoredEntry], now: datetime,
         [{"entry_id": entry.id, "new_category": entry.category, "new_name": entry.name,
           "new_content": entry.content, "new_hash": entry.digest,
           "new_source": str(entry.source), "new_time": now,
-          "new_file_hash": report.digests.get(entry.source),
-          "new_file_stat": report.stats.get(entry.source)} for entry in changed],
+          "new_file_hash": report.digests.get(str(entry.source)),
+          "new_file_stat": report.stats.get(str(entry.source))} for entry in changed],
     )
     stored: dict[str, dict[tuple[str, str], tuple[int, bool]]] = defaultdict(dict)
     ids = [entry.id for entry in changed]
@@ -110,8 +109,8 @@ def _insert_new(session: Session, new: list[StoredEntry], now: datetime,
         {"id": entry.id, "category": entry.category, "name": entry.name,
          "content": entry.content, "content_hash": entry.digest, "source_file": str(entry.source),
          "first_seen_at": now, "updated_at": now, "retired_at": None,
-         "file_hash": report.digests.get(entry.source),
-         "file_stat": report.stats.get(entry.source)}
+         "file_hash": report.digests.get(str(entry.source)),
+         "file_stat": report.stats.get(str(entry.source))}
         for entry in new
     ])
     endpoints = [
@@ -179,14 +178,14 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
             else:
                 summary.unchanged.append(entry.id)
                 if report.digests:
-                    rehashed.append(_file_columns(entry.id, entry.source, report))
+                    rehashed.append(_file_columns(entry.id, str(entry.source), report))
         _insert_new(session, new, now, report)
         _update_changed(session, changed, now, report)
         _update_file_columns(session, rehashed)
     # Files found unchanged by their hash, whose stat is new (touched, copied, or settled).
-    _update_file_columns(session, [_file_columns(entry_id, path, report)
-                                   for path, entry_id in report.unchanged.items()
-                                   if path in report.stats])
+    _update_file_columns(session, [_file_columns(entry_id, name, report)
+                                   for name, entry_id in report.unchanged.items()
+                                   if name in report.stats])
     for ids in (summary.added, summary.updated, summary.restored):
         ids.sort()
     summary.unchanged = sorted([*summary.unchanged, *report.unchanged.values()])
@@ -204,7 +203,7 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
     return summary
 
 
-def _file_columns(entry_id: str, source: Path, report: CatalogReport) -> dict[str, object]:
+def _file_columns(entry_id: str, source: str, report: CatalogReport) -> dict[str, object]:
     return {"entry_id": entry_id, "new_file_hash": report.digests.get(source),
             "new_file_stat": report.stats.get(source)}
 
