@@ -618,3 +618,34 @@ async def test_each_request_on_a_kept_https_connection_records_its_tls(tmp_path:
                                                             first.cert_expires_at)
     assert abs(first.cert_expires_at - (first.checked_at + timedelta(days=10))) \
         < timedelta(minutes=2)
+
+
+async def test_young_collections_are_spaced_out_while_probes_run_and_restored_after(
+    web: FakeServer,
+) -> None:
+    """While any run probes, a probe's short-lived objects are not promoted by young
+    collections every 700 allocations (full collections then walked every result so far);
+    the collector's thresholds come back when the last of overlapping runs ends, also when a
+    run fails."""
+    import gc
+
+    from pipeline.probing.prober_loop import PROBING_YOUNG_THRESHOLD
+
+    before = gc.get_threshold()
+    seen: list[int] = []
+
+    def note(_result: ProbeResult) -> None:
+        seen.append(gc.get_threshold()[0])
+
+    def fail(_result: ProbeResult) -> None:
+        raise RuntimeError("the store is gone")
+
+    slow = [ProbeTarget(web.url(f"/slow?d=0.3&i={i}")) for i in range(2)]
+    quick = [ProbeTarget(web.url("/ok"))]
+    await asyncio.gather(probe_all(slow, FAST, on_result=note),
+                         probe_all(quick, FAST, on_result=note))
+    assert seen == [PROBING_YOUNG_THRESHOLD] * 3  # the quick run's end left the slow one's
+    assert gc.get_threshold() == before
+    with pytest.raises(ExceptionGroup, match="unhandled errors"):  # the run's task group
+        await probe_all(quick, FAST, on_result=fail)
+    assert gc.get_threshold() == before

@@ -169,6 +169,8 @@ def redact_userinfo(text: str) -> str:
     """`text` with the userinfo (`user:password@`) of every URL in it removed: credentials
     never reach output, logs, the store, alerts or published files (nor the wire: see
     `clean_url`)."""
+    if "@" not in text:  # no userinfo without one; the pattern's scan costs 10-20 µs a URL
+        return text
     return _USERINFO.sub(r"\1", text)
 
 
