@@ -183,11 +183,11 @@ def listing(api: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def render_entry_markdown(api: Mapping[str, Any], meta: Mapping[str, Any],
-                          labels: Mapping[str, str]) -> bytes:
+                          labels: Mapping[str, str]) -> str:
     """The Markdown of one presented entry."""
     here = entry_markdown(api["id"])
     return environment().get_template("entry.md").render(
-        meta=meta, api=api, category=labels.get(api["category"]), here=here).encode()
+        meta=meta, api=api, category=labels.get(api["category"]), here=here)
 
 
 def listing_files(meta: Mapping[str, Any], categories: Sequence[Mapping[str, Any]],
