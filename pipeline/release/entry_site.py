@@ -16,6 +16,7 @@ from pipeline.release.layout import entry_markdown
 from pipeline.release.markdown import listing, markdown_problems, render_entry_markdown
 from pipeline.release.pages import (
     card_html,
+    entry_badges,
     entry_page,
     page_problems,
     presented_entry,
@@ -70,14 +71,16 @@ def write_entry_site(
         for line, trend in zip(lines, trends, strict=True):
             api = presented_entry(orjson.loads(line))
             page, markdown = entry_page(api["id"]), entry_markdown(api["id"])
-            html = render_entry_page(api, context.common, trend)
+            badges = entry_badges(api)
+            html = render_entry_page(api, context.common, trend, badges)
             text = render_entry_markdown(api, meta, labels)
             problems += check_page(page, html)
             problems += markdown_problems(markdown, text, context.release)
             folders.create(page, html)
             folders.create(markdown, text.encode())
             summaries.append(
-                EntrySummary(api["category"], score_key(api), card_html(api, labels), listing(api))
+                EntrySummary(api["category"], score_key(api), card_html(api, labels, badges),
+                             listing(api))
             )
     return summaries, problems
 

@@ -209,7 +209,9 @@ def listing_files(meta: Mapping[str, Any], categories: Sequence[Mapping[str, Any
 
 
 # A link of the templates; text from entries has every `]` escaped, so it never makes one.
-_LINK = re.compile(r"(?<!\\)\]\(([^()\s]+)\)")
+# (`](` first and the escape looked for behind it: a pattern that starts with a literal is
+# searched for that literal, not tried at every character.)
+_LINK = re.compile(r"\]\((?<!\\\]\()([^()\s]+)\)")
 
 
 def markdown_problems(path: str, text: str, release: Container[str]) -> list[str]:
