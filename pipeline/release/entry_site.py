@@ -16,6 +16,7 @@ from pipeline.release.layout import entry_markdown
 from pipeline.release.markdown import listing, markdown_problems, render_entry_markdown
 from pipeline.release.pages import (
     card_html,
+    entry_badges,
     entry_page,
     page_problems,
     presented_entry,
@@ -65,21 +66,53 @@ def write_entry_site(
     assert context is not None, "the site context is set before entries are written"
     meta, labels = context.common["meta"], context.common["labels"]
     summaries, problems = [], []
-    with paused_garbage_collection():
+    folders = FolderFiles(context.staging)
+    with paused_garbage_collection(), folders:
         for line, trend in zip(lines, trends, strict=True):
             api = presented_entry(orjson.loads(line))
             page, markdown = entry_page(api["id"]), entry_markdown(api["id"])
-            html = render_entry_page(api, context.common, trend)
+            badges = entry_badges(api)
+            html = render_entry_page(api, context.common, trend, badges)
             text = render_entry_markdown(api, meta, labels)
             problems += check_page(page, html)
-            problems += markdown_problems(markdown, text.decode(), context.release)
-            for relative, data in ((page, html), (markdown, text)):
-                with open(os.path.join(context.staging, relative), "wb") as target:
-                    target.write(data)
+            problems += markdown_problems(markdown, text, context.release)
+            folders.create(page, html)
+            folders.create(markdown, text.encode())
             summaries.append(
-                EntrySummary(api["category"], score_key(api), card_html(api, labels), listing(api))
+                EntrySummary(api["category"], score_key(api), card_html(api, labels, badges),
+                             listing(api))
             )
     return summaries, problems
+
+
+class FolderFiles:
+    """New files created under a folder by a descriptor of their own folder, opened once: two
+    files an entry, so the path is not walked for each and no buffered file object is made."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.folders: dict[str, int] = {}
+
+    def create(self, relative: str, data: bytes) -> None:
+        folder, name = os.path.split(relative)
+        if folder not in self.folders:
+            self.folders[folder] = os.open(os.path.join(self.root, folder), os.O_RDONLY)
+        target = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666,
+                         dir_fd=self.folders[folder])
+        try:
+            written = memoryview(data)
+            while written:
+                written = written[os.write(target, written):]
+        finally:
+            os.close(target)
+
+    def __enter__(self) -> FolderFiles:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for descriptor in self.folders.values():
+            os.close(descriptor)
+        self.folders.clear()
 
 
 def check_page(path: str, data: bytes) -> list[str]:

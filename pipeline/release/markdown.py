@@ -183,11 +183,11 @@ def listing(api: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def render_entry_markdown(api: Mapping[str, Any], meta: Mapping[str, Any],
-                          labels: Mapping[str, str]) -> bytes:
+                          labels: Mapping[str, str]) -> str:
     """The Markdown of one presented entry."""
     here = entry_markdown(api["id"])
     return environment().get_template("entry.md").render(
-        meta=meta, api=api, category=labels.get(api["category"]), here=here).encode()
+        meta=meta, api=api, category=labels.get(api["category"]), here=here)
 
 
 def listing_files(meta: Mapping[str, Any], categories: Sequence[Mapping[str, Any]],
@@ -209,7 +209,9 @@ def listing_files(meta: Mapping[str, Any], categories: Sequence[Mapping[str, Any
 
 
 # A link of the templates; text from entries has every `]` escaped, so it never makes one.
-_LINK = re.compile(r"(?<!\\)\]\(([^()\s]+)\)")
+# (`](` first and the escape looked for behind it: a pattern that starts with a literal is
+# searched for that literal, not tried at every character.)
+_LINK = re.compile(r"\]\((?<!\\\]\()([^()\s]+)\)")
 
 
 def markdown_problems(path: str, text: str, release: Container[str]) -> list[str]:

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, nodes, select_autoescape
+from jinja2.compiler import CodeGenerator, Frame, optimizeconst
 from markupsafe import Markup
 
 from pipeline.contract import ONLINE_NOTE, APIEntry, Uptime
@@ -278,9 +279,27 @@ SHARED_GLOBALS = {"STATE_LABELS": STATE_LABELS, "AUTH_LABELS": AUTH_LABELS,
                   "auth_mention": auth_mention}
 
 
+class DocumentCodeGenerator(CodeGenerator):
+    """Compiles `api.status` to read a dict's key in the template's own code, and to call
+    `DocumentEnvironment.getattr` for anything else: an entry's page and Markdown read some
+    300 of them, and a call each cost more than the rest of the lookup."""
+
+    @optimizeconst
+    def visit_Getattr(self, node: nodes.Getattr, frame: Frame) -> None:
+        if self.environment.is_async:
+            super().visit_Getattr(node, frame)
+            return
+        held, key = self.temporary_identifier(), repr(node.attr)
+        self.write(f"({held}[{key}] if type({held} := ")
+        self.visit(node.node, frame)
+        self.write(f") is dict and {key} in {held} else environment.getattr({held}, {key}))")
+
+
 class DocumentEnvironment(Environment):
     """Templates over documents (dicts from JSON): `api.status` reads the key first. Jinja
     tries the attribute first, which for a dict fails with an exception at every lookup."""
+
+    code_generator_class = DocumentCodeGenerator
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         if type(obj) is dict:
@@ -339,22 +358,36 @@ def asset_files() -> tuple[dict[str, bytes], dict[str, str]]:
     return files, paths
 
 
-def card_html(api: Mapping[str, Any], labels: Mapping[str, str]) -> Markup:
+def entry_badges(api: Mapping[str, Any]) -> Markup:
+    """A presented entry's badges (status, lifecycle, grade, transport), which its page and its
+    card show alike."""
+    return environment().get_template("_macros.html").module.entry_badges(api)
+
+
+def card_html(api: Mapping[str, Any], labels: Mapping[str, str],
+              badges: Markup | None = None) -> Markup:
     """A presented entry's card as a category page draws it (markup already: a category page
-    of a large release holds tens of thousands, which are not copied again)."""
-    return environment().get_template("_macros.html").module.api_card(api, "../", labels)
+    of a large release holds tens of thousands, which are not copied again); `badges` are the
+    entry's `entry_badges` when drawn already."""
+    if badges is None:
+        badges = entry_badges(api)
+    return environment().get_template("_macros.html").module.api_card(api, "../", labels, badges)
 
 
 def render_entry_page(
     api: Mapping[str, Any], common: Mapping[str, Any], trend: Sequence[DayFigures] = (),
+    badges: Markup | None = None,
 ) -> bytes:
     """The page of one presented entry; `common` holds the release's meta, assets, category
-    labels and categories (`page_context`), `trend` the entry's daily figures."""
+    labels and categories (`page_context`), `trend` the entry's daily figures, `badges` its
+    `entry_badges` when drawn already."""
     path = entry_page(api["id"])
+    if badges is None:
+        badges = entry_badges(api)
     last_day = datetime.fromisoformat(common["meta"]["generated"].replace("Z", "+00:00")).date()
     return environment().get_template("entry.html").render(
         common, root="../", api=api, category=common["labels"].get(api["category"]), page=path,
-        trend=trend_svg(trend, last_day), markdown=entry_markdown(api["id"]),
+        trend=trend_svg(trend, last_day), markdown=entry_markdown(api["id"]), badges=badges,
     ).encode()
 
 
