@@ -227,6 +227,31 @@ def test_a_successor_must_be_an_entry_of_the_catalogue(write_entry: WriteEntry,
     assert alone.ok  # one file checked alone still knows the other entries
 
 
+def test_a_retired_successor_leaves_its_deprecated_entry_published_without_a_dead_link(
+    catalogue: Settings, data_dir: Path,
+) -> None:
+    """The successor's file is deleted: it is retired, the deprecated entry naming it is
+    reported on every ingest (its file unchanged, not parsed again) and stays published as
+    stored, and no page links to the retired entry, so every later release still publishes."""
+    full, _ = publish(catalogue)
+    assert {api.id: api.lifecycle.successor for api in full.apis}["old"] == "steady"
+    next((data_dir / "entries").glob("*/steady.yaml")).unlink()
+    for _night in range(2):
+        with session_scope(engine_for(catalogue.database_url)) as session:
+            run_id = start_run(session, "nightly").id
+        summary, report = stages.ingest_entries(catalogue, run_id)
+        assert report.entries == {} and summary.invalid == ["old"]
+        assert [(p.entry, p.field, p.rule) for p in report.problems] == [
+            ("old", "deprecated.successor", "unknown-successor")]
+        full, _ = publish(catalogue)
+        published = {api.id: api for api in full.apis}
+        assert "steady" not in published
+        assert published["old"].lifecycle.state == "deprecated"
+        assert published["old"].lifecycle.successor is None
+    page = (catalogue.output_dir / "apis" / "old.html").read_text()
+    assert "Lifecycle: <strong>Deprecated</strong>" in page and "steady.html" not in page
+
+
 def test_the_atom_feed_carries_the_same_changes_and_readers_parse_it(catalogue: Settings) -> None:
     import feedparser
 

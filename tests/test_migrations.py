@@ -167,6 +167,28 @@ def test_a_store_made_before_migrations_by_the_last_release_is_recognised(
     engine.dispose()
 
 
+def test_the_successors_named_in_stored_entries_are_kept_in_their_column(
+    database_url: str,
+) -> None:
+    """Revision 0011 fills each stored entry's successor from its content, so the next ingest
+    checks it without parsing the entry's unchanged file."""
+    engine = open_engine(database_url)
+    with engine.begin() as connection:
+        command.upgrade(alembic_config(connection), "0010")
+        for entry_id, content in (
+            ("old", '{"deprecated": {"on": "2026-10-01", "successor": "new"}}'),
+            ("new", '{"name": "New"}'), ("bare", '{"deprecated": {"on": "2026-10-01"}}')):
+            connection.execute(text(
+                "INSERT INTO entry (id, category, name, content, content_hash, source_file,"
+                " first_seen_at, updated_at) VALUES (:id, 'ai', :id, :content, 'h', :id, :at,"
+                " :at)"), {"id": entry_id, "content": content, "at": T0})
+    assert upgrade_store(engine) == ("0010", head_revision())
+    with Session(engine) as session:
+        assert dict(session.exec(select(EntryRow.id, EntryRow.successor)).all()) == {
+            "old": "new", "new": None, "bare": None}
+    engine.dispose()
+
+
 def test_check_mode_refuses_an_old_store_and_names_the_command(database_url: str) -> None:
     fill_first_release_store(database_url)
     with pytest.raises(StoreOutOfDateError, match="run `apidir db upgrade`"):

@@ -434,10 +434,12 @@ def _read_all(
 
 
 class KnownFile(NamedTuple):
-    """What the store holds of an entry file as the last ingest read it."""
+    """What the store holds of an entry file as the last ingest read it (and the successor its
+    entry names, checked across files though the file is not read again)."""
 
     hash: str
     stat: str | None
+    successor: str | None = None
 
 
 # A file changed this close before a pass starts is read again next time, whatever its stat:
@@ -466,6 +468,7 @@ def read_catalog(
     at once) — those the checks across files then find invalid are listed in `withdrawn`;
     `started_ns`: when the pass starts (`time.time_ns()`, the default), for `file_stat`.
     """
+    paths = list(paths)
     report = CatalogReport(files=entry_names(paths))
     by_id: dict[str, list[str]] = defaultdict(list)  # the files of each id, by name
     deprecated: list[tuple[Path, str, str]] = []  # (file, id, successor)
@@ -482,19 +485,17 @@ def read_catalog(
                 if (found is not None and found.st_size <= max_bytes
                         and file_stat(found) == stored.stat):
                     report.digests[name] = stored.hash
-                    report.unchanged[name] = stem = file_stem(name)
-                    by_id[stem].append(name)
+                    _unchanged(report, name, stored, by_id, deprecated)
                     continue
             digest, found = file_digest(name, entries_root, max_bytes, folders)
             if digest is not None:
                 report.digests[name] = digest
                 stat = (file_stat(found) if found is not None
                         and found.st_ctime_ns < settled_before else None)
-                if stored is None or (digest, stat) != stored:
+                if stored is None or (digest, stat) != stored[:2]:
                     report.stats[name] = stat
                 if stored is not None and stored.hash == digest:
-                    report.unchanged[name] = stem = file_stem(name)
-                    by_id[stem].append(name)
+                    _unchanged(report, name, stored, by_id, deprecated)
                     continue
             to_read.append(name)
     with paused_garbage_collection():
@@ -530,9 +531,21 @@ def read_catalog(
             )
             report.withdraw(Path(name))
             report.unchanged.pop(name, None)
-    _check_successors(report, deprecated, by_id, valid, entries_root)
+    whole = entries_root is not None and paths == [entries_root]
+    _check_successors(report, deprecated, by_id, valid, entries_root,
+                      report.files if whole else None)
     report.problems.sort(key=Problem.sort_key)
     return report
+
+
+def _unchanged(report: CatalogReport, name: str, stored: KnownFile,
+               by_id: dict[str, list[str]], deprecated: list[tuple[Path, str, str]]) -> None:
+    """A file not parsed again: its id (its file name) and successor still take part in the
+    checks across files."""
+    report.unchanged[name] = stem = file_stem(name)
+    by_id[stem].append(name)
+    if stored.successor is not None:
+        deprecated.append((Path(name), stem, stored.successor))
 
 
 def file_stat(found: os.stat_result) -> str:
@@ -585,16 +598,19 @@ def _fingerprinted() -> Any:
 
 def _check_successors(report: CatalogReport, deprecated: list[tuple[Path, str, str]],
                       by_id: Mapping[str, list[str]], valid: Collection[str],
-                      entries_root: Path | None) -> None:
+                      entries_root: Path | None, listed: Sequence[str] | None = None) -> None:
     """A deprecated entry's successor (of `deprecated`: file, id, successor) must be another
-    entry of the catalogue: its file under `entries_root`, so one file can be checked alone;
-    else a `valid` file read (`by_id`: the files of each id, by name)."""
+    entry of the catalogue: its file under `entries_root` (`listed`: those files, where the pass
+    read the whole folder), so one file can be checked alone; else a `valid` file read
+    (`by_id`: the files of each id, by name)."""
     deprecated = [(path, entry_id, successor) for path, entry_id, successor in deprecated
                   if path not in report.withdrawn]
     if not deprecated:
         return
-    known = ({file_stem(name) for name in entry_names([entries_root])}
-             if entries_root is not None
+    if listed is None and entries_root is not None:
+        listed = entry_names([entries_root])
+    known = ({file_stem(name) for name in listed}
+             if listed is not None
              else {entry_id for entry_id, names in by_id.items()
                    if any(name in valid and Path(name) not in report.withdrawn
                           for name in names)})
@@ -609,6 +625,7 @@ def _check_successors(report: CatalogReport, deprecated: list[tuple[Path, str, s
         report.problems.append(Problem(str(path), line, entry_id, "deprecated.successor",
                                        "unknown-successor", f"successor {successor!r} {why}"))
         report.withdraw(path)
+        report.unchanged.pop(str(path), None)
 
 
 def _id_line(path: Path) -> int | None:

@@ -57,12 +57,13 @@ def _update_changed(session: Session, changed: list[StoredEntry], now: datetime,
             content=bindparam("new_content"), content_hash=bindparam("new_hash"),
             source_file=bindparam("new_source"), updated_at=bindparam("new_time"),
             file_hash=bindparam("new_file_hash"), file_stat=bindparam("new_file_stat"),
-            retired_at=None),
+            successor=bindparam("new_successor"), retired_at=None),
         [{"entry_id": entry.id, "new_category": entry.category, "new_name": entry.name,
           "new_content": entry.content, "new_hash": entry.digest,
           "new_source": str(entry.source), "new_time": now,
           "new_file_hash": report.digests.get(str(entry.source)),
-          "new_file_stat": report.stats.get(str(entry.source))} for entry in changed],
+          "new_file_stat": report.stats.get(str(entry.source)),
+          "new_successor": entry.successor} for entry in changed],
     )
     stored: dict[str, dict[tuple[str, str], tuple[int, bool]]] = defaultdict(dict)
     ids = [entry.id for entry in changed]
@@ -110,7 +111,7 @@ def _insert_new(session: Session, new: list[StoredEntry], now: datetime,
          "content": entry.content, "content_hash": entry.digest, "source_file": str(entry.source),
          "first_seen_at": now, "updated_at": now, "retired_at": None,
          "file_hash": report.digests.get(str(entry.source)),
-         "file_stat": report.stats.get(str(entry.source))}
+         "file_stat": report.stats.get(str(entry.source)), "successor": entry.successor}
         for entry in new
     ])
     endpoints = [
@@ -230,9 +231,10 @@ def _record_events(session: Session, summary: IngestSummary, now: datetime,
 
 
 def stored_files(session: Session) -> dict[str, KnownFile]:
-    """The file hash and stat of every published entry, by its source file: what need not be
-    read or parsed (from the compared columns' index alone)."""
-    statement = select(EntryRow.source_file, EntryRow.file_hash, EntryRow.file_stat).where(
+    """The file hash, stat and named successor of every published entry, by its source file:
+    what need not be read or parsed (from the compared columns' index alone)."""
+    statement = select(EntryRow.source_file, EntryRow.file_hash, EntryRow.file_stat,
+                       EntryRow.successor).where(
         col(EntryRow.retired_at).is_(None), col(EntryRow.file_hash).is_not(None))
-    return {source: KnownFile(digest, stat)
-            for source, digest, stat in session.connection().execute(statement)}
+    return {source: KnownFile(digest, stat, successor)
+            for source, digest, stat, successor in session.connection().execute(statement)}

@@ -31,6 +31,7 @@ class StoredEntry(NamedTuple):
     digest: str
     source: Path
     endpoints: tuple[tuple[str, str, str | None, int], ...]
+    successor: str | None = None  # deprecated.successor
 
     @classmethod
     def of(cls, source: Path, entry: EntryFile) -> StoredEntry:
@@ -47,6 +48,7 @@ class StoredEntry(NamedTuple):
             content_hash(content),
             source,
             tuple(endpoints.values()),
+            entry.deprecated.successor if entry.deprecated else None,
         )
 
 

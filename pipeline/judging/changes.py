@@ -211,10 +211,25 @@ def release_event(version: str, at: datetime) -> Event:
     return Event("release", None, None, None, None, at, version)
 
 
+_IN_LIST = 500  # ids in one IN list
+
+
 def curated_deprecations(session: Session) -> dict[str, Deprecation]:
-    """The deprecation each active entry's curator recorded, by id."""
+    """The deprecation each active entry's curator recorded, by id; a successor that is no
+    active entry (its file gone: retired) is left out, so no page links to an entry the
+    release does not hold (the ingest reports the deprecated entry's file)."""
     curated = col(EntryRow.content)["deprecated"]  # read in the database, not every content
     statement = select(EntryRow.id, curated).where(
         col(EntryRow.retired_at).is_(None), curated.is_not(None))
-    return {entry_id: Deprecation.model_validate(value)
-            for entry_id, value in session.exec(statement) if value}
+    deprecations = {entry_id: Deprecation.model_validate(value)
+                    for entry_id, value in session.exec(statement) if value}
+    named = sorted({d.successor for d in deprecations.values() if d.successor is not None})
+    active: set[str] = set()
+    for start in range(0, len(named), _IN_LIST):
+        active.update(session.exec(select(EntryRow.id).where(
+            col(EntryRow.id).in_(named[start : start + _IN_LIST]),
+            col(EntryRow.retired_at).is_(None))))
+    return {entry_id: deprecation if deprecation.successor is None
+            or deprecation.successor in active
+            else deprecation.model_copy(update={"successor": None})
+            for entry_id, deprecation in deprecations.items()}

@@ -45,8 +45,8 @@ def utc_text(moment: datetime) -> str:
     return as_utc(moment).isoformat().replace("+00:00", "Z")
 
 
-COMPARED_COLUMNS = ("retired_at", "source_file", "file_hash", "file_stat", "id", "content_hash",
-                    "scored_hash", "scored_rubric")
+COMPARED_COLUMNS = ("retired_at", "source_file", "file_hash", "file_stat", "successor", "id",
+                    "content_hash", "scored_hash", "scored_rubric")
 
 
 class EntryRow(SQLModel, table=True):
@@ -69,6 +69,9 @@ class EntryRow(SQLModel, table=True):
     # The file's stat when its bytes were last read (`catalogue.entries.file_stat`): a file
     # whose stat is unchanged is not even read. None where it is not to be trusted.
     file_stat: str | None = None
+    # The successor the curator named (`deprecated.successor`): checked every night to still be
+    # an entry of the catalogue, also when the file is not read again.
+    successor: str | None = None
     # Pricing and Depth as the content alone decides them (JSON), with the content hash and
     # the rubric they were judged by: the score stage reads them back while both still hold.
     content_scores: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
