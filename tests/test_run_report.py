@@ -93,3 +93,27 @@ def test_the_run_record_reads_the_entries_figures_alone_from_the_hand_over() -> 
         assert list(load_entry_figures(path)) == ["a-live", "b-scored"]
     finally:
         discard(path)
+
+
+def test_a_large_night_is_summed_up_within_bounds() -> None:
+    """A first night of 100,000 new entries, as many state changes and validation errors: the
+    report names the first of each and counts the rest (Prefect refuses an event over 1.5 MB)."""
+    from pipeline.catalogue.ingest import IngestSummary
+    from pipeline.operations.report import LISTED
+
+    many = 100_000
+    added = [f"api-{n:06d}" for n in range(many)]
+    changes = [Change(entry_id, "E", "unchecked", "live", CHECKED) for entry_id in added]
+    errors = [{"file": f"data/entries/ai/{entry_id}.yaml", "line": 3, "entry": entry_id,
+               "field": "name", "rule": "missing-required-field", "message": "missing"}
+              for entry_id in added]
+    run = PipelineRun(id=8, flow="nightly", state="completed", errors=errors)
+    report = run_report(run, figures(), changes, IngestSummary(added=added))
+    assert len(report.encode()) < 100_000
+    assert f"`api-{LISTED - 1:06d}` and {many - LISTED:,} more" in report
+    assert f"`api-{LISTED:06d}`" not in report
+    assert f"… and {many - LISTED:,} more: every change is published in `api/changes.json`." in (
+        report)
+    assert f"… and {many - LISTED:,} more: `apidir validate` lists every one." in report
+    assert f"## State changes since the previous run ({many})" in report
+    assert f"## Validation errors ({many})" in report

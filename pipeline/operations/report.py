@@ -18,6 +18,10 @@ from pipeline.judging.changes import Change
 from pipeline.store.tables import PipelineRun, ProbeRow
 
 SLOWEST = 10
+# Names and rows the summary lists of each kind (new entries, state changes, validation
+# errors) before it counts the rest: a first night of 100,000 new entries listed whole made a
+# 2.3 MB summary, past the size of an event Prefect's server publishes.
+LISTED = 200
 
 
 def slowest_probes(session: Session, run_id: int, limit: int = SLOWEST) -> list[ProbeRow]:
@@ -43,8 +47,16 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]
     return lines
 
 
-def _names(ids: Sequence[str]) -> str:
-    return ", ".join(f"`{entry_id}`" for entry_id in ids) if ids else "none"
+def _names(ids: Sequence[str], limit: int = LISTED) -> str:
+    if not ids:
+        return "none"
+    names = ", ".join(f"`{entry_id}`" for entry_id in ids[:limit])
+    return names + (f" and {len(ids) - limit:,} more" if len(ids) > limit else "")
+
+
+def _rows_beyond(count: int, limit: int, where: str) -> list[str]:
+    """The line that counts the rows a bounded table leaves out, and where they all are."""
+    return [] if count <= limit else ["", f"… and {count - limit:,} more: {where}."]
 
 
 def run_report(
@@ -87,7 +99,9 @@ def run_report(
     if changes:
         lines += _table(["entry", "from", "to", "at"],
                         [(c.entry_id, c.from_state, c.to_state, c.document()["at"])
-                         for c in changes])
+                         for c in changes[:LISTED]])
+        lines += _rows_beyond(len(changes), LISTED, "every change is published in "
+                              "`api/changes.json`")
     else:
         lines.append("No entry changed state.")
     if ingest is not None:
@@ -109,7 +123,8 @@ def run_report(
         lines += _table(["file", "line", "entry", "field", "rule", "message"],
                         [tuple(error.get(key, "") for key in
                                ("file", "line", "entry", "field", "rule", "message"))
-                         for error in errors])
+                         for error in errors[:LISTED]])
+        lines += _rows_beyond(len(errors), LISTED, "`apidir validate` lists every one")
     else:
         lines.append("Every entry file is valid.")
     return "\n".join(lines) + "\n"
