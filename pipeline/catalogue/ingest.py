@@ -22,7 +22,7 @@ from sqlmodel import Session, col, select
 
 from pipeline.catalogue.entries import CatalogReport, KnownFile, paused_garbage_collection
 from pipeline.catalogue.spool import CHUNK, EntrySpool, StoredEntry
-from pipeline.store.tables import EndpointRow, EntryEvent, EntryRow, utcnow
+from pipeline.store.tables import IN_LIST, EndpointRow, EntryEvent, EntryRow, utcnow
 
 
 class EmptyCatalogError(RuntimeError):
@@ -38,9 +38,6 @@ class IngestSummary:
     restored: list[str] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)
     errors: list[dict[str, object]] = field(default_factory=list)
-
-
-_IN_LIST = 500  # ids in one IN list
 
 
 def _update_changed(session: Session, changed: list[StoredEntry], now: datetime,
@@ -67,11 +64,11 @@ def _update_changed(session: Session, changed: list[StoredEntry], now: datetime,
     )
     stored: dict[str, dict[tuple[str, str], tuple[int, bool]]] = defaultdict(dict)
     ids = [entry.id for entry in changed]
-    for start in range(0, len(ids), _IN_LIST):
+    for start in range(0, len(ids), IN_LIST):
         rows = session.connection().execute(
             select(endpoints.c.entry_id, endpoints.c.method, endpoints.c.path, endpoints.c.id,
                    endpoints.c.active)
-            .where(endpoints.c.entry_id.in_(ids[start : start + _IN_LIST])))
+            .where(endpoints.c.entry_id.in_(ids[start : start + IN_LIST])))
         for entry_id, method, path, row_id, active in rows:
             stored[entry_id][method, path] = (row_id, active)
     kept, added, dropped = [], [], []
@@ -194,8 +191,8 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
         entry_id for entry_id, (_, retired, _) in stored.items()
         if not retired and entry_id not in present
     )
-    for start in range(0, len(summary.retired), _IN_LIST):
-        chunk = summary.retired[start : start + _IN_LIST]
+    for start in range(0, len(summary.retired), IN_LIST):
+        chunk = summary.retired[start : start + IN_LIST]
         session.execute(
             update(EntryRow).where(col(EntryRow.id).in_(chunk)).values(retired_at=now)
         )

@@ -24,6 +24,7 @@ from pipeline.judging.health import (
     published_lifecycle,
 )
 from pipeline.store.tables import (
+    IN_LIST,
     EntryEvent,
     EntryLifecycle,
     EntryRow,
@@ -211,9 +212,6 @@ def release_event(version: str, at: datetime) -> Event:
     return Event("release", None, None, None, None, at, version)
 
 
-_IN_LIST = 500  # ids in one IN list
-
-
 def curated_deprecations(session: Session) -> dict[str, Deprecation]:
     """The deprecation each active entry's curator recorded, by id; a successor that is no
     active entry (its file gone: retired) is left out, so no page links to an entry the
@@ -225,9 +223,9 @@ def curated_deprecations(session: Session) -> dict[str, Deprecation]:
                     for entry_id, value in session.exec(statement) if value}
     named = sorted({d.successor for d in deprecations.values() if d.successor is not None})
     active: set[str] = set()
-    for start in range(0, len(named), _IN_LIST):
+    for start in range(0, len(named), IN_LIST):
         active.update(session.exec(select(EntryRow.id).where(
-            col(EntryRow.id).in_(named[start : start + _IN_LIST]),
+            col(EntryRow.id).in_(named[start : start + IN_LIST]),
             col(EntryRow.retired_at).is_(None))))
     return {entry_id: deprecation if deprecation.successor is None
             or deprecation.successor in active

@@ -45,6 +45,8 @@ def utc_text(moment: datetime) -> str:
     return as_utc(moment).isoformat().replace("+00:00", "Z")
 
 
+IN_LIST = 500  # ids in one IN list: bounded for every database's limit on bound values
+
 COMPARED_COLUMNS = ("retired_at", "source_file", "file_hash", "file_stat", "successor", "id",
                     "content_hash", "scored_hash", "scored_rubric")
 
