@@ -74,9 +74,9 @@ def write_entry_site(
             badges = entry_badges(api)
             html = render_entry_page(api, context.common, trend, badges)
             text = render_entry_markdown(api, meta, labels)
-            problems += check_page(page, html)
+            problems += page_problems(page, html, context.release, context.root_path)
             problems += markdown_problems(markdown, text, context.release)
-            folders.create(page, html)
+            folders.create(page, html.encode())
             folders.create(markdown, text.encode())
             summaries.append(
                 EntrySummary(api["category"], score_key(api), card_html(api, labels, badges),

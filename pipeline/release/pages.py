@@ -364,31 +364,26 @@ def entry_badges(api: Mapping[str, Any]) -> Markup:
     return environment().get_template("_macros.html").module.entry_badges(api)
 
 
-def card_html(api: Mapping[str, Any], labels: Mapping[str, str],
-              badges: Markup | None = None) -> Markup:
+def card_html(api: Mapping[str, Any], labels: Mapping[str, str], badges: Markup) -> Markup:
     """A presented entry's card as a category page draws it (markup already: a category page
-    of a large release holds tens of thousands, which are not copied again); `badges` are the
-    entry's `entry_badges` when drawn already."""
-    if badges is None:
-        badges = entry_badges(api)
+    of a large release holds tens of thousands, which are not copied again), with the entry's
+    `entry_badges`, drawn once for its page and its card."""
     return environment().get_template("_macros.html").module.api_card(api, "../", labels, badges)
 
 
 def render_entry_page(
-    api: Mapping[str, Any], common: Mapping[str, Any], trend: Sequence[DayFigures] = (),
-    badges: Markup | None = None,
-) -> bytes:
+    api: Mapping[str, Any], common: Mapping[str, Any], trend: Sequence[DayFigures],
+    badges: Markup,
+) -> str:
     """The page of one presented entry; `common` holds the release's meta, assets, category
     labels and categories (`page_context`), `trend` the entry's daily figures, `badges` its
-    `entry_badges` when drawn already."""
+    `entry_badges`."""
     path = entry_page(api["id"])
-    if badges is None:
-        badges = entry_badges(api)
     last_day = datetime.fromisoformat(common["meta"]["generated"].replace("Z", "+00:00")).date()
     return environment().get_template("entry.html").render(
         common, root="../", api=api, category=common["labels"].get(api["category"]), page=path,
         trend=trend_svg(trend, last_day), markdown=entry_markdown(api["id"]), badges=badges,
-    ).encode()
+    )
 
 
 def page_context(meta: Mapping[str, Any], categories: Sequence[Mapping[str, Any]],
