@@ -69,12 +69,19 @@ SEMVER_PATTERN = (
 ONLINE_NOTE = "path returned an error or may require auth"
 
 
+# The common shape, whose scheme and host `urlsplit` would find as the rule wants: a URL of
+# every entry and status is checked, and splitting each one cost some 30 µs (3 s at 100k).
+_PLAIN_URI = re.compile(r"https?://[A-Za-z0-9.-]+(?::[0-9]*)?(?=[/?#]|\Z)")
+_NOT_IN_URIS = re.compile(r"[\s{}<>\"|\\^`]")
+
+
 def _absolute_uri(value: str) -> str:
     """Accept an absolute http(s) URI with a host; kept as written (no normalisation)."""
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("must be an absolute http(s) URL with a host")
-    if re.search(r"[\s{}<>\"|\\^`]", value):
+    if _PLAIN_URI.match(value) is None:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an absolute http(s) URL with a host")
+    if _NOT_IN_URIS.search(value):
         raise ValueError("must not hold spaces, braces or other characters URLs do not allow")
     return value
 

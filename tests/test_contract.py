@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import jsonschema
 import pytest
@@ -99,6 +100,34 @@ def test_full_dataset_round_trip_through_json() -> None:
 def test_entry_rejects_values_outside_the_seed(field: str, value: object) -> None:
     with pytest.raises(ValidationError):
         APIEntry.model_validate(published(**{field: value}))
+
+
+def _split_rule(value: str) -> bool:
+    """The URL rule as it reads without its fast path: `urlsplit`'s scheme and host."""
+    try:
+        parts = urlsplit(value)
+        return parts.scheme in ("http", "https") and bool(parts.hostname) and not re.search(
+            r"[\s{}<>\"|\\^`]", value)
+    except ValueError:
+        return False
+
+
+@pytest.mark.parametrize("value", [
+    "https://api.example.com", "http://api.example.com/v1?q=1#top", "https://a.b:8443/x",
+    "https://host:/p", "https://host:99999/", "https://./", "https://-", "HTTPS://api.example.com",
+    "https://user:pw@api.example.com/", "https://@/x", "https://:80/", "https://", "https:///a",
+    "https://[::1]:8080/", "http://[broken/", "https://host:abc/", "https://ho st/",
+    "https://host\n", "https://host/\t", "\x01https://api.example.com", " https://a.b",
+    "https://a.b/{id}", "ftp://a.b", "api.example.com", "https://a_b.example.com/", "https://é.fr/",
+    "https://a.b?x", "https://a.b#f", "https://a.b\\c",
+])
+def test_the_url_rule_judges_as_urlsplit_does(value: str) -> None:
+    try:
+        contract._absolute_uri(value)
+        accepted = True
+    except ValueError:
+        accepted = False
+    assert accepted is _split_rule(value)
 
 
 @pytest.mark.parametrize("field", ["id", "name", "provider", "category", "baseUrl", "authType"])

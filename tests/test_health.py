@@ -8,13 +8,14 @@ import itertools
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import pytest_asyncio
 from aiohttp import web
 from fake_internet import FakeServer, RawServer, closed_port, self_signed_context
 
-from pipeline.judging.health import measured_cors, measured_https
+from pipeline.judging.health import is_https, measured_cors, measured_https
 from pipeline.probing.probe import ProbeResult, ProbeSettings, ProbeTarget, probe_all
 
 ORIGIN = "https://directory.test"
@@ -230,3 +231,12 @@ def test_a_run_is_counted_by_its_conclusions_not_by_its_looks() -> None:
     tally = ProbeTally.of(results)
     assert tally.probes == 10 and tally.outcomes == {"unreachable": 6, "live": 4}
     assert not tally.network_suspect
+
+
+@pytest.mark.parametrize("base_url", [
+    "https://api.example.com", "HTTPS://api.example.com", "http://api.example.com", "https:x",
+    " \x01https://a.b", "ht\ttps://a.b", "https\n://a.b", "\thttps://a.b", "httpsx://a.b",
+    "https", "", "//a.b", "1https://a.b", "ftp://a.b",
+])
+def test_https_is_read_as_urlsplit_reads_the_scheme(base_url: str) -> None:
+    assert is_https(base_url) is (urlsplit(base_url).scheme.lower() == "https")
