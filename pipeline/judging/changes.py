@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from sqlmodel import Session, col, select
 
@@ -33,6 +33,7 @@ from pipeline.store.tables import (
     StateChange,
     as_utc,
     utc_text,
+    write_rows,
 )
 
 DOWN = "unreachable"
@@ -89,8 +90,9 @@ def record_state_changes(
     run_id: int | None = None,
 ) -> list[Change]:
     """Store each entry's new checked state; return (and record) those that changed."""
-    known = {row.entry_id: row for row in session.exec(select(EntryState))}
-    rows = []
+    table = EntryState.__table__
+    known = dict(session.connection().execute(select(table.c.entry_id, table.c.state)).all())
+    rows, new, changed = [], [], []
     for entry_id in sorted(statuses):
         status = statuses[entry_id]
         if status.state == "unchecked":
@@ -98,14 +100,14 @@ def record_state_changes(
         at = status.checked_at or now
         previous = known.get(entry_id)
         if previous is None:
-            session.add(EntryState(entry_id=entry_id, state=status.state, since=at))
+            new.append({"entry_id": entry_id, "state": status.state, "since": at})
             continue
-        if previous.state == status.state:
+        if previous == status.state:
             continue
-        rows.append(StateChange(entry_id=entry_id, from_state=previous.state,
+        rows.append(StateChange(entry_id=entry_id, from_state=previous,
                                 to_state=status.state, at=at, run_id=run_id))
-        previous.state, previous.since = status.state, at
-        session.add(previous)
+        changed.append({"entry_id": entry_id, "state": status.state, "since": at})
+    write_rows(session, table, "entry_id", new, changed)
     session.add_all(rows)
     session.commit()
     names = _names(session, [row.entry_id for row in rows])
@@ -158,9 +160,12 @@ def record_lifecycles(
 ) -> tuple[dict[str, Lifecycle], list[Event]]:
     """Judge each entry's lifecycle after its latest trusted run; store it, record each
     transition as an event, and return the published lifecycles and the new events."""
-    known = {row.entry_id: row for row in session.exec(select(EntryLifecycle))}
+    table = EntryLifecycle.__table__
+    known = {row.entry_id: row for row in session.connection().execute(select(table))}
     lifecycles: dict[str, Lifecycle] = {}
     rows: list[EntryEvent] = []
+    new: list[dict[str, Any]] = []
+    changed: list[dict[str, Any]] = []
     for entry_id in entry_ids:
         row = known.get(entry_id)
         previous = None if row is None else LifecycleRecord(
@@ -173,10 +178,11 @@ def record_lifecycles(
             rows.append(EntryEvent(entry_id=entry_id, kind="lifecycle", from_value=previous.state,
                                    to_value=record.state, at=now, run_id=run_id))
         if previous != record:
-            row = row or EntryLifecycle(entry_id=entry_id)
-            row.state, row.since, row.down_runs = record.state, record.since, record.down_runs
-            row.dead_since, row.judged_run_id = record.dead_since, record.judged_run_id
-            session.add(row)
+            (new if row is None else changed).append({
+                "entry_id": entry_id, "state": record.state, "since": record.since,
+                "down_runs": record.down_runs, "dead_since": record.dead_since,
+                "judged_run_id": record.judged_run_id})
+    write_rows(session, table, "entry_id", new, changed)
     session.add_all(rows)
     session.commit()
     names = _names(session, [row.entry_id for row in rows])
@@ -217,8 +223,10 @@ def curated_deprecations(session: Session) -> dict[str, Deprecation]:
     active entry (its file gone: retired) is left out, so no page links to an entry the
     release does not hold (the ingest reports the deprecated entry's file)."""
     curated = col(EntryRow.content)["deprecated"]  # read in the database, not every content
+    # As text, a missing key is NULL on every database (SQLite quotes the JSON value, so a
+    # missing one read as JSON is the text 'null', and every entry's came back).
     statement = select(EntryRow.id, curated).where(
-        col(EntryRow.retired_at).is_(None), curated.is_not(None))
+        col(EntryRow.retired_at).is_(None), curated.as_string().is_not(None))
     deprecations = {entry_id: Deprecation.model_validate(value)
                     for entry_id, value in session.exec(statement) if value}
     named = sorted({d.successor for d in deprecations.values() if d.successor is not None})

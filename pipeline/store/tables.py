@@ -12,14 +12,25 @@ import hashlib
 import json
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, Index, UniqueConstraint, event
+from sqlalchemy import (
+    JSON,
+    Column,
+    DateTime,
+    Index,
+    Table,
+    UniqueConstraint,
+    bindparam,
+    event,
+    insert,
+    update,
+)
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
@@ -419,3 +430,20 @@ def active_categories(session: Session) -> dict[str, str]:
 
 def release_versions(session: Session) -> list[str]:
     return list(session.exec(select(ReleaseRow.version)))
+
+
+def write_rows(session: Session, table: Table, key: str, new: Sequence[dict[str, Any]],
+               changed: Sequence[dict[str, Any]]) -> None:
+    """Insert the `new` rows of `table` and update the `changed` ones (found by their `key`
+    column), with one executemany each: the ORM flushed a row at a time, which made the
+    lifecycles and states of 100,000 entries cost some 8-13 s a night. Every row of a list
+    sets the same columns. Committed by the caller."""
+    if new:
+        session.execute(insert(table), list(new))
+    if changed:
+        columns = [name for name in changed[0] if name != key]
+        statement = (update(table).where(table.c[key] == bindparam("row_key"))
+                     .values({name: bindparam(f"new_{name}") for name in columns}))
+        session.execute(statement, [{"row_key": row[key], **{f"new_{name}": row[name]
+                                                             for name in columns}}
+                                    for row in changed])
