@@ -297,3 +297,15 @@ def test_a_broken_feed_is_named_by_the_check() -> None:
                         "entry 1 needs exactly one updated",
                         "entry 1 needs an alternate link (it has no content)",
                         "entry 2 repeats the id a"]
+
+
+def test_changes_name_more_entries_than_one_statement_may_bind(
+        write_entry: WriteEntry, ingested_store) -> None:
+    """A night may change the states of more entries than a statement binds values
+    (PostgreSQL: 65,535): their names are read a bounded IN list at a time."""
+    from pipeline.judging.changes import _names
+
+    write_entry(make_entry(id="steady", name="Steady API"))
+    session = ingested_store()
+    asked = [f"gone-{number:06d}" for number in range(70_000)] + ["steady"]
+    assert _names(session, asked) == {"steady": "Steady API"}

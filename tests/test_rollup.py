@@ -163,3 +163,14 @@ def test_a_chosen_entry_leaves_the_others_rows_alone(session: Session, history) 
     assert [row["entry_id"] for row in rollup.entries] == ["quiet-maps"]
     roll_up_days(session, [today], entry_ids={"quiet-maps"})
     assert stored(session) == before
+
+
+def test_a_backfill_of_more_entries_than_one_statement_may_bind_replaces_their_rows(
+        session: Session, history) -> None:
+    """A backfill may name more entries than a statement binds values (PostgreSQL: 65,535)."""
+    roll_up_days(session, days_between(DAY1, DAY3))
+    first = stored(session)
+    chosen = {f"aaa-{number:06d}" for number in range(70_000)}  # sorted before the real ones
+    roll_up_days(session, days_between(DAY1, DAY3),
+                 entry_ids=chosen | {"example-weather", "quiet-maps"})
+    assert stored(session) == first

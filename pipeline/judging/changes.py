@@ -74,8 +74,14 @@ def _change(row: StateChange, names: Mapping[str, str]) -> Change:
 
 
 def _names(session: Session, ids: list[str]) -> dict[str, str]:
-    statement = select(EntryRow.id, EntryRow.name).where(col(EntryRow.id).in_(ids))
-    return dict(session.exec(statement).all())
+    """The names of the entries `ids`, a bounded IN list at a time: a night may change more
+    entries than one statement may bind values (PostgreSQL: 65,535)."""
+    names: dict[str, str] = {}
+    for start in range(0, len(ids), IN_LIST):
+        chunk = ids[start : start + IN_LIST]
+        names.update(session.exec(select(EntryRow.id, EntryRow.name)
+                                  .where(col(EntryRow.id).in_(chunk))).all())
+    return names
 
 
 class CheckedState(NamedTuple):
@@ -92,7 +98,7 @@ def record_state_changes(
     """Store each entry's new checked state; return (and record) those that changed."""
     table = EntryState.__table__
     known = dict(session.connection().execute(select(table.c.entry_id, table.c.state)).all())
-    rows, new, changed = [], [], []
+    new, changed, changes = [], [], []
     for entry_id in sorted(statuses):
         status = statuses[entry_id]
         if status.state == "unchecked":
@@ -104,14 +110,16 @@ def record_state_changes(
             continue
         if previous == status.state:
             continue
-        rows.append(StateChange(entry_id=entry_id, from_state=previous,
-                                to_state=status.state, at=at, run_id=run_id))
+        changes.append({"entry_id": entry_id, "from_state": previous, "to_state": status.state,
+                        "at": at, "run_id": run_id})
         changed.append({"entry_id": entry_id, "state": status.state, "since": at})
-    write_rows(session, table, "entry_id", new, changed)
-    session.add_all(rows)
+    write_rows(session, table, new, changed)
+    write_rows(session, StateChange.__table__, changes)
     session.commit()
-    names = _names(session, [row.entry_id for row in rows])
-    return [_change(row, names) for row in rows]
+    names = _names(session, [change["entry_id"] for change in changes])
+    return [Change(change["entry_id"], names.get(change["entry_id"], change["entry_id"]),
+                   change["from_state"], change["to_state"], as_utc(change["at"]))
+            for change in changes]
 
 
 def recent_changes(session: Session, since: datetime, limit: int = 500) -> list[Change]:
@@ -163,7 +171,7 @@ def record_lifecycles(
     table = EntryLifecycle.__table__
     known = {row.entry_id: row for row in session.connection().execute(select(table))}
     lifecycles: dict[str, Lifecycle] = {}
-    rows: list[EntryEvent] = []
+    events: list[dict[str, Any]] = []
     new: list[dict[str, Any]] = []
     changed: list[dict[str, Any]] = []
     for entry_id in entry_ids:
@@ -175,18 +183,21 @@ def record_lifecycles(
         record = judge_lifecycle(previous, verdict, deprecation, now, rules)
         lifecycles[entry_id] = published_lifecycle(record, verdict, deprecation)
         if previous is not None and previous.state != record.state:
-            rows.append(EntryEvent(entry_id=entry_id, kind="lifecycle", from_value=previous.state,
-                                   to_value=record.state, at=now, run_id=run_id))
+            events.append({"entry_id": entry_id, "kind": "lifecycle", "from_value": previous.state,
+                           "to_value": record.state, "at": now, "run_id": run_id})
         if previous != record:
             (new if row is None else changed).append({
                 "entry_id": entry_id, "state": record.state, "since": record.since,
                 "down_runs": record.down_runs, "dead_since": record.dead_since,
                 "judged_run_id": record.judged_run_id})
-    write_rows(session, table, "entry_id", new, changed)
-    session.add_all(rows)
+    write_rows(session, table, new, changed)
+    write_rows(session, EntryEvent.__table__, events)
     session.commit()
-    names = _names(session, [row.entry_id for row in rows])
-    return lifecycles, [_event(row, names) for row in rows]
+    names = _names(session, [event["entry_id"] for event in events])
+    return lifecycles, [Event(event["kind"], event["entry_id"],
+                              names.get(event["entry_id"], event["entry_id"]),
+                              event["from_value"], event["to_value"], as_utc(event["at"]))
+                        for event in events]
 
 
 def _event(row: EntryEvent, names: Mapping[str, str]) -> Event:

@@ -23,6 +23,7 @@ from pipeline.judging.evidence import WINDOW_DAYS, bounded_scores, day_bounds
 from pipeline.judging.score import ContentScores
 from pipeline.store.history import history_frame, latest_states, probed_entries
 from pipeline.store.tables import (
+    IN_LIST,
     DailyEndpointRollup,
     DailyEntryRollup,
     EntryRow,
@@ -184,9 +185,13 @@ def store_day(
     for table, rows in ((DailyEntryRollup, rollup.entries),
                         (DailyEndpointRollup, rollup.endpoints)):
         statement = delete(table).where(col(table.day) == rollup.day)
-        if entry_ids is not None:
-            statement = statement.where(col(table.entry_id).in_(list(entry_ids)))
-        session.exec(statement)
+        if entry_ids is None:
+            session.exec(statement)
+        else:  # a bounded IN list at a time: a backfill may name any number of entries
+            chosen = sorted(entry_ids)
+            for start in range(0, len(chosen), IN_LIST):
+                session.exec(statement.where(
+                    col(table.entry_id).in_(chosen[start : start + IN_LIST])))
         if rows:
             session.execute(insert(table.__table__), rows)
     session.commit()

@@ -432,8 +432,8 @@ def release_versions(session: Session) -> list[str]:
     return list(session.exec(select(ReleaseRow.version)))
 
 
-def write_rows(session: Session, table: Table, key: str, new: Sequence[dict[str, Any]],
-               changed: Sequence[dict[str, Any]]) -> None:
+def write_rows(session: Session, table: Table, new: Sequence[dict[str, Any]],
+               changed: Sequence[dict[str, Any]] = (), key: str = "entry_id") -> None:
     """Insert the `new` rows of `table` and update the `changed` ones (found by their `key`
     column), with one executemany each: the ORM flushed a row at a time, which made the
     lifecycles and states of 100,000 entries cost some 8-13 s a night. Every row of a list
