@@ -226,6 +226,7 @@ class _EntryDocuments:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        self._root = os.fspath(folder)  # joined as text: a Path per document cost 20 µs
         self.count = 0
         self.meta: bytes | None = None
 
@@ -234,7 +235,8 @@ class _EntryDocuments:
             return  # no file can be named by it; the entry's own check reports the id
         path = entry_document(entry_id)
         try:
-            document = (self.folder / path).read_bytes()
+            with open(os.path.join(self._root, path), "rb") as file:
+                document = file.read()
         except OSError as exc:
             problems.append(f"{path}: unreadable: {exc}")
             return
