@@ -68,9 +68,11 @@ class Change:
         }
 
 
-def _change(row: StateChange, names: Mapping[str, str]) -> Change:
-    return Change(row.entry_id, names.get(row.entry_id, row.entry_id), row.from_state,
-                  row.to_state, as_utc(row.at))
+def _change(row: Mapping[str, Any], names: Mapping[str, str]) -> Change:
+    """A state change as published, from its row's values."""
+    entry_id = row["entry_id"]
+    return Change(entry_id, names.get(entry_id, entry_id), row["from_state"], row["to_state"],
+                  as_utc(row["at"]))
 
 
 def _names(session: Session, ids: list[str]) -> dict[str, str]:
@@ -117,9 +119,7 @@ def record_state_changes(
     write_rows(session, StateChange.__table__, changes)
     session.commit()
     names = _names(session, [change["entry_id"] for change in changes])
-    return [Change(change["entry_id"], names.get(change["entry_id"], change["entry_id"]),
-                   change["from_state"], change["to_state"], as_utc(change["at"]))
-            for change in changes]
+    return [_change(change, names) for change in changes]
 
 
 def recent_changes(session: Session, since: datetime, limit: int = 500) -> list[Change]:
@@ -130,8 +130,8 @@ def recent_changes(session: Session, since: datetime, limit: int = 500) -> list[
         .order_by(col(StateChange.at).desc(), col(StateChange.id).desc())
         .limit(limit)
     )
-    rows = list(session.exec(statement))
-    names = _names(session, sorted({row.entry_id for row in rows}))
+    rows = [row.model_dump() for row in session.exec(statement)]
+    names = _names(session, sorted({row["entry_id"] for row in rows}))
     return [_change(row, names) for row in rows]
 
 
@@ -194,15 +194,14 @@ def record_lifecycles(
     write_rows(session, EntryEvent.__table__, events)
     session.commit()
     names = _names(session, [event["entry_id"] for event in events])
-    return lifecycles, [Event(event["kind"], event["entry_id"],
-                              names.get(event["entry_id"], event["entry_id"]),
-                              event["from_value"], event["to_value"], as_utc(event["at"]))
-                        for event in events]
+    return lifecycles, [_event(event, names) for event in events]
 
 
-def _event(row: EntryEvent, names: Mapping[str, str]) -> Event:
-    return Event(row.kind, row.entry_id, names.get(row.entry_id, row.entry_id), row.from_value,
-                 row.to_value, as_utc(row.at))
+def _event(row: Mapping[str, Any], names: Mapping[str, str]) -> Event:
+    """A catalogue event as published, from its row's values."""
+    entry_id = row["entry_id"]
+    return Event(row["kind"], entry_id, names.get(entry_id, entry_id), row["from_value"],
+                 row["to_value"], as_utc(row["at"]))
 
 
 def recent_events(session: Session, since: datetime, limit: int = 500) -> list[Event]:
@@ -213,8 +212,8 @@ def recent_events(session: Session, since: datetime, limit: int = 500) -> list[E
         .order_by(col(EntryEvent.at).desc(), col(EntryEvent.id).desc())
         .limit(limit)
     )
-    rows = list(session.exec(statement))
-    names = _names(session, sorted({row.entry_id for row in rows}))
+    rows = [row.model_dump() for row in session.exec(statement)]
+    names = _names(session, sorted({row["entry_id"] for row in rows}))
     releases = session.exec(
         select(ReleaseRow.version, ReleaseRow.generated).where(ReleaseRow.generated >= since)
         .order_by(col(ReleaseRow.generated).desc()).limit(limit)).all()
