@@ -4,6 +4,7 @@ planned target, shaped like the nightly's at 100k (a few targets an entry; most 
 online, a few failures confirmed by a second look; TLS and CORS seen on some answers).
 
     python -m bench.score_stage [--entries 100000] [--keep] [--repeat 2]
+    python -m bench.score_stage --store var/bench/nightly/sqlite-100000 [--repeat 2]
 
 The store is built once (kept with `--keep`, and reused while its entry count matches);
 then each measurement runs in a fresh process, so its CPU and peak RSS are its own:
@@ -13,9 +14,18 @@ then each measurement runs in a fresh process, so its CPU and peak RSS are its o
 - `publish`: what the flow's publish task does with that hand-over file
   (`stages.publish_handed_over`: state changes, lifecycles, the release with its pages);
 - `record`: the run record as the flow completes a run (`runs.complete_run`: the run's
-  report and its artifacts, sent to Prefect's temporary server, started before the clock).
+  report and its artifacts, sent to Prefect's temporary server, started before the clock);
+- `rollup`: what the flow's rollup task does (`stages.roll_up`) for the day of the store's
+  last run and the day before.
 
-Prints figures only: wall, process CPU, peak RSS.
+With `--store`, the stages run on a copy of a `bench.nightly` work folder's store (its
+catalogue as the data folder), taken afresh for each measurement, as of just after its last
+run: `score`, `publish` and `rollup` after a real night of probes (no run record, which needs
+the synthetic store's run). That night's states and lifecycles are stored already, so the
+publish records next to none: its state changes and lifecycles are a lower bound there.
+
+Prints figures only: wall, the process's user and system CPU, the page workers' CPU, peak RSS,
+and for the publish its parts (state changes, lifecycles, the release with its pages).
 """
 
 from __future__ import annotations
@@ -27,15 +37,20 @@ import os
 import random
 import resource
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 WORK = Path(os.environ.get("APIDIR_BENCH_WORK", REPO / "var" / "bench-score-stage"))
-MEASURES = ("score", "publish", "record")
+MEASURES = ("score", "publish", "record", "rollup")
+ON_A_NIGHT = ("score", "publish", "rollup")  # with --store: after a real night of probes
+PUBLISH_PARTS = (("record_state_changes", "state changes"), ("record_lifecycles", "lifecycles"),
+                 ("publish_release", "release and pages"))
 # Outcomes of a target's first look, by share (the nightly's mix at 100k).
 LOOKS = (
     ("live", 200, None, None, 0.82),
@@ -128,50 +143,74 @@ def build_store(entries: int) -> None:
     print(f"store: {entries} entries, {len(targets)} targets, {len(results)} probe rows")
 
 
-def measure(which: str) -> dict[str, float]:
-    """One measurement in this process: wall, CPU, peak RSS."""
+def _as_of() -> datetime:
+    """The moment the stages are run as of: now, or just after a copied store's last run."""
+    from pipeline.store.tables import utcnow
+
+    given = os.environ.get("APIDIR_BENCH_AS_OF")
+    return datetime.fromisoformat(given) if given else utcnow()
+
+
+def _last_run_end(store: Path) -> datetime:
+    with sqlite3.connect(store) as connection:
+        (finished,) = connection.execute("SELECT max(finished_at) FROM pipeline_run").fetchone()
+    return datetime.fromisoformat(finished).replace(tzinfo=UTC) + timedelta(seconds=1)
+
+
+def _figures(started: float, usage: resource.struct_rusage) -> dict[str, float]:
+    """Wall since `started`, this process's user and system CPU since `usage`, peak RSS."""
     from pipeline.operations.stages import peak_rss_mib
 
-    if which == "score":
-        from pipeline.operations import stages
-        from pipeline.operations.handover import discard
-        from pipeline.settings import Settings
-        from pipeline.store.tables import utcnow
+    now = resource.getrusage(resource.RUSAGE_SELF)
+    return {"seconds": time.perf_counter() - started, "cpu": now.ru_utime - usage.ru_utime,
+            "system": now.ru_stime - usage.ru_stime, "peak_mib": peak_rss_mib()}
 
-        settings = Settings()
-        started, cpu = time.perf_counter(), time.process_time()
-        path = stages.hand_over_scores(settings, utcnow(), 0)
-        figures = {
-            "seconds": time.perf_counter() - started,
-            "cpu": time.process_time() - cpu,
-            "peak_mib": peak_rss_mib(),
-            "bytes": path.stat().st_size,
-        }
-        shutil.copy(path, WORK / "presented.json")  # for the run record's measurement
+
+def measure(which: str) -> dict[str, Any]:
+    """One measurement in this process: wall, CPU, peak RSS."""
+    from pipeline.operations import stages
+    from pipeline.settings import Settings
+
+    settings = Settings()
+    if which == "score":
+        from pipeline.operations.handover import discard
+
+        started, usage = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+        path = stages.hand_over_scores(settings, _as_of(), 0)
+        figures: dict[str, Any] = {**_figures(started, usage), "bytes": path.stat().st_size}
+        shutil.copy(path, WORK / "presented.json")  # for the publish and the run record
         discard(path)
         return figures
+    if which == "rollup":
+        day = _as_of().date()
+        started, usage = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+        stages.roll_up(settings, [day - timedelta(days=1), day])
+        return _figures(started, usage)
     if which == "publish":
         return _measure_publish()
     return asyncio.run(_measure_record())
 
 
-def _measure_publish() -> dict[str, float]:
+def _measure_publish() -> dict[str, Any]:
+    from bench.stage_clock import StageClock
     from pipeline.operations import stages
-    from pipeline.operations.stages import peak_rss_mib
     from pipeline.settings import Settings
-    from pipeline.store.tables import utcnow
 
     settings = Settings()
     shutil.rmtree(settings.output_dir, ignore_errors=True)  # every publish writes all pages
-    started, cpu = time.perf_counter(), time.process_time()
-    release, _ = stages.publish_handed_over(settings, WORK / "presented.json", utcnow())
+    clock = StageClock()
+    for attribute, name in PUBLISH_PARTS:
+        clock.wrap(stages, attribute, name)
+    started, usage = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+    release, _ = stages.publish_handed_over(settings, WORK / "presented.json", _as_of())
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {
-        "seconds": time.perf_counter() - started,
-        "cpu": time.process_time() - cpu,
-        "peak_mib": peak_rss_mib(),
-        "workers_cpu": children.ru_utime + children.ru_stime,
+        **_figures(started, usage),
+        "workers_cpu": children.ru_utime,
+        "workers_system": children.ru_stime,
         "published": release.total_apis,
+        "parts": {name: [clock.timings[name].wall, clock.timings[name].cpu]
+                  for _, name in PUBLISH_PARTS if name in clock.timings},
     }
 
 
@@ -213,28 +252,45 @@ async def _measure_record() -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=100_000)
+    parser.add_argument("--store", type=Path, help="a bench.nightly work folder to measure on")
     parser.add_argument("--keep", action="store_true", help="keep the store for the next run")
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--measures", nargs="+", choices=MEASURES, default=MEASURES)
+    parser.add_argument("--measures", nargs="+", choices=MEASURES)
     parser.add_argument("--measure", choices=MEASURES)
     args = parser.parse_args()
-    _environment(f"sqlite:///{WORK / 'apidir.db'}", WORK / "data")
+    data_dir = args.store / "catalogue" if args.store else WORK / "data"
+    _environment(f"sqlite:///{WORK / 'apidir.db'}", data_dir)
     if args.measure:
         print(json.dumps(measure(args.measure)))
         return
-    built = WORK / "entries.txt"
-    if not (built.exists() and built.read_text() == str(args.entries)):
+    measures = args.measures or (ON_A_NIGHT if args.store else MEASURES)
+    if args.store:
+        if "record" in measures:
+            sys.exit("the run record is measured on the synthetic store only (without --store)")
+        source = args.store / "store.db"
+        if not source.is_file():
+            sys.exit(f"{source}: no bench.nightly store there")
         shutil.rmtree(WORK, ignore_errors=True)
         WORK.mkdir(parents=True)
-        started = time.perf_counter()
-        build_store(args.entries)
-        built.write_text(str(args.entries))
-        print(f"  built in {time.perf_counter() - started:.0f} s")
+        os.environ["APIDIR_BENCH_AS_OF"] = _last_run_end(source).isoformat()
+        print(f"  on a copy of {source}, as of {os.environ['APIDIR_BENCH_AS_OF']}")
+    else:
+        built = WORK / "entries.txt"
+        if not (built.exists() and built.read_text() == str(args.entries)):
+            shutil.rmtree(WORK, ignore_errors=True)
+            WORK.mkdir(parents=True)
+            started = time.perf_counter()
+            build_store(args.entries)
+            built.write_text(str(args.entries))
+            print(f"  built in {time.perf_counter() - started:.0f} s")
     try:
         for _ in range(args.repeat):
-            for which in args.measures:
+            for which in measures:
+                if args.store:  # each measurement on the night's store as it was
+                    shutil.copy(source, WORK / "apidir.db")
                 done = subprocess.run(
-                    [sys.executable, "-m", "bench.score_stage", "--measure", which],
+                    [sys.executable, "-m", "bench.score_stage", "--measure", which,
+                     *(["--store", str(args.store)] if args.store else [])],
                     cwd=REPO,
                     capture_output=True,
                     text=True,
@@ -242,20 +298,21 @@ def main() -> None:
                 )
                 if done.returncode:
                     sys.exit(done.stderr[-3000:])
-                figures = json.loads(done.stdout.strip().splitlines()[-1])
-                size = (
-                    f", hand-over {figures['bytes'] / 2**20:.0f} MiB" if "bytes" in figures else ""
-                )
-                if "workers_cpu" in figures:
-                    size = f", page workers {figures['workers_cpu']:.1f} s CPU"
-                print(
-                    f"  {which:>7}: {figures['seconds']:6.1f} s ({figures['cpu']:.1f} s CPU),"
-                    f" peak RSS {figures['peak_mib']:5.0f} MiB{size}"
-                )
+                print_measure(which, json.loads(done.stdout.strip().splitlines()[-1]))
     finally:
         if not args.keep:
             shutil.rmtree(WORK, ignore_errors=True)
 
+
+def print_measure(which: str, figures: dict[str, Any]) -> None:
+    more = f", hand-over {figures['bytes'] / 2**20:.0f} MiB" if "bytes" in figures else ""
+    if "workers_cpu" in figures:
+        more = (f", page workers {figures['workers_cpu']:.1f} s user and "
+                f"{figures['workers_system']:.1f} s system CPU")
+    print(f"  {which:>7}: {figures['seconds']:6.1f} s ({figures['cpu']:.1f} s user and "
+          f"{figures['system']:.1f} s system CPU), peak RSS {figures['peak_mib']:5.0f} MiB{more}")
+    for name, (wall, cpu) in figures.get("parts", {}).items():
+        print(f"           {name}: {wall:.1f} s ({cpu:.1f} s CPU)")
 
 if __name__ == "__main__":
     main()
