@@ -212,9 +212,12 @@ def probe_targets_for(
     return targets, skipped
 
 
+_ABSOLUTE_PATH = re.compile(r"https?://", re.IGNORECASE)  # compiled once: every endpoint's
+
+
 def join_url(base_url: str, path: str) -> str:
     """baseUrl + path as OpenAPI servers do (appended, not RFC 3986 resolved); absolute kept."""
-    if re.match(r"^https?://", path, re.IGNORECASE):
+    if _ABSOLUTE_PATH.match(path):
         return path
     if not path:
         return base_url
