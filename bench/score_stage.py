@@ -4,7 +4,7 @@ planned target, shaped like the nightly's at 100k (a few targets an entry; most 
 online, a few failures confirmed by a second look; TLS and CORS seen on some answers).
 
     python -m bench.score_stage [--entries 100000] [--keep] [--repeat 2]
-    python -m bench.score_stage --store var/bench/nightly/sqlite-100000 [--repeat 2]
+    python -m bench.score_stage --store var/bench-nightly/sqlite-100000 [--repeat 2]
 
 The store is built once (kept with `--keep`, and reused while its entry count matches);
 then each measurement runs in a fresh process, so its CPU and peak RSS are its own:
