@@ -22,7 +22,7 @@ from sqlmodel import Session, col, select
 
 from pipeline.catalogue.entries import CatalogReport, KnownFile, paused_garbage_collection
 from pipeline.catalogue.spool import CHUNK, EntrySpool, StoredEntry
-from pipeline.store.tables import IN_LIST, EndpointRow, EntryEvent, EntryRow, utcnow
+from pipeline.store.tables import EndpointRow, EntryEvent, EntryRow, in_lists, utcnow
 
 
 class EmptyCatalogError(RuntimeError):
@@ -64,11 +64,11 @@ def _update_changed(session: Session, changed: list[StoredEntry], now: datetime,
     )
     stored: dict[str, dict[tuple[str, str], tuple[int, bool]]] = defaultdict(dict)
     ids = [entry.id for entry in changed]
-    for start in range(0, len(ids), IN_LIST):
+    for chunk in in_lists(ids):
         rows = session.connection().execute(
             select(endpoints.c.entry_id, endpoints.c.method, endpoints.c.path, endpoints.c.id,
                    endpoints.c.active)
-            .where(endpoints.c.entry_id.in_(ids[start : start + IN_LIST])))
+            .where(endpoints.c.entry_id.in_(chunk)))
         for entry_id, method, path, row_id, active in rows:
             stored[entry_id][method, path] = (row_id, active)
     kept, added, dropped = [], [], []
@@ -191,8 +191,7 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
         entry_id for entry_id, (_, retired, _) in stored.items()
         if not retired and entry_id not in present
     )
-    for start in range(0, len(summary.retired), IN_LIST):
-        chunk = summary.retired[start : start + IN_LIST]
+    for chunk in in_lists(summary.retired):
         session.execute(
             update(EntryRow).where(col(EntryRow.id).in_(chunk)).values(retired_at=now)
         )

@@ -24,7 +24,6 @@ from pipeline.judging.health import (
     published_lifecycle,
 )
 from pipeline.store.tables import (
-    IN_LIST,
     EntryEvent,
     EntryLifecycle,
     EntryRow,
@@ -32,6 +31,7 @@ from pipeline.store.tables import (
     ReleaseRow,
     StateChange,
     as_utc,
+    in_lists,
     utc_text,
     write_rows,
 )
@@ -79,8 +79,7 @@ def _names(session: Session, ids: list[str]) -> dict[str, str]:
     """The names of the entries `ids`, a bounded IN list at a time: a night may change more
     entries than one statement may bind values (PostgreSQL: 65,535)."""
     names: dict[str, str] = {}
-    for start in range(0, len(ids), IN_LIST):
-        chunk = ids[start : start + IN_LIST]
+    for chunk in in_lists(ids):
         names.update(session.exec(select(EntryRow.id, EntryRow.name)
                                   .where(col(EntryRow.id).in_(chunk))).all())
     return names
@@ -241,9 +240,9 @@ def curated_deprecations(session: Session) -> dict[str, Deprecation]:
                     for entry_id, value in session.exec(statement) if value}
     named = sorted({d.successor for d in deprecations.values() if d.successor is not None})
     active: set[str] = set()
-    for start in range(0, len(named), IN_LIST):
+    for chunk in in_lists(named):
         active.update(session.exec(select(EntryRow.id).where(
-            col(EntryRow.id).in_(named[start : start + IN_LIST]),
+            col(EntryRow.id).in_(chunk),
             col(EntryRow.retired_at).is_(None))))
     return {entry_id: deprecation if deprecation.successor is None
             or deprecation.successor in active

@@ -23,12 +23,12 @@ from pipeline.judging.evidence import WINDOW_DAYS, bounded_scores, day_bounds
 from pipeline.judging.score import ContentScores
 from pipeline.store.history import history_frame, latest_states, probed_entries
 from pipeline.store.tables import (
-    IN_LIST,
     DailyEndpointRollup,
     DailyEntryRollup,
     EntryRow,
     RolledDay,
     as_utc,
+    in_lists,
     utcnow,
 )
 
@@ -188,10 +188,8 @@ def store_day(
         if entry_ids is None:
             session.exec(statement)
         else:  # a bounded IN list at a time: a backfill may name any number of entries
-            chosen = sorted(entry_ids)
-            for start in range(0, len(chosen), IN_LIST):
-                session.exec(statement.where(
-                    col(table.entry_id).in_(chosen[start : start + IN_LIST])))
+            for chunk in in_lists(sorted(entry_ids)):
+                session.exec(statement.where(col(table.entry_id).in_(chunk)))
         if rows:
             session.execute(insert(table.__table__), rows)
     session.commit()

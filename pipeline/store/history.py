@@ -23,13 +23,13 @@ from sqlmodel.sql.expression import SelectOfScalar
 from pipeline.contract import ONLINE_NOTE, EndpointStatus, Status
 from pipeline.probing.probe import ProbeResult, ProbeTarget, probe_targets_for
 from pipeline.store.tables import (
-    IN_LIST,
     EndpointRow,
     EntryRow,
     PipelineRun,
     ProbeRow,
     active_base_urls,
     as_utc,
+    in_lists,
 )
 
 # A run is network-suspect when at least this share of at least this many probes failed
@@ -347,9 +347,9 @@ def latest_runs(
             if entry_id in wanted:
                 latest.setdefault(entry_id, run_id)
     left = sorted(wanted - latest.keys())
-    for start in range(0, len(left), IN_LIST):
+    for chunk in in_lists(left):
         older = select(col(ProbeRow.entry_id), func.max(ProbeRow.run_id)).where(
-            col(ProbeRow.entry_id).in_(left[start:start + IN_LIST]),
+            col(ProbeRow.entry_id).in_(chunk),
             col(ProbeRow.run_id).in_(_trusted_runs()))
         if until is not None:
             older = older.where(ProbeRow.checked_at <= until)
@@ -390,9 +390,9 @@ def probed_entries(
     """Those of `entry_ids` with a trusted probe checked in [since, until] (ids only, read in
     the database through the entry index, a chunk of entries at a time)."""
     wanted, found = list(entry_ids), set()
-    for start in range(0, len(wanted), IN_LIST):
+    for chunk in in_lists(wanted):
         statement = select(ProbeRow.entry_id).distinct().where(
-            col(ProbeRow.entry_id).in_(wanted[start:start + IN_LIST]),
+            col(ProbeRow.entry_id).in_(chunk),
             col(ProbeRow.run_id).not_in(_untrusted_runs()), ProbeRow.checked_at >= since,
             ProbeRow.checked_at <= until)
         found.update(session.exec(statement))

@@ -58,6 +58,13 @@ def utc_text(moment: datetime) -> str:
 
 IN_LIST = 500  # ids in one IN list: bounded for every database's limit on bound values
 
+
+def in_lists(ids: Sequence[str]) -> Iterator[Sequence[str]]:
+    """`ids` an IN list of at most `IN_LIST` at a time, for queries that may be asked of any
+    number of entries (PostgreSQL binds at most 65,535 values in a statement)."""
+    for start in range(0, len(ids), IN_LIST):
+        yield ids[start : start + IN_LIST]
+
 COMPARED_COLUMNS = ("retired_at", "source_file", "file_hash", "file_stat", "successor", "id",
                     "content_hash", "scored_hash", "scored_rubric")
 
