@@ -219,7 +219,6 @@ async def _measure_record() -> dict[str, float]:
     from sqlmodel import select
 
     from pipeline.operations import runs
-    from pipeline.operations.stages import peak_rss_mib
     from pipeline.settings import Settings
     from pipeline.store.tables import PipelineRun, engine_for, session_scope
 
@@ -237,13 +236,9 @@ async def _measure_record() -> dict[str, float]:
     async def record() -> dict[str, float]:
         presented = WORK / "presented-for-record.json"
         shutil.copy(WORK / "presented.json", presented)
-        started, cpu = time.perf_counter(), time.process_time()
+        started, usage = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
         await runs.complete_run(settings, run_id, presented, [], None)
-        return {
-            "seconds": time.perf_counter() - started,
-            "cpu": time.process_time() - cpu,
-            "peak_mib": peak_rss_mib(),
-        }
+        return _figures(started, usage)
 
     await warm_up()
     return await record()
