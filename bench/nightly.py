@@ -14,12 +14,16 @@ are the product's defaults (`APIDIR_PROBE_*` in the environment changes them).
 Each night runs `flows.nightly.nightly` for real in a fresh process, in Prefect's local
 ephemeral mode (its own PREFECT_HOME), with the settings pointing at the catalogue, the
 bench store (a SQLite file, or a throwaway PostgreSQL server as the tests start) and the
-fake internet (the network guard off for loopback, as the tests do; one probe shard, stage
-retries off so a failure shows). In that process the stage functions are timed where the
+fake internet (the network guard off for loopback, as the tests do; stage retries off so a
+failure shows). The probing runs in the flow's process, or with `--shards N` in N processes
+side by side, the machine's probes in flight divided among them (the fake DNS put in their
+processes by a `sitecustomize`). In the flow's process the stage functions are timed where the
 flow calls them (`bench.stage_clock`); /proc is sampled for the peak RSS and CPU of every
 process (`bench.processes`): the flow's, Prefect's server's, PostgreSQL's and the fake
 internet's. Waiting on the network is the probing's wall minus its CPU; everything else is
-work the machine does. The probing's wall is printed against the lower bound the limits
+work the machine does; with shards, the probing's wall is its slowest shard's and its CPU its
+busiest shard's (each shard has a core of its own while the rest of the night waits). The
+probing's wall is printed against the lower bound the limits
 allow (`bench.makespan.phased_bound`: the first looks' floor, then the floor of the second
 looks the run took of its failures), and the figures beside the goals of a 100,000-entry nightly.
 """
@@ -85,6 +89,52 @@ TIMED = (
     (FLOW_MODULE, "complete_run", "run record"),
     (FLOW_MODULE, "alert_state_changes", "state-change events"),
 )
+# With --shards, the probe stage is `flows.probe_shards`: its planning and counting are timed
+# in the flow's process; each shard's probing, in its own process, is stored with the shard.
+SHARDS_MODULE = "flows.probe_shards"
+SHARDED = (
+    (STAGES_MODULE, "store_shard_plan", "probe: planning, stored by shard"),
+    (STAGES_MODULE, "close_shards", "probe: recording"),
+)
+
+
+DNS_CONFIG = "APIDIR_BENCH_NIGHT_CONFIG"  # names the night's config in the shards' processes
+SHARD_SITE = f"""\
+# The bench's fake DNS in a probe shard's process (bench.nightly.shard_site).
+import os
+
+if os.environ.get("{DNS_CONFIG}"):
+    from pathlib import Path
+
+    from bench.nightly import install_fake_dns
+
+    install_fake_dns(Path(os.environ["{DNS_CONFIG}"]))
+"""
+
+
+def install_fake_dns(config_file: Path) -> dict[str, Any]:
+    """Send every name the prober of this process resolves to the fake internet, as the
+    night's config says; the config."""
+    from pipeline.probing import netguard
+    from tests.fake_internet import FakeDNS
+
+    config = json.loads(config_file.read_text())
+    answers: dict[str, list[list[str]] | int] = {}
+    for address, names in config["dns"].items():
+        answer = [[address]]  # one list shared by the names of an address: less memory
+        answers.update((name, answer) for name in names)
+    netguard.DefaultResolver = lambda: FakeDNS(answers, port=config["port"])
+    return config
+
+
+def shard_site(workdir: Path) -> Path:
+    """A folder whose `sitecustomize` installs the fake DNS in every Python process started
+    with it on its path and DNS_CONFIG set: the probe shards' processes, which the flow's
+    process spawns afresh, so what it patched in itself is not in them."""
+    site = workdir / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(SHARD_SITE)
+    return site
 
 
 def run_night(config_file: Path, figures_file: Path) -> None:
@@ -95,19 +145,14 @@ def run_night(config_file: Path, figures_file: Path) -> None:
     from prefect import flow
 
     from bench.stage_clock import StageClock
-    from pipeline.probing import netguard
-    from tests.fake_internet import FakeDNS
 
-    config = json.loads(config_file.read_text())
-    answers: dict[str, list[list[str]] | int] = {}
-    for address, names in config["dns"].items():
-        answer = [[address]]  # one list shared by the names of an address: less memory
-        answers.update((name, answer) for name in names)
-    netguard.DefaultResolver = lambda: FakeDNS(answers, port=config["port"])
+    config = install_fake_dns(config_file)
     clock = StageClock(peaks=frozenset(STAGES))
-    for module, attribute, name in TIMED:
+    for module, attribute, name in TIMED + (SHARDED if config["shards"] > 1 else ()):
         clock.wrap(importlib.import_module(module), attribute, name)
     nightly = importlib.import_module(FLOW_MODULE)
+    if config["shards"] > 1:
+        time_sharded_probe_stage(nightly, clock, config_file)
 
     @flow(name="warm-up")
     async def warm_up() -> None:
@@ -130,6 +175,26 @@ def run_night(config_file: Path, figures_file: Path) -> None:
         "process_cpu_s": usage.ru_utime + usage.ru_stime,
         "process_peak_rss_mib": clock.peak(),
     }))
+
+
+def time_sharded_probe_stage(nightly: Any, clock: Any, config_file: Path) -> None:
+    """Time the sharded probe stage as a whole: it is a subflow, so the flow's `run_stage`
+    call that awaits it is what is timed, under the stage's name. While it runs, the shards'
+    processes it starts are told where the fake DNS is (only they: not Prefect's server, nor
+    the page workers)."""
+    run_stage = nightly.run_stage
+
+    async def timed(name: str, call: Any) -> Any:
+        if name != "probe":
+            return await run_stage(name, call)
+        os.environ[DNS_CONFIG] = str(config_file)
+        try:
+            with clock.timing("probe"):
+                return await run_stage(name, call)
+        finally:
+            del os.environ[DNS_CONFIG]
+
+    nightly.run_stage = timed
 
 
 # --- the benchmark, in its own process ----------------------------------------------------------
@@ -212,29 +277,39 @@ def night_in_process(night: int, workdir: Path, env: dict[str, str], postmaster:
     return figures
 
 
-def probing_figures(database_url: str, run_id: int, hosts: dict[str, Host]) -> dict[str, Any]:
-    """The run's probe outcomes, and the lower bound of its probing from the URLs it had."""
+def probing_figures(database_url: str, run_id: int, hosts: dict[str, Host],
+                    concurrency: int) -> dict[str, Any]:
+    """The run's probe outcomes, each shard's wall and CPU, and the lower bound of its
+    probing from the URLs it had, with `concurrency` probes in flight on the machine."""
+    from dataclasses import replace
+
     from sqlmodel import select
 
     from pipeline.probing.probe import target_host
     from pipeline.settings import Settings
-    from pipeline.store.tables import ProbeRow, engine_for, session_scope
+    from pipeline.store.tables import ProbeRow, ProbeShardRow, engine_for, session_scope
 
     with session_scope(engine_for(database_url)) as session:
         rows = session.exec(select(ProbeRow.url, ProbeRow.outcome, ProbeRow.reason,
                                    ProbeRow.error_class, ProbeRow.confirmation)
                             .where(ProbeRow.run_id == run_id)).all()
+        shards = [{"shard": shard.shard, "wall": shard.seconds, "cpu": shard.cpu_seconds,
+                   "peak_rss_mib": shard.peak_rss_mib, "outcomes": shard.outcomes}
+                  for shard in session.exec(select(ProbeShardRow)
+                                            .where(ProbeShardRow.run_id == run_id)
+                                            .order_by(ProbeShardRow.shard))]
     looks = {again: Counter(target_host(row.url) for row in rows if row.confirmation == again)
              for again in (False, True)}
     per_host = looks[False] + looks[True]
-    settings = Settings().probe_settings()
+    settings = replace(Settings().probe_settings(), global_concurrency=concurrency)
     bound, floor = phased_bound(*([(hosts[name], count) for name, count in looks[again].items()]
                                   for again in (False, True)), settings)
     outcomes = Counter(f"{outcome} {reason or error_class or ''}".strip()
                        for _url, outcome, reason, error_class, _again in rows)
     return {"probes": len(rows), "hosts": len(per_host), "bound": bound, "floor": floor,
+            "shards": shards,
             "outcomes": dict(outcomes.most_common()),
-            "limits": {"global": settings.global_concurrency,
+            "limits": {"global": settings.global_concurrency, "shards": len(shards) or 1,
                        "per_host": settings.per_host_concurrency,
                        "interval_s": settings.per_host_interval,
                        "timeout_s": settings.total_timeout, "attempts": settings.max_attempts}}
@@ -248,8 +323,20 @@ def verdict(value: float, goal: float, entries: int) -> str:
     return said if entries == GOAL_ENTRIES else f"{said} (the goal is for {GOAL_ENTRIES:,})"
 
 
-def network_wait(timings: dict[str, dict[str, float]]) -> float:
-    probing = timings.get("probe: probing", {"wall": 0.0, "cpu": 0.0})
+def probing_span(figures: dict[str, Any]) -> dict[str, float]:
+    """The probing's wall and the CPU on its critical path. In one process, the process's
+    CPU while probing. Shards probe in processes of their own, side by side: the probing took
+    as long as its slowest shard, and the machine, one core a shard, was busy for as long as
+    its busiest shard's CPU (the others' ran beside it)."""
+    shards = figures["probing"]["shards"]
+    if not shards:
+        return figures["timings"].get("probe: probing", {"wall": 0.0, "cpu": 0.0})
+    return {"wall": max(shard["wall"] for shard in shards),
+            "cpu": max(shard["cpu"] for shard in shards)}
+
+
+def network_wait(figures: dict[str, Any]) -> float:
+    probing = probing_span(figures)
     return max(0.0, probing["wall"] - probing["cpu"])
 
 
@@ -264,7 +351,10 @@ def print_night(night: int, figures: dict[str, Any], entries: int) -> None:
     print(f"  ingest: {figures['ingest']}")
     print(f"  {'stage':<30}{'wall s':>9}{'CPU s':>9}{'peak RSS':>11}")
     listed = 0.0
-    for name in dict.fromkeys(name for _module, _attribute, name in TIMED):
+    names = [name for _module, _attribute, name in TIMED]
+    at = names.index("probe: probing")  # the sharded stage's steps in the probe stage's place
+    names[at:at] = [name for _module, _attribute, name in SHARDED]
+    for name in dict.fromkeys(names):
         if name not in timings:
             continue
         timing = timings[name]
@@ -275,7 +365,11 @@ def print_night(night: int, figures: dict[str, Any], entries: int) -> None:
         calls = f"  ({timing['calls']} calls)" if timing["calls"] > 1 else ""
         print(f"  {label:<30}{timing['wall']:9.1f}{timing['cpu']:9.1f}{peak:>11}{calls}")
     print(f"  {'Prefect and the rest':<30}{flow['wall'] - listed:9.1f}")
-    waiting = network_wait(timings)
+    for shard in probing["shards"]:
+        print(f"  {'probe shard ' + str(shard['shard']):<30}{shard['wall']:9.1f}"
+              f"{shard['cpu']:9.1f}{shard['peak_rss_mib']:7.0f} MiB  (a process of its own: "
+              f"probing and storing; within probe)")
+    waiting = network_wait(figures)
     work = flow["wall"] - waiting
     print(f"  waiting on the network (probing wall - CPU): {waiting:.1f} s")
     print(f"  everything else: {work:.1f} s; goal <= {GOALS['work_s']:.0f} s: "
@@ -287,7 +381,7 @@ def print_night(night: int, figures: dict[str, Any], entries: int) -> None:
               f"{verdict(ingest, GOALS['second_ingest_s'], entries)}")
     print_processes(figures["processes"], entries)
     bound, floor = probing["bound"], probing["floor"]
-    wall = timings["probe: probing"]["wall"]
+    wall = probing_span(figures)["wall"]
     print(f"  probing: {probing['probes']:,} URLs of {probing['hosts']:,} hosts; limits "
           f"{probing['limits']}")
     print(f"  outcomes: {probing['outcomes']}")
@@ -321,10 +415,25 @@ def machine() -> str:
             f"{datetime.now(UTC):%Y-%m-%d}")
 
 
-def child_env(workdir: Path, catalogue: Path, database_url: str, tls: Path) -> dict[str, str]:
+def shard_limits(shards: int) -> dict[str, str]:
+    """The probe settings of `shards` shards side by side on this machine: one process each,
+    and the machine's probes in flight (APIDIR_PROBE_CONCURRENCY, else the default) divided
+    among them, so the run is as polite as one process and its bound the same."""
+    from pipeline.settings import Settings
+
+    total = int(os.environ.get("APIDIR_PROBE_CONCURRENCY",
+                               Settings.model_fields["probe_concurrency"].default))
+    if total % shards:
+        raise SystemExit(f"--shards {shards} does not divide the {total} probes in flight")
+    return {"APIDIR_PROBE_SHARDS": str(shards), "APIDIR_PROBE_WORKERS": str(shards),
+            "APIDIR_PROBE_CONCURRENCY": str(total // shards)}
+
+
+def child_env(workdir: Path, catalogue: Path, database_url: str, tls: Path,
+              shards: int) -> dict[str, str]:
     env = {name: value for name, value in os.environ.items() if name != "PREFECT_API_URL"}
-    return env | {
-        "PYTHONPATH": str(REPO),
+    return env | shard_limits(shards) | {
+        "PYTHONPATH": os.pathsep.join(map(str, (REPO, shard_site(workdir)))),
         "PREFECT_HOME": str(workdir / "prefect"),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "DO_NOT_TRACK": "1",
@@ -334,7 +443,6 @@ def child_env(workdir: Path, catalogue: Path, database_url: str, tls: Path) -> d
         "APIDIR_OUTPUT_DIR": str(workdir / "public"),
         "APIDIR_BASE_URL": "https://directory.example",
         "APIDIR_PROBE_ALLOW_PRIVATE": "true",  # the fake internet is on loopback
-        "APIDIR_PROBE_SHARDS": "1",
         "APIDIR_STAGE_RETRIES": "0",
     }
 
@@ -353,13 +461,17 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=17)
     parser.add_argument("--workdir", type=Path, default=REPO / "var" / "bench-nightly")
     parser.add_argument("--max-seconds", type=float, default=4 * 3600, help="bound per night")
+    parser.add_argument("--shards", type=int, default=1,
+                        help="probe shards, each a process; the probes in flight divided")
     args = parser.parse_args()
+    if args.shards < 1:
+        parser.error("--shards must be at least 1")
     from tests.fake_internet import self_signed_context
 
     workdir = (args.workdir / f"{args.store}-{args.entries}").resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    print(f"nightly end to end: {args.entries:,} entries, {args.store}, {args.nights} nights; "
-          f"{machine()}")
+    print(f"nightly end to end: {args.entries:,} entries, {args.store}, {args.nights} nights, "
+          f"{args.shards} probe shard{'s' if args.shards > 1 else ''}; {machine()}")
     started = time.perf_counter()
     catalogue = workdir / "catalogue"
     write_catalogue(REPO / "data", catalogue, args.entries)
@@ -375,17 +487,20 @@ def main() -> None:
     raise_open_file_limit(16384)  # the server and the flow's process inherit it
     nights = []
     with loopback_server([SERVER_ADDRESS], answers=answers, tls_folder=tls) as (port, served):
-        (workdir / "night-config.json").write_text(json.dumps({"port": port, "dns": {
+        (workdir / "night-config.json").write_text(json.dumps({
+            "port": port, "shards": args.shards, "dns": {
             SERVER_ADDRESS: list(answers),
             REFUSING_ADDRESS: [host.address for host in hosts if host.kind == "refuses"]}}))
         for path in ("public", "prefect"):
             shutil.rmtree(workdir / path, ignore_errors=True)
         with bench_store(args.store, workdir) as (database_url, postmaster):
-            env = child_env(workdir, catalogue, database_url, tls)
+            env = child_env(workdir, catalogue, database_url, tls, args.shards)
+            concurrency = args.shards * int(env["APIDIR_PROBE_CONCURRENCY"])
             by_name = {host.address: host for host in hosts}
             for night in range(1, args.nights + 1):
                 figures = night_in_process(night, workdir, env, postmaster, args.max_seconds)
-                figures["probing"] = probing_figures(database_url, figures["run"], by_name)
+                figures["probing"] = probing_figures(database_url, figures["run"], by_name,
+                                                     concurrency)
                 print_night(night, figures, args.entries)
                 nights.append(figures)
         print(f"\nthe fake internet answered {served.value:,} requests")

@@ -46,11 +46,7 @@ async def probe_shard(settings: Settings, run_id: int, shard: int) -> stages.Sha
     """Probe the shard the run stored under `shard` as coroutines of this task, then store its
     rows in one commit (once: a retry finds them stored)."""
     report = await stages.probe_stored_shard(settings, run_id, shard)
-    get_run_logger().info(
-        "shard %d: %d URLs of %d hosts in %.1f s: %s",
-        shard, report.tally.probes, len(report.hosts), report.seconds,
-        dict(sorted(report.tally.outcomes.items())),
-    )
+    get_run_logger().info("shard %d: %s", shard, report.summary())
     return report
 
 
@@ -87,11 +83,7 @@ async def probe_stored_shard(run_id: int, shard: int) -> None:
     """Probe shard `shard` of run `run_id` on whichever worker took it: its targets come from
     the store and its probes go back there, once, with where it ran and what it counted."""
     report = await stages.probe_stored_shard(Settings(), run_id, shard, current_flow_run.id)
-    get_run_logger().info(
-        "shard %d of run %d: %d URLs of %d hosts in %.1f s: %s",
-        shard, run_id, report.tally.probes, len(report.hosts), report.seconds,
-        dict(sorted(report.tally.outcomes.items())),
-    )
+    get_run_logger().info("shard %d of run %d: %s", shard, run_id, report.summary())
 
 
 @flow(name="probe-shards-on-workers")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from bench.makespan import Host, draw_hosts, lower_bound, phased_bound
-from bench.nightly import FLOW_MODULE, STAGES, STAGES_MODULE, TIMED
+from bench.nightly import FLOW_MODULE, SHARDED, SHARDS_MODULE, STAGES, STAGES_MODULE, TIMED
 from bench.probe import RETRY_AFTER
 from bench.processes import ProcessWatch
 from bench.stage_clock import StageClock
@@ -37,6 +37,10 @@ def test_every_timed_call_is_one_the_flow_makes_through_its_module() -> None:
             assert f"stages.{attribute}(" in sources[FLOW_MODULE], attribute
         else:  # a step of a stage, or bookkeeping: called by its bare name in that module
             assert re.search(rf"(?<!def )(?<![.\w]){attribute}\(", sources[module]), attribute
+    sharded = inspect.getsource(importlib.import_module(SHARDS_MODULE))
+    for module, attribute, _name in SHARDED:  # the sharded probe stage's calls in the flow
+        assert module == STAGES_MODULE and re.search(rf"stages\.{attribute}[(,]", sharded)
+    assert "await run_stage(\"probe\", probe_in_shards" in sources[FLOW_MODULE]
 
 
 def test_the_host_mix_follows_its_shares_and_keeps_the_makespan_draw() -> None:
@@ -112,11 +116,13 @@ def test_the_stage_clock_times_functions_and_coroutines_where_they_are_called() 
 
 
 @pytest.mark.prefect
-def test_a_tiny_run_prints_every_stage_and_goal_for_two_nights(tmp_path: Path) -> None:
+@pytest.mark.parametrize("shards", [1, 2])
+def test_a_tiny_run_prints_every_stage_and_goal_for_two_nights(tmp_path: Path,
+                                                                 shards: int) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "bench.nightly", "--entries", "20", "--nights", "2",
          "--hang-share", "0", "--refuse-share", "0.2", "--workdir", str(tmp_path),
-         "--max-seconds", "240"],
+         "--max-seconds", "240", "--shards", str(shards)],
         cwd=REPO, capture_output=True, text=True, timeout=600,
         env=os.environ | {"PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stdout + done.stderr
@@ -133,3 +139,17 @@ def test_a_tiny_run_prints_every_stage_and_goal_for_two_nights(tmp_path: Path) -
     figures = json.loads((tmp_path / "sqlite-20" / "figures.json").read_text())
     assert [night["published"] for night in figures["nights"]] == [20, 20]
     assert figures["nights"][1]["ingest"]["unchanged"] == 20
+    for night in figures["nights"]:
+        probing = night["probing"]
+        assert probing["limits"]["global"] == 64 and probing["limits"]["shards"] == shards
+        if shards == 1:
+            assert probing["shards"] == [] and night["timings"]["probe: probing"]["calls"] == 1
+            continue
+        assert "probe: probing" not in night["timings"]  # not in the flow's process
+        assert [shard["shard"] for shard in probing["shards"]] == [0, 1]
+        assert all(shard["cpu"] > 0 and shard["wall"] > 0 for shard in probing["shards"])
+        assert {"live", "unreachable"} <= set().union(*(s["outcomes"] for s in probing["shards"]))
+        assert night["timings"]["probe"]["wall"] > max(s["wall"] for s in probing["shards"])
+    if shards > 1:
+        assert out.count("  probe shard ") == 4 and "a process of its own" in out
+        assert "planning, stored by shard" in out

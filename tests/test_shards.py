@@ -245,6 +245,10 @@ async def test_a_stored_shard_stores_its_probes_once(
         row = session.get(ProbeShardRow, (run_id, 1))
     assert Counter(urls) == {t.url: 1 for shard in shards[:2] for t in shard.targets}
     assert row.finished_at and row.pid == os.getpid()
+    assert row.cpu_seconds == both[0].cpu_seconds and row.cpu_seconds > 0  # the process's own
+    assert first.summary().startswith(
+        f"{len(shards[0].targets)} URLs of {len(shards[0].hosts)} hosts in ")
+    assert f" s ({first.cpu_seconds:.1f} s of CPU): {{'live': " in first.summary()
     assert row.outcomes == {"live": len(shards[1].targets)}
 
     outcomes = stored_shard_outcomes(settings, run_id, shards,

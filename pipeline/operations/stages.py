@@ -146,8 +146,15 @@ class ShardReport:
     hosts: frozenset[str]
     process_id: int
     seconds: float  # probing and storing, without the process's start
+    cpu_seconds: float | None  # the process's CPU in those seconds (None: stored before kept)
     peak_rss_mib: float  # of the process, so far
     tally: ProbeTally
+
+    def summary(self) -> str:
+        """One line for the run's log: how much, how long, how busy, and what came of it."""
+        cpu = "" if self.cpu_seconds is None else f" ({self.cpu_seconds:.1f} s of CPU)"
+        return (f"{self.tally.probes} URLs of {len(self.hosts)} hosts in {self.seconds:.1f} s"
+                f"{cpu}: {dict(sorted(self.tally.outcomes.items()))}")
 
 
 def peak_rss_mib() -> float:
@@ -182,12 +189,13 @@ async def probe_shard(
     """Probe one shard's targets as coroutines, then store its rows in one commit (so a
     retried shard never leaves half its rows behind); `keep`, in that commit, may refuse
     the rows (it returns False), which are then rolled back."""
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     results = await probe_all(shard.targets, settings.probe_settings())
     with session_scope(engine_for(settings.database_url)) as session:
         tally = add_probes(session, run_id, results)
         report = ShardReport(shard.index, shard.hosts, os.getpid(),
-                             time.perf_counter() - started, peak_rss_mib(), tally)
+                             time.perf_counter() - started, time.process_time() - cpu,
+                             peak_rss_mib(), tally)
         if keep is not None and not keep(session, report):
             raise _StoredAlready
     return report
@@ -207,8 +215,8 @@ def store_shard_plan(settings: Settings, run_id: int) -> list[Shard]:
 
 
 def _stored_report(shard: Shard, row: Any) -> ShardReport:
-    return ShardReport(shard.index, shard.hosts, row.pid, row.seconds, row.peak_rss_mib,
-                       stored_tally(row))
+    return ShardReport(shard.index, shard.hosts, row.pid, row.seconds, row.cpu_seconds,
+                       row.peak_rss_mib, stored_tally(row))
 
 
 async def probe_stored_shard(
@@ -225,7 +233,7 @@ async def probe_stored_shard(
 
     def keep(session: Session, report: ShardReport) -> bool:
         return finish_shard(session, run_id, index, report.tally, report.seconds,
-                            report.peak_rss_mib)
+                            report.cpu_seconds or 0.0, report.peak_rss_mib)
 
     try:
         return await probe_shard(settings, run_id, shard, keep)

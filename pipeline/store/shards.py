@@ -66,14 +66,15 @@ def start_shard(session: Session, row: ProbeShardRow, flow_run_id: str | None) -
 
 
 def finish_shard(session: Session, run_id: int, index: int, tally: ProbeTally, seconds: float,
-                 peak_rss_mib: float) -> bool:
+                 cpu_seconds: float, peak_rss_mib: float) -> bool:
     """Mark the shard finished with its counts, in the caller's transaction (beside its probe
     rows); False when it was finished already, by an earlier run of it."""
     done = session.execute(
         update(ProbeShardRow)
         .where(col(ProbeShardRow.run_id) == run_id, col(ProbeShardRow.shard) == index,
                col(ProbeShardRow.finished_at).is_(None))
-        .values(finished_at=utcnow(), seconds=seconds, peak_rss_mib=peak_rss_mib,
+        .values(finished_at=utcnow(), seconds=seconds, cpu_seconds=cpu_seconds,
+                peak_rss_mib=peak_rss_mib,
                 outcomes=dict(tally.outcomes), connect_failures=tally.connect_failures,
                 host=socket.gethostname(), pid=os.getpid())
     )
@@ -81,8 +82,8 @@ def finish_shard(session: Session, run_id: int, index: int, tally: ProbeTally, s
 
 
 # What the run reads back of a finished shard: all but its targets, which may be large.
-FINISH_COLUMNS = ("shard", "host", "pid", "seconds", "peak_rss_mib", "outcomes",
-                  "connect_failures")
+FINISH_COLUMNS = ("shard", "host", "pid", "seconds", "cpu_seconds", "peak_rss_mib",
+                  "outcomes", "connect_failures")
 
 
 def finished_shards(session: Session, run_id: int) -> dict[int, Row[Any]]:

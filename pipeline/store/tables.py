@@ -193,6 +193,7 @@ class ProbeShardRow(SQLModel, table=True):
     started_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
     finished_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
     seconds: float | None = None  # probing and storing, without the process's start
+    cpu_seconds: float | None = None  # the process's CPU in those seconds (every thread)
     peak_rss_mib: float | None = None
     outcomes: dict[str, int] | None = Field(default=None, sa_column=Column(JSON))
     connect_failures: int = 0
