@@ -49,6 +49,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.fake_dns import DNS_CONFIG, SHARD_SITE, install_fake_dns
 from bench.makespan import HANG_SECONDS, Host, draw_hosts, phased_bound
 from bench.probe import loopback_server, raise_open_file_limit
 from bench.processes import ProcessWatch, Watched
@@ -96,35 +97,6 @@ SHARDED = (
     (STAGES_MODULE, "store_shard_plan", "probe: planning, stored by shard"),
     (STAGES_MODULE, "close_shards", "probe: recording"),
 )
-
-
-DNS_CONFIG = "APIDIR_BENCH_NIGHT_CONFIG"  # names the night's config in the shards' processes
-SHARD_SITE = f"""\
-# The bench's fake DNS in a probe shard's process (bench.nightly.shard_site).
-import os
-
-if os.environ.get("{DNS_CONFIG}"):
-    from pathlib import Path
-
-    from bench.nightly import install_fake_dns
-
-    install_fake_dns(Path(os.environ["{DNS_CONFIG}"]))
-"""
-
-
-def install_fake_dns(config_file: Path) -> dict[str, Any]:
-    """Send every name the prober of this process resolves to the fake internet, as the
-    night's config says; the config."""
-    from pipeline.probing import netguard
-    from tests.fake_internet import FakeDNS
-
-    config = json.loads(config_file.read_text())
-    answers: dict[str, list[list[str]] | int] = {}
-    for address, names in config["dns"].items():
-        answer = [[address]]  # one list shared by the names of an address: less memory
-        answers.update((name, answer) for name in names)
-    netguard.DefaultResolver = lambda: FakeDNS(answers, port=config["port"])
-    return config
 
 
 def shard_site(workdir: Path) -> Path:
