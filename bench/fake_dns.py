@@ -11,7 +11,7 @@ from typing import Any
 
 DNS_CONFIG = "APIDIR_BENCH_NIGHT_CONFIG"  # names the night's config in the shards' processes
 SHARD_SITE = f"""\
-# The bench's fake DNS in a probe shard's process (bench.nightly.shard_site).
+# The bench's fake DNS in a probe shard's process (bench.fake_dns.shard_site).
 import os
 
 if os.environ.get("{DNS_CONFIG}"):
@@ -36,3 +36,13 @@ def install_fake_dns(config_file: Path) -> dict[str, Any]:
         answers.update((name, answer) for name in names)
     netguard.DefaultResolver = lambda: FakeDNS(answers, port=config["port"])
     return config
+
+
+def shard_site(workdir: Path) -> Path:
+    """A folder whose `sitecustomize` installs the fake DNS in every Python process started
+    with it on its path and DNS_CONFIG set: the probe shards' processes, which the flow's
+    process spawns afresh, so what it patched in itself is not in them."""
+    site = workdir / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(SHARD_SITE)
+    return site

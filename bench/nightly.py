@@ -49,7 +49,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.fake_dns import DNS_CONFIG, SHARD_SITE, install_fake_dns
+from bench.fake_dns import DNS_CONFIG, install_fake_dns, shard_site
 from bench.makespan import HANG_SECONDS, Host, draw_hosts, phased_bound
 from bench.probe import loopback_server, raise_open_file_limit
 from bench.processes import ProcessWatch, Watched
@@ -97,16 +97,6 @@ SHARDED = (
     (STAGES_MODULE, "store_shard_plan", "probe: planning, stored by shard"),
     (STAGES_MODULE, "close_shards", "probe: recording"),
 )
-
-
-def shard_site(workdir: Path) -> Path:
-    """A folder whose `sitecustomize` installs the fake DNS in every Python process started
-    with it on its path and DNS_CONFIG set: the probe shards' processes, which the flow's
-    process spawns afresh, so what it patched in itself is not in them."""
-    site = workdir / "site"
-    site.mkdir(exist_ok=True)
-    (site / "sitecustomize.py").write_text(SHARD_SITE)
-    return site
 
 
 def run_night(config_file: Path, figures_file: Path) -> None:
