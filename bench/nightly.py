@@ -47,13 +47,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from bench.fake_dns import DNS_CONFIG, install_fake_dns, shard_site
 from bench.makespan import HANG_SECONDS, Host, draw_hosts, phased_bound
 from bench.probe import loopback_server, raise_open_file_limit
 from bench.processes import ProcessWatch, Watched
 from bench.synthetic import api_host, write_catalogue
+
+if TYPE_CHECKING:
+    from bench.stage_clock import StageClock
 
 REPO = Path(__file__).resolve().parent.parent
 SERVER_ADDRESS = "127.1.0.1"  # every host that answers or hangs (outside bench.probe's range)
@@ -139,7 +143,8 @@ def run_night(config_file: Path, figures_file: Path) -> None:
     }))
 
 
-def time_sharded_probe_stage(nightly: Any, clock: Any, config_file: Path) -> None:
+def time_sharded_probe_stage(nightly: ModuleType, clock: StageClock,
+                             config_file: Path) -> None:
     """Time the sharded probe stage as a whole: it is a subflow, so the flow's `run_stage`
     call that awaits it is what is timed, under the stage's name. While it runs, the shards'
     processes it starts are told where the fake DNS is (only they: not Prefect's server, nor
