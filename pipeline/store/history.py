@@ -259,14 +259,10 @@ class ActiveEndpoint(NamedTuple):
     probe_note: str | None
 
 
-def active_endpoints(
-    session: Session, entry_ids: Iterable[str] | None = None
-) -> dict[str, list[ActiveEndpoint]]:
-    """The active endpoints of every entry (or of `entry_ids`), by entry."""
+def active_endpoints(session: Session) -> dict[str, list[ActiveEndpoint]]:
+    """The active endpoints of every entry, by entry."""
     statement = select(EndpointRow.entry_id, EndpointRow.id, EndpointRow.position,
                        EndpointRow.probe_note).where(EndpointRow.active)
-    if entry_ids is not None:
-        statement = statement.where(col(EndpointRow.entry_id).in_(list(entry_ids)))
     by_entry: dict[str, list[ActiveEndpoint]] = defaultdict(list)
     for entry_id, *endpoint in session.connection().execute(statement).all():
         by_entry[entry_id].append(ActiveEndpoint(*endpoint))
