@@ -254,7 +254,8 @@ def probing_figures(database_url: str, run_id: int, hosts: dict[str, Host],
 
     from pipeline.probing.probe import target_host
     from pipeline.settings import Settings
-    from pipeline.store.tables import ProbeRow, ProbeShardRow, engine_for, session_scope
+    from pipeline.store.shards import finished_shards
+    from pipeline.store.tables import ProbeRow, engine_for, session_scope
 
     with session_scope(engine_for(database_url)) as session:
         rows = session.exec(select(ProbeRow.url, ProbeRow.outcome, ProbeRow.reason,
@@ -262,9 +263,7 @@ def probing_figures(database_url: str, run_id: int, hosts: dict[str, Host],
                             .where(ProbeRow.run_id == run_id)).all()
         shards = [{"shard": shard.shard, "wall": shard.seconds, "cpu": shard.cpu_seconds,
                    "peak_rss_mib": shard.peak_rss_mib, "outcomes": shard.outcomes}
-                  for shard in session.exec(select(ProbeShardRow)
-                                            .where(ProbeShardRow.run_id == run_id)
-                                            .order_by(ProbeShardRow.shard))]
+                  for _index, shard in sorted(finished_shards(session, run_id).items())]
     looks = {again: Counter(target_host(row.url) for row in rows if row.confirmation == again)
              for again in (False, True)}
     per_host = looks[False] + looks[True]
