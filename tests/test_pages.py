@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from datetime import timedelta
 from html.parser import HTMLParser
 from itertools import pairwise
 from pathlib import Path
@@ -15,6 +16,7 @@ from sqlmodel import Session
 import pipeline.release.pages as pages
 from pipeline.catalogue.entries import load_categories
 from pipeline.contract import CATEGORY_IDS, ErrorBody
+from pipeline.judging.day_figures import DayFigures
 from pipeline.release.hosting import HEADERS_FILE, NOT_FOUND_JSON, REDIRECTS_FILE, headers_for
 from pipeline.release.layout import (
     CHANGES_FEED,
@@ -503,7 +505,10 @@ def test_text_from_entries_stays_text_in_markdown(sample: SampleRelease) -> None
     assert text.startswith(r'# \<img src=x onerror="alert(1)"\>Hostile API' + "\n")
     assert "\n" + r'> Shows \<script\>alert("pwned")\</script\> and \<b\>bold\</b\> tags as text.' \
         + "\n" in text
-    assert not re.search(r"(?<!\\)<(?!https://)", text.split("```")[0])  # no markup, autolinks
+    # No markup but autolinks and the file's own marks of its nightly parts and static key.
+    unmarked = re.sub(r"<!--(?:nightly:[a-z]+|/nightly|static:[0-9a-f]{32})-->", "", text)
+    assert unmarked.count("\n") == text.count("\n") and len(text) - len(unmarked) < 300
+    assert not re.search(r"(?<!\\)<(?!https://)", unmarked.split("```")[0])
     assert r"\</p\>\</article\>\<h1\>injected\</h1\>" in text
     assert r"- **Rate limit:** \<u\>100\</u\> requests/minute" in text
     assert "- **Auth header:** `# No auth required`" in text
@@ -690,3 +695,100 @@ def test_an_entry_page_with_a_dead_link_is_refused_by_name(
         assert failure.value.problems == [
             f"apis/{LIVE_ID}.html: link to ../apis/no-such-api.html leads to no file of the "
             "release"]
+
+
+def next_night(sample: SampleRelease, folder: Path, edit: dict[str, dict] | None = None) -> Path:
+    """The sample release's documents staged as the night after would stage them: every
+    entry's nightly fields (`pages.NIGHTLY_FIELDS`) taken from the entry after it, a new
+    version and time, and the entries in `edit` with those fields set."""
+    staging = restaged(sample, folder)
+    dataset = staging / FULL_DATASET
+    lines = dataset.read_bytes().split(b"\n")
+    numbers = [n for n, line in enumerate(lines)
+               if line.startswith(b'{"') and not line.startswith(b'{"apis":')]
+    entries = [json.loads(lines[n].removesuffix(b",")) for n in numbers]
+    for number, entry, following in zip(numbers, entries, entries[1:] + entries[:1], strict=True):
+        changed = {**entry, **{name: following.get(name) for name in pages.NIGHTLY_FIELDS}}
+        changed.update((edit or {}).get(entry["id"], {}))
+        lines[number] = json.dumps(changed).encode() + (
+            b"," if lines[number].endswith(b",") else b"")
+    dataset.write_bytes(b"\n".join(lines))
+    index = staging / SEARCH_INDEX
+    index.write_bytes(index.read_bytes().replace(b"20261121", b"20261122"))
+    return staging
+
+
+def next_night_trends(sample: SampleRelease) -> dict[str, list[DayFigures]]:
+    ids = [path.stem for path in (sample.folder / "apis").glob("*.html")]
+    day = NOW.date() + timedelta(days=1)
+    return {entry_id: [DayFigures(day - timedelta(days=k), 24, 24 - k % 3, 90.0 + k)
+                       for k in range(12)] for entry_id in ids}
+
+
+def test_a_night_draws_only_the_nightly_parts_of_an_unchanged_entrys_page(
+    sample: SampleRelease, tmp_path: Path
+) -> None:
+    from pipeline.release.site import write_site
+
+    trends = next_night_trends(sample)
+    whole = next_night(sample, tmp_path / "whole")
+    drawn = write_site(whole, BASE_URL, trends, workers=1)
+    assert (drawn.entries, drawn.spliced) == (len(trends), 0)
+    expected = release_files(whole)
+    assert expected[entry_page(LIVE_ID)] != page(sample, entry_page(LIVE_ID)).encode()
+    # The page before, with a word of its static part changed, shows the parts were reused.
+    before = tmp_path / "before"
+    shutil.copytree(sample.folder, before)
+    marked = before / entry_page(LIVE_ID)
+    marked.write_text(marked.read_text().replace(">At a glance<", ">At a glance!<"))
+    for workers in (1, 2):
+        staging = next_night(sample, tmp_path / f"spliced-{workers}")
+        report = write_site(staging, BASE_URL, trends, workers=workers, previous=before)
+        assert report == drawn.__class__(len(trends), len(trends))
+        found = release_files(staging)
+        assert found.pop(entry_page(LIVE_ID)) == expected[entry_page(LIVE_ID)].replace(
+            b">At a glance<", b">At a glance!<")
+        assert found == {path: data for path, data in expected.items()
+                         if path != entry_page(LIVE_ID)}
+
+
+def test_a_page_is_drawn_whole_when_its_entry_or_the_page_before_is_not_as_kept(
+    sample: SampleRelease, tmp_path: Path
+) -> None:
+    from pipeline.release.site import write_site
+
+    trends = next_night_trends(sample)
+    edit = {
+        LIVE_ID: {"description": "A new description."},
+        ONLINE_ID: {"longDescription": "Says <!--nightly:status--> in its text."},
+    }
+    whole = next_night(sample, tmp_path / "whole", edit)
+    write_site(whole, BASE_URL, trends, workers=1)
+    before = tmp_path / "before"
+    shutil.copytree(sample.folder, before)
+    outside = tmp_path / "outside.html"
+    outside.write_bytes((before / entry_page("stripe")).read_bytes())
+    (before / entry_page("stripe")).unlink()
+    (before / entry_page("stripe")).symlink_to(outside)  # never read through a link
+    (before / entry_page("assemblyai")).unlink()  # no page the night before
+    doubled = before / entry_page("openweathermap")  # a part marked twice
+    doubled.write_text(doubled.read_text().replace(
+        "</main>", "<!--nightly:score--><!--/nightly--></main>"))
+    damaged = before / entry_markdown("ably-pubsub-rest")  # its Markdown lost its key
+    damaged.write_text(re.sub(r"<!--static:\w+-->", "", damaged.read_text()))
+    staging = next_night(sample, tmp_path / "spliced", edit)
+    report = write_site(staging, BASE_URL, trends, workers=1, previous=before)
+    assert report.spliced == len(trends) - 6
+    assert release_files(staging) == release_files(whole)
+    assert "A new description." in page(SampleRelease(staging, {}), entry_page(LIVE_ID))
+
+
+def test_the_static_key_holds_everything_but_the_nightly_fields() -> None:
+    common = {"labels": {"finance": "Finance"}, "assets": {"site.css": "assets/site.1.css"}}
+    api = {"id": "x", "category": "finance", "description": "d", "status": {"state": "live"}}
+    key = pages.static_key(api, common)
+    assert pages.static_key({**api, "status": {"state": "unreachable"}, "uptime": None}, common) \
+        == key
+    assert pages.static_key({**api, "description": "e"}, common) != key
+    assert pages.static_key(api, {**common, "labels": {"finance": "Money"}}) != key
+    assert pages.static_key(api, {**common, "assets": {"site.css": "assets/site.2.css"}}) != key

@@ -4,6 +4,7 @@ in the worker processes of `site`, so it loads only what drawing an entry needs.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,15 +14,24 @@ import orjson
 
 from pipeline.catalogue.entries import paused_garbage_collection
 from pipeline.release.layout import entry_markdown
-from pipeline.release.markdown import listing, markdown_problems, render_entry_markdown
+from pipeline.release.markdown import (
+    listing,
+    markdown_problems,
+    nightly_markdown_parts,
+    render_entry_markdown,
+)
 from pipeline.release.pages import (
     card_html,
     entry_badges,
     entry_page,
+    may_splice,
+    nightly_page_parts,
     page_problems,
     presented_entry,
     render_entry_page,
     score_key,
+    spliced,
+    static_key,
 )
 
 if TYPE_CHECKING:
@@ -30,25 +40,32 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class SiteContext:
-    """What every entry's page and Markdown are rendered and checked with."""
+    """What every entry's page and Markdown are rendered and checked with; `previous` is the
+    live release the staged one replaces, if any, whose pages are spliced (`spliced`)."""
 
     staging: Path
     common: dict[str, Any]
     release: frozenset[str]  # every path of the finished release
     root_path: str
+    previous: Path | None = None
 
 
 @dataclass(frozen=True)
 class EntrySummary:
-    """What the category pages and the Markdown lists keep of an entry."""
+    """What the category pages and the Markdown lists keep of an entry, and whether its page
+    and Markdown were spliced into those of the previous release rather than drawn whole."""
 
     category: str
     score_key: tuple[int, bool, str]
     card: str  # markup
     listing: dict[str, Any]
+    spliced: bool = False
 
 
 _context: SiteContext | None = None
+
+# A file of the previous release larger than this is not read: it was not drawn by a template.
+PREVIOUS_FILE_LIMIT = 4 << 20
 
 
 def use_context(context: SiteContext) -> None:
@@ -61,44 +78,78 @@ def write_entry_site(
     trends: Sequence[Sequence[DayFigures]],
 ) -> tuple[list[EntrySummary], list[str]]:
     """Render, check and write the page and Markdown of each entry (its line of `apis.json`);
-    the entries' summaries and the problems found."""
+    the entries' summaries and the problems found.
+
+    An entry whose `static_key` its page and Markdown in the previous release kept gets those
+    files with only their nightly parts drawn and checked again (`spliced`)."""
     context = _context
     assert context is not None, "the site context is set before entries are written"
-    meta, labels = context.common["meta"], context.common["labels"]
+    common, root_path, release = context.common, context.root_path, context.release
+    meta, labels = common["meta"], common["labels"]
     summaries, problems = [], []
-    folders = FolderFiles(context.staging)
+    folders = Folders(context.staging)
+    previous = Folders(context.previous) if context.previous is not None else None
     with paused_garbage_collection(), folders:
         for line, trend in zip(lines, trends, strict=True):
             api = presented_entry(orjson.loads(line))
             page, markdown = entry_page(api["id"]), entry_markdown(api["id"])
             badges = entry_badges(api)
-            html = render_entry_page(api, context.common, trend, badges)
-            text = render_entry_markdown(api, meta, labels)
-            problems += page_problems(page, html, context.release, context.root_path)
-            problems += markdown_problems(markdown, text, context.release)
+            key = static_key(api, common)
+            html = text = None
+            reused = False
+            if previous is not None and may_splice(line):
+                if (before := previous.read(page, PREVIOUS_FILE_LIMIT)) is not None:
+                    parts = nightly_page_parts(api, common, trend, badges)
+                    if (html := spliced(before, key, parts)) is not None:
+                        for part in parts.values():
+                            problems += page_problems(page, part, release, root_path)
+                if html is not None and (
+                    before := previous.read(markdown, PREVIOUS_FILE_LIMIT)
+                ) is not None:
+                    parts = nightly_markdown_parts(api, meta)
+                    if (text := spliced(before, key, parts)) is not None:
+                        problems += markdown_problems(markdown, "".join(parts.values()), release)
+                        reused = True
+            if html is None:
+                html = render_entry_page(api, common, trend, badges, key)
+                problems += page_problems(page, html, release, root_path)
+            if text is None:
+                text = render_entry_markdown(api, meta, labels, key)
+                problems += markdown_problems(markdown, text, release)
             folders.create(page, html.encode())
             folders.create(markdown, text.encode())
             summaries.append(
                 EntrySummary(api["category"], score_key(api), card_html(api, labels, badges),
-                             listing(api))
+                             listing(api), reused)
             )
+    if previous is not None:
+        previous.close()
     return summaries, problems
 
 
-class FolderFiles:
-    """New files created under a folder by a descriptor of their own folder, opened once: two
-    files an entry, so the path is not walked for each and no buffered file object is made."""
+class Folders:
+    """Files under a folder, reached by a descriptor of their own folder, opened once: two
+    files an entry, so the path is not walked for each and no buffered file object is made.
+    New files are created in the staged release; the previous release's are read, never
+    through a symbolic link."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.folders: dict[str, int] = {}
+        self.folders: dict[str, int | None] = {}
+
+    def _folder(self, folder: str) -> int | None:
+        if folder not in self.folders:
+            try:
+                self.folders[folder] = os.open(os.path.join(self.root, folder),
+                                               os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError:
+                self.folders[folder] = None
+        return self.folders[folder]
 
     def create(self, relative: str, data: bytes) -> None:
         folder, name = os.path.split(relative)
-        if folder not in self.folders:
-            self.folders[folder] = os.open(os.path.join(self.root, folder), os.O_RDONLY)
         target = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666,
-                         dir_fd=self.folders[folder])
+                         dir_fd=self._folder(folder))
         try:
             written = memoryview(data)
             while written:
@@ -106,13 +157,41 @@ class FolderFiles:
         finally:
             os.close(target)
 
-    def __enter__(self) -> FolderFiles:
+    def read(self, relative: str, limit: int) -> str | None:
+        """The text of a regular file of at most `limit` bytes; None for anything else."""
+        folder, name = os.path.split(relative)
+        if (parent := self._folder(folder)) is None:
+            return None
+        try:
+            source = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        except OSError:
+            return None
+        try:
+            found = os.fstat(source)
+            if not stat.S_ISREG(found.st_mode) or found.st_size > limit:
+                return None
+            with os.fdopen(source, "rb", closefd=False) as file:
+                data = file.read(limit + 1)
+        except OSError:
+            return None
+        finally:
+            os.close(source)
+        try:
+            return data.decode()
+        except UnicodeDecodeError:
+            return None
+
+    def close(self) -> None:
+        for descriptor in self.folders.values():
+            if descriptor is not None:
+                os.close(descriptor)
+        self.folders.clear()
+
+    def __enter__(self) -> Folders:
         return self
 
     def __exit__(self, *_: object) -> None:
-        for descriptor in self.folders.values():
-            os.close(descriptor)
-        self.folders.clear()
+        self.close()
 
 
 def check_page(path: str, data: bytes) -> list[str]:

@@ -146,6 +146,7 @@ def environment() -> Environment:
         autolink=autolink,
         path=link_path,
         sample=sample_block,
+        markdown=Markdown,  # a part drawn by a macro of the templates
     )
     env.filters.update(SHARED_FILTERS)
     env.globals.update(
@@ -183,11 +184,23 @@ def listing(api: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def render_entry_markdown(api: Mapping[str, Any], meta: Mapping[str, Any],
-                          labels: Mapping[str, str]) -> str:
-    """The Markdown of one presented entry."""
+                          labels: Mapping[str, str], key: str = "") -> str:
+    """The Markdown of one presented entry; `key` is its `static_key`, which the file keeps."""
     here = entry_markdown(api["id"])
     return environment().get_template("entry.md").render(
-        meta=meta, api=api, category=labels.get(api["category"]), here=here)
+        meta=meta, api=api, category=labels.get(api["category"]), here=here, static_key=key)
+
+
+def nightly_markdown_parts(api: Mapping[str, Any], meta: Mapping[str, Any]) -> dict[str, str]:
+    """The marked parts of an entry's Markdown (`pages.NIGHTLY_MARKDOWN_PARTS`), drawn as
+    `render_entry_markdown` draws them."""
+    macros = environment().get_template("_entry_nightly.md").module
+    return {
+        "status": macros.status_part(api),
+        "score": macros.score_part(api),
+        "endpoints": macros.endpoints_part(api),
+        "release": macros.release_part(api, meta, entry_markdown(api["id"])),
+    }
 
 
 def listing_files(meta: Mapping[str, Any], categories: Sequence[Mapping[str, Any]],

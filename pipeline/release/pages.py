@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, nodes, select_autoescape
 from jinja2.compiler import CodeGenerator, Frame, optimizeconst
 from markupsafe import Markup
@@ -371,19 +372,108 @@ def card_html(api: Mapping[str, Any], labels: Mapping[str, str], badges: Markup)
     return environment().get_template("_macros.html").module.api_card(api, "../", labels, badges)
 
 
+def _trend_of(common: Mapping[str, Any], trend: Sequence[DayFigures]) -> str:
+    last_day = datetime.fromisoformat(common["meta"]["generated"].replace("Z", "+00:00")).date()
+    return trend_svg(trend, last_day)
+
+
 def render_entry_page(
     api: Mapping[str, Any], common: Mapping[str, Any], trend: Sequence[DayFigures],
-    badges: Markup,
+    badges: Markup, key: str = "",
 ) -> str:
     """The page of one presented entry; `common` holds the release's meta, assets, category
     labels and categories (`page_context`), `trend` the entry's daily figures, `badges` its
-    `entry_badges`."""
+    `entry_badges`, `key` its `static_key` (which the page keeps, for the night after)."""
     path = entry_page(api["id"])
-    last_day = datetime.fromisoformat(common["meta"]["generated"].replace("Z", "+00:00")).date()
     return environment().get_template("entry.html").render(
         common, root="../", api=api, category=common["labels"].get(api["category"]), page=path,
-        trend=trend_svg(trend, last_day), markdown=entry_markdown(api["id"]), badges=badges,
+        trend=_trend_of(common, trend), markdown=entry_markdown(api["id"]), badges=badges,
+        static_key=key,
     )
+
+
+# --- the parts of an entry's page that change each night -------------------------------------
+
+# An entry's page and Markdown mark what changes with each night's probes, `<!--nightly:NAME-->`
+# … `<!--/nightly-->`, and keep a key of everything else they show, `<!--static:KEY-->`. When an
+# entry's key is the one its page of the night before kept, that page is the new one with its
+# marked parts drawn again: the rest (facts, pricing, samples, head) is neither rendered nor
+# checked again. The marks are HTML comments, unseen in a browser and in rendered Markdown.
+NIGHTLY_PAGE_PARTS = ("badges", "status", "score", "endpoints", "release")
+NIGHTLY_MARKDOWN_PARTS = ("status", "score", "endpoints", "release")
+# The fields of an entry that only its marked parts show; every other field is in its key.
+NIGHTLY_FIELDS = frozenset(("status", "builderScore", "lifecycle", "uptime", "https", "cors",
+                            "endpoints"))
+_NIGHTLY_OPEN, _NIGHTLY_CLOSE = "<!--nightly:", "<!--/nightly-->"
+# What draws the pages and Markdown: a change to any of it changes every entry's key.
+_DRAWING_SOURCES = ("pages.py", "markdown.py", "presented.py")
+
+
+@cache
+def drawing_digest() -> bytes:
+    """A digest of the templates and the code that fills them."""
+    digest = hashlib.blake2b(digest_size=16)
+    here = Path(__file__).parent
+    for source in [*sorted(p for p in TEMPLATES.iterdir() if p.is_file()),
+                   *(here / name for name in _DRAWING_SOURCES)]:
+        digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    return digest.digest()
+
+
+def static_key(api: Mapping[str, Any], common: Mapping[str, Any]) -> str:
+    """What an entry's page and Markdown show besides their nightly parts, as a digest: the
+    entry's other fields, its category's label, the release's assets and the drawing code."""
+    digest = hashlib.blake2b(drawing_digest(), digest_size=16)
+    digest.update(orjson.dumps(
+        [{name: value for name, value in api.items() if name not in NIGHTLY_FIELDS},
+         common["labels"].get(api["category"]), common["assets"]],
+        option=orjson.OPT_SORT_KEYS,
+    ))
+    return digest.hexdigest()
+
+
+def may_splice(line: bytes) -> bool:
+    """Whether an entry (its line of `apis.json`) may have its page spliced: never when its own
+    text holds the start of a comment, which could stand for a mark."""
+    return b"<!--" not in line
+
+
+def nightly_page_parts(
+    api: Mapping[str, Any], common: Mapping[str, Any], trend: Sequence[DayFigures],
+    badges: Markup,
+) -> dict[str, str]:
+    """The marked parts of an entry's page, drawn as `render_entry_page` draws them."""
+    macros = environment().get_template("_entry_nightly.html").module
+    return {
+        "badges": str(badges),
+        "status": str(macros.status_section(api, _trend_of(common, trend), "../")),
+        "score": str(macros.score_section(api)),
+        "endpoints": str(macros.endpoints_section(api)),
+        "release": str(environment().get_template("_macros.html").module
+                       .release_line(common["meta"])),
+    }
+
+
+def spliced(previous: str, key: str, parts: Mapping[str, str]) -> str | None:
+    """`previous` (a page or Markdown file of the night before) with its nightly parts replaced
+    by `parts`; None unless it kept `key` and marks each of `parts` exactly once."""
+    if f"<!--static:{key}-->" not in previous:
+        return None
+    pieces, seen, last = [], set(), 0
+    find = previous.find
+    while (opening := find(_NIGHTLY_OPEN, last)) >= 0:
+        start = find("-->", opening) + 3
+        name = previous[opening + len(_NIGHTLY_OPEN):start - 3]
+        end = find(_NIGHTLY_CLOSE, start)
+        if start < 3 or end < 0 or name in seen or name not in parts:
+            return None
+        seen.add(name)
+        pieces += (previous[last:start], parts[name])
+        last = end
+    if len(seen) != len(parts):
+        return None
+    pieces.append(previous[last:])
+    return "".join(pieces)
 
 
 def page_context(meta: Mapping[str, Any], categories: Sequence[Mapping[str, Any]],

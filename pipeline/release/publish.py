@@ -521,7 +521,8 @@ def publish_release(
             published = [release_event(version, now), *events]
             write_history(staging, summary, previous, meta, changes, published, base_url)
             if pages:  # after the history: pages link the change log and its feed
-                write_site(staging, base_url, entry_trends(session, now.date()))
+                write_site(staging, base_url, entry_trends(session, now.date()),
+                           previous=output_dir)
 
         try:
             total = stream_release(output_dir, entries(), categories, version, now, base_url,

@@ -13,6 +13,7 @@ import os
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
 from itertools import islice
 from multiprocessing import get_context
 from pathlib import Path
@@ -114,16 +115,26 @@ def _in_order(pool: ProcessPoolExecutor | None, chunks: Iterator[Any], ahead: in
         yield pending.popleft().result()
 
 
+@dataclass(frozen=True)
+class SiteReport:
+    """How many entries the site drew, and of them how many it spliced into the pages of the
+    previous release (`entry_site.write_entry_site`)."""
+
+    entries: int
+    spliced: int
+
+
 def write_site(staging: Path, base_url: str,
                trends: Mapping[str, Sequence[DayFigures]] | None = None,
-               workers: int | None = None) -> None:
+               workers: int | None = None, previous: Path | None = None) -> SiteReport:
     """The reader pages, assets and host files, the Markdown for agents (`llms.txt`, one file
     per entry and category) and the sitemap and `robots.txt` for crawlers, rendered from the
     staged documents; each page's, Markdown file's and sitemap's links are checked. Raises
     PageError naming every page with a problem.
 
     `workers`: processes rendering the entries (default: one per core from `PARALLEL_FROM`
-    entries on, else this process alone)."""
+    entries on, else this process alone). `previous`: the live release this one replaces,
+    whose entry pages are reused where only their nightly parts changed."""
     trends = trends or {}
     root_path = site_root(base_url)
     index = orjson.loads((staging / CATEGORY_INDEX).read_bytes())
@@ -140,13 +151,15 @@ def write_site(staging: Path, base_url: str,
         *map(entry_page, ids), *map(entry_markdown, ids),
     })
     context = SiteContext(staging, page_context(meta, categories, asset_paths), release,
-                          root_path)
+                          root_path, previous if previous is not None and previous.is_dir()
+                          else None)
     for folder in {os.path.dirname(path) for path in (entry_page("x"), entry_markdown("x"))}:
         (staging / folder).mkdir(parents=True, exist_ok=True)
     if workers is None:
         workers = min(os.cpu_count() or 1, 8) if len(ids) >= PARALLEL_FROM else 1
     cards: dict[str, list[tuple[tuple[int, bool, str], str]]] = {c: [] for c in category_ids}
     listings, problems = [], []
+    reused = 0
     chunks = _chunks(dataset_lines(staging / FULL_DATASET), trends, ids)
     pool = None
     if workers > 1:
@@ -162,6 +175,7 @@ def write_site(staging: Path, base_url: str,
                     cards.setdefault(summary.category, []).append((summary.score_key,
                                                                    summary.card))
                     listings.append(summary.listing)
+                    reused += summary.spliced
         ordered = {category: [card for _, card in sorted(members, key=lambda m: m[0])]
                    for category, members in cards.items()}
         del cards
@@ -184,3 +198,4 @@ def write_site(staging: Path, base_url: str,
     check_sitemaps(crawlers, listed, base_url)
     for relative, data in {**markdown, **crawlers, **site}.items():
         write_file(staging, relative, data)
+    return SiteReport(len(ids), reused)
