@@ -2,6 +2,7 @@
 fake internet, night after night, with each stage's wall and CPU and every process's memory.
 
     python -m bench.nightly --entries 10000 --store sqlite|postgres --nights 2
+    python -m bench.nightly --entries 100000 --nights 1 --resume   # one more night
 
 A synthetic catalogue (`bench.synthetic`) of `--entries` entries, one API host each
 (api-NNNNNN.example.net), is served over HTTPS by one loopback server (`bench.probe`) with a
@@ -174,12 +175,14 @@ def fake_hosts(entries: int, hang_share: float, refuse_share: float, seed: int) 
 
 
 @contextmanager
-def bench_store(kind: str, workdir: Path) -> Iterator[tuple[str, int | None]]:
-    """(database URL, PostgreSQL's main process or None) of a fresh bench store."""
+def bench_store(kind: str, workdir: Path, kept: bool = False) -> Iterator[tuple[str, int | None]]:
+    """(database URL, PostgreSQL's main process or None) of a fresh bench store, or of the
+    one the work folder holds (`kept`)."""
     if kind == "sqlite":
         database = workdir / "store.db"
         for path in (database, Path(f"{database}-wal"), Path(f"{database}-shm")):
-            path.unlink(missing_ok=True)
+            if not kept:
+                path.unlink(missing_ok=True)
         yield f"sqlite:///{database}", None
         return
     from tests.postgres_server import running_server
@@ -429,9 +432,14 @@ def main() -> None:
     parser.add_argument("--max-seconds", type=float, default=4 * 3600, help="bound per night")
     parser.add_argument("--shards", type=int, default=1,
                         help="probe shards, each a process; the probes in flight divided")
+    parser.add_argument("--resume", action="store_true",
+                        help="go on after the work folder's last night, with its store and "
+                             "live release (SQLite), the same catalogue and hosts")
     args = parser.parse_args()
     if args.shards < 1:
         parser.error("--shards must be at least 1")
+    if args.resume and args.store != "sqlite":
+        parser.error("--resume goes on with a SQLite store (a PostgreSQL one is thrown away)")
     from tests.fake_internet import self_signed_context
 
     workdir = (args.workdir / f"{args.store}-{args.entries}").resolve()
@@ -451,19 +459,21 @@ def main() -> None:
     answers = {host.address: (HANG_SECONDS if host.kind == "hangs" else host.latency,
                               host.status) for host in hosts if host.kind != "refuses"}
     raise_open_file_limit(16384)  # the server and the flow's process inherit it
-    nights = []
     with loopback_server([SERVER_ADDRESS], answers=answers, tls_folder=tls) as (port, served):
         (workdir / "night-config.json").write_text(json.dumps({
             "port": port, "shards": args.shards, "dns": {
             SERVER_ADDRESS: list(answers),
             REFUSING_ADDRESS: [host.address for host in hosts if host.kind == "refuses"]}}))
-        for path in ("public", "prefect"):
+        earlier = json.loads((workdir / "figures.json").read_text())["nights"] \
+            if args.resume else []
+        for path in ("prefect",) if args.resume else ("public", "prefect"):
             shutil.rmtree(workdir / path, ignore_errors=True)
-        with bench_store(args.store, workdir) as (database_url, postmaster):
+        nights = earlier[:]
+        with bench_store(args.store, workdir, args.resume) as (database_url, postmaster):
             env = child_env(workdir, catalogue, database_url, tls, args.shards)
             concurrency = args.shards * int(env["APIDIR_PROBE_CONCURRENCY"])
             by_name = {host.address: host for host in hosts}
-            for night in range(1, args.nights + 1):
+            for night in range(len(earlier) + 1, len(earlier) + args.nights + 1):
                 figures = night_in_process(night, workdir, env, postmaster, args.max_seconds)
                 figures["probing"] = probing_figures(database_url, figures["run"], by_name,
                                                      concurrency)

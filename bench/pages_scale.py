@@ -8,7 +8,8 @@ scored from a probe history), copied with new ids and names up to N, and each gi
 of synthetic daily figures for its trend chart. Every run is a fresh process that streams the
 entries into `stream_release` as `publish_release` does (the JSON, the release history, then
 `write_site`), twice into the same output folder: the second run replaces a live release of
-the same entries, as a nightly does. Peak RSS is the process's high-water mark (VmHWM), also
+the same entries, as a nightly does (its entry pages are spliced: only their nightly parts
+are drawn again, `spliced` counts them). Peak RSS is the process's high-water mark (VmHWM), also
 for each step apart (writing the JSON, the pages, validating and swapping); the largest
 worker process's is printed apart. CPU is the process's and its workers' (user and system);
 the pages' CPU an entry is that of `write_site` divided by the entries.
@@ -113,7 +114,8 @@ def run_publish(workdir: Path, size: int, pages: bool) -> dict[str, Any]:
         if pages:
             reset_peak_rss()
             clock["site_from"], clock["site_cpu_from"] = time.perf_counter(), cpu_seconds()
-            publish.write_site(staging, base_url, trends)
+            drawn = publish.write_site(staging, base_url, trends, previous=output)
+            clock["spliced"] = drawn.spliced
             clock["site"] = time.perf_counter() - clock.pop("site_from")
             clock["site_cpu"] = cpu_seconds() - clock.pop("site_cpu_from")
             peaks["site"] = peak_rss_mb()
@@ -183,7 +185,7 @@ def main() -> None:
     print(
         f"{'entries':>8} {'publish':>11} {'run':>3} {'wall':>7} {'CPU':>7} {'JSON part':>15} "
         f"{'pages part':>15} {'pages/entry':>11} {'peak RSS':>9} "
-        f"{'JSON/pages/validate':>19} {'worker':>8}"
+        f"{'JSON/pages/validate':>19} {'worker':>8} {'spliced':>8}"
     )
     for size in args.sizes:
         for pages in [kind == "pages" for kind in args.kinds]:
@@ -192,10 +194,11 @@ def main() -> None:
             )
             for run in range(1, args.runs + 1):
                 figures = measure(workdir, size, pages)
-                site, per_entry = f"{'':>15}", f"{'':>11}"
+                site, per_entry, spliced = f"{'':>15}", f"{'':>11}", f"{'':>8}"
                 if "site" in figures:
                     site = f"{figures['site']:5.1f}s/{figures['site_cpu']:5.1f}s CPU"
                     per_entry = f"{figures['site_cpu'] / size * 1000:8.2f} ms"
+                    spliced = f"{figures['spliced']:>8,}"
                 peaks = "/".join(
                     f"{figures['peaks_mb'].get(step, 0):.0f}"
                     for step in ("json", "site", "validate")
@@ -205,7 +208,7 @@ def main() -> None:
                     f"{figures['seconds']:6.1f}s {figures['cpu']:6.1f}s "
                     f"{figures['json']:5.1f}s/{figures['json_cpu']:5.1f}s CPU {site} "
                     f"{per_entry} {figures['peak_rss_mb']:5.0f} MiB {peaks:>15} MiB "
-                    f"{figures['worker_peak_rss_mb']:4.0f} MiB",
+                    f"{figures['worker_peak_rss_mb']:4.0f} MiB {spliced}",
                     flush=True,
                 )
 
