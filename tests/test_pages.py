@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session
 
+import pipeline.release.entry_site as entry_site
 import pipeline.release.pages as pages
 from pipeline.catalogue.entries import load_categories
 from pipeline.contract import CATEGORY_IDS, ErrorBody
@@ -776,9 +777,11 @@ def test_a_page_is_drawn_whole_when_its_entry_or_the_page_before_is_not_as_kept(
         "</main>", "<!--nightly:score--><!--/nightly--></main>"))
     damaged = before / entry_markdown("ably-pubsub-rest")  # its Markdown lost its key
     damaged.write_text(re.sub(r"<!--static:\w+-->", "", damaged.read_text()))
+    huge = before / entry_page("brave-search")  # larger than any page a template draws
+    huge.write_text(huge.read_text() + " " * entry_site.PREVIOUS_FILE_LIMIT)
     staging = next_night(sample, tmp_path / "spliced", edit)
     report = write_site(staging, BASE_URL, trends, workers=1, previous=before)
-    assert report.spliced == len(trends) - 6
+    assert report.spliced == len(trends) - 7
     assert release_files(staging) == release_files(whole)
     assert "A new description." in page(SampleRelease(staging, {}), entry_page(LIVE_ID))
 
@@ -792,3 +795,9 @@ def test_the_static_key_holds_everything_but_the_nightly_fields() -> None:
     assert pages.static_key({**api, "description": "e"}, common) != key
     assert pages.static_key(api, {**common, "labels": {"finance": "Money"}}) != key
     assert pages.static_key(api, {**common, "assets": {"site.css": "assets/site.2.css"}}) != key
+
+
+def test_an_entry_whose_text_could_stand_for_a_mark_is_never_spliced() -> None:
+    assert pages.may_splice(b'{"description":"<b>bold</b> --> and <!- not a comment"}')
+    for text in (b"<!--nightly:status-->", b"<!--", b"\\u003c!--", b"\\u003C!--"):
+        assert not pages.may_splice(b'{"description":"' + text + b'"}')

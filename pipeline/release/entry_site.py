@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,8 @@ from pipeline.release.pages import (
 )
 
 if TYPE_CHECKING:
+    from markupsafe import Markup
+
     from pipeline.judging.day_figures import DayFigures
 
 
@@ -87,44 +90,54 @@ def write_entry_site(
     common, root_path, release = context.common, context.root_path, context.release
     meta, labels = common["meta"], common["labels"]
     summaries, problems = [], []
-    folders = Folders(context.staging)
-    previous = Folders(context.previous) if context.previous is not None else None
-    with paused_garbage_collection(), folders:
+    with (paused_garbage_collection(), Folders(context.staging) as folders,
+          Folders(context.previous) if context.previous is not None else nullcontext() as before):
         for line, trend in zip(lines, trends, strict=True):
             api = presented_entry(orjson.loads(line))
             page, markdown = entry_page(api["id"]), entry_markdown(api["id"])
             badges = entry_badges(api)
             key = static_key(api, common)
             html = text = None
-            reused = False
-            if previous is not None and may_splice(line):
-                if (before := previous.read(page, PREVIOUS_FILE_LIMIT)) is not None:
-                    parts = nightly_page_parts(api, common, trend, badges)
-                    if (html := spliced(before, key, parts)) is not None:
-                        for part in parts.values():
-                            problems += page_problems(page, part, release, root_path)
-                if html is not None and (
-                    before := previous.read(markdown, PREVIOUS_FILE_LIMIT)
-                ) is not None:
-                    parts = nightly_markdown_parts(api, meta)
-                    if (text := spliced(before, key, parts)) is not None:
-                        problems += markdown_problems(markdown, "".join(parts.values()), release)
-                        reused = True
-            if html is None:
+            if before is not None and may_splice(line):
+                html, text = _spliced_files(before, api, key, trend, badges, problems)
+            if html is None or text is None:
                 html = render_entry_page(api, common, trend, badges, key)
                 problems += page_problems(page, html, release, root_path)
-            if text is None:
                 text = render_entry_markdown(api, meta, labels, key)
                 problems += markdown_problems(markdown, text, release)
+                reused = False
+            else:
+                reused = True
             folders.create(page, html.encode())
             folders.create(markdown, text.encode())
             summaries.append(
                 EntrySummary(api["category"], score_key(api), card_html(api, labels, badges),
                              listing(api), reused)
             )
-    if previous is not None:
-        previous.close()
     return summaries, problems
+
+
+def _spliced_files(
+    before: Folders, api: Mapping[str, Any], key: str, trend: Sequence[DayFigures],
+    badges: Markup, problems: list[str],
+) -> tuple[str | None, str | None]:
+    """The entry's page and Markdown spliced into those of the previous release, with the
+    problems of their new parts added to `problems`; (None, None) unless both kept `key`."""
+    context = _context
+    assert context is not None
+    page, markdown = entry_page(api["id"]), entry_markdown(api["id"])
+    old_page, old_markdown = (before.read(path, PREVIOUS_FILE_LIMIT) for path in (page, markdown))
+    if old_page is None or old_markdown is None:
+        return None, None
+    page_parts = nightly_page_parts(api, context.common, trend, badges)
+    markdown_parts = nightly_markdown_parts(api, context.common["meta"])
+    html, text = spliced(old_page, key, page_parts), spliced(old_markdown, key, markdown_parts)
+    if html is None or text is None:
+        return None, None
+    for part in page_parts.values():
+        problems += page_problems(page, part, context.release, context.root_path)
+    problems += markdown_problems(markdown, "".join(markdown_parts.values()), context.release)
+    return html, text
 
 
 class Folders:
@@ -148,8 +161,10 @@ class Folders:
 
     def create(self, relative: str, data: bytes) -> None:
         folder, name = os.path.split(relative)
+        if (parent := self._folder(folder)) is None:
+            raise FileNotFoundError(f"{self.root / folder}: no such folder")
         target = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666,
-                         dir_fd=self._folder(folder))
+                         dir_fd=parent)
         try:
             written = memoryview(data)
             while written:
