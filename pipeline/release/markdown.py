@@ -67,9 +67,11 @@ def markdown_text(value: Any) -> str:
     if type(value) is int:  # digits, perhaps after a minus: never markup
         return str(value)
     text = " ".join(str(value).split())
-    if not (_MARKUP_CHARACTER.search(text) or _MARKUP_START.match(text)):
-        return text
-    text = _ENTITY.sub(r"\\&", _SPECIAL.sub(r"\\\1", text))
+    if not _MARKUP_CHARACTER.search(text):
+        if not _MARKUP_START.match(text):
+            return text
+    else:
+        text = _ENTITY.sub(r"\\&", _SPECIAL.sub(r"\\\1", text))
     text = _BLOCK_START.sub(lambda match: "\\" + match.group(), text, count=1)
     return _ORDERED_START.sub(r"\1\\\2", text)
 

@@ -109,8 +109,10 @@ def site_root(base_url: str) -> str:
 # --- presentation helpers (Jinja filters) ----------------------------------------------------
 
 
+@lru_cache(maxsize=8192)
 def checked_text(value: str | None) -> str:
-    """`2026-11-21 03:00 UTC` from an RFC 3339 stamp."""
+    """`2026-11-21 03:00 UTC` from an RFC 3339 stamp (cached: a night's probes share a few
+    thousand seconds, and an entry's page and Markdown say each of its stamps twice)."""
     if not value:
         return ""
     stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
