@@ -153,3 +153,17 @@ def test_a_tiny_run_prints_every_stage_and_goal_for_two_nights(tmp_path: Path,
     if shards > 1:
         assert out.count("  probe shard ") == 4 and "a process of its own" in out
         assert "planning, stored by shard" in out
+        return
+    # One night more on the same store and live release, numbered after the two.
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.nightly", "--entries", "20", "--nights", "1",
+         "--hang-share", "0", "--refuse-share", "0.2", "--workdir", str(tmp_path),
+         "--max-seconds", "240", "--resume"],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+        env=os.environ | {"PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "\nnight 3" in done.stdout and "\nnight 1" not in done.stdout
+    figures = json.loads((tmp_path / "sqlite-20" / "figures.json").read_text())
+    assert [night["published"] for night in figures["nights"]] == [20, 20, 20]
+    assert figures["nights"][2]["ingest"]["unchanged"] == 20
+    assert figures["nights"][2]["run"] > figures["nights"][1]["run"]

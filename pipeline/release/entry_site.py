@@ -126,13 +126,15 @@ def _spliced_files(
     context = _context
     assert context is not None
     page, markdown = entry_page(api["id"]), entry_markdown(api["id"])
-    old_page, old_markdown = (before.read(path, PREVIOUS_FILE_LIMIT) for path in (page, markdown))
-    if old_page is None or old_markdown is None:
+    if (old_page := before.read(page, PREVIOUS_FILE_LIMIT)) is None:
         return None, None
     page_parts = nightly_page_parts(api, context.common, trend, badges)
+    if (html := spliced(old_page, key, page_parts)) is None:
+        return None, None
+    if (old_markdown := before.read(markdown, PREVIOUS_FILE_LIMIT)) is None:
+        return None, None
     markdown_parts = nightly_markdown_parts(api, context.common["meta"])
-    html, text = spliced(old_page, key, page_parts), spliced(old_markdown, key, markdown_parts)
-    if html is None or text is None:
+    if (text := spliced(old_markdown, key, markdown_parts)) is None:
         return None, None
     for part in page_parts.values():
         problems += page_problems(page, part, context.release, context.root_path)
