@@ -25,6 +25,7 @@ from pipeline.release.pages import (
     card_html,
     entry_badges,
     entry_page,
+    kept_key,
     may_splice,
     nightly_page_parts,
     page_problems,
@@ -126,7 +127,8 @@ def _spliced_files(
     context = _context
     assert context is not None
     page, markdown = entry_page(api["id"]), entry_markdown(api["id"])
-    if (old_page := before.read(page, PREVIOUS_FILE_LIMIT)) is None:
+    old_page = before.read(page, PREVIOUS_FILE_LIMIT)
+    if old_page is None or not kept_key(old_page, key):  # nothing drawn for a page not kept
         return None, None
     page_parts = nightly_page_parts(api, context.common, trend, badges)
     if (html := spliced(old_page, key, page_parts)) is None:

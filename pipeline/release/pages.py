@@ -456,10 +456,15 @@ def nightly_page_parts(
     }
 
 
+def kept_key(previous: str, key: str) -> bool:
+    """Whether a page or Markdown file of the night before kept the static key `key`."""
+    return f"<!--static:{key}-->" in previous
+
+
 def spliced(previous: str, key: str, parts: Mapping[str, str]) -> str | None:
     """`previous` (a page or Markdown file of the night before) with its nightly parts replaced
     by `parts`; None unless it kept `key` and marks each of `parts` exactly once."""
-    if f"<!--static:{key}-->" not in previous:
+    if not kept_key(previous, key):
         return None
     pieces, seen, last = [], set(), 0
     find = previous.find
