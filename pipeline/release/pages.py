@@ -437,7 +437,7 @@ def static_key(api: Mapping[str, Any], common: Mapping[str, Any]) -> str:
 def may_splice(line: bytes) -> bool:
     """Whether an entry (its line of `apis.json`) may have its page spliced: never when its own
     text holds the start of a comment (or an escaped `<`), which could stand for a mark."""
-    return b"<!--" not in line and b"\\u003c" not in line.lower()
+    return b"<!--" not in line and b"\\u003c" not in line and b"\\u003C" not in line
 
 
 def nightly_page_parts(
