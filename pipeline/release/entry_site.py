@@ -131,12 +131,13 @@ def _spliced_files(
     if old_page is None or not kept_key(old_page, key):  # nothing drawn for a page not kept
         return None, None
     page_parts = nightly_page_parts(api, context.common, trend, badges)
-    if (html := spliced(old_page, key, page_parts)) is None:
+    if (html := spliced(old_page, page_parts)) is None:
         return None, None
-    if (old_markdown := before.read(markdown, PREVIOUS_FILE_LIMIT)) is None:
+    old_markdown = before.read(markdown, PREVIOUS_FILE_LIMIT)
+    if old_markdown is None or not kept_key(old_markdown, key):
         return None, None
     markdown_parts = nightly_markdown_parts(api, context.common["meta"])
-    if (text := spliced(old_markdown, key, markdown_parts)) is None:
+    if (text := spliced(old_markdown, markdown_parts)) is None:
         return None, None
     for part in page_parts.values():
         problems += page_problems(page, part, context.release, context.root_path)

@@ -461,11 +461,9 @@ def kept_key(previous: str, key: str) -> bool:
     return f"<!--static:{key}-->" in previous
 
 
-def spliced(previous: str, key: str, parts: Mapping[str, str]) -> str | None:
-    """`previous` (a page or Markdown file of the night before) with its nightly parts replaced
-    by `parts`; None unless it kept `key` and marks each of `parts` exactly once."""
-    if not kept_key(previous, key):
-        return None
+def spliced(previous: str, parts: Mapping[str, str]) -> str | None:
+    """`previous` (a page or Markdown file of the night before, which `kept_key`) with its
+    nightly parts replaced by `parts`; None unless it marks each of them exactly once."""
     pieces, seen, last = [], set(), 0
     find = previous.find
     while (opening := find(_NIGHTLY_OPEN, last)) >= 0:
