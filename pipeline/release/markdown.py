@@ -194,7 +194,7 @@ def render_entry_markdown(api: Mapping[str, Any], meta: Mapping[str, Any],
 
 
 def nightly_markdown_parts(api: Mapping[str, Any], meta: Mapping[str, Any]) -> dict[str, str]:
-    """The marked parts of an entry's Markdown (`pages.NIGHTLY_MARKDOWN_PARTS`), drawn as
+    """The marked parts of an entry's Markdown, by the name of their marks, drawn as
     `render_entry_markdown` draws them."""
     macros = environment().get_template("_entry_nightly.md").module
     return {

@@ -401,8 +401,6 @@ def render_entry_page(
 # entry's key is the one its page of the night before kept, that page is the new one with its
 # marked parts drawn again: the rest (facts, pricing, samples, head) is neither rendered nor
 # checked again. The marks are HTML comments, unseen in a browser and in rendered Markdown.
-NIGHTLY_PAGE_PARTS = ("badges", "status", "score", "endpoints", "release")
-NIGHTLY_MARKDOWN_PARTS = ("status", "score", "endpoints", "release")
 # The fields of an entry that only its marked parts show; every other field is in its key.
 NIGHTLY_FIELDS = frozenset(("status", "builderScore", "lifecycle", "uptime", "https", "cors",
                             "endpoints"))
