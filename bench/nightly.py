@@ -195,6 +195,40 @@ def bench_store(kind: str, workdir: Path, kept: bool = False) -> Iterator[tuple[
         yield url, postmaster
 
 
+def age_store(database_url: str, days: int = 1) -> int:
+    """Move every time and day the store holds `days` back, as if the nights so far had run
+    that much earlier: nights run back to back on one date would otherwise all be "today",
+    and each night's score and rollup would read every earlier night's probes as today's,
+    where a real night reads one run's. The number of values moved."""
+    from sqlalchemy import Date, DateTime, MetaData, create_engine, text
+
+    engine = create_engine(database_url)
+    sqlite = engine.dialect.name == "sqlite"
+    tables = MetaData()
+    tables.reflect(engine)
+    moved = 0
+    with engine.begin() as connection:
+        for table in tables.sorted_tables:
+            for column in table.columns:
+                name = f'"{column.name}"'
+                if isinstance(column.type, DateTime):
+                    steps = [f"datetime({name}, '-{days} day') || substr({name}, 20)" if sqlite
+                             else f"{name} - interval '{days} day'"]
+                elif isinstance(column.type, Date):  # a key: moved out of the way and back
+                    steps = ([f"date({name}, '+5000 years')",
+                              f"date({name}, '-5000 years', '-{days} day')"] if sqlite
+                             else [f"{name} + 36500", f"{name} - {36500 + days}"])
+                else:
+                    continue
+                for step in steps:
+                    rows = connection.execute(text(
+                        f'UPDATE "{table.name}" SET {name} = {step} '
+                        f"WHERE {name} IS NOT NULL")).rowcount
+                moved += rows
+    engine.dispose()
+    return moved
+
+
 def role(watched: Watched, flow_pid: int, postmaster: int | None) -> str:
     """Which part of the run a process is."""
     if watched.pid == flow_pid:
@@ -474,6 +508,12 @@ def main() -> None:
             concurrency = args.shards * int(env["APIDIR_PROBE_CONCURRENCY"])
             by_name = {host.address: host for host in hosts}
             for night in range(len(earlier) + 1, len(earlier) + args.nights + 1):
+                if night > 1:
+                    moment = time.perf_counter()
+                    moved = age_store(database_url)
+                    print(f"\nthe store's times moved a day back ({moved:,} values, "
+                          f"{time.perf_counter() - moment:.1f} s): each night is a day of "
+                          f"its own")
                 figures = night_in_process(night, workdir, env, postmaster, args.max_seconds)
                 figures["probing"] = probing_figures(database_url, figures["run"], by_name,
                                                      concurrency)

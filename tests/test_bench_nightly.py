@@ -7,13 +7,16 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+import itertools
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import types
 from collections import Counter
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -167,3 +170,52 @@ def test_a_tiny_run_prints_every_stage_and_goal_for_two_nights(tmp_path: Path,
     assert [night["published"] for night in figures["nights"]] == [20, 20, 20]
     assert figures["nights"][2]["ingest"]["unchanged"] == 20
     assert figures["nights"][2]["run"] > figures["nights"][1]["run"]
+    # The store was aged a day before each night after the first: each night has a day of its own.
+    with sqlite3.connect(tmp_path / "sqlite-20" / "store.db") as store:
+        started = [date.fromisoformat(day) for (day,) in store.execute(
+            "SELECT date(started_at) FROM pipeline_run ORDER BY id")]
+    assert [later - earlier for earlier, later in itertools.pairwise(started)] == [
+        timedelta(days=1)] * 2
+
+
+def test_aging_the_store_moves_every_time_and_day_back_and_keeps_the_rest(
+        write_entry, ingested_store, database_url: str) -> None:
+    from sqlmodel import Session, select
+
+    from bench.nightly import age_store
+    from pipeline.store.history import plan_targets, record_probes
+    from pipeline.store.tables import (
+        DailyEntryRollup,
+        EntryRow,
+        ProbeRow,
+        RolledDay,
+        as_utc,
+        make_engine,
+        start_run,
+    )
+    from tests.conftest import make_entry
+    from tests.test_history import result
+
+    write_entry(make_entry())
+    session = ingested_store()
+    url = plan_targets(session)[0].url
+    today, yesterday = date(2026, 11, 27), date(2026, 11, 26)
+    probed = datetime(2026, 11, 27, 3, 4, 5, 678901, tzinfo=UTC)
+    record_probes(session, start_run(session, "nightly"), [result(url, "live", 200, at=probed)])
+    for day in (today, yesterday):  # neighbouring keys: moving one onto the other must not clash
+        session.add(DailyEntryRollup(day=day, entry_id="example-weather", probes=day.day))
+        session.add(RolledDay(day=day, rolled_at=probed))
+    session.commit()
+    seen = as_utc(session.exec(select(EntryRow)).one().first_seen_at)
+    session.close()
+
+    assert age_store(database_url) > 0
+    with Session(make_engine(database_url)) as aged:
+        assert as_utc(aged.exec(select(ProbeRow)).one().checked_at) == probed - timedelta(days=1)
+        assert as_utc(aged.exec(select(EntryRow)).one().first_seen_at) == seen - timedelta(days=1)
+        rollups = aged.exec(select(DailyEntryRollup).order_by(DailyEntryRollup.day)).all()
+        assert [(row.day, row.probes) for row in rollups] == [
+            (yesterday - timedelta(days=1), 26), (yesterday, 27)]
+        assert [row.day for row in aged.exec(select(RolledDay).order_by(RolledDay.day))] == [
+            yesterday - timedelta(days=1), yesterday]
+        aged.get_bind().dispose()
