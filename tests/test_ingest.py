@@ -4,6 +4,7 @@ bad files kept."""
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -209,6 +210,49 @@ def test_a_settled_file_whose_stat_is_unchanged_is_not_even_read(
     files_read.clear()
     ingest_incrementally(engine, data_dir)
     assert files_read == []
+
+
+def test_a_moved_copied_or_relatively_named_data_folder_is_the_same_catalogue(
+    engine, write_entry: WriteEntry, data_dir: Path, files_read: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stored names are relative to the entries folder: an operator who moves the data folder,
+    copies it to another machine, or runs from another directory changes no entry."""
+    for name in ("alpha", "beta"):
+        write_entry(make_entry(id=name))
+    ingest_incrementally(engine, data_dir)
+    with Session(engine) as session:
+        before = {row.id: (row.source_file, row.updated_at) for row in session.exec(
+            select(EntryRow))}
+    assert {source for source, _ in before.values()} == {"weather/alpha.yaml",
+                                                          "weather/beta.yaml"}
+
+    moved = data_dir.parent / "moved"
+    data_dir.rename(moved)  # same files, same inodes: not even read
+    files_read.clear()
+    report, summary = ingest_incrementally(engine, moved)
+    assert summary.unchanged == ["alpha", "beta"] and summary.updated == summary.added == []
+    assert files_read == [] and report.stats == {}
+
+    copied = data_dir.parent / "copied"  # new inodes: read and hashed, not parsed, not updated
+    shutil.copytree(moved, copied)
+    report, summary = ingest_incrementally(engine, copied)
+    assert summary.unchanged == ["alpha", "beta"] and summary.updated == []
+    assert sorted(files_read) == ["alpha", "beta"] and report.entries == {}
+
+    monkeypatch.chdir(copied.parent)  # named from the working directory
+    files_read.clear()
+    report, summary = ingest_incrementally(engine, Path("copied"))
+    assert summary.unchanged == ["alpha", "beta"] and files_read == []
+    with Session(engine) as session:
+        after = {row.id: (row.source_file, row.updated_at) for row in session.exec(
+            select(EntryRow))}
+    assert after == before
+
+    (copied / "entries" / "weather" / "beta.yaml").rename(
+        copied / "entries" / "weather" / "gamma.yaml")  # a rename is still seen
+    report, summary = ingest_incrementally(engine, Path("copied"))
+    assert summary.retired == ["beta"] and summary.invalid == ["gamma"]
 
 
 def test_a_file_rewritten_to_its_old_size_and_modification_time_is_still_seen(

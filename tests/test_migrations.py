@@ -189,6 +189,29 @@ def test_the_successors_named_in_stored_entries_are_kept_in_their_column(
     engine.dispose()
 
 
+def test_stored_source_files_become_relative_to_the_entries_folder(database_url: str) -> None:
+    """Revision 0013 cuts each stored source file after its last `entries` folder, so a data
+    folder moved after the upgrade changes no entry; a name without one is left as it was."""
+    engine = open_engine(database_url)
+    given = {"absolute": "/srv/apidir/data/entries/weather/absolute.yaml",
+             "working": "data/entries/maps/working.yaml",
+             "nested": "/home/entries/data/entries/ai/nested.yaml",
+             "elsewhere": "/srv/other/elsewhere.yaml"}
+    with engine.begin() as connection:
+        command.upgrade(alembic_config(connection), "0012")
+        for entry_id, source in given.items():
+            connection.execute(text(
+                "INSERT INTO entry (id, category, name, content, content_hash, source_file,"
+                " first_seen_at, updated_at) VALUES (:id, 'ai', :id, '{}', 'h', :source, :at,"
+                " :at)"), {"id": entry_id, "source": source, "at": T0})
+    assert upgrade_store(engine) == ("0012", head_revision())
+    with Session(engine) as session:
+        assert dict(session.exec(select(EntryRow.id, EntryRow.source_file)).all()) == {
+            "absolute": "weather/absolute.yaml", "working": "maps/working.yaml",
+            "nested": "ai/nested.yaml", "elsewhere": "/srv/other/elsewhere.yaml"}
+    engine.dispose()
+
+
 def test_check_mode_refuses_an_old_store_and_names_the_command(database_url: str) -> None:
     fill_first_release_store(database_url)
     with pytest.raises(StoreOutOfDateError, match="run `apidir db upgrade`"):

@@ -121,6 +121,20 @@ class CatalogReport:
     # Files the checks across files (a duplicate id, an unknown successor) found invalid once
     # every file was read: their entries, if handed on as they were read, are not to be stored.
     withdrawn: set[Path] = field(default_factory=set)
+    # The entries folder the names were found under (as given), if read as a catalogue.
+    root: str | None = None
+
+    def stored_name(self, name: str) -> str:
+        """A file's name as the store keeps it: relative to the entries folder, with `/`, so a
+        data folder moved, copied or named from another working directory is the same
+        catalogue, not every entry moved; a file outside that folder keeps its name."""
+        if self.root is None:
+            return name
+        prefix = os.path.join(self.root, "")
+        if not name.startswith(prefix):
+            return name
+        relative = name[len(prefix):]
+        return relative if os.sep == "/" else relative.replace(os.sep, "/")
 
     @property
     def ok(self) -> bool:
@@ -461,15 +475,17 @@ def read_catalog(
 
     `workers`: processes that parse the files (default: one per core from
     `PARALLEL_FROM` files on, else this process alone); `max_bytes`: the size limit of a file;
-    `known`: what is stored of each file by path — a file whose stat is the one stored is not
-    even read, one whose hash is unchanged is not parsed again (both listed in `unchanged`),
-    and every file's hash is kept in `digests`; `keep`: given each valid entry as it is read,
-    instead of `entries` holding them all (a large catalogue's entries need not fit in memory
-    at once) — those the checks across files then find invalid are listed in `withdrawn`;
+    `known`: what is stored of each file by its stored name — a file whose stat is the one
+    stored is not even read, one whose hash is unchanged is not parsed again (both listed in
+    `unchanged`), and every file's hash is kept in `digests`; `keep`: given each valid entry as
+    it is read, instead of `entries` holding them all (a large catalogue's entries need not
+    fit in memory at once) — those the checks across files then find invalid are listed in
+    `withdrawn`;
     `started_ns`: when the pass starts (`time.time_ns()`, the default), for `file_stat`.
     """
     paths = list(paths)
-    report = CatalogReport(files=entry_names(paths))
+    report = CatalogReport(files=entry_names(paths),
+                           root=None if entries_root is None else os.fspath(entries_root))
     by_id: dict[str, list[str]] = defaultdict(list)  # the files of each id, by name
     deprecated: list[tuple[Path, str, str]] = []  # (file, id, successor)
     valid: set[str] = set()  # of the files read, with no entries_root to list the others
@@ -479,7 +495,7 @@ def read_catalog(
         folders: dict[str, bool] = {}
         to_read = []
         for name in report.files:
-            stored = known.get(name)
+            stored = known.get(report.stored_name(name))
             if stored is not None and stored.stat is not None:
                 found = stat_placed(name, entries_root, folders)
                 if (found is not None and found.st_size <= max_bytes

@@ -57,7 +57,7 @@ def _update_changed(session: Session, changed: list[StoredEntry], now: datetime,
             successor=bindparam("new_successor"), retired_at=None),
         [{"entry_id": entry.id, "new_category": entry.category, "new_name": entry.name,
           "new_content": entry.content, "new_hash": entry.digest,
-          "new_source": str(entry.source), "new_time": now,
+          "new_source": report.stored_name(str(entry.source)), "new_time": now,
           "new_file_hash": report.digests.get(str(entry.source)),
           "new_file_stat": report.stats.get(str(entry.source)),
           "new_successor": entry.successor} for entry in changed],
@@ -105,7 +105,8 @@ def _insert_new(session: Session, new: list[StoredEntry], now: datetime,
     # Core inserts on the tables (not ORM bulk saves): one executemany each, no ORM bookkeeping.
     session.execute(insert(EntryRow.__table__), [
         {"id": entry.id, "category": entry.category, "name": entry.name,
-         "content": entry.content, "content_hash": entry.digest, "source_file": str(entry.source),
+         "content": entry.content, "content_hash": entry.digest,
+         "source_file": report.stored_name(str(entry.source)),
          "first_seen_at": now, "updated_at": now, "retired_at": None,
          "file_hash": report.digests.get(str(entry.source)),
          "file_stat": report.stats.get(str(entry.source)), "successor": entry.successor}
@@ -170,7 +171,7 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
             if known is None:
                 new.append(entry)
                 summary.added.append(entry.id)
-            elif known != (entry.digest, False, str(entry.source)):
+            elif known != (entry.digest, False, report.stored_name(str(entry.source))):
                 (summary.restored if known[1] else summary.updated).append(entry.id)
                 changed.append(entry)
             else:
@@ -227,8 +228,9 @@ def _record_events(session: Session, summary: IngestSummary, now: datetime,
 
 
 def stored_files(session: Session) -> dict[str, KnownFile]:
-    """The file hash, stat and named successor of every published entry, by its source file:
-    what need not be read or parsed (from the compared columns' index alone)."""
+    """The file hash, stat and named successor of every published entry, by its source file's
+    stored name (`CatalogReport.stored_name`): what need not be read or parsed (from the
+    compared columns' index alone)."""
     statement = select(EntryRow.source_file, EntryRow.file_hash, EntryRow.file_stat,
                        EntryRow.successor).where(
         col(EntryRow.retired_at).is_(None), col(EntryRow.file_hash).is_not(None))

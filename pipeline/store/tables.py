@@ -82,7 +82,7 @@ class EntryRow(SQLModel, table=True):
     name: str
     content: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
     content_hash: str
-    source_file: str
+    source_file: str  # relative to the entries folder, with `/` (`CatalogReport.stored_name`)
     # The entry file's bytes (with the reader's fingerprint) when last parsed: an unchanged
     # file is not parsed again.
     file_hash: str | None = None
