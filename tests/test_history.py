@@ -62,6 +62,15 @@ def test_targets_are_get_endpoints_without_placeholders_or_the_base_url(session)
     assert notes["/stations/{id}"] == "path has placeholders"
     assert notes["/forecast"] is None
 
+    # A note that no longer holds (written by an earlier plan) is cleared; the others stay.
+    forecast = session.exec(select(EndpointRow).where(EndpointRow.path == "/forecast")).one()
+    forecast.probe_note = "method is POST"
+    session.add(forecast)
+    session.commit()
+    assert plan_targets(session) == targets
+    session.expire_all()  # the plan writes its notes past the objects this session holds
+    assert {row.path: row.probe_note for row in session.exec(select(EndpointRow))} == notes
+
 
 def test_status_is_live_when_any_target_returned_200(session) -> None:
     run = start_run(session, "nightly")

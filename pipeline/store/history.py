@@ -15,7 +15,7 @@ from operator import attrgetter
 from typing import Any, NamedTuple
 
 import pandas as pd
-from sqlalchemy import Row, String, bindparam, func, insert, type_coerce, update
+from sqlalchemy import String, bindparam, func, insert, type_coerce, update
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
@@ -75,7 +75,10 @@ def plan_targets(session: Session, entry_ids: Collection[str] | None = None) -> 
     endpoint = EndpointRow.__table__.c
     published = entry.retired_at.is_(None)
     base_urls = active_base_urls(session)
-    endpoints: dict[str, list[Row[Any]]] = defaultdict(list)
+    # Plain tuples from the driver's rows, the notes kept apart: 568,056 endpoints at 100,000
+    # entries, where a Row's attributes cost seconds.
+    endpoints: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
+    stored_notes: dict[int, str] = {}
     statement = (
         sa_select(endpoint.id, endpoint.entry_id, endpoint.method, endpoint.path,
                   endpoint.probe_note)
@@ -83,21 +86,22 @@ def plan_targets(session: Session, entry_ids: Collection[str] | None = None) -> 
         .where(published, endpoint.active)
         .order_by(endpoint.position, endpoint.id)
     )
-    for row in session.execute(statement):
-        endpoints[row.entry_id].append(row)
+    for endpoint_id, entry_id, method, path, note in session.connection().execute(statement):
+        endpoints[entry_id].append((endpoint_id, method, path))
+        if note is not None:
+            stored_notes[endpoint_id] = note
     targets: list[ProbeTarget] = []
     notes_changed: list[dict[str, Any]] = []
     for entry_id in sorted(base_urls if entry_ids is None else set(base_urls) & set(entry_ids)):
-        rows = endpoints[entry_id]
-        planned, skipped = probe_targets_for(
-            base_urls[entry_id],
-            [(row.id, row.method, row.path) for row in rows],
-            entry_id=entry_id,
-        )
+        calls = endpoints.get(entry_id, [])
+        planned, skipped = probe_targets_for(base_urls[entry_id], calls, entry_id=entry_id)
         targets.extend(planned)
+        if not skipped and not stored_notes:
+            continue
         notes = dict(skipped)
-        notes_changed.extend({"endpoint_id": row.id, "note": notes.get(row.id)}
-                             for row in rows if row.probe_note != notes.get(row.id))
+        notes_changed.extend({"endpoint_id": endpoint_id, "note": notes.get(endpoint_id)}
+                             for endpoint_id, _, _ in calls
+                             if stored_notes.get(endpoint_id) != notes.get(endpoint_id))
     if notes_changed:
         session.execute(
             update(EndpointRow.__table__)
