@@ -27,6 +27,8 @@ busiest shard's (each shard has a core of its own while the rest of the night wa
 probing's wall is printed against the lower bound the limits
 allow (`bench.makespan.phased_bound`: the first looks' floor, then the floor of the second
 looks the run took of its failures), and the figures beside the goals of a 100,000-entry nightly.
+The nights run back to back, so before each night after the first the store's every time and
+day is moved a day back (`age_store`): each night then has a day of its own, as nights do.
 """
 
 from __future__ import annotations
