@@ -484,10 +484,15 @@ def main() -> None:
           f"{args.shards} probe shard{'s' if args.shards > 1 else ''}; {machine()}")
     started = time.perf_counter()
     catalogue = workdir / "catalogue"
-    write_catalogue(REPO / "data", catalogue, args.entries)
+    # Resumed, the catalogue is kept as it is: written again, every file would be new to the
+    # next ingest's stats (read and hashed once more), as a fresh copy of the data folder is.
+    kept = args.resume and (catalogue / "entries").is_dir()
+    if not kept:
+        write_catalogue(REPO / "data", catalogue, args.entries)
     hosts = fake_hosts(args.entries, args.hang_share, args.refuse_share, args.seed)
     kinds = Counter(host.kind if host.kind != "answers" else str(host.status) for host in hosts)
-    print(f"catalogue and hosts written in {time.perf_counter() - started:.1f} s; hosts: "
+    print(f"catalogue {'kept' if kept else 'written'} and hosts drawn in "
+          f"{time.perf_counter() - started:.1f} s; hosts: "
           f"{dict(kinds.most_common())}; latency 20-800 ms log-uniform")
     tls = workdir / "tls"
     tls.mkdir(exist_ok=True)

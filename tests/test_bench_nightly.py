@@ -157,7 +157,9 @@ def test_a_tiny_run_prints_every_stage_and_goal_for_two_nights(tmp_path: Path,
         assert out.count("  probe shard ") == 4 and "a process of its own" in out
         assert "planning, stored by shard" in out
         return
-    # One night more on the same store and live release, numbered after the two.
+    # One night more on the same store, catalogue and live release, numbered after the two.
+    files = sorted((tmp_path / "sqlite-20" / "catalogue" / "entries").rglob("*.yaml"))
+    inodes = [file.stat().st_ino for file in files]
     done = subprocess.run(
         [sys.executable, "-m", "bench.nightly", "--entries", "20", "--nights", "1",
          "--hang-share", "0", "--refuse-share", "0.2", "--workdir", str(tmp_path),
@@ -166,6 +168,7 @@ def test_a_tiny_run_prints_every_stage_and_goal_for_two_nights(tmp_path: Path,
         env=os.environ | {"PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "\nnight 3" in done.stdout and "\nnight 1" not in done.stdout
+    assert "catalogue kept" in done.stdout and [file.stat().st_ino for file in files] == inodes
     figures = json.loads((tmp_path / "sqlite-20" / "figures.json").read_text())
     assert [night["published"] for night in figures["nights"]] == [20, 20, 20]
     assert figures["nights"][2]["ingest"]["unchanged"] == 20
