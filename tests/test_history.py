@@ -222,3 +222,16 @@ def test_states_as_of_a_moment_are_those_of_the_latest_run_by_then_for_the_entri
         "example-weather": "unreachable"}
     assert latest_states(session, later, []) == {}
     assert latest_states(session, T0 - timedelta(hours=1)) == {}
+    # Read from fewer columns and not put in endpoint order, the states are the statuses' own.
+    mixed = start_run(session, "nightly")
+    at = T0 + timedelta(days=2)
+    record_probes(session, mixed, [
+        result("https://api.example.com/v1/forecast", "online", 401, at=at),
+        result("https://api.example.com/v1/current", "live", 200, at=at),
+        result("https://open.example.org", "unreachable", None, entry="open-api", at=at),
+    ])
+    for until in (T0 + timedelta(hours=1), later, at):
+        assert latest_states(session, until) == {
+            entry_id: status.state
+            for entry_id, status in latest_statuses(session, until=until).items()}
+    assert latest_states(session, at) == {"example-weather": "live", "open-api": "unreachable"}

@@ -64,6 +64,9 @@ STATUS_COLUMNS = (
     "total_ms", "reason", "error_class", "failure_class", "confirmation", "cors_allow_origin",
     "cors_allow_credentials", "tls_version", "cert_expires_at",
 )
+# What a state needs (`_deciding_probe`'s state does not depend on the probes' order): the
+# rollup asks every entry's state as of a day's end, and reads no more than this.
+STATE_COLUMNS = ("entry_id", "url", "outcome", "http_status")
 
 
 def plan_targets(session: Session, entry_ids: Collection[str] | None = None) -> list[ProbeTarget]:
@@ -208,8 +211,8 @@ def latest_states(
 ) -> dict[str, str]:
     """Each entry's (or each of `entry_ids`') presented state as it was at `until` (that of
     `latest_statuses`), without the rest of its status."""
-    return {entry_id: _deciding_probe(probes)[0]
-            for entry_id, probes in latest_probes(session, entry_ids, until).items() if probes}
+    latest = latest_probes(session, entry_ids, until, STATE_COLUMNS, in_endpoint_order=False)
+    return {entry_id: _deciding_probe(probes)[0] for entry_id, probes in latest.items() if probes}
 
 
 def entry_status(probes: Sequence[ProbeRow]) -> Status:
@@ -296,9 +299,11 @@ def entry_endpoint_statuses(
 
 
 def latest_probes(
-    session: Session, entry_ids: Iterable[str] | None = None, until: datetime | None = None
+    session: Session, entry_ids: Iterable[str] | None = None, until: datetime | None = None,
+    columns: Sequence[str] = STATUS_COLUMNS, in_endpoint_order: bool = True,
 ) -> dict[str, list[ProbeRow]]:
-    """The probes of each entry's latest trusted run (by `until`), in endpoint order.
+    """The probes of each entry's latest trusted run (by `until`), in endpoint order (or as
+    stored), with their `columns` (`entry_id` and `url` among them).
 
     Two index-friendly steps (the latest trusted run of each entry, then the probes of those
     few runs) rather than one join, which SQLite plans as runs x entries row visits.
@@ -306,7 +311,7 @@ def latest_probes(
     latest = latest_runs(session, entry_ids, until)
     by_entry: dict[str, list[ProbeRow]] = defaultdict(list)
     for run_id in sorted(set(latest.values())):
-        statement = select(*(getattr(ProbeRow, name) for name in STATUS_COLUMNS)).where(
+        statement = select(*(getattr(ProbeRow, name) for name in columns)).where(
             ProbeRow.run_id == run_id
         )
         if until is not None:
@@ -318,6 +323,8 @@ def latest_probes(
                 final[probe.entry_id, probe.url] = probe  # a confirmation replaces the first
         for (entry_id, _url), probe in final.items():
             by_entry[entry_id].append(probe)
+    if not in_endpoint_order:
+        return by_entry
     order = _endpoint_order(session)
     return {entry_id: sorted(probes, key=lambda p: order.get(p.endpoint_id, -1))
             for entry_id, probes in by_entry.items()}
