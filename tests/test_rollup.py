@@ -7,6 +7,7 @@ from datetime import UTC, date, datetime, time, timedelta
 import pytest
 from sqlmodel import Session, select
 
+from pipeline.judging import rollup as rollup_module
 from pipeline.judging.evidence import day_bounds, days_between
 from pipeline.judging.rollup import compute_day, roll_up_days
 from pipeline.judging.score import score_entries
@@ -132,6 +133,22 @@ def test_scores_are_those_at_the_end_of_each_day(session: Session, history) -> N
                 score.grade)
     day1, day2 = ({r["entry_id"]: r for r in rollup.entries} for rollup in rollups)
     assert day1["example-weather"]["latency"] != day2["example-weather"]["latency"]
+
+
+def test_a_day_made_and_stored_a_row_at_a_time_is_the_day_stored_at_once(
+    session: Session, history: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rows of a day are made and stored a chunk at a time (a day of 100,000 entries is
+    some 300 MiB of rows); chunks of one row store what one chunk of all does."""
+    days = days_between(DAY1, DAY3)
+    whole = roll_up_days(session, days)
+    at_once = stored(session)
+    monkeypatch.setattr(rollup_module, "ROWS_AT_ONCE", 1)
+    assert roll_up_days(session, days) == whole
+    assert stored(session) == at_once and len(at_once[0]) > 2 and len(at_once[1]) > 2
+    assert [(r.day, r.entries, r.endpoints) for r in whole] == [
+        (r.day, len(r.entries), len(r.endpoints))
+        for r in (compute_day(session, day) for day in days)]
 
 
 def test_endpoint_figures_per_day(session: Session, history: dict[str, str]) -> None:

@@ -7,7 +7,7 @@ nightly or in a backfill, writes the same rows.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
@@ -43,6 +43,20 @@ class DayRollup:
     day: date
     entries: list[dict[str, Any]]
     endpoints: list[dict[str, Any]]
+
+
+# Rows made and stored at a time: a day of 100,000 entries is some 370,000 rows, about
+# 300 MiB as the dicts an insert takes, where a day's figures are a few tens of MiB.
+ROWS_AT_ONCE = 20_000
+
+
+@dataclass(frozen=True)
+class _DayRows:
+    """A day's rollup rows, made a chunk at a time as they are stored."""
+
+    day: date
+    entries: Iterator[list[dict[str, Any]]]
+    endpoints: Iterator[list[dict[str, Any]]]
 
 
 def _day_figures(history: pd.DataFrame, keys: list[str], timed: bool = False) -> pd.DataFrame:
@@ -136,6 +150,19 @@ def compute_day(
     from the rollups of the days before and a few days of raw probes (`bounded_scores`), with
     the entries' stored Pricing and Depth, as the score stage reads them.
     """
+    rows = _day_rows(session, day, entry_ids, history, judged)
+    return DayRollup(day, [row for chunk in rows.entries for row in chunk],
+                     [row for chunk in rows.endpoints for row in chunk])
+
+
+def _day_rows(
+    session: Session,
+    day: date,
+    entry_ids: Collection[str] | None,
+    history: pd.DataFrame | None,
+    judged: Mapping[str, ContentScores] | None,
+) -> _DayRows:
+    """`compute_day`'s rows, made `ROWS_AT_ONCE` at a time from the day's figures."""
     start, end = day_bounds(day)
     history = _days_history(session, day, day) if history is None else history
     checked = history["checked_at"]
@@ -154,45 +181,72 @@ def compute_day(
     scores, _ = bounded_scores(session, {i: judged[i] for i in ids}, end)
     states = latest_states(session, until=end, entry_ids=ids)  # none asked of a day before any
     per_entry = _day_figures(of_day, ["entry_id"], timed=True)
-    probed_today = set(per_entry.index)
-    figures = iter(_figure_rows(per_entry.loc[[i for i in ids if i in probed_today]],
-                                timed=True))
-
-    entry_rows = []
-    for entry_id in ids:
-        score = scores[entry_id]
-        row = next(figures) if entry_id in probed_today else _UNPROBED | {"timed_ms": None}
-        entry_rows.append({
-            "day": day, "entry_id": entry_id, "state": states.get(entry_id, "unchecked"),
-            "pricing": score.pricing.value, "latency": score.latency.value,
-            "depth": score.depth.value, "provisional": score.provisional,
-            "percent": score.percent, "grade": score.grade, "rubric": score.rubric, **row})
     per_url = _day_figures(of_day, ["entry_id", "url"])
-    endpoint_rows = [
-        {"day": day, "entry_id": entry_id, "url": url,
-         "endpoint_id": None if pd.isna(endpoint_id) else int(endpoint_id), **row}
-        for (entry_id, url), endpoint_id, row in zip(
-            per_url.index, per_url["endpoint_id"].tolist(), _figure_rows(per_url), strict=True)
-    ]
-    return DayRollup(day, entry_rows, endpoint_rows)
+    del of_day, history, checked  # the day's figures are all the rows need
+    probed_today = set(per_entry.index)
+
+    def entry_chunks() -> Iterator[list[dict[str, Any]]]:
+        for first in range(0, len(ids), ROWS_AT_ONCE):
+            chunk = ids[first : first + ROWS_AT_ONCE]
+            figures = iter(_figure_rows(per_entry.loc[[i for i in chunk if i in probed_today]],
+                                        timed=True))
+            rows = []
+            for entry_id in chunk:
+                score = scores[entry_id]
+                row = (next(figures) if entry_id in probed_today
+                       else _UNPROBED | {"timed_ms": None})
+                rows.append({
+                    "day": day, "entry_id": entry_id, "state": states.get(entry_id, "unchecked"),
+                    "pricing": score.pricing.value, "latency": score.latency.value,
+                    "depth": score.depth.value, "provisional": score.provisional,
+                    "percent": score.percent, "grade": score.grade, "rubric": score.rubric,
+                    **row})
+            yield rows
+
+    def endpoint_chunks() -> Iterator[list[dict[str, Any]]]:
+        for first in range(0, len(per_url), ROWS_AT_ONCE):
+            part = per_url.iloc[first : first + ROWS_AT_ONCE]
+            yield [
+                {"day": day, "entry_id": entry_id, "url": url,
+                 "endpoint_id": None if pd.isna(endpoint_id) else int(endpoint_id), **row}
+                for (entry_id, url), endpoint_id, row in zip(
+                    part.index, part["endpoint_id"].tolist(), _figure_rows(part), strict=True)
+            ]
+
+    return _DayRows(day, entry_chunks(), endpoint_chunks())
 
 
 def store_day(
     session: Session, rollup: DayRollup, entry_ids: Collection[str] | None = None
 ) -> None:
+    """Replace the stored rows of that day (for `entry_ids`, or all) with `rollup`'s."""
+    _store_rows(session, _DayRows(rollup.day, iter([rollup.entries]), iter([rollup.endpoints])),
+                entry_ids)
+
+
+def _store_rows(
+    session: Session, rollup: _DayRows, entry_ids: Collection[str] | None = None
+) -> tuple[int, int]:
     """Replace the stored rows of that day (for `entry_ids`, or all) with `rollup`'s: one bulk
-    insert per table (a day of a large catalogue is hundreds of thousands of rows)."""
-    for table, rows in ((DailyEntryRollup, rollup.entries),
-                        (DailyEndpointRollup, rollup.endpoints)):
+    insert per chunk (a day of a large catalogue is hundreds of thousands of rows), committed
+    once; the rows stored per table."""
+    counts = []
+    for table, chunks in ((DailyEntryRollup, rollup.entries),
+                          (DailyEndpointRollup, rollup.endpoints)):
         statement = delete(table).where(col(table.day) == rollup.day)
         if entry_ids is None:
             session.exec(statement)
         else:  # a bounded IN list at a time: a backfill may name any number of entries
             for chunk in in_lists(sorted(entry_ids)):
                 session.exec(statement.where(col(table.entry_id).in_(chunk)))
-        if rows:
-            session.execute(insert(table.__table__), rows)
+        stored = 0
+        for rows in chunks:
+            if rows:
+                session.execute(insert(table.__table__), rows)
+                stored += len(rows)
+        counts.append(stored)
     session.commit()
+    return counts[0], counts[1]
 
 
 @dataclass(frozen=True)
@@ -208,8 +262,8 @@ def roll_up_days(
     session: Session, days: Iterable[date], entry_ids: Collection[str] | None = None
 ) -> list[RolledUp]:
     """Compute and store the rollups of every day in `days`; idempotent. The probe history
-    is read once for all of them; a day's rows are let go once stored, before the next day's
-    are computed (a day of 100,000 entries is some 400,000 rows)."""
+    is read once for all of them; a day's rows are made and stored `ROWS_AT_ONCE` at a time
+    (a day of 100,000 entries is some 370,000 rows)."""
     days = list(days)
     if not days:
         return []
@@ -217,13 +271,12 @@ def roll_up_days(
     judged = content_scores(session, entry_ids)
     rollups = []
     for day in days:
-        rollup = compute_day(session, day, entry_ids, history, judged)
-        store_day(session, rollup, entry_ids)
+        entries, endpoints = _store_rows(
+            session, _day_rows(session, day, entry_ids, history, judged), entry_ids)
         if entry_ids is None:  # every entry's row of the day is as of now
             session.merge(RolledDay(day=day, rolled_at=utcnow()))
             session.commit()
-        rollups.append(RolledUp(day, len(rollup.entries), len(rollup.endpoints)))
-        del rollup
+        rollups.append(RolledUp(day, entries, endpoints))
     return rollups
 
 
