@@ -216,14 +216,6 @@ def _day_rows(
     return _DayRows(day, entry_chunks(), endpoint_chunks())
 
 
-def store_day(
-    session: Session, rollup: DayRollup, entry_ids: Collection[str] | None = None
-) -> None:
-    """Replace the stored rows of that day (for `entry_ids`, or all) with `rollup`'s."""
-    _store_rows(session, _DayRows(rollup.day, iter([rollup.entries]), iter([rollup.endpoints])),
-                entry_ids)
-
-
 def _store_rows(
     session: Session, rollup: _DayRows, entry_ids: Collection[str] | None = None
 ) -> tuple[int, int]:
