@@ -14,7 +14,7 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect, text
+from sqlalchemy import Engine, inspect, text
 from sqlmodel import Session, SQLModel, func, select
 
 from pipeline.judging.present import present_entries
@@ -167,21 +167,30 @@ def test_a_store_made_before_migrations_by_the_last_release_is_recognised(
     engine.dispose()
 
 
+def entries_stored_at(database_url: str, revision: str,
+                      entries: list[tuple[str, str, str]]) -> Engine:
+    """A store migrated up to `revision`, holding `entries` (id, content, source file) as that
+    revision's schema stores them; its engine."""
+    engine = open_engine(database_url)
+    with engine.begin() as connection:
+        command.upgrade(alembic_config(connection), revision)
+        for entry_id, content, source in entries:
+            connection.execute(text(
+                "INSERT INTO entry (id, category, name, content, content_hash, source_file,"
+                " first_seen_at, updated_at) VALUES (:id, 'ai', :id, :content, 'h', :source,"
+                " :at, :at)"), {"id": entry_id, "content": content, "source": source, "at": T0})
+    return engine
+
+
 def test_the_successors_named_in_stored_entries_are_kept_in_their_column(
     database_url: str,
 ) -> None:
     """Revision 0011 fills each stored entry's successor from its content, so the next ingest
     checks it without parsing the entry's unchanged file."""
-    engine = open_engine(database_url)
-    with engine.begin() as connection:
-        command.upgrade(alembic_config(connection), "0010")
-        for entry_id, content in (
-            ("old", '{"deprecated": {"on": "2026-10-01", "successor": "new"}}'),
-            ("new", '{"name": "New"}'), ("bare", '{"deprecated": {"on": "2026-10-01"}}')):
-            connection.execute(text(
-                "INSERT INTO entry (id, category, name, content, content_hash, source_file,"
-                " first_seen_at, updated_at) VALUES (:id, 'ai', :id, :content, 'h', :id, :at,"
-                " :at)"), {"id": entry_id, "content": content, "at": T0})
+    engine = entries_stored_at(database_url, "0010", [
+        ("old", '{"deprecated": {"on": "2026-10-01", "successor": "new"}}', "old"),
+        ("new", '{"name": "New"}', "new"),
+        ("bare", '{"deprecated": {"on": "2026-10-01"}}', "bare")])
     assert upgrade_store(engine) == ("0010", head_revision())
     with Session(engine) as session:
         assert dict(session.exec(select(EntryRow.id, EntryRow.successor)).all()) == {
@@ -192,18 +201,12 @@ def test_the_successors_named_in_stored_entries_are_kept_in_their_column(
 def test_stored_source_files_become_relative_to_the_entries_folder(database_url: str) -> None:
     """Revision 0013 cuts each stored source file after its last `entries` folder, so a data
     folder moved after the upgrade changes no entry; a name without one is left as it was."""
-    engine = open_engine(database_url)
     given = {"absolute": "/srv/apidir/data/entries/weather/absolute.yaml",
              "working": "data/entries/maps/working.yaml",
              "nested": "/home/entries/data/entries/ai/nested.yaml",
              "elsewhere": "/srv/other/elsewhere.yaml"}
-    with engine.begin() as connection:
-        command.upgrade(alembic_config(connection), "0012")
-        for entry_id, source in given.items():
-            connection.execute(text(
-                "INSERT INTO entry (id, category, name, content, content_hash, source_file,"
-                " first_seen_at, updated_at) VALUES (:id, 'ai', :id, '{}', 'h', :source, :at,"
-                " :at)"), {"id": entry_id, "source": source, "at": T0})
+    engine = entries_stored_at(database_url, "0012",
+                               [(entry_id, "{}", source) for entry_id, source in given.items()])
     assert upgrade_store(engine) == ("0012", head_revision())
     with Session(engine) as session:
         assert dict(session.exec(select(EntryRow.id, EntryRow.source_file)).all()) == {
