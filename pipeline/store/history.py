@@ -99,8 +99,6 @@ def plan_targets(session: Session, entry_ids: Collection[str] | None = None) -> 
         calls = endpoints.get(entry_id, [])
         planned, skipped = probe_targets_for(base_urls[entry_id], calls, entry_id=entry_id)
         targets.extend(planned)
-        if not skipped and not stored_notes:
-            continue
         notes = dict(skipped)
         notes_changed.extend({"endpoint_id": endpoint_id, "note": notes.get(endpoint_id)}
                              for endpoint_id, _, _ in calls
