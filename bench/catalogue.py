@@ -166,7 +166,7 @@ def stage_publish(root: Path, database_url: str, output: Path,
     def publish() -> int:
         with Session(engine_for(database_url)) as session:  # the count, read in its session
             return publish_release(session, output, settings.base_url, categories, utcnow(),
-                                   presented, pages=pages).total_apis
+                                   presented, pages=pages).release.total_apis
 
     published, figures = measured(publish)
     full = (output / FULL_DATASET).stat().st_size

@@ -46,7 +46,7 @@ def publish_catalogue(root: Path, database_url: str, output: Path) -> dict[str, 
     started = time.perf_counter()
     with Session(engine_for(database_url)) as session:
         release = publish_release(session, output, BASE_URL, load_categories(
-            settings.categories_file), utcnow(), presented, pages=True)
+            settings.categories_file), utcnow(), presented, pages=True).release
         published = release.total_apis
     return {"published": published, "seconds": time.perf_counter() - started}
 

@@ -205,24 +205,16 @@ def _measure_publish() -> dict[str, Any]:
     clock = StageClock()
     for attribute, name in PUBLISH_PARTS:
         clock.wrap(stages, attribute, name)
-    drawn: list[Any] = []
-    write_site = publish.write_site
-
-    def pages(*args: Any, **kwargs: Any) -> Any:
-        drawn.append(write_site(*args, **kwargs))
-        return drawn[-1]
-
-    publish.write_site = pages
     clock.wrap(publish, "write_site", "of it, pages")
     started, usage = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
-    release, _ = stages.publish_handed_over(settings, WORK / "presented.json", _as_of())
+    published, _ = stages.publish_handed_over(settings, WORK / "presented.json", _as_of())
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {
         **_figures(started, usage),
         "workers_cpu": children.ru_utime,
         "workers_system": children.ru_stime,
-        "published": release.total_apis,
-        "spliced": sum(report.spliced for report in drawn),
+        "published": published.release.total_apis,
+        "spliced": published.pages.spliced if published.pages is not None else 0,
         "parts": {name: [clock.timings[name].wall, clock.timings[name].cpu]
                   for name in [*(name for _, name in PUBLISH_PARTS), "of it, pages"]
                   if name in clock.timings},

@@ -82,11 +82,9 @@ async def publish(
 ) -> tuple[str, list[Change]]:
     """Record the state changes, then write a new release of the static files and record it,
     from the presented values the score task handed over in the file `presented`."""
-    release, changes = stages.publish_handed_over(settings, presented, now, run_id)
-    get_run_logger().info(
-        "published %s: %d entries to %s", release.version, release.total_apis, settings.output_dir
-    )
-    return release.version, changes
+    published, changes = stages.publish_handed_over(settings, presented, now, run_id)
+    get_run_logger().info("%s, to %s", published, settings.output_dir)
+    return published.release.version, changes
 
 
 @task(name="rollup", cache_policy=NO_CACHE)

@@ -306,11 +306,10 @@ def publish() -> None:
     now = utcnow()
     presented = hand_over_scores(settings, now)
     try:
-        release, changes = publish_handed_over(settings, presented, now)
+        published, changes = publish_handed_over(settings, presented, now)
     finally:
         discard(presented)
-    typer.echo(f"published release {release.version} with {release.total_apis} entries"
-               + (f"; {len(changes)} state changes" if changes else ""))
+    typer.echo(f"{published}" + (f"; {len(changes)} state changes" if changes else ""))
 
 
 @app.command()

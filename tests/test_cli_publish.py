@@ -33,14 +33,26 @@ def test_publish_scores_the_stored_history(stored: Path) -> None:
     entry, = published["apis"]
     assert entry["status"]["state"] == "live" and entry["status"]["httpStatus"] == 200
     assert entry["builderScore"]["label"].endswith("% builder-friendly")
-    assert f"published release {published['meta']['version']} with 1 entries" in outcome.output
+    assert (f"published {published['meta']['version']}: 1 entries; pages of 1 entries, 0 spliced"
+            in outcome.output)
     assert (stored / "index.html").is_file() and (stored / "apis" / f"{entry['id']}.html").is_file()
     releases = json.loads((stored / "api" / "releases.json").read_text())
     assert releases["releases"][0]["counts"]["byState"]["live"] == 1
 
 
+def test_a_second_publish_says_how_many_pages_it_spliced(stored: Path) -> None:
+    """The previous release's entry pages are reused for their static parts, and the line says
+    so: an operator sees why a publish took the time it did."""
+    assert CliRunner().invoke(app, ["publish"]).exit_code == 0
+    again = CliRunner().invoke(app, ["publish"])
+    assert again.exit_code == 0, again.output
+    version = json.loads((stored / "api" / "apis.json").read_text())["meta"]["version"]
+    assert f"published {version}: 1 entries; pages of 1 entries, 1 spliced" in again.output
+
+
 def test_pages_can_be_left_out(stored: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("APIDIR_PUBLISH_PAGES", "false")
-    assert CliRunner().invoke(app, ["publish"]).exit_code == 0
+    outcome = CliRunner().invoke(app, ["publish"])
+    assert outcome.exit_code == 0 and "entries" in outcome.output and "pages" not in outcome.output
     assert (stored / "api" / "apis.json").is_file()
     assert not (stored / "index.html").exists() and not (stored / "apis").exists()

@@ -392,7 +392,8 @@ def stored_catalogue(tmp_path: Path) -> Iterator[Session]:
 
 def test_publish_release_streams_the_store(tmp_path: Path, stored_catalogue) -> None:
     out = tmp_path / "public"
-    record = publish_release(stored_catalogue, out, "https://directory.test", CATEGORIES, NOW)
+    record = publish_release(stored_catalogue, out, "https://directory.test", CATEGORIES,
+                             NOW).release
     contents = [(row.id, row.content) for row in active_entries(stored_catalogue)]
     expected = release(assemble_entries(contents, as_of=NOW.date()), record.version)
     on_disk = read_catalog([REPO / "data" / "entries"]).entries
@@ -407,7 +408,8 @@ def test_publish_release_sorts_entries_the_store_returns_out_of_order(
     monkeypatch.setattr(publish_module, "_active_contents",
                         lambda session: reversed(list(in_order(session))))
     out = tmp_path / "public"
-    record = publish_release(stored_catalogue, out, "https://directory.test", CATEGORIES, NOW)
+    record = publish_release(stored_catalogue, out, "https://directory.test", CATEGORIES,
+                             NOW).release
     ids = [api["id"] for api in read(out, FULL_DATASET)["apis"]]
     assert record.total_apis == len(ids) >= 70 and ids == sorted(ids)
 

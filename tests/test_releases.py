@@ -52,7 +52,7 @@ def publish(session: Session, out: Path, at: datetime, kept: int = 30, **statuse
     changes = record_state_changes(session, presented.statuses, at)
     release = publish_release(session, out, "https://directory.test", CATEGORIES, at, presented,
                               releases_kept=kept,
-                              changes=recent_changes(session, at - timedelta(days=30)))
+                              changes=recent_changes(session, at - timedelta(days=30))).release
     return release, changes
 
 

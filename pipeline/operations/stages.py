@@ -47,7 +47,7 @@ from pipeline.judging.rollup import RolledUp, roll_up_days
 from pipeline.operations.handover import handed_over, save_presented
 from pipeline.probing.probe import probe_all
 from pipeline.probing.shards import Shard, split_by_host
-from pipeline.release.publish import publish_release
+from pipeline.release.publish import Published, publish_release
 from pipeline.release.swap import publish_lock
 from pipeline.settings import Settings
 from pipeline.store.history import (
@@ -67,7 +67,6 @@ from pipeline.store.shards import (
 )
 from pipeline.store.tables import (
     PipelineRun,
-    ReleaseRow,
     active_categories,
     engine_for,
     session_scope,
@@ -323,7 +322,7 @@ def publisher_slot() -> Iterator[None]:
 
 def publish_now(
     settings: Settings, presented: PresentedValues, now: datetime, run_id: int | None = None
-) -> tuple[ReleaseRow, list[Change]]:
+) -> tuple[Published, list[Change]]:
     """Record the state changes, then write a new release of the static files and record it
     (in the run's record too, with a run); one publisher at a time, here and elsewhere."""
     categories = load_categories(settings.categories_file)
@@ -340,7 +339,7 @@ def publish_now(
             session, sorted(active_categories(session)), presented.verdicts,
             curated_deprecations(session), now, rules, run_id)
         since = now - timedelta(days=settings.changes_days)
-        release = publish_release(
+        published = publish_release(
             session, settings.output_dir, settings.base_url, categories, now, presented, run_id,
             releases_kept=settings.releases_kept, changes=recent_changes(session, since),
             pages=settings.publish_pages, stale_days=settings.stale_days,
@@ -348,14 +347,15 @@ def publish_now(
         )
         if run_id is not None:
             run = session.get(PipelineRun, run_id)
+            release = published.release
             run.release_version, run.entries_published = release.version, release.total_apis
             session.add(run)
-    return release, changes
+    return published, changes
 
 
 def publish_handed_over(
     settings: Settings, presented: Path, now: datetime, run_id: int | None = None
-) -> tuple[ReleaseRow, list[Change]]:
+) -> tuple[Published, list[Change]]:
     """`publish_now` with the presented values the score stage handed over in the file
     `presented`, each entry's read as the release reaches it."""
     with handed_over(presented) as values:

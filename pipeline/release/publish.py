@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, suppress
+from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, get_args
@@ -64,7 +65,7 @@ from pipeline.release.layout import (
 )
 from pipeline.release.openapi import render_openapi
 from pipeline.release.search import search_line
-from pipeline.release.site import write_site
+from pipeline.release.site import SiteReport, write_site
 from pipeline.release.swap import (
     link_tree,
     publish_lock,
@@ -475,6 +476,18 @@ def write_history(
     write_file(staging, CHANGES_FEED, render_feed(meta, items, base_url))
 
 
+@dataclass(frozen=True)
+class Published:
+    """A release just published: its record, and how its pages were drawn (None without)."""
+
+    release: ReleaseRow
+    pages: SiteReport | None = None
+
+    def __str__(self) -> str:
+        line = f"published {self.release.version}: {self.release.total_apis:,} entries"
+        return line + (f"; {self.pages}" if self.pages is not None else "")
+
+
 def publish_release(
     session: Session,
     output_dir: Path,
@@ -488,7 +501,7 @@ def publish_release(
     pages: bool = True,
     stale_days: int = DEFAULT_STALE_DAYS,
     events: Sequence[Event] = (),
-) -> ReleaseRow:
+) -> Published:
     """Publish the store's active entries as a new release and record it.
 
     With the JSON go the reader pages (unless `pages` is off), the release's own copy under
@@ -499,6 +512,7 @@ def publish_release(
         raise ValueError(f"releases_kept must be at least 1, not {releases_kept}")
     values = presented or Presented()
     by_state: Counter[str] = Counter()
+    drawn: list[SiteReport] = []  # the pages of the release that was swapped in
 
     def entries() -> Iterator[dict[str, Any]]:
         by_state.clear()
@@ -521,8 +535,8 @@ def publish_release(
             published = [release_event(version, now), *events]
             write_history(staging, summary, previous, meta, changes, published, base_url)
             if pages:  # after the history: pages link the change log and its feed
-                write_site(staging, base_url, entry_trends(session, now.date()),
-                           previous=output_dir)
+                drawn[:] = [write_site(staging, base_url, entry_trends(session, now.date()),
+                                       previous=output_dir)]
 
         try:
             total = stream_release(output_dir, entries(), categories, version, now, base_url,
@@ -534,4 +548,4 @@ def publish_release(
         release = ReleaseRow(version=version, generated=now, total_apis=total, run_id=run_id)
         session.add(release)
         session.commit()
-    return release
+    return Published(release, drawn[0] if drawn else None)

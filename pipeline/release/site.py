@@ -123,6 +123,10 @@ class SiteReport:
     entries: int
     spliced: int
 
+    def __str__(self) -> str:
+        return (f"pages of {self.entries:,} entries, {self.spliced:,} spliced into the previous "
+                "release's")
+
 
 def write_site(staging: Path, base_url: str,
                trends: Mapping[str, Sequence[DayFigures]] | None = None,
