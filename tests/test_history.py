@@ -3,8 +3,10 @@ trusted run, suspect runs."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pandas as pd
 import pytest
 from sqlalchemy import func
 from sqlmodel import col, select
@@ -139,6 +141,33 @@ def test_history_frame_has_the_columns_the_score_stage_reads(session) -> None:
                                    "outcome", "http_status", "total_ms"]
     assert frame.loc[0, "total_ms"] == 42 and str(frame["checked_at"].dt.tz) == "UTC"
     assert history_frame(session, since=T0 + timedelta(hours=1)).empty
+
+
+def test_history_frame_read_a_few_rows_at_a_time_is_the_frame_read_at_once(
+    session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parts of one row each: a first look and its confirmation in different parts still leave
+    the confirmation alone, and a part with no status code or time keeps the numeric types."""
+    import pipeline.store.history as history
+
+    forecast, current = "https://api.example.com/v1/forecast", "https://api.example.com/v1/current"
+    for day in range(2):
+        run = start_run(session, "nightly")
+        at = T0 + timedelta(days=day)
+        record_probes(session, run, [
+            result(forecast, "unreachable", None, None, error_class="refused", at=at),
+            result(current, "live", 200, 40.0 + day, at=at),
+            replace(result(forecast, "live", 200, 55.0, at=at + timedelta(minutes=5)),
+                    confirmation=True),
+        ])
+    whole = history_frame(session)
+    monkeypatch.setattr(history, "ROWS_AT_ONCE", 1)
+    parts = history_frame(session)
+    pd.testing.assert_frame_equal(parts, whole)
+    assert len(parts) == 4 and set(parts["outcome"]) == {"live"}  # confirmations kept
+    assert [str(parts[c].dtype) for c in ("endpoint_id", "http_status", "total_ms")] == [
+        "float64"] * 3
+    assert parts["url"].iloc[0] is parts["url"].iloc[2]  # one object for a URL of two runs
 
 
 def test_each_endpoint_has_its_own_status_or_says_why_it_is_not_probed(session) -> None:

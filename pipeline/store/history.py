@@ -381,10 +381,32 @@ def history_frame(
         statement = statement.where(ProbeRow.checked_at >= since)
     if until is not None:
         statement = statement.where(ProbeRow.checked_at <= until)
-    rows = session.connection().execute(statement.order_by(ProbeRow.id)).all()  # Core rows
-    frame = pd.DataFrame(dict(zip(HISTORY_COLUMNS, zip(*rows, strict=True), strict=True)) if rows
-                         else {name: [] for name in HISTORY_COLUMNS}, columns=HISTORY_COLUMNS)
-    frame = frame.drop_duplicates(_TARGET_KEYS, keep="last", ignore_index=True)
+    result = session.connection().execute(  # a server-side cursor, for this statement alone
+        statement.order_by(ProbeRow.id).execution_options(yield_per=ROWS_AT_ONCE))
+    texts: dict[str, str] = {}
+    parts = [_history_part(rows, texts) for rows in result.partitions()]
+    frame = (pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts
+             else _history_part([], texts))
+    del parts, texts
+    return frame.drop_duplicates(_TARGET_KEYS, keep="last", ignore_index=True)
+
+
+# Probe rows read and made into a frame at a time: a day of several runs at 100,000 entries
+# is millions of rows, each a row object with its own values before it is a frame's.
+ROWS_AT_ONCE = 50_000
+_HISTORY_TYPES = {"run_id": "int64", "endpoint_id": "float64", "http_status": "float64",
+                  "total_ms": "float64"}  # one type in every part, None as NaN
+_SHARED_TEXTS = ("entry_id", "url", "outcome")  # the same few texts in every run
+
+
+def _history_part(rows: Sequence[Any], texts: dict[str, str]) -> pd.DataFrame:
+    """Rows of `HISTORY_COLUMNS` as a frame, their check times parsed; each entry id, URL and
+    outcome one object, kept in `texts` (the driver makes a new one for every row)."""
+    columns = dict(zip(HISTORY_COLUMNS, zip(*rows, strict=True), strict=True)) if rows else {
+        name: () for name in HISTORY_COLUMNS}
+    for name in _SHARED_TEXTS:
+        columns[name] = [texts.setdefault(text, text) for text in columns[name]]
+    frame = pd.DataFrame(columns, columns=HISTORY_COLUMNS).astype(_HISTORY_TYPES)
     frame["checked_at"] = pd.to_datetime(frame["checked_at"], utc=True, format="ISO8601")
     return frame
 
