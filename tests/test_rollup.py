@@ -109,6 +109,22 @@ def test_entry_figures_per_day(session: Session, history: dict[str, str]) -> Non
     assert (DAY1, "quiet-maps") not in rows  # ingested after that day and never probed
 
 
+def test_a_day_of_two_runs_counts_both_and_no_other_day_counts_them(
+    session: Session, history: dict[str, str]
+) -> None:
+    """Each day's probes are read for that day alone: a second run late on the first day (a
+    backfill that probes again) is the first day's, never the second's."""
+    again = start_run(session, "backfill")
+    record_probes(session, again, [result(history["forecast"], "live", 200, 80.0,
+                                          at=at(DAY1, 23))])
+    roll_up_days(session, [DAY1, DAY2])
+    rows = {(r["day"], r["entry_id"]): r for r in stored(session)[0]}
+    first, second = rows[(DAY1, "example-weather")], rows[(DAY2, "example-weather")]
+    assert (first["probes"], first["live"], first["timed_ms"]) == (4, 3, [80.0, 100.0, 200.0,
+                                                                          300.0])
+    assert (second["probes"], second["live"]) == (3, 0)
+
+
 def test_a_known_entry_without_probes_is_unchecked(session: Session, history) -> None:
     today = datetime.now(UTC).date()
     rollup = compute_day(session, today)

@@ -129,28 +129,27 @@ def _figure_rows(figures: pd.DataFrame, timed: bool = False) -> list[dict[str, o
     return rows
 
 
-def _days_history(session: Session, first: date, last: date) -> pd.DataFrame:
-    """The trusted probes of the days from `first` to `last`: their own figures (their scores
-    read past days from the rollups, `judging/evidence.py`)."""
-    return history_frame(session, since=day_bounds(first)[0], until=day_bounds(last)[1])
+def _day_history(session: Session, day: date) -> pd.DataFrame:
+    """The trusted probes of `day`: its own figures (its scores read past days from the
+    rollups, `judging/evidence.py`)."""
+    start, end = day_bounds(day)
+    return history_frame(session, since=start, until=end)
 
 
 def compute_day(
     session: Session,
     day: date,
     entry_ids: Collection[str] | None = None,
-    history: pd.DataFrame | None = None,
     judged: Mapping[str, ContentScores] | None = None,
 ) -> DayRollup:
     """The rollup of `day` for the active entries known or probed by its end (or `entry_ids`).
 
-    `history` may hold the probes of more days than this one (read once for a range of days);
-    only the day's own are used; `judged` may hold the content scores of more entries than
-    the day's (read once for a range of days too). Its scores are those at the end of the day,
-    from the rollups of the days before and a few days of raw probes (`bounded_scores`), with
-    the entries' stored Pricing and Depth, as the score stage reads them.
+    `judged` may hold the content scores of more entries than the day's (read once for a
+    range of days). Its scores are those at the end of the day, from the rollups of the days
+    before and a few days of raw probes (`bounded_scores`), with the entries' stored Pricing
+    and Depth, as the score stage reads them.
     """
-    rows = _day_rows(session, day, entry_ids, history, judged)
+    rows = _day_rows(session, day, entry_ids, judged)
     return DayRollup(day, [row for chunk in rows.entries for row in chunk],
                      [row for chunk in rows.endpoints for row in chunk])
 
@@ -159,14 +158,11 @@ def _day_rows(
     session: Session,
     day: date,
     entry_ids: Collection[str] | None,
-    history: pd.DataFrame | None,
     judged: Mapping[str, ContentScores] | None,
 ) -> _DayRows:
-    """`compute_day`'s rows, made `ROWS_AT_ONCE` at a time from the day's figures."""
-    start, end = day_bounds(day)
-    history = _days_history(session, day, day) if history is None else history
-    checked = history["checked_at"]
-    of_day = history[(checked >= pd.Timestamp(start)) & (checked <= pd.Timestamp(end))]
+    """`compute_day`'s rows, made `ROWS_AT_ONCE` at a time from the day's figures. The day's
+    probes are read once its scores and states are known: what those read is gone by then."""
+    end = day_bounds(day)[1]
     statement = select(EntryRow.id, EntryRow.first_seen_at).where(
         col(EntryRow.retired_at).is_(None))
     known, later = [], []  # known by the day's end; first seen after it (rare: a backfill)
@@ -176,13 +172,14 @@ def _day_rows(
     if later:  # only those probed in the window count; asked of the store only when any
         known += probed_entries(session, end - timedelta(days=WINDOW_DAYS), end, later)
     ids = sorted(known)
-    of_day = of_day[of_day["entry_id"].isin(ids)]
     judged = content_scores(session, ids) if judged is None else judged
     scores, _ = bounded_scores(session, {i: judged[i] for i in ids}, end)
     states = latest_states(session, until=end, entry_ids=ids)  # none asked of a day before any
+    of_day = _day_history(session, day)
+    of_day = of_day[of_day["entry_id"].isin(ids)]
     per_entry = _day_figures(of_day, ["entry_id"], timed=True)
     per_url = _day_figures(of_day, ["entry_id", "url"])
-    del of_day, history, checked  # the day's figures are all the rows need
+    del of_day  # the day's figures are all the rows need
     probed_today = set(per_entry.index)
 
     def entry_chunks() -> Iterator[list[dict[str, Any]]]:
@@ -253,18 +250,18 @@ class RolledUp:
 def roll_up_days(
     session: Session, days: Iterable[date], entry_ids: Collection[str] | None = None
 ) -> list[RolledUp]:
-    """Compute and store the rollups of every day in `days`; idempotent. The probe history
-    is read once for all of them; a day's rows are made and stored `ROWS_AT_ONCE` at a time
-    (a day of 100,000 entries is some 370,000 rows)."""
+    """Compute and store the rollups of every day in `days`; idempotent. Each day's probes are
+    read for that day alone (a day may hold several runs: a backfill that probes again, manual
+    runs); its rows are made and stored `ROWS_AT_ONCE` at a time (a day of 100,000 entries is
+    some 370,000 rows)."""
     days = list(days)
     if not days:
         return []
-    history = _days_history(session, min(days), max(days))
     judged = content_scores(session, entry_ids)
     rollups = []
     for day in days:
         entries, endpoints = _store_rows(
-            session, _day_rows(session, day, entry_ids, history, judged), entry_ids)
+            session, _day_rows(session, day, entry_ids, judged), entry_ids)
         if entry_ids is None:  # every entry's row of the day is as of now
             session.merge(RolledDay(day=day, rolled_at=utcnow()))
             session.commit()
