@@ -512,7 +512,7 @@ def publish_release(
         raise ValueError(f"releases_kept must be at least 1, not {releases_kept}")
     values = presented or Presented()
     by_state: Counter[str] = Counter()
-    drawn: list[SiteReport] = []  # the pages of the release that was swapped in
+    drawn: SiteReport | None = None  # the pages of the release that was swapped in
 
     def entries() -> Iterator[dict[str, Any]]:
         by_state.clear()
@@ -531,12 +531,13 @@ def publish_release(
         carry = [listed_folder(release) for release in previous]
 
         def complete(staging: Path, meta: dict[str, Any], counts: Mapping[str, int]) -> None:
+            nonlocal drawn
             summary = release_summary(meta, counts, by_state, categories)
             published = [release_event(version, now), *events]
             write_history(staging, summary, previous, meta, changes, published, base_url)
             if pages:  # after the history: pages link the change log and its feed
-                drawn[:] = [write_site(staging, base_url, entry_trends(session, now.date()),
-                                       previous=output_dir)]
+                drawn = write_site(staging, base_url, entry_trends(session, now.date()),
+                                   previous=output_dir)
 
         try:
             total = stream_release(output_dir, entries(), categories, version, now, base_url,
@@ -548,4 +549,4 @@ def publish_release(
         release = ReleaseRow(version=version, generated=now, total_apis=total, run_id=run_id)
         session.add(release)
         session.commit()
-    return Published(release, drawn[0] if drawn else None)
+    return Published(release, drawn)

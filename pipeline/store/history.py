@@ -384,10 +384,10 @@ def history_frame(
     result = session.connection().execute(  # a server-side cursor, for this statement alone
         statement.order_by(ProbeRow.id).execution_options(yield_per=ROWS_AT_ONCE))
     texts: dict[str, str] = {}
-    parts = [_history_part(rows, texts) for rows in result.partitions()]
-    frame = (pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts
-             else _history_part([], texts))
-    del parts, texts
+    parts = [_history_part(rows, texts) for rows in result.partitions()] or [
+        _history_part([], texts)]
+    frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    del parts
     return frame.drop_duplicates(_TARGET_KEYS, keep="last", ignore_index=True)
 
 
