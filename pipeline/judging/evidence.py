@@ -73,12 +73,15 @@ def raw_days(day: date) -> list[date]:
     return [day - timedelta(days=n) for n in (0, 1, 7, WINDOW_DAYS)]
 
 
+def day_history(session: Session, day: date, until: datetime | None = None) -> pd.DataFrame:
+    """The trusted raw probes of `day` (up to `until`), read for that day alone."""
+    start, end = day_bounds(day)
+    return history_frame(session, since=start, until=end if until is None else min(end, until))
+
+
 def _raw_history(session: Session, as_of: datetime, days: list[date]) -> pd.DataFrame:
     """The raw probes of `days`, up to `as_of`."""
-    frames = []
-    for day in days:
-        start, end = day_bounds(day)
-        frames.append(history_frame(session, since=start, until=min(end, as_of)))
+    frames = [day_history(session, day, as_of) for day in days]
     return pd.concat([f for f in frames if not f.empty] or frames[:1], ignore_index=True)
 
 

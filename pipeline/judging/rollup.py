@@ -19,9 +19,9 @@ from sqlmodel import Session, col, delete, select
 
 from pipeline.judging.content_scores import content_scores
 from pipeline.judging.day_figures import DayFigures
-from pipeline.judging.evidence import WINDOW_DAYS, bounded_scores, day_bounds
+from pipeline.judging.evidence import WINDOW_DAYS, bounded_scores, day_bounds, day_history
 from pipeline.judging.score import ContentScores
-from pipeline.store.history import history_frame, latest_states, probed_entries
+from pipeline.store.history import latest_states, probed_entries
 from pipeline.store.tables import (
     DailyEndpointRollup,
     DailyEntryRollup,
@@ -129,13 +129,6 @@ def _figure_rows(figures: pd.DataFrame, timed: bool = False) -> list[dict[str, o
     return rows
 
 
-def _day_history(session: Session, day: date) -> pd.DataFrame:
-    """The trusted probes of `day`: its own figures (its scores read past days from the
-    rollups, `judging/evidence.py`)."""
-    start, end = day_bounds(day)
-    return history_frame(session, since=start, until=end)
-
-
 def compute_day(
     session: Session,
     day: date,
@@ -175,7 +168,7 @@ def _day_rows(
     judged = content_scores(session, ids) if judged is None else judged
     scores, _ = bounded_scores(session, {i: judged[i] for i in ids}, end)
     states = latest_states(session, until=end, entry_ids=ids)  # none asked of a day before any
-    of_day = _day_history(session, day)
+    of_day = day_history(session, day)  # its own figures; its scores read past days' rollups
     of_day = of_day[of_day["entry_id"].isin(ids)]
     per_entry = _day_figures(of_day, ["entry_id"], timed=True)
     per_url = _day_figures(of_day, ["entry_id", "url"])
