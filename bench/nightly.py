@@ -137,8 +137,7 @@ def run_night(config_file: Path, figures_file: Path) -> None:
         "run": result["run"],
         "version": result["version"],
         "published": result["published"],
-        "ingest": {name: len(ids) for name, ids in result["ingest"].items()
-                   if isinstance(ids, list)},
+        "ingest": result["ingest"]["counts"],
         "prefect_start_s": prefect_start,
         "timings": {name: vars(timing) for name, timing in clock.timings.items()},
         "process_cpu_s": usage.ru_utime + usage.ru_stime,

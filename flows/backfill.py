@@ -27,7 +27,7 @@ from pipeline.operations.runs import (
     run_stage,
     with_retries,
 )
-from pipeline.operations.stages import chosen_entries
+from pipeline.operations.stages import changes_of_run, chosen_entries
 from pipeline.settings import Settings
 from pipeline.store.tables import utcnow
 
@@ -58,13 +58,14 @@ async def backfill(
             rows = await run_stage("rollup", with_retries(rollup, settings)(settings, days, chosen))
             now = utcnow()
             presented = await run_stage("score", score(settings, run_id, now))
-            version, changes = await run_stage(
+            version = await run_stage(
                 "publish", with_retries(publish, settings)(settings, run_id, presented, now)
             )
         except Exception as exc:
             await fail_run(settings, run_id, exc, "backfill")
             raise
-        run = await complete_run(settings, run_id, presented, changes, None)
+        run = await complete_run(settings, run_id, presented,
+                                 changes_of_run(settings, run_id), None)
     finally:
         discard(presented)
     return {

@@ -20,10 +20,9 @@ from prefect.runtime import flow_run as current_flow_run
 from prefect.task_runners import ProcessPoolTaskRunner
 
 from flows.probe_shards import probe_in_shards, probe_on_workers
-from pipeline.catalogue.ingest import IngestSummary
-from pipeline.judging.changes import Change
 from pipeline.operations import stages
 from pipeline.operations.handover import discard
+from pipeline.operations.report import LISTED, IngestBrief
 from pipeline.operations.runs import (
     alert_crash,
     alert_state_changes,
@@ -43,18 +42,19 @@ RUN_TIMEOUT = Settings().run_timeout
 
 
 @task(name="ingest", cache_policy=NO_CACHE)
-async def ingest(settings: Settings, run_id: int) -> IngestSummary:
-    """Read and validate every entry file, then upsert the valid ones into the store."""
+async def ingest(settings: Settings, run_id: int) -> IngestBrief:
+    """Read and validate every entry file, then upsert the valid ones into the store; the
+    result counts what changed and names the first of each kind (every id is in the store)."""
     summary, report = stages.ingest_entries(settings, run_id)
     logger = get_run_logger()
-    for problem in report.problems:
+    for problem in report.problems[:LISTED]:
         logger.warning("invalid entry file: %s", problem)
-    logger.info(
-        "ingest: %d added, %d updated, %d unchanged, %d retired, %d invalid",
-        len(summary.added), len(summary.updated), len(summary.unchanged),
-        len(summary.retired), len(summary.invalid),
-    )
-    return summary
+    if len(report.problems) > LISTED:
+        logger.warning("… and %d more invalid entry files: `apidir validate` lists every one",
+                       len(report.problems) - LISTED)
+    brief = IngestBrief.of(summary)
+    logger.info("ingest: %s", ", ".join(f"{count} {kind}" for kind, count in brief.counts.items()))
+    return brief
 
 
 @task(name="probe", cache_policy=NO_CACHE)
@@ -77,14 +77,14 @@ async def score(settings: Settings, run_id: int, as_of: datetime) -> Path:
 
 
 @task(name="publish", cache_policy=NO_CACHE)
-async def publish(
-    settings: Settings, run_id: int, presented: Path, now: datetime
-) -> tuple[str, list[Change]]:
+async def publish(settings: Settings, run_id: int, presented: Path, now: datetime) -> str:
     """Record the state changes, then write a new release of the static files and record it,
-    from the presented values the score task handed over in the file `presented`."""
+    from the presented values the score task handed over in the file `presented`; the
+    release's version (the changes stay in the store, for the run's summary and alerts)."""
     published, changes = stages.publish_handed_over(settings, presented, now, run_id)
-    get_run_logger().info("%s, to %s", published, settings.output_dir)
-    return published.release.version, changes
+    get_run_logger().info("%s, %d state changes, to %s", published, len(changes),
+                          settings.output_dir)
+    return published.release.version
 
 
 @task(name="rollup", cache_policy=NO_CACHE)
@@ -123,7 +123,7 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
             await report_network_suspect(settings, "nightly", run_id)
             now = utcnow()
             presented = await run_stage("score", score(settings, run_id, now))
-            version, changes = await run_stage(
+            version = await run_stage(
                 "publish", with_retries(publish, settings)(settings, run_id, presented, now)
             )
             await run_stage(
@@ -132,6 +132,7 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
         except Exception as exc:
             await fail_run(settings, run_id, exc, "nightly")
             raise
+        changes = stages.changes_of_run(settings, run_id)
         run = await complete_run(settings, run_id, presented, changes, ingested)
     finally:
         discard(presented)
@@ -141,7 +142,8 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
         "runDate": day.isoformat(),
         "version": version,
         "published": run.entries_published,
-        "changes": [change.document() for change in changes],
+        "changed": len(changes),
+        "changes": [change.document() for change in changes[:LISTED]],
         "ingest": asdict(ingested),
     }
 

@@ -10,7 +10,7 @@ import sys
 from dataclasses import asdict, replace
 from datetime import date
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -101,13 +101,20 @@ def run() -> None:
         f"published release {result['version']} with {result['published']} entries "
         f"to {Settings().output_dir}/"
     )
-    invalid = result["ingest"]["invalid"]
-    if invalid:
-        typer.echo(
-            f"{len(invalid)} invalid entry file(s) kept their last valid version: "
-            f"{', '.join(invalid)} (see `apidir validate`)",
-            err=True,
-        )
+    if line := invalid_files_line(result["ingest"]):
+        typer.echo(line, err=True)
+
+
+def invalid_files_line(ingested: dict[str, Any]) -> str | None:
+    """The line that tells of the invalid entry files a run kept at their last valid version,
+    from the run's ingest brief (counts, and the first ids of each kind)."""
+    invalid = ingested["counts"]["invalid"]
+    if not invalid:
+        return None
+    named = ingested["named"]["invalid"]
+    more = f" and {invalid - len(named):,} more" if invalid > len(named) else ""
+    return (f"{invalid:,} invalid entry file(s) kept their last valid version: "
+            f"{', '.join(named)}{more} (see `apidir validate`)")
 
 
 def day_of(text: str) -> date:

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from tests.conftest import REPO, WriteEntry
@@ -134,3 +135,18 @@ def test_a_failed_run_ends_in_one_line_without_tracebacks(
     assert "Traceback" not in done.stderr and '  File "' not in done.stderr
     last = [line for line in done.stderr.splitlines() if line.startswith("apidir: ")][-1]
     assert last.startswith("apidir: ingest stage failed: EmptyCatalogError: no entries folder")
+
+
+def test_a_run_with_many_invalid_files_names_the_first_and_counts_the_rest() -> None:
+    """`apidir run` tells of the invalid files from the run's ingest brief, which names at most
+    the first 200 of them."""
+    from pipeline.catalogue.ingest import IngestSummary
+    from pipeline.cli import invalid_files_line
+    from pipeline.operations.report import LISTED, IngestBrief
+
+    invalid = [f"api-{n:05d}" for n in range(LISTED + 50)]
+    brief = asdict(IngestBrief.of(IngestSummary(invalid=invalid)))
+    line = invalid_files_line(brief)
+    assert line.startswith("250 invalid entry file(s) kept their last valid version: api-00000, ")
+    assert line.endswith(f"api-{LISTED - 1:05d} and 50 more (see `apidir validate`)")
+    assert invalid_files_line(asdict(IngestBrief.of(IngestSummary()))) is None

@@ -203,6 +203,7 @@ async def test_state_changes_alert_and_fill_the_run_summary(
 
     assert [(c["entry"], c["from"], c["to"]) for c in outcome["changes"]] == [
         ("example-weather", "live", "unreachable")]
+    assert outcome["changed"] == 1
     assert hook.events() == ["state_changed"]
     assert hook.received[0]["changes"][0]["direction"] == "down"
     changes = json.loads((tmp_path / "public" / "api" / "changes.json").read_text())

@@ -12,7 +12,7 @@ from sqlmodel import Session
 
 from pipeline.catalogue.entries import load_categories
 from pipeline.contract import Status
-from pipeline.judging.changes import recent_changes, record_state_changes
+from pipeline.judging.changes import recent_changes, record_state_changes, run_changes
 from pipeline.judging.present import Presented
 from pipeline.release.layout import (
     CHANGES,
@@ -25,6 +25,7 @@ from pipeline.release.layout import (
 )
 from pipeline.release.publish import publish_release
 from pipeline.release.validate import validate_release
+from pipeline.store.tables import start_run
 from tests.conftest import REPO, WriteEntry, make_entry
 
 T0 = datetime(2026, 11, 21, 3, 0, tzinfo=UTC)
@@ -192,3 +193,15 @@ def test_unchecked_statuses_change_nothing(session: Session) -> None:
     later = T0 + timedelta(hours=1)
     changed = record_state_changes(session, {"example-weather": status("online", later)}, later)
     assert [(c.from_state, c.to_state, c.at) for c in changed] == [("live", "online", later)]
+
+
+def test_a_runs_changes_are_read_back_as_it_recorded_them(session: Session) -> None:
+    """The nightly's summary and alerts read the run's changes from the store: each run's own,
+    in the order recorded, named as recorded."""
+    first, second = start_run(session, "nightly"), start_run(session, "nightly")
+    later = T0 + timedelta(hours=1)
+    record_state_changes(session, {"example-weather": status("live", T0)}, T0, first.id)
+    mine = record_state_changes(session, {"example-weather": status("unreachable", later)},
+                                later, second.id)
+    assert mine and run_changes(session, second.id) == mine
+    assert run_changes(session, first.id) == []

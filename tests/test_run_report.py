@@ -4,6 +4,8 @@ where every entry is published; the run's record reads the entries' figures alon
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from datetime import UTC, datetime
 
 from pipeline.contract import (
@@ -99,7 +101,7 @@ def test_a_large_night_is_summed_up_within_bounds() -> None:
     """A first night of 100,000 new entries, as many state changes and validation errors: the
     report names the first of each and counts the rest (Prefect refuses an event over 1.5 MB)."""
     from pipeline.catalogue.ingest import IngestSummary
-    from pipeline.operations.report import LISTED
+    from pipeline.operations.report import LISTED, IngestBrief
 
     many = 100_000
     added = [f"api-{n:06d}" for n in range(many)]
@@ -108,8 +110,13 @@ def test_a_large_night_is_summed_up_within_bounds() -> None:
                "field": "name", "rule": "missing-required-field", "message": "missing"}
               for entry_id in added]
     run = PipelineRun(id=8, flow="nightly", state="completed", errors=errors)
-    report = run_report(run, figures(), changes, IngestSummary(added=added))
+    unchanged = [f"old-{n:06d}" for n in range(many)]
+    brief = IngestBrief.of(IngestSummary(added=added, unchanged=unchanged))
+    assert len(json.dumps(asdict(brief))) < 20_000  # the ingest task's result, at any size
+    assert brief.counts["unchanged"] == many and "unchanged" not in brief.named
+    report = run_report(run, figures(), changes, brief)
     assert len(report.encode()) < 100_000
+    assert f"- Updated: 0; unchanged: {many:,}" in report
     assert f"`api-{LISTED - 1:06d}` and {many - LISTED:,} more" in report
     assert f"`api-{LISTED:06d}`" not in report
     assert f"… and {many - LISTED:,} more: every change is published in `api/changes.json`." in (

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from sqlmodel import Session, col, select
+from sqlmodel.sql.expression import Select
 
 from pipeline.contract import Deprecation, Lifecycle, Status
 from pipeline.judging.health import (
@@ -129,9 +130,21 @@ def recent_changes(session: Session, since: datetime, limit: int = 500) -> list[
         .order_by(col(StateChange.at).desc(), col(StateChange.id).desc())
         .limit(limit)
     )
+    return _changes(session, statement)
+
+
+def _changes(session: Session, statement: Select[StateChange]) -> list[Change]:
+    """The state changes `statement` selects, with their entries' names."""
     rows = [row.model_dump() for row in session.exec(statement)]
     names = _names(session, sorted({row["entry_id"] for row in rows}))
     return [_change(row, names) for row in rows]
+
+
+def run_changes(session: Session, run_id: int) -> list[Change]:
+    """The state changes the run `run_id` recorded, in the order it recorded them: what the
+    run's summary and alerts tell, read from the store, not handed from task to task."""
+    return _changes(session, select(StateChange).where(StateChange.run_id == run_id)
+                    .order_by(col(StateChange.id)))
 
 
 @dataclass(frozen=True)

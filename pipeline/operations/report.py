@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, get_args
 
 from sqlmodel import Session, col, select
@@ -47,11 +48,36 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]
     return lines
 
 
-def _names(ids: Sequence[str], limit: int = LISTED) -> str:
+@dataclass(frozen=True)
+class IngestBrief:
+    """An ingest told by its counts and the first ids of each kind that the report names: the
+    flow's ingest result, a few kB at any size (the summary's lists hold every id, 100,000
+    unchanged ones on a quiet night at 100k)."""
+
+    counts: dict[str, int]
+    named: dict[str, list[str]]
+
+    @classmethod
+    def of(cls, summary: IngestSummary, limit: int = LISTED) -> IngestBrief:
+        kinds = ("added", "updated", "unchanged", "retired", "restored", "invalid")
+        lists = {kind: getattr(summary, kind) for kind in kinds}
+        return cls(counts={kind: len(ids) for kind, ids in lists.items()},
+                   named={kind: lists[kind][:limit] for kind in NAMED})
+
+    def names(self, kind: str) -> str:
+        """The ids of `kind` the brief names, and how many more there are."""
+        return _names(self.named[kind], self.counts[kind])
+
+
+# The kinds of ingested entries a brief names; the other kinds it counts.
+NAMED = ("added", "restored", "retired", "invalid")
+
+
+def _names(ids: Sequence[str], count: int) -> str:
     if not ids:
         return "none"
-    names = ", ".join(f"`{entry_id}`" for entry_id in ids[:limit])
-    return names + (f" and {len(ids) - limit:,} more" if len(ids) > limit else "")
+    names = ", ".join(f"`{entry_id}`" for entry_id in ids)
+    return names + (f" and {count - len(ids):,} more" if count > len(ids) else "")
 
 
 def _rows_beyond(count: int, limit: int, where: str) -> list[str]:
@@ -63,7 +89,7 @@ def run_report(
     run: PipelineRun,
     figures: Mapping[str, Mapping[str, Any]],
     changes: Sequence[Change] = (),
-    ingest: IngestSummary | None = None,
+    ingest: IngestBrief | None = None,
     slowest: Sequence[ProbeRow] = (),
     abandoned: Sequence[PipelineRun] = (),
     table: tuple[int, int, str] | None = None,
@@ -106,10 +132,11 @@ def run_report(
         lines.append("No entry changed state.")
     if ingest is not None:
         lines += ["", "## Catalogue", "",
-                  f"- New: {_names(ingest.added)}",
-                  f"- Restored: {_names(ingest.restored)}",
-                  f"- Retired: {_names(ingest.retired)}",
-                  f"- Updated: {len(ingest.updated)}; unchanged: {len(ingest.unchanged)}"]
+                  f"- New: {ingest.names('added')}",
+                  f"- Restored: {ingest.names('restored')}",
+                  f"- Retired: {ingest.names('retired')}",
+                  f"- Updated: {ingest.counts['updated']:,}; "
+                  f"unchanged: {ingest.counts['unchanged']:,}"]
     lines += ["", "## Slowest endpoints", ""]
     if slowest:
         lines += _table(["entry", "url", "HTTP", "ms"],

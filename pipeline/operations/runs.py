@@ -19,7 +19,7 @@ from prefect.tasks import Task, exponential_backoff
 from pydantic import ValidationError
 from sqlmodel import Session, col, select
 
-from pipeline.catalogue.ingest import EmptyCatalogError, IngestSummary
+from pipeline.catalogue.ingest import EmptyCatalogError
 from pipeline.judging.changes import Change
 from pipeline.operations.alerts import AlertEvent, alert_payload, send_alert
 from pipeline.operations.events import (
@@ -30,7 +30,7 @@ from pipeline.operations.events import (
 )
 from pipeline.operations.handover import load_entry_figures
 from pipeline.operations.memory import release_freed_memory
-from pipeline.operations.report import entry_table, run_report, slowest_probes
+from pipeline.operations.report import IngestBrief, entry_table, run_report, slowest_probes
 from pipeline.release.layout import FULL_DATASET
 from pipeline.release.validate import ReleaseValidationError
 from pipeline.settings import Settings
@@ -107,7 +107,7 @@ def abandoned_since(session: Session, run: PipelineRun) -> list[PipelineRun]:
 
 
 async def complete_run(settings: Settings, run_id: int, handed_over: Path,
-                       changes: list[Change], ingested: IngestSummary | None) -> PipelineRun:
+                       changes: list[Change], ingested: IngestBrief | None) -> PipelineRun:
     """Mark the run completed and publish its summary as Prefect artifacts: a markdown
     report and a table of the entries (every one, or at scale those most worth a look), from
     the entries' figures handed over in a file with the presented values."""

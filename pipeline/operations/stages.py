@@ -39,6 +39,7 @@ from pipeline.judging.changes import (
     recent_events,
     record_lifecycles,
     record_state_changes,
+    run_changes,
 )
 from pipeline.judging.content_scores import store_content_scores
 from pipeline.judging.health import LifecycleRules
@@ -360,6 +361,12 @@ def publish_handed_over(
     `presented`, each entry's read as the release reaches it."""
     with handed_over(presented) as values:
         return publish_now(settings, values, now, run_id)
+
+
+def changes_of_run(settings: Settings, run_id: int) -> list[Change]:
+    """The state changes the run recorded, read back from the store after its publish."""
+    with session_scope(engine_for(settings.database_url)) as session:
+        return run_changes(session, run_id)
 
 
 def roll_up(

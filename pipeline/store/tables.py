@@ -276,7 +276,7 @@ class StateChange(SQLModel, table=True):
     from_state: str
     to_state: str
     at: datetime = Field(sa_type=UtcDateTime, index=True)
-    run_id: int | None = Field(default=None, foreign_key="pipeline_run.id")
+    run_id: int | None = Field(default=None, foreign_key="pipeline_run.id", index=True)
 
 
 class EntryState(SQLModel, table=True):
