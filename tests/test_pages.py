@@ -801,3 +801,39 @@ def test_an_entry_whose_text_could_stand_for_a_mark_is_never_spliced() -> None:
     assert pages.may_splice(b'{"description":"<b>bold</b> --> and <!- not a comment"}')
     for text in (b"<!--nightly:status-->", b"<!--", b"\\u003c!--", b"\\u003C!--"):
         assert not pages.may_splice(b'{"description":"' + text + b'"}')
+
+
+def test_a_spliced_page_is_refused_for_a_dead_link_in_its_nightly_parts(
+    sample: SampleRelease, tmp_path: Path
+) -> None:
+    """The nightly parts of a spliced page are checked: a successor that is no entry of the
+    release (its lifecycle is a nightly field, so the page is spliced) stops the publish."""
+    from pipeline.release.site import write_site
+
+    trends = next_night_trends(sample)
+    edit = {LIVE_ID: {"lifecycle": {"state": "deprecated", "successor": "no-such-api"}}}
+    whole = next_night(sample, tmp_path / "whole")
+    assert write_site(whole, BASE_URL, trends, workers=1).spliced == 0
+    staging = next_night(sample, tmp_path / "spliced", edit)
+    with pytest.raises(PageError) as failure:
+        write_site(staging, BASE_URL, trends, workers=1, previous=whole)
+    assert failure.value.problems == [
+        f"apis/{LIVE_ID}.html: link to ../apis/no-such-api.html leads to no file of the release"]
+
+
+@pytest.mark.parametrize("timed", ["every day", "no day", "every other day"])
+def test_the_trend_chart_balances_its_tags_for_every_count_of_days(timed: str) -> None:
+    """A spliced page's check leaves its trend chart out: the chart is drawn from numbers and
+    dates alone, so its tags are those of its count of days, each checked here."""
+    last = NOW.date()
+    for count in range(pages.TREND_DAYS + 2):
+        days = [DayFigures(last - timedelta(days=k), 24, 24 - k % 5,
+                           None if timed == "no day" or (timed != "every day" and k % 2)
+                           else 50.0 + 40 * k)
+                for k in range(count)]
+        chart = pages.trend_svg(days, last)
+        assert (chart == "") == (count == 0)
+        assert pages.page_problems(entry_page("x"), chart, frozenset()) == []
+        assert pages._balanced_links(chart) == []  # balanced, and links nowhere
+        shown = min(count, pages.TREND_DAYS)
+        assert chart.count("<rect ") == (shown + 1 if shown else 0)

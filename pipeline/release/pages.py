@@ -361,20 +361,33 @@ def asset_files() -> tuple[dict[str, bytes], dict[str, str]]:
     return files, paths
 
 
+@cache
+def macros(template: str) -> Any:
+    """The macros of a template, looked up once a process: each entry calls several."""
+    return environment().get_template(template).module
+
+
+def release_line(meta: Mapping[str, Any]) -> str:
+    """The line that names a page's release: the same on every page of the release, so drawn
+    (and checked) once for every entry page spliced."""
+    return str(macros("_macros.html").release_line(meta))
+
+
 def entry_badges(api: Mapping[str, Any]) -> Markup:
     """A presented entry's badges (status, lifecycle, grade, transport), which its page and its
     card show alike."""
-    return environment().get_template("_macros.html").module.entry_badges(api)
+    return macros("_macros.html").entry_badges(api)
 
 
 def card_html(api: Mapping[str, Any], labels: Mapping[str, str], badges: Markup) -> Markup:
     """A presented entry's card as a category page draws it (markup already: a category page
     of a large release holds tens of thousands, which are not copied again), with the entry's
     `entry_badges`, drawn once for its page and its card."""
-    return environment().get_template("_macros.html").module.api_card(api, "../", labels, badges)
+    return macros("_macros.html").api_card(api, "../", labels, badges)
 
 
-def _trend_of(common: Mapping[str, Any], trend: Sequence[DayFigures]) -> str:
+def trend_of(common: Mapping[str, Any], trend: Sequence[DayFigures]) -> str:
+    """An entry's trend chart (`trend_svg`) up to the day of the release in `common`."""
     last_day = datetime.fromisoformat(common["meta"]["generated"].replace("Z", "+00:00")).date()
     return trend_svg(trend, last_day)
 
@@ -389,7 +402,7 @@ def render_entry_page(
     path = entry_page(api["id"])
     return environment().get_template("entry.html").render(
         common, root="../", api=api, category=common["labels"].get(api["category"]), page=path,
-        trend=_trend_of(common, trend), markdown=entry_markdown(api["id"]), badges=badges,
+        trend=trend_of(common, trend), markdown=entry_markdown(api["id"]), badges=badges,
         static_key=key,
     )
 
@@ -438,19 +451,17 @@ def may_splice(line: bytes) -> bool:
     return b"<!--" not in line and b"\\u003c" not in line and b"\\u003C" not in line
 
 
-def nightly_page_parts(
-    api: Mapping[str, Any], common: Mapping[str, Any], trend: Sequence[DayFigures],
-    badges: Markup,
-) -> dict[str, str]:
-    """The marked parts of an entry's page, drawn as `render_entry_page` draws them."""
-    macros = environment().get_template("_entry_nightly.html").module
+def nightly_page_parts(api: Mapping[str, Any], trend: str, badges: Markup,
+                       release: str) -> dict[str, str]:
+    """The marked parts of an entry's page, drawn as `render_entry_page` draws them, with its
+    `trend_of`, its `entry_badges` and the release's `release_line`, drawn before."""
+    nightly = macros("_entry_nightly.html")
     return {
         "badges": str(badges),
-        "status": str(macros.status_section(api, _trend_of(common, trend), "../")),
-        "score": str(macros.score_section(api)),
-        "endpoints": str(macros.endpoints_section(api)),
-        "release": str(environment().get_template("_macros.html").module
-                       .release_line(common["meta"])),
+        "status": str(nightly.status_section(api, trend, "../")),
+        "score": str(nightly.score_section(api)),
+        "endpoints": str(nightly.endpoints_section(api)),
+        "release": release,
     }
 
 

@@ -51,6 +51,8 @@ from pipeline.release.pages import (
     category_page,
     entry_page,
     page_context,
+    page_problems,
+    release_line,
     render_pages,
     site_root,
 )
@@ -154,15 +156,17 @@ def write_site(staging: Path, base_url: str,
         *map(category_page, category_ids), *map(category_markdown, category_ids),
         *map(entry_page, ids), *map(entry_markdown, ids),
     })
-    context = SiteContext(staging, page_context(meta, categories, asset_paths), release,
-                          root_path, previous if previous is not None and previous.is_dir()
-                          else None)
+    common = page_context(meta, categories, asset_paths)
+    line = release_line(meta)
+    context = SiteContext(staging, common, release, root_path,
+                          previous if previous is not None and previous.is_dir() else None, line)
     for folder in {os.path.dirname(path) for path in (entry_page("x"), entry_markdown("x"))}:
         (staging / folder).mkdir(parents=True, exist_ok=True)
     if workers is None:
         workers = min(os.cpu_count() or 1, 8) if len(ids) >= PARALLEL_FROM else 1
     cards: dict[str, list[tuple[tuple[int, bool, str], str]]] = {c: [] for c in category_ids}
-    listings, problems = [], []
+    # Every entry page spliced gets the release line drawn here: checked once, for them all.
+    listings, problems = [], page_problems(entry_page("*"), line, release, root_path)
     reused = 0
     chunks = _chunks(dataset_lines(staging / FULL_DATASET), trends, ids)
     pool = None
