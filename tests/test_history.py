@@ -16,6 +16,7 @@ from pipeline.probing.probe import ProbeResult
 from pipeline.store.history import (
     RECENT_RUNS,
     history_frame,
+    latest_probes,
     latest_runs,
     latest_states,
     latest_statuses,
@@ -168,6 +169,34 @@ def test_history_frame_read_a_few_rows_at_a_time_is_the_frame_read_at_once(
     assert [str(parts[c].dtype) for c in ("endpoint_id", "http_status", "total_ms")] == [
         "float64"] * 3
     assert parts["url"].iloc[0] is parts["url"].iloc[2]  # one object for a URL of two runs
+
+
+def test_latest_probes_read_a_row_at_a_time_share_their_recurring_texts(
+    session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The latest run's probes, read one row at a time, are those read at once: a confirmation
+    in a later part still replaces its first look, and an entry's id and each outcome is one
+    object on all its probes."""
+    import pipeline.store.history as history
+
+    forecast, current = "https://api.example.com/v1/forecast", "https://api.example.com/v1/current"
+    for day in range(2):
+        run = start_run(session, "nightly")
+        at = T0 + timedelta(days=day)
+        record_probes(session, run, [
+            result(forecast, "unreachable", None, None, error_class="refused", at=at),
+            result(current, "live", 200, 40.0 + day, at=at),
+            replace(result(forecast, "live", 200, 55.0, at=at + timedelta(minutes=5)),
+                    confirmation=True),
+        ])
+    whole = latest_probes(session)
+    monkeypatch.setattr(history, "ROWS_AT_ONCE", 1)
+    probes = latest_probes(session)["example-weather"]
+    assert probes == whole["example-weather"] and len(probes) == 2
+    assert [(p.url, p.outcome, p.total_ms, p.confirmation) for p in probes] == [
+        (forecast, "live", 55.0, True), (current, "live", 41.0, False)]
+    assert {p.run_id for p in probes} == {run.id}
+    assert probes[0].entry_id is probes[1].entry_id and probes[0].outcome is probes[1].outcome
 
 
 def test_each_endpoint_has_its_own_status_or_says_why_it_is_not_probed(session) -> None:

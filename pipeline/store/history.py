@@ -7,10 +7,11 @@ network was down), so one bad night never turns the whole directory red.
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, namedtuple
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from operator import attrgetter
 from typing import Any, NamedTuple
 
@@ -308,6 +309,10 @@ def latest_probes(
     """
     latest = latest_runs(session, entry_ids, until)
     by_entry: dict[str, list[ProbeRow]] = defaultdict(list)
+    make = _latest_probe_type(tuple(columns))._make
+    shared = [n for n, name in enumerate(columns) if name in _RECURRING_TEXTS]
+    texts: dict[str | None, str | None] = {}
+    share = texts.setdefault
     for run_id in sorted(set(latest.values())):
         statement = select(*(getattr(ProbeRow, name) for name in columns)).where(
             ProbeRow.run_id == run_id
@@ -315,17 +320,33 @@ def latest_probes(
         if until is not None:
             statement = statement.where(ProbeRow.checked_at <= until)
         final: dict[tuple[str, str], Any] = {}
-        rows = session.connection().execute(statement.order_by(ProbeRow.id)).all()  # Core rows
-        for probe in rows:
-            if latest.get(probe.entry_id) == run_id:
-                final[probe.entry_id, probe.url] = probe  # a confirmation replaces the first
-        for (entry_id, _url), probe in final.items():
-            by_entry[entry_id].append(probe)
+        rows = session.connection().execute(
+            statement.order_by(ProbeRow.id).execution_options(yield_per=ROWS_AT_ONCE))
+        for row in rows:
+            if latest.get(row.entry_id) == run_id:  # a confirmation replaces the first look
+                values = list(row)
+                for n in shared:
+                    values[n] = share(values[n], values[n])
+                final[row.entry_id, row.url] = make(values)
+        for probe in final.values():
+            by_entry[probe.entry_id].append(probe)
     if not in_endpoint_order:
         return by_entry
     order = _endpoint_order(session)
     return {entry_id: sorted(probes, key=lambda p: order.get(p.endpoint_id, -1))
             for entry_id, probes in by_entry.items()}
+
+
+# Texts that recur from probe to probe (an entry's id on each of its URLs; outcomes, reasons,
+# TLS versions, CORS origins): kept as one object each. The driver makes one for every row.
+_RECURRING_TEXTS = frozenset(("entry_id", "outcome", "reason", "error_class",
+                              "failure_class", "cors_allow_origin", "tls_version"))
+
+
+@cache
+def _latest_probe_type(columns: tuple[str, ...]) -> type[tuple[Any, ...]]:
+    """A latest probe with `columns`, read as a row is (`probe.url`), held in a plain tuple."""
+    return namedtuple("LatestProbe", columns)  # type: ignore[misc]
 
 
 RECENT_RUNS = 7  # the newest runs read whole before the entries left are looked up one by one
