@@ -17,6 +17,7 @@ from prefect import flow
 from flows.nightly import RUN_TIMEOUT, probe, publish, rollup, score
 from pipeline.judging.evidence import days_between
 from pipeline.operations.handover import discard
+from pipeline.operations.report import LISTED
 from pipeline.operations.runs import (
     alert_crash,
     close_failed_run,
@@ -27,7 +28,7 @@ from pipeline.operations.runs import (
     run_stage,
     with_retries,
 )
-from pipeline.operations.stages import changes_of_run, chosen_entries
+from pipeline.operations.stages import Selection, changes_of_run
 from pipeline.settings import Settings
 from pipeline.store.tables import utcnow
 
@@ -49,13 +50,16 @@ async def backfill(
     presented: Path | None = None
     try:  # the hand-over file goes however the run ends
         try:
+            selection = Selection(tuple(entries or ()), tuple(categories or ()))
             chosen = await run_stage(
-                "select", asyncio.to_thread(chosen_entries, settings, entries, categories)
+                "select", asyncio.to_thread(selection.entry_ids, settings)
             )
             if reprobe:
-                await run_stage("probe", with_retries(probe, settings)(settings, run_id, chosen))
+                await run_stage("probe",
+                                with_retries(probe, settings)(settings, run_id, selection))
                 await report_network_suspect(settings, "backfill", run_id)
-            rows = await run_stage("rollup", with_retries(rollup, settings)(settings, days, chosen))
+            rows = await run_stage(
+                "rollup", with_retries(rollup, settings)(settings, days, selection))
             now = utcnow()
             presented = await run_stage("score", score(settings, run_id, now))
             version = await run_stage(
@@ -71,7 +75,8 @@ async def backfill(
     return {
         "run": run_id,
         "days": [day.isoformat() for day in days],
-        "entries": chosen,
+        "chosen": None if chosen is None else len(chosen),  # None: every entry
+        "entries": None if chosen is None else chosen[:LISTED],
         "rows": rows,
         "version": version,
         "published": run.entries_published,

@@ -8,7 +8,6 @@ record, its summary artifacts and its alerts.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
 from dataclasses import asdict
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -58,12 +57,14 @@ async def ingest(settings: Settings, run_id: int) -> IngestBrief:
 
 
 @task(name="probe", cache_policy=NO_CACHE)
-async def probe(settings: Settings, run_id: int, entry_ids: Collection[str] | None = None) -> int:
-    """Probe the published entries' URLs (or only `entry_ids`') as coroutines of this one task."""
+async def probe(settings: Settings, run_id: int, chosen: stages.Selection | None = None) -> int:
+    """Probe the published entries' URLs (or only the `chosen` ones') as coroutines of this
+    one task."""
     logger = get_run_logger()
     if not settings.probe_enabled:
         logger.info("probing is off (APIDIR_PROBE_ENABLED=false)")
         return 0
+    entry_ids = None if chosen is None else chosen.entry_ids(settings)
     probed = await stages.probe_entries(settings, run_id, entry_ids)
     logger.info("probed %d URLs: %s", probed.probes, probed.outcomes)
     return probed.probes
@@ -88,10 +89,11 @@ async def publish(settings: Settings, run_id: int, presented: Path, now: datetim
 
 
 @task(name="rollup", cache_policy=NO_CACHE)
-async def rollup(
-    settings: Settings, days: list[date], entry_ids: Collection[str] | None = None
-) -> int:
-    """Store the daily rollups of `days` from the probe history; idempotent."""
+async def rollup(settings: Settings, days: list[date], chosen: stages.Selection | None = None,
+                 ) -> int:
+    """Store the daily rollups of `days` from the probe history (of the `chosen` entries, or
+    all); idempotent."""
+    entry_ids = None if chosen is None else chosen.entry_ids(settings)
     rollups = stages.roll_up(settings, days, entry_ids)
     rows = sum(r.entries + r.endpoints for r in rollups)
     get_run_logger().info("rolled up %d days: %d rows", len(days), rows)

@@ -151,7 +151,7 @@ async def test_backfill_of_chosen_entries_leaves_the_others_alone(
                               "second-api": ("live", 200, 90.0)})
     before = rollup_rows(url)[0]
     outcome = await backfill(DAYS[0], DAYS[0], categories=["ai"])
-    assert outcome["entries"] == ["second-api"]
+    assert outcome["entries"] == ["second-api"] and outcome["chosen"] == 1
     after = rollup_rows(url)[0]
     assert {row["entry_id"] for row in after if row["day"] == DAYS[0]} == {"second-api"}
     assert [row for row in after if row["day"] != DAYS[0]] == before

@@ -382,6 +382,20 @@ class UnknownSelectionError(ValueError):
     """The backfill named entries or categories the store does not have."""
 
 
+@dataclass(frozen=True)
+class Selection:
+    """Entries chosen by id or category as the operator named them: what a backfill hands its
+    tasks, each of which finds the ids itself (a category at 100,000 entries holds thousands,
+    too many to pass from task to task)."""
+
+    entries: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+
+    def entry_ids(self, settings: Settings) -> list[str] | None:
+        """The ids chosen (`chosen_entries`); None when nothing narrows the choice."""
+        return chosen_entries(settings, list(self.entries), list(self.categories))
+
+
 def chosen_entries(
     settings: Settings, entries: list[str] | None, categories: list[str] | None
 ) -> list[str] | None:
