@@ -144,13 +144,9 @@ def test_history_frame_has_the_columns_the_score_stage_reads(session) -> None:
     assert history_frame(session, since=T0 + timedelta(hours=1)).empty
 
 
-def test_history_frame_read_a_few_rows_at_a_time_is_the_frame_read_at_once(
-    session, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Parts of one row each: a first look and its confirmation in different parts still leave
-    the confirmation alone, and a part with no status code or time keeps the numeric types."""
-    import pipeline.store.history as history
-
+def two_nights_with_a_confirmation(session) -> tuple[str, str, PipelineRun]:
+    """Two nightly runs a day apart, each probing two URLs of one entry, one of them failing
+    first and live at its second look: the two URLs and the last run."""
     forecast, current = "https://api.example.com/v1/forecast", "https://api.example.com/v1/current"
     for day in range(2):
         run = start_run(session, "nightly")
@@ -161,6 +157,17 @@ def test_history_frame_read_a_few_rows_at_a_time_is_the_frame_read_at_once(
             replace(result(forecast, "live", 200, 55.0, at=at + timedelta(minutes=5)),
                     confirmation=True),
         ])
+    return forecast, current, run
+
+
+def test_history_frame_read_a_few_rows_at_a_time_is_the_frame_read_at_once(
+    session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parts of one row each: a first look and its confirmation in different parts still leave
+    the confirmation alone, and a part with no status code or time keeps the numeric types."""
+    import pipeline.store.history as history
+
+    two_nights_with_a_confirmation(session)
     whole = history_frame(session)
     monkeypatch.setattr(history, "ROWS_AT_ONCE", 1)
     parts = history_frame(session)
@@ -179,16 +186,7 @@ def test_latest_probes_read_a_row_at_a_time_share_their_recurring_texts(
     object on all its probes."""
     import pipeline.store.history as history
 
-    forecast, current = "https://api.example.com/v1/forecast", "https://api.example.com/v1/current"
-    for day in range(2):
-        run = start_run(session, "nightly")
-        at = T0 + timedelta(days=day)
-        record_probes(session, run, [
-            result(forecast, "unreachable", None, None, error_class="refused", at=at),
-            result(current, "live", 200, 40.0 + day, at=at),
-            replace(result(forecast, "live", 200, 55.0, at=at + timedelta(minutes=5)),
-                    confirmation=True),
-        ])
+    forecast, current, run = two_nights_with_a_confirmation(session)
     whole = latest_probes(session)
     monkeypatch.setattr(history, "ROWS_AT_ONCE", 1)
     probes = latest_probes(session)["example-weather"]
