@@ -337,9 +337,10 @@ def latest_probes(
             for entry_id, probes in by_entry.items()}
 
 
-# Texts that recur from probe to probe (an entry's id on each of its URLs; outcomes, reasons,
-# TLS versions, CORS origins): kept as one object each. The driver makes one for every row.
-_RECURRING_TEXTS = frozenset(("entry_id", "outcome", "reason", "error_class",
+# Texts that recur from probe to probe (an entry's id on each of its URLs, a URL in every run,
+# outcomes, reasons, TLS versions, CORS origins): kept as one object each wherever probes are
+# read in bulk. The driver makes one for every row.
+_RECURRING_TEXTS = frozenset(("entry_id", "url", "outcome", "reason", "error_class",
                               "failure_class", "cors_allow_origin", "tls_version"))
 
 
@@ -417,7 +418,7 @@ def history_frame(
 ROWS_AT_ONCE = 50_000
 _HISTORY_TYPES = {"run_id": "int64", "endpoint_id": "float64", "http_status": "float64",
                   "total_ms": "float64"}  # one type in every part, None as NaN
-_SHARED_TEXTS = ("entry_id", "url", "outcome")  # the same few texts in every run
+_SHARED_TEXTS = [name for name in HISTORY_COLUMNS if name in _RECURRING_TEXTS]
 
 
 def _history_part(rows: Sequence[Any], texts: dict[str, str]) -> pd.DataFrame:
