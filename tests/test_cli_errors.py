@@ -137,6 +137,30 @@ def test_a_failed_run_ends_in_one_line_without_tracebacks(
     assert last.startswith("apidir: ingest stage failed: EmptyCatalogError: no entries folder")
 
 
+def test_a_temporary_server_that_does_not_start_in_time_is_told_in_one_line(
+    settings_env: dict[str, str], write_entry: WriteEntry
+) -> None:
+    """Prefect's temporary server not answering within its wait ends `apidir run` in one line
+    that names the setting to raise; the wait's own default is long enough for a cold start
+    on busy cores (Prefect's 20 s is not)."""
+    write_entry()
+    done = apidir("run", env=settings_env | {
+        "APIDIR_PROBE_ENABLED": "false", "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "0"})
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr and '  File "' not in done.stderr
+    last = [line for line in done.stderr.splitlines() if line.startswith("apidir: ")][-1]
+    assert last == ("apidir: Prefect's temporary server did not start within 0 s; set "
+                    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS higher, or PREFECT_API_URL "
+                    "to a running Prefect server")
+    env = {k: v for k, v in os.environ.items()
+           if k != "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"}
+    shown = subprocess.run(
+        [sys.executable, "-c", "import os, pipeline.cli as c; c.app = lambda: print("
+         "os.environ['PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS']); c.main()"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert shown.stdout.strip() == "120", shown.stderr
+
+
 def test_a_run_with_many_invalid_files_names_the_first_and_counts_the_rest() -> None:
     """`apidir run` tells of the invalid files from the run's ingest brief, which names at most
     the first 200 of them."""
