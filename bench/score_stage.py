@@ -67,6 +67,9 @@ LOOKS = (
 
 
 def _environment(database_url: str, data_dir: Path) -> None:
+    from pipeline.operations.local_mode import patient_startup
+
+    patient_startup()
     os.environ.update(
         {
             "APIDIR_DATABASE_URL": database_url,

@@ -29,9 +29,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from pipeline.operations.local_mode import patient_startup  # noqa: E402
+
 os.environ.setdefault("PREFECT_HOME", str(REPO / "var" / "prefect"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+patient_startup()
 
 from prefect import flow  # noqa: E402
 from prefect.task_runners import ProcessPoolTaskRunner  # noqa: E402

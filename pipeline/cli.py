@@ -495,22 +495,12 @@ def one_line(error: BaseException) -> str:
     return text
 
 
-# Prefect waits 20 s for its temporary server by default; a cold start alone takes about that
-# on two busy cores, so a run that would have worked failed before its first stage.
-EPHEMERAL_STARTUP = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
-EPHEMERAL_STARTUP_DEFAULT = "120"
-
-
-def ephemeral_server_late(error: BaseException) -> bool:
-    """Whether `error` is Prefect's temporary server not answering within its wait."""
-    return isinstance(error, RuntimeError) and str(error).startswith(
-        "Timed out while attempting to connect to ephemeral Prefect API server")
-
-
 def main() -> None:
     """The `apidir` command, with every error a user can cause told in one line (exit 2)
     and any other in one line too, with the way to see its traceback (exit 1)."""
-    os.environ.setdefault(EPHEMERAL_STARTUP, EPHEMERAL_STARTUP_DEFAULT)
+    from pipeline.operations.local_mode import patient_startup, started_too_late, too_late_line
+
+    patient_startup()
     try:
         app()
     except KeyboardInterrupt:
@@ -522,10 +512,8 @@ def main() -> None:
         if isinstance(error, _user_errors()):
             typer.echo(f"apidir: {one_line(error)}", err=True)
             sys.exit(2)
-        if ephemeral_server_late(error):
-            typer.echo(f"apidir: Prefect's temporary server did not start within "
-                       f"{os.environ[EPHEMERAL_STARTUP]} s; set {EPHEMERAL_STARTUP} higher, or "
-                       "PREFECT_API_URL to a running Prefect server", err=True)
+        if started_too_late(error):
+            typer.echo(f"apidir: {too_late_line()}", err=True)
             sys.exit(1)
         typer.echo(f"apidir: unexpected {type(error).__name__}: {one_line(error)} "
                    "(APIDIR_DEBUG=1 shows the traceback)", err=True)

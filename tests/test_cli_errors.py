@@ -10,6 +10,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO, WriteEntry
 
 
@@ -152,13 +154,25 @@ def test_a_temporary_server_that_does_not_start_in_time_is_told_in_one_line(
     assert last == ("apidir: Prefect's temporary server did not start within 0 s; set "
                     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS higher, or PREFECT_API_URL "
                     "to a running Prefect server")
-    env = {k: v for k, v in os.environ.items()
-           if k != "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"}
-    shown = subprocess.run(
-        [sys.executable, "-c", "import os, pipeline.cli as c; c.app = lambda: print("
-         "os.environ['PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS']); c.main()"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
-    assert shown.stdout.strip() == "120", shown.stderr
+
+
+def test_the_command_waits_longer_for_the_temporary_server_unless_told(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`apidir` sets the product's wait for Prefect's temporary server before any command
+    runs, and keeps the operator's own."""
+    import pipeline.cli as cli
+    from pipeline.operations.local_mode import STARTUP_WAIT, STARTUP_WAIT_SECONDS
+
+    seen = []
+    monkeypatch.setattr(cli, "app", lambda: seen.append(os.environ.get(STARTUP_WAIT)))
+    for given, expected in ((None, STARTUP_WAIT_SECONDS), ("7", "7")):
+        monkeypatch.setenv(STARTUP_WAIT, given or "")  # restored as it was after the test
+        if given is None:
+            monkeypatch.delenv(STARTUP_WAIT)
+        cli.main()
+        assert seen.pop() == expected
+    assert int(STARTUP_WAIT_SECONDS) > 20  # Prefect's own wait, too short for a cold start
 
 
 def test_a_run_with_many_invalid_files_names_the_first_and_counts_the_rest() -> None:
