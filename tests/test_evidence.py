@@ -11,7 +11,7 @@ import pytest
 from sqlmodel import Session, delete, select
 
 from pipeline.judging.content_scores import content_scores, store_content_scores
-from pipeline.judging.evidence import bounded_scores, days_between, raw_days, rolled_days
+from pipeline.judging.evidence import bounded_scores, day_bounds, days_between, evidence_days
 from pipeline.judging.rollup import roll_up_days
 from pipeline.judging.score import entry_uptimes, score_entries
 from pipeline.probing.probe import ProbeResult
@@ -72,7 +72,8 @@ def from_the_whole_window(session: Session, contents: dict, as_of: datetime):
 def test_rollups_and_a_few_raw_days_give_exactly_the_whole_window(history: Session) -> None:
     contents = {row.id: row.content for row in active_entries(history)}
     for as_of in (TODAY.replace(hour=0, minute=30), TODAY.replace(hour=13, minute=7),
-                  TODAY.replace(hour=23, minute=59)):
+                  TODAY.replace(hour=23, minute=59), TODAY,
+                  day_bounds((TODAY - timedelta(days=1)).date())[1]):  # a day's last instant
         expected_scores, expected_uptimes = from_the_whole_window(history, contents, as_of)
         scores, uptimes = bounded_scores(history, content_scores(history), as_of)
         assert {k: v.contract() for k, v in scores.items()} == expected_scores, as_of
@@ -84,7 +85,7 @@ def test_rollups_and_a_few_raw_days_give_exactly_the_whole_window(history: Sessi
 def test_a_day_rolled_up_before_it_ended_is_read_from_its_raw_probes(history: Session) -> None:
     contents = {row.id: row.content for row in active_entries(history)}
     as_of = TODAY.replace(hour=12)
-    stale = rolled_days(as_of.date())[3]
+    stale = evidence_days(as_of)[1][3]
     history.exec(delete(DailyEntryRollup).where(DailyEntryRollup.day == stale))
     history.merge(RolledDay(day=stale, rolled_at=datetime.combine(stale, datetime.min.time(),
                                                                   tzinfo=UTC)))
@@ -98,8 +99,19 @@ def test_a_day_rolled_up_before_it_ended_is_read_from_its_raw_probes(history: Se
 
 
 def test_the_raw_days_and_the_rolled_days_cover_the_window_once() -> None:
+    """Every day a window holds any of is read once, raw or from its rollups; raw only where a
+    window starts inside the day (and the day of `as_of` itself)."""
     day = TODAY.date()
-    raw, rolled = set(raw_days(day)), set(rolled_days(day))
-    assert not raw & rolled
-    assert raw | rolled == {day - timedelta(days=n) for n in range(31)}
-    assert len(raw) == 4  # never more raw days, however long the store's history
+    for as_of in (TODAY, TODAY.replace(hour=13, minute=7), day_bounds(day)[1]):
+        raw, rolled = map(set, evidence_days(as_of))
+        assert not raw & rolled, as_of
+        inside = {day - timedelta(days=n) for n in range(31)
+                  if day_bounds(day - timedelta(days=n))[1] > as_of - timedelta(days=30)}
+        assert raw | rolled == inside, as_of
+        assert len(raw) <= 4, as_of  # never more raw days, however long the store's history
+    assert evidence_days(TODAY.replace(hour=13))[0] == [
+        day - timedelta(days=n) for n in (0, 1, 7, 30)]
+    # scored as of a day's last instant (as a day's rollup is), the windows start at days'
+    # ends: that day alone is read raw, and the day 30 days before it is in no window
+    raw, rolled = evidence_days(day_bounds(day)[1])
+    assert raw == [day] and rolled == [day - timedelta(days=n) for n in range(1, 30)]

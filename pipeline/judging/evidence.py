@@ -1,13 +1,14 @@
 """The score stage's evidence, read in bounded memory: complete past days from the daily
 rollups, and raw probes only for the days the windows cut through.
 
-The windows end at `as_of` (T, on day D): 1 day, 7 days and 30 days back. Days D-29 .. D-2
-lie wholly inside the 30-day window, and all but D-7 wholly inside or outside the 7-day one,
-so their rollups (counts and every timed response of the day) give exactly what the raw
-probes would; the raw history is read for D and D-1 (the 1-day window), D-7 and D-30 (where
-the 7- and 30-day windows begin). Scores and uptimes come out equal to those computed from
-the whole raw window (tests compare them), while the stage reads a few days of probes
-instead of thirty, however many nights the store holds.
+The windows end at `as_of` (T, on day D): 1 day, 7 days and 30 days back, each holding the
+probes after its start. A past day wholly inside or wholly outside each window is given
+exactly by its rollups (counts and every timed response of the day); the raw history is read
+for D and for each day a window starts inside (`evidence_days`). At a time of day, those are
+D-1, D-7 and D-30. At a day's last instant, as the rollups score a day, the windows begin at
+days' ends, so only D is read raw and D-30 not at all. Scores and uptimes come out equal to
+those computed from the whole raw window (tests compare them), while the stage reads a few
+days of probes instead of thirty, however many nights the store holds.
 
 A past day whose rollups are missing or were computed before it ended (a night that did not
 run) is read from its raw probes instead: the stage only reads, so scoring in several
@@ -28,6 +29,7 @@ from pipeline.contract import Uptime
 from pipeline.judging.score import (
     COUNT_COLUMNS,
     SAMPLE_COLUMNS,
+    WINDOWS,
     ContentScores,
     EntryScores,
     prepare_history,
@@ -39,7 +41,7 @@ from pipeline.judging.score import (
 from pipeline.store.history import history_frame
 from pipeline.store.tables import DailyEntryRollup, RolledDay, as_utc
 
-WINDOW_DAYS = 30
+WINDOW_DAYS = max(WINDOWS.values())  # the longest window
 
 
 def day_bounds(day: date) -> tuple[datetime, datetime]:
@@ -63,14 +65,21 @@ def complete_days(session: Session, days: Collection[date]) -> set[date]:
             if as_utc(rolled_at) > day_bounds(day)[1]}
 
 
-def rolled_days(day: date) -> list[date]:
-    """The past days whose rollups stand in for their probes when scoring as of `day`."""
-    return [day - timedelta(days=n) for n in range(2, WINDOW_DAYS) if n != 7]
-
-
-def raw_days(day: date) -> list[date]:
-    """The days whose raw probes are read when scoring as of `day`."""
-    return [day - timedelta(days=n) for n in (0, 1, 7, WINDOW_DAYS)]
+def evidence_days(as_of: datetime) -> tuple[list[date], list[date]]:
+    """The days whose probes count in a window ending at `as_of`, as (raw, rolled): `as_of`'s
+    own day and each past day a window starts inside are read raw; the rollups of the past
+    days wholly inside or outside each window stand in for their probes (days before every
+    window are in neither)."""
+    day = as_of.date()
+    starts = [as_of - timedelta(days=n) for n in WINDOWS.values()]  # a window: after its start
+    raw, rolled = [day], []
+    for back in range(1, WINDOW_DAYS + 1):
+        past = day - timedelta(days=back)
+        first, last = day_bounds(past)
+        if all(last <= start for start in starts):
+            continue
+        (raw if any(first <= start < last for start in starts) else rolled).append(past)
+    return raw, rolled
 
 
 def day_history(session: Session, day: date, until: datetime | None = None) -> pd.DataFrame:
@@ -79,9 +88,10 @@ def day_history(session: Session, day: date, until: datetime | None = None) -> p
     return history_frame(session, since=start, until=end if until is None else min(end, until))
 
 
-def _raw_history(session: Session, as_of: datetime, days: list[date]) -> pd.DataFrame:
-    """The raw probes of `days`, up to `as_of`."""
-    frames = [day_history(session, day, as_of) for day in days]
+def _raw_history(session: Session, as_of: datetime, days: list[date],
+                 read: Mapping[date, pd.DataFrame]) -> pd.DataFrame:
+    """The raw probes of `days`, up to `as_of`; those of a day in `read` are taken as read."""
+    frames = [read[day] if day in read else day_history(session, day, as_of) for day in days]
     return pd.concat([f for f in frames if not f.empty] or frames[:1], ignore_index=True)
 
 
@@ -140,16 +150,18 @@ def _combined_counts(*parts: pd.DataFrame) -> pd.DataFrame:
 
 
 def bounded_scores(
-    session: Session, judged: Mapping[str, ContentScores], as_of: datetime
+    session: Session, judged: Mapping[str, ContentScores], as_of: datetime,
+    own_day: pd.DataFrame | None = None,
 ) -> tuple[EntryScores, dict[str, Uptime]]:
     """Every entry's scores (of those in `judged`, with their content scores) and uptime as of
     `as_of`, as `score_entries` and `entry_uptimes` give them from the whole window, read from
-    rollups and a few days of raw probes."""
-    rolled = rolled_days(as_of.date())
+    rollups and a few days of raw probes. `own_day`: the probes of `as_of`'s day up to it
+    (`day_history`), where the caller has read them already."""
+    raw_days, rolled = evidence_days(as_of)
     complete = sorted(complete_days(session, rolled))
     incomplete = sorted(set(rolled) - set(complete))
-    raw = prepare_history(_raw_history(session, as_of, raw_days(as_of.date()) + incomplete),
-                          as_of)
+    read = {} if own_day is None else {as_of.date(): own_day}
+    raw = prepare_history(_raw_history(session, as_of, raw_days + incomplete, read), as_of)
     week_starts = as_of.date() - timedelta(days=6)
     rolled_samples, rolled_counts = _rollup_evidence(session, complete, week_starts)
     frames = [f for f in (timed_samples(raw), rolled_samples) if not f.empty]

@@ -154,7 +154,8 @@ def _day_rows(
     judged: Mapping[str, ContentScores] | None,
 ) -> _DayRows:
     """`compute_day`'s rows, made `ROWS_AT_ONCE` at a time from the day's figures. The day's
-    probes are read once its scores and states are known: what those read is gone by then."""
+    probes are read once, for its figures and its scores: scored as of its last instant, the
+    day is the only one whose raw probes the scores read (`evidence.evidence_days`)."""
     end = day_bounds(day)[1]
     statement = select(EntryRow.id, EntryRow.first_seen_at).where(
         col(EntryRow.retired_at).is_(None))
@@ -166,9 +167,9 @@ def _day_rows(
         known += probed_entries(session, end - timedelta(days=WINDOW_DAYS), end, later)
     ids = sorted(known)
     judged = content_scores(session, ids) if judged is None else judged
-    scores, _ = bounded_scores(session, {i: judged[i] for i in ids}, end)
+    of_day = day_history(session, day)
+    scores, _ = bounded_scores(session, {i: judged[i] for i in ids}, end, own_day=of_day)
     states = latest_states(session, until=end, entry_ids=ids)  # none asked of a day before any
-    of_day = day_history(session, day)  # its own figures; its scores read past days' rollups
     of_day = of_day[of_day["entry_id"].isin(ids)]
     per_entry = _day_figures(of_day, ["entry_id"], timed=True)
     per_url = _day_figures(of_day, ["entry_id", "url"])
