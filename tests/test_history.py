@@ -14,7 +14,9 @@ from sqlmodel import col, select
 from pipeline.contract import ONLINE_NOTE
 from pipeline.probing.probe import ProbeResult
 from pipeline.store.history import (
+    PROBE_COLUMNS,
     RECENT_RUNS,
+    add_probes,
     history_frame,
     latest_probes,
     latest_runs,
@@ -291,3 +293,52 @@ def test_states_as_of_a_moment_are_those_of_the_latest_run_by_then_for_the_entri
             entry_id: status.state
             for entry_id, status in latest_statuses(session, until=until).items()}
     assert latest_states(session, at) == {"example-weather": "live", "open-api": "unreachable"}
+
+
+def test_rows_inserted_at_once_are_stored_as_sqlalchemy_stores_them(session) -> None:
+    """`insert_rows` (one statement compiled once, on SQLite) stores every kind of value as
+    SQLAlchemy's own executemany does: dates, UTC times, JSON and its null, booleans, None."""
+    from datetime import date
+
+    from sqlalchemy import insert, text
+
+    from pipeline.store.tables import DailyEntryRollup, insert_rows
+
+    def rows(day: date) -> list[dict]:
+        base = {"day": day, "probes": 3, "responses": 2, "live": 1, "state": "live",
+                "pricing": 80, "depth": None, "percent": 71, "grade": "B", "rubric": "r1"}
+        return [
+            base | {"entry_id": "example-weather", "live_share": 1 / 3, "p50_ms": 120.25,
+                    "p90_ms": None, "timed_ms": [12.5, 120.25, 7e-05], "latency": 90,
+                    "provisional": False},
+            base | {"entry_id": "open-api", "live_share": None, "p50_ms": None,
+                    "p90_ms": 3.0, "timed_ms": None, "latency": None, "provisional": True},
+        ]
+
+    table = DailyEntryRollup.__table__
+    insert_rows(session, table, rows(date(2026, 11, 20)))
+    session.execute(insert(table), rows(date(2026, 11, 21)))
+    run = start_run(session, "nightly")
+    looks = [replace(result("https://a.example/x", "live", 200, 12.5), confirmation=True,
+                     cors_allow_credentials=False, tls_version="TLSv1.3",
+                     cert_expires_at=T0 + timedelta(days=90)),
+             result("https://a.example/y", "unreachable", None, None, error_class="dns")]
+    add_probes(session, run.id, looks)
+    other = start_run(session, "nightly")
+    session.execute(insert(ProbeRow.__table__), [
+        {"run_id": other.id, **{name: getattr(look, name) for name in PROBE_COLUMNS}}
+        for look in looks])
+    session.commit()
+
+    def stored(query: str) -> list[tuple]:  # the values as the database holds them
+        return [tuple(row) for row in session.connection().exec_driver_sql(query)]
+
+    by_day = stored("SELECT * FROM daily_entry ORDER BY day, entry_id")
+    assert len(by_day) == 4
+    assert [row[1:] for row in by_day[:2]] == [row[1:] for row in by_day[2:]]
+    assert by_day[0][0] != by_day[2][0]
+    columns = ", ".join(PROBE_COLUMNS)
+    probes = stored(f"SELECT run_id, {columns} FROM probe ORDER BY run_id, url")
+    assert [row[1:] for row in probes[:2]] == [row[1:] for row in probes[2:]]
+    assert {row[0] for row in probes} == {run.id, other.id}
+    assert session.exec(text("SELECT count(*) FROM probe WHERE confirmation")).one()[0] == 2

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import insert
 from sqlmodel import Session, col, delete, select
 
 from pipeline.judging.content_scores import content_scores
@@ -29,6 +28,7 @@ from pipeline.store.tables import (
     RolledDay,
     as_utc,
     in_lists,
+    insert_rows,
     utcnow,
 )
 
@@ -224,9 +224,8 @@ def _store_rows(
                 session.exec(statement.where(col(table.entry_id).in_(chunk)))
         stored = 0
         for rows in chunks:
-            if rows:
-                session.execute(insert(table.__table__), rows)
-                stored += len(rows)
+            insert_rows(session, table.__table__, rows)
+            stored += len(rows)
         counts.append(stored)
     session.commit()
     return counts[0], counts[1]

@@ -16,7 +16,7 @@ from operator import attrgetter
 from typing import Any, NamedTuple
 
 import pandas as pd
-from sqlalchemy import String, bindparam, func, insert, type_coerce, update
+from sqlalchemy import String, bindparam, func, type_coerce, update
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
@@ -31,6 +31,7 @@ from pipeline.store.tables import (
     active_base_urls,
     as_utc,
     in_lists,
+    insert_rows,
 )
 
 # A run is network-suspect when at least this share of at least this many probes failed
@@ -178,10 +179,9 @@ def add_probes(session: Session, run_id: int, results: Iterable[ProbeResult]) ->
     results = [r for r in results if r.entry_id is not None]
     if results:
         columns = ("run_id", *PROBE_COLUMNS)
-        session.execute(
-            insert(ProbeRow.__table__),
-            [dict(zip(columns, (run_id, *_probe_values(r)), strict=True)) for r in results],
-        )
+        insert_rows(session, ProbeRow.__table__,
+                    [dict(zip(columns, (run_id, *_probe_values(r)), strict=True))
+                     for r in results])
     return ProbeTally.of(results)
 
 

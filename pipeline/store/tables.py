@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import os
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from functools import cache
@@ -22,6 +23,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     Column,
+    Date,
     DateTime,
     Index,
     Table,
@@ -440,14 +442,49 @@ def release_versions(session: Session) -> list[str]:
     return list(session.exec(select(ReleaseRow.version)))
 
 
+def insert_rows(session: Session, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert `rows` (each with the same columns) into `table` with one executemany, in the
+    session's transaction.
+
+    On SQLite, SQLAlchemy's executemany builds every row's parameters in Python, some 15 µs a
+    row: half the time a day's rollup (370,000 rows at 100k) took to store. There the statement
+    is compiled once and only the values of columns with a bind processor (dates, times, JSON,
+    booleans) go through their column's own, so what is stored is what SQLAlchemy stores.
+    Elsewhere SQLAlchemy's executemany runs as it is."""
+    if not rows:
+        return
+    connection = session.connection()
+    dialect = connection.dialect
+    keys = list(rows[0])
+    compiled = insert(table).compile(dialect=dialect, column_keys=keys)
+    order = compiled.positiontup or []
+    if dialect.name != "sqlite" or sorted(order) != sorted(keys):  # or a default to fill in
+        connection.execute(insert(table), list(rows))
+        return
+    processors = []
+    for n, name in enumerate(order):
+        column_type = table.c[name].type
+        processor = column_type.dialect_impl(dialect).bind_processor(dialect)
+        if processor is not None:  # a day recurs on every row of a day's rollup: drawn once
+            processors.append((n, cache(processor) if isinstance(column_type, Date)
+                               else processor))
+    values = operator.itemgetter(*order) if len(order) > 1 else (lambda row: (row[order[0]],))
+    parameters = []
+    for row in rows:
+        value = list(values(row))
+        for n, processor in processors:
+            value[n] = processor(value[n])
+        parameters.append(tuple(value))
+    connection.exec_driver_sql(compiled.string, parameters)
+
+
 def write_rows(session: Session, table: Table, new: Sequence[dict[str, Any]],
                changed: Sequence[dict[str, Any]] = (), key: str = "entry_id") -> None:
     """Insert the `new` rows of `table` and update the `changed` ones (found by their `key`
     column), with one executemany each: the ORM flushed a row at a time, which made the
     lifecycles and states of 100,000 entries cost some 8-13 s a night. Every row of a list
     sets the same columns. Committed by the caller."""
-    if new:
-        session.execute(insert(table), list(new))
+    insert_rows(session, table, new)
     if changed:
         columns = [name for name in changed[0] if name != key]
         statement = (update(table).where(table.c[key] == bindparam("row_key"))
