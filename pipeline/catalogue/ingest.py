@@ -17,12 +17,19 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from operator import attrgetter
 
-from sqlalchemy import bindparam, insert, update
+from sqlalchemy import bindparam, update
 from sqlmodel import Session, col, select
 
 from pipeline.catalogue.entries import CatalogReport, KnownFile, paused_garbage_collection
 from pipeline.catalogue.spool import CHUNK, EntrySpool, StoredEntry
-from pipeline.store.tables import EndpointRow, EntryEvent, EntryRow, in_lists, utcnow
+from pipeline.store.tables import (
+    EndpointRow,
+    EntryEvent,
+    EntryRow,
+    in_lists,
+    insert_rows,
+    utcnow,
+)
 
 
 class EmptyCatalogError(RuntimeError):
@@ -94,7 +101,7 @@ def _update_changed(session: Session, changed: list[StoredEntry], now: datetime,
     if dropped:
         session.execute(update(endpoints).where(by_row).values(active=False), dropped)
     if added:
-        session.execute(insert(endpoints), added)
+        insert_rows(session, endpoints, added)
 
 
 def _insert_new(session: Session, new: list[StoredEntry], now: datetime,
@@ -102,8 +109,8 @@ def _insert_new(session: Session, new: list[StoredEntry], now: datetime,
     """Bulk-insert new entries, then their endpoints (one statement each, many rows)."""
     if not new:
         return
-    # Core inserts on the tables (not ORM bulk saves): one executemany each, no ORM bookkeeping.
-    session.execute(insert(EntryRow.__table__), [
+    # Inserts on the tables (not ORM bulk saves): one executemany each, no ORM bookkeeping.
+    insert_rows(session, EntryRow.__table__, [
         {"id": entry.id, "category": entry.category, "name": entry.name,
          "content": entry.content, "content_hash": entry.digest,
          "source_file": report.stored_name(str(entry.source)),
@@ -118,7 +125,7 @@ def _insert_new(session: Session, new: list[StoredEntry], now: datetime,
         for entry in new for method, path, description, position in entry.endpoints
     ]
     if endpoints:
-        session.execute(insert(EndpointRow.__table__), endpoints)
+        insert_rows(session, EndpointRow.__table__, endpoints)
 
 
 def ingest_catalog(
@@ -224,7 +231,7 @@ def _record_events(session: Session, summary: IngestSummary, now: datetime,
         for entry_id in ids
     ]
     if events:
-        session.execute(insert(EntryEvent.__table__), events)
+        insert_rows(session, EntryEvent.__table__, events)
 
 
 def stored_files(session: Session) -> dict[str, KnownFile]:

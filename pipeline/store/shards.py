@@ -13,13 +13,13 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, insert, update
+from sqlalchemy import Row, update
 from sqlmodel import Session, col, select
 
 from pipeline.probing.probe import ProbeTarget
 from pipeline.probing.shards import Shard
 from pipeline.store.history import ProbeTally
-from pipeline.store.tables import ProbeShardRow, utcnow
+from pipeline.store.tables import ProbeShardRow, insert_rows, utcnow
 
 
 class ShardPlanError(ValueError):
@@ -29,7 +29,7 @@ class ShardPlanError(ValueError):
 def save_shards(session: Session, run_id: int, shards: Sequence[Shard]) -> None:
     """Store what each shard of the run must probe (committed by the caller)."""
     if shards:
-        session.execute(insert(ProbeShardRow), [
+        insert_rows(session, ProbeShardRow.__table__, [
             {"run_id": run_id, "shard": shard.index, "connect_failures": 0,
              "targets": [[t.url, t.entry_id, t.endpoint_id] for t in shard.targets]}
             for shard in shards
