@@ -58,7 +58,7 @@ from bench.makespan import HANG_SECONDS, Host, draw_hosts, phased_bound
 from bench.probe import loopback_server, raise_open_file_limit
 from bench.processes import ProcessWatch, Watched
 from bench.synthetic import api_host, write_catalogue
-from pipeline.operations.local_mode import STARTUP_WAIT, STARTUP_WAIT_SECONDS
+from pipeline.operations.local_mode import patient_startup
 
 if TYPE_CHECKING:
     from bench.stage_clock import StageClock
@@ -437,11 +437,11 @@ def shard_limits(shards: int) -> dict[str, str]:
 def child_env(workdir: Path, catalogue: Path, database_url: str, tls: Path,
               shards: int) -> dict[str, str]:
     env = {name: value for name, value in os.environ.items() if name != "PREFECT_API_URL"}
+    patient_startup(env)
     return env | shard_limits(shards) | {
         "PYTHONPATH": os.pathsep.join(map(str, (REPO, shard_site(workdir)))),
         "PREFECT_HOME": str(workdir / "prefect"),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        STARTUP_WAIT: os.environ.get(STARTUP_WAIT, STARTUP_WAIT_SECONDS),
         "DO_NOT_TRACK": "1",
         "SSL_CERT_FILE": str(tls / "cert.pem"),  # trusted by the flow's prober
         "APIDIR_DATA_DIR": str(catalogue),
