@@ -6,9 +6,10 @@ is in `pipeline/operations/stages.py`.
 One event loop in one Python process tops out at one core, some 1,500 probes a second on
 loopback (figures in docs/scaling.md); shards spread the probing over processes through the
 flow's task runner, a `ProcessPoolTaskRunner` (another runner, such as prefect-dask's, would
-spread the same tasks over a cluster). No host is in two shards, so each shard's prober keeps
-its hosts' politeness alone. The run's counts and its network-suspect flag are taken over
-all shards together.
+spread the same tasks over a cluster). No host is in two shards, and hosts joined by an
+earlier redirect are in one, so each shard's prober keeps its hosts' politeness alone; a host
+a new redirect leads to is shared politely (docs/scaling.md). The run's counts and its
+network-suspect flag are taken over all shards together.
 
 With `APIDIR_PROBE_DEPLOYMENT` set, the shards are flow runs of the `probe-shard` deployment
 instead, picked up by Prefect workers on any machine of its work pool: the run stores each

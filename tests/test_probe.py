@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import pytest
 import pytest_asyncio
@@ -396,6 +398,38 @@ async def test_the_interval_holds_between_request_starts_under_contention() -> N
         assert len(arrivals) == 3 + 2 + 2  # 3 URLs, 2 attempts at the 503, 2 to confirm it
         gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
         assert min(gaps) >= interval - 0.005, (host, gaps)
+
+
+@pytest.mark.parametrize(("answer", "spacing"), [(0.05, 0.3), (0.4, 0.4)])
+async def test_shards_redirected_to_a_host_none_was_dealt_share_its_politeness(
+    three_hosts: FakeServer, answer: float, spacing: float,
+) -> None:
+    """Two shards (two probers at once, each dealt its own host) whose URLs all redirect to a
+    third host: each starts its requests there two intervals apart (0.3 s) and one at a time
+    (a slow answer spaces them more), so that host sees no more than one prober's interval
+    and concurrency allow."""
+    interval = 0.15
+    shared = three_hosts.url(f"/slow?d={answer}", host="127.0.0.3")
+    settings = replace(FAST, per_host_concurrency=2, per_host_interval=interval, sharing=2)
+
+    def shard(host: str) -> Any:
+        targets = [ProbeTarget(three_hosts.url(f"/redirect?to={quote(f'{shared}&s={host}&i={i}')}",
+                                               host=host)) for i in range(4)]
+        return probe_all(targets, replace(settings, own_hosts=frozenset({host})))
+
+    results = await asyncio.gather(shard("127.0.0.1"), shard("127.0.0.2"))
+    assert [r.outcome for found in results for r in found] == ["live"] * 8
+    assert all(r.redirects == 1 for found in results for r in found)
+    for host in ("127.0.0.1", "127.0.0.2"):
+        starts = [r.arrived for r in three_hosts.requests
+                  if r.local == "127.0.0.3" and f"s={host}" in r.query]
+        assert len(starts) == 4
+        gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
+        assert min(gaps) >= spacing - 0.02, (host, gaps)
+    assert three_hosts.max_active["127.0.0.3"] <= 2  # the shared host's own limit, over both
+    own = [later - earlier for earlier, later in
+           itertools.pairwise(three_hosts.arrivals("/redirect", local="127.0.0.1"))]
+    assert len(own) == 3 and min(own) >= interval - 0.01
 
 
 async def test_a_host_waiting_its_interval_holds_no_global_slot(three_hosts: FakeServer) -> None:

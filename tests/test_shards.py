@@ -9,6 +9,8 @@ import json
 import os
 from collections import Counter
 from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -39,9 +41,10 @@ from pipeline.operations.stages import (
     store_shard_plan,
     stored_shard_outcomes,
 )
-from pipeline.probing.probe import ProbeTarget, target_host
-from pipeline.probing.shards import Shard, split_by_host
+from pipeline.probing.probe import ProbeSettings, ProbeTarget, host_politeness, target_host
+from pipeline.probing.shards import Shard, host_groups, split_by_host
 from pipeline.settings import Settings
+from pipeline.store.history import redirect_links
 from pipeline.store.shards import ShardPlanError, load_shard, save_shards
 from pipeline.store.tables import (
     PipelineRun,
@@ -106,6 +109,42 @@ def test_fewer_hosts_than_shards_gives_one_shard_per_host_and_the_split_is_stabl
     assert split_by_host(given, 1)[0].targets == tuple(given)
     with pytest.raises(ValueError, match="at least 1"):
         split_by_host(given, 0)
+
+
+def test_hosts_a_redirect_linked_are_dealt_to_one_shard() -> None:
+    """A redirect seen before joins its two hosts: a source's shard is dealt the host it was
+    sent to, also when that host has no targets, and hosts sent to one host are joined."""
+    given = targets({"a.example": 3, "b.example": 3, "c.example": 3, "d.example": 3})
+    links = [("a.example", "b.example"), ("c.example", "login.example"),
+             ("d.example", "login.example"), ("elsewhere.example", "a.example"),
+             ("b.example", "b.example")]
+    shards = split_by_host(given, 4, links)
+    assert [sorted(shard.hosts) for shard in shards] == [
+        ["a.example", "b.example"], ["c.example", "d.example", "login.example"]]
+    assert [shard.linked for shard in shards] == [frozenset(), {"login.example"}]
+    assert [shard.of for shard in shards] == [2, 2]
+    assert Counter(t for shard in shards for t in shard.targets) == Counter(given)
+    unlinked = split_by_host(given, 4)
+    assert [len(shard.hosts) for shard in unlinked] == [1, 1, 1, 1]
+    assert {shard.of for shard in unlinked} == {4} and not any(s.linked for s in unlinked)
+    assert host_groups(["a", "b", "c"], [("c", "z"), ("b", "z"), ("z", "a"), ("q", "a")]) == {
+        "a": "a", "b": "b", "c": "b", "z": "b"}
+    assert host_groups(["a", "b"], [("z", "a"), ("a", "z"), ("z", "b")]) == {
+        "a": "a", "b": "b", "z": "a"}
+
+
+def test_a_host_other_shards_may_probe_gets_a_share_of_its_politeness() -> None:
+    """A host the shard was not dealt (a new redirect's) may be probed by every shard: each
+    keeps `sharing` times the interval and a `sharing`th of the concurrency, at least one."""
+    own = ProbeSettings(per_host_concurrency=2, per_host_interval=0.5)
+    shared = replace(own, own_hosts=frozenset({"a.example"}), sharing=3)
+    assert host_politeness(own, "x.example") == (2, 0.5)
+    assert host_politeness(replace(own, sharing=3), "x.example") == (2, 0.5)  # all its own
+    assert host_politeness(shared, "a.example") == (2, 0.5)
+    assert host_politeness(shared, "x.example") == (1, 1.5)
+    assert host_politeness(replace(shared, per_host_concurrency=8), "x.example") == (2, 1.5)
+    assert host_politeness(replace(shared, per_host_concurrency=0), "x.example") == (0, 1.5)
+    assert host_politeness(replace(shared, sharing=1), "x.example") == (2, 0.5)
 
 
 def test_the_host_key_is_the_one_the_prober_spaces_requests_by() -> None:
@@ -261,6 +300,45 @@ async def test_a_stored_shard_stores_its_probes_once(
         assert session.get(PipelineRun, run_id).probes == len(urls)  # counted all the same
 
 
+def test_the_plan_deals_hosts_the_latest_probes_were_redirected_between_together(
+    write_entry: WriteEntry, settings_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The shards are planned with the redirects of the latest day of probes (an older one
+    no longer counts), and a shard read back from the store keeps the hosts it was dealt
+    beyond its targets' and how many shards the run has."""
+    for index, host in enumerate(HOSTS):
+        base = f"https://{host}"
+        write_entry(make_entry(id=f"sharded-{index}", baseUrl=base,
+                               sampleRequest=f'curl "{base}/ok"', endpoints=[]))
+    shard_env(monkeypatch, 8)
+    settings = Settings()
+    engine = engine_for(settings.database_url)
+    latest = datetime(2026, 11, 20, 3, 0, tzinfo=UTC)
+    seen = [(0, f"https://{HOSTS[1]}/moved", latest, 1),  # .11 to .12
+            (2, "https://login.example/", latest - timedelta(hours=20), 2),  # .13 and .14 to
+            (3, "https://LOGIN.example:8443/x", latest, 1),  # one host of no entry
+            (4, f"https://{HOSTS[5]}/", latest - timedelta(days=2), 1),  # before the latest day
+            (6, f"https://{HOSTS[7]}/", latest, 0)]  # no redirect
+    with session_scope(engine) as session:
+        ingest_catalog(session, read_catalog([settings.entries_dir], settings.entries_dir))
+        run_id = start_run(session, "nightly").id
+        for index, final_url, at, redirects in seen:
+            session.add(ProbeRow(run_id=run_id, entry_id=f"sharded-{index}", outcome="live",
+                                 url=f"https://{HOSTS[index]}", checked_at=at,
+                                 final_url=final_url, redirects=redirects))
+    with session_scope(engine) as session:
+        assert redirect_links(session) == [(HOSTS[0], HOSTS[1]), (HOSTS[2], "login.example"),
+                                           (HOSTS[3], "login.example")]
+    shards = store_shard_plan(settings, run_id)
+    assert sorted(sorted(shard.hosts) for shard in shards) == sorted(
+        [[HOSTS[0], HOSTS[1]], [HOSTS[2], HOSTS[3], "login.example"],
+         *([host] for host in HOSTS[4:])])
+    with session_scope(engine) as session:
+        stored = [load_shard(session, run_id, shard.index)[0] for shard in shards]
+    assert stored == shards and {shard.of for shard in stored} == {6}
+    assert [shard.linked for shard in stored if shard.linked] == [{"login.example"}]
+
+
 def test_a_missing_or_unreadable_stored_shard_is_named(database_url: str) -> None:
     engine = make_engine(database_url)
     with session_scope(engine) as session:
@@ -276,6 +354,14 @@ def test_a_missing_or_unreadable_stored_shard_is_named(database_url: str) -> Non
         session.add(row)
     with session_scope(engine) as session, pytest.raises(
             ShardPlanError, match=f"probe shard 0 of run {run_id} has unreadable targets"):
+        load_shard(session, run_id, 0)
+    with session_scope(engine) as session:
+        row = session.get(ProbeShardRow, (run_id, 0))
+        row.targets, row.linked_hosts = [["https://a.example/", "a", 1]], [3]
+        session.add(row)
+    with session_scope(engine) as session, pytest.raises(
+            ShardPlanError, match=f"probe shard 0 of run {run_id} has unreadable targets: not a "
+                                  "host: 3$"):
         load_shard(session, run_id, 0)
     engine.dispose()
 

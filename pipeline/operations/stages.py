@@ -9,7 +9,7 @@ import resource
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,7 @@ from pipeline.store.history import (
     close_probe_run,
     plan_targets,
     record_probes,
+    redirect_links,
 )
 from pipeline.store.shards import (
     finish_shard,
@@ -169,10 +170,12 @@ def peak_rss_mib() -> float:
 
 
 def plan_shards(settings: Settings) -> list[Shard]:
-    """Every published entry's targets, split by host into `probe_shards` shards."""
+    """Every published entry's targets, split by host into `probe_shards` shards, the hosts
+    the latest probes were redirected between kept in one shard."""
     with session_scope(engine_for(settings.database_url)) as session:
         targets = plan_targets(session)
-    return split_by_host(targets, settings.probe_shards)
+        links = redirect_links(session)
+    return split_by_host(targets, settings.probe_shards, links)
 
 
 def shard_workers(settings: Settings) -> int:
@@ -190,7 +193,8 @@ async def probe_shard(
     retried shard never leaves half its rows behind); `keep`, in that commit, may refuse
     the rows (it returns False), which are then rolled back."""
     started, cpu = time.perf_counter(), time.process_time()
-    results = await probe_all(shard.targets, settings.probe_settings())
+    probe_settings = replace(settings.probe_settings(), own_hosts=shard.hosts, sharing=shard.of)
+    results = await probe_all(shard.targets, probe_settings)
     with session_scope(engine_for(settings.database_url)) as session:
         tally = add_probes(session, run_id, results)
         report = ShardReport(shard.index, shard.hosts, os.getpid(),

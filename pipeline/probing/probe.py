@@ -86,6 +86,12 @@ class ProbeSettings:
     # Probe a failed target once more after every other target, in the same run: only a
     # failure seen twice is a failure of the run.
     confirm_failures: bool = True
+    # In a run of several shards (processes, machines): the hosts this prober was dealt
+    # (None: every host). Any other host, one a redirect led to, may be probed by every
+    # shard at once, so each keeps `sharing` times its interval and a `sharing`th of its
+    # concurrency (at least one): together they start no more requests than one prober.
+    own_hosts: frozenset[str] | None = None
+    sharing: int = 1
 
 
 @dataclass
@@ -504,15 +510,26 @@ class _HostTurn:
     """Per-host politeness: a semaphore and the earliest time the next request may start;
     and the host's probes not yet finished, so its connections close once it has none."""
 
-    __slots__ = ("next_start", "pending", "queued", "semaphore", "started", "starting")
+    __slots__ = ("interval", "next_start", "pending", "queued", "semaphore", "started",
+                 "starting")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, interval: float) -> None:
         self.semaphore = asyncio.Semaphore(limit) if limit > 0 else None
+        self.interval = interval  # seconds between request starts
         self.starting = asyncio.Lock()  # held by the probe of the host next to start
         self.next_start = 0.0
         self.pending = 0
         self.started = False  # a request of the host has had a global slot
         self.queued: list[asyncio.Future[None]] = []  # its requests waiting for one
+
+
+def host_politeness(settings: ProbeSettings, host: str) -> tuple[int, float]:
+    """The concurrency limit (0: none) and the interval between request starts of `host`:
+    the settings' own, or, for a host another shard may probe too, its share of them."""
+    limit, interval = settings.per_host_concurrency, settings.per_host_interval
+    if settings.sharing <= 1 or settings.own_hosts is None or host in settings.own_hosts:
+        return limit, interval
+    return (max(1, limit // settings.sharing) if limit > 0 else 0), interval * settings.sharing
 
 
 class _Start:
@@ -670,7 +687,7 @@ class Prober:
     def _host(self, host: str) -> _HostTurn:
         turn = self._hosts.get(host)
         if turn is None:
-            turn = self._hosts[host] = _HostTurn(self.settings.per_host_concurrency)
+            turn = self._hosts[host] = _HostTurn(*host_politeness(self.settings, host))
         return turn
 
     @asynccontextmanager
@@ -702,7 +719,7 @@ class Prober:
             except BaseException:
                 turn.starting.release()
                 raise
-            start = _Start(turn, self.settings.per_host_interval, loop)
+            start = _Start(turn, turn.interval, loop)
             try:
                 yield start
             finally:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict, namedtuple
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 from operator import attrgetter
 from typing import Any, NamedTuple
@@ -22,7 +22,7 @@ from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
 from pipeline.contract import ONLINE_NOTE, EndpointStatus, Status
-from pipeline.probing.probe import ProbeResult, ProbeTarget, probe_targets_for
+from pipeline.probing.probe import ProbeResult, ProbeTarget, probe_targets_for, target_host
 from pipeline.store.tables import (
     EndpointRow,
     EntryRow,
@@ -114,6 +114,25 @@ def plan_targets(session: Session, entry_ids: Collection[str] | None = None) -> 
         )
     session.commit()
     return targets
+
+
+# The redirects the shards are planned with: those of the latest day of probes.
+REDIRECTS_SEEN_WITHIN = timedelta(days=1)
+
+
+def redirect_links(session: Session) -> list[tuple[str, str]]:
+    """The hosts the latest day of probes was redirected between, each pair once: (the host
+    of the URL probed, the host its last hop reached), where the two differ."""
+    probe = ProbeRow.__table__.c
+    connection = session.connection()
+    latest = connection.execute(sa_select(func.max(probe.checked_at))).scalar()
+    if latest is None:
+        return []
+    statement = sa_select(probe.url, probe.final_url).distinct().where(
+        probe.checked_at >= latest - REDIRECTS_SEEN_WITHIN, probe.redirects > 0,
+        probe.final_url.is_not(None))
+    pairs = {(target_host(url), target_host(final)) for url, final in connection.execute(statement)}
+    return sorted((source, target) for source, target in pairs if source != target)
 
 
 @dataclass(frozen=True)

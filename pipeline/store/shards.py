@@ -13,7 +13,7 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, update
+from sqlalchemy import Row, func, update
 from sqlmodel import Session, col, select
 
 from pipeline.probing.probe import ProbeTarget
@@ -31,7 +31,8 @@ def save_shards(session: Session, run_id: int, shards: Sequence[Shard]) -> None:
     if shards:
         insert_rows(session, ProbeShardRow.__table__, [
             {"run_id": run_id, "shard": shard.index, "connect_failures": 0,
-             "targets": [[t.url, t.entry_id, t.endpoint_id] for t in shard.targets]}
+             "targets": [[t.url, t.entry_id, t.endpoint_id] for t in shard.targets],
+             "linked_hosts": sorted(shard.linked)}
             for shard in shards
         ])
 
@@ -44,6 +45,12 @@ def _target(item: Any) -> ProbeTarget:
     return ProbeTarget(url, entry_id, endpoint_id)
 
 
+def _host(item: Any) -> str:
+    if not isinstance(item, str):
+        raise TypeError(f"not a host: {item!r}")
+    return item
+
+
 def load_shard(session: Session, run_id: int, index: int) -> tuple[Shard, ProbeShardRow]:
     """The shard's targets as the run stored them, and its row."""
     row = session.get(ProbeShardRow, (run_id, index))
@@ -51,10 +58,13 @@ def load_shard(session: Session, run_id: int, index: int) -> tuple[Shard, ProbeS
         raise ShardPlanError(f"run {run_id} stored no probe shard {index}")
     try:
         targets = tuple(_target(item) for item in row.targets)
+        linked = frozenset(_host(item) for item in row.linked_hosts or ())
     except (TypeError, ValueError) as error:
         raise ShardPlanError(f"probe shard {index} of run {run_id} has unreadable targets: "
                              f"{error}") from error
-    return Shard(index, targets), row
+    shards = session.exec(select(func.count()).select_from(ProbeShardRow)
+                          .where(ProbeShardRow.run_id == run_id)).one()
+    return Shard(index, targets, linked, shards), row
 
 
 def start_shard(session: Session, row: ProbeShardRow, flow_run_id: str | None) -> None:

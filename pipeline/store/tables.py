@@ -189,6 +189,8 @@ class ProbeShardRow(SQLModel, table=True):
     run_id: int = Field(primary_key=True, foreign_key="pipeline_run.id")
     shard: int = Field(primary_key=True)
     targets: list[Any] = Field(sa_column=Column(JSON, nullable=False))  # [url, entry, endpoint]
+    # Hosts without targets of their own that its targets redirected to before: its alone.
+    linked_hosts: list[str] | None = Field(default=None, sa_column=Column(JSON))
     flow_run_id: str | None = None  # the orchestrator's run of the shard
     host: str | None = None
     pid: int | None = None
