@@ -69,7 +69,7 @@ REFUSING_ADDRESS = "127.1.0.2"  # nothing listens here: connections are refused
 STATUS_SHARES = {401: 0.06, 403: 0.03, 404: 0.03, 429: 0.01}  # of hosts; the rest answer 200
 GOAL_ENTRIES = 100_000
 GOALS = {"work_s": 300.0, "peak_rss_mib": 1536.0, "second_ingest_s": 5.0, "makespan": 1.2}
-STAGES = ("ingest", "probe", "score", "publish", "rollup")  # each gets its own memory peak
+STAGES = ("ingest", "rollup", "probe", "score", "publish")  # each gets its own memory peak
 HARNESS = ("bench", "fake internet")  # processes of the benchmark, not of the product
 
 
@@ -83,6 +83,7 @@ TIMED = (
     (STAGES_MODULE, "ingest_entries", "ingest"),
     (STAGES_MODULE, "read_catalog", "ingest: reading files"),
     (STAGES_MODULE, "ingest_catalog", "ingest: storing"),
+    (STAGES_MODULE, "roll_up", "rollup"),
     (STAGES_MODULE, "probe_entries", "probe"),
     (STAGES_MODULE, "plan_targets", "probe: planning"),
     (STAGES_MODULE, "probe_all", "probe: probing"),
@@ -92,7 +93,6 @@ TIMED = (
     (STAGES_MODULE, "record_state_changes", "publish: state changes"),
     (STAGES_MODULE, "record_lifecycles", "publish: lifecycles"),
     (STAGES_MODULE, "publish_release", "publish: release and pages"),
-    (STAGES_MODULE, "roll_up", "rollup"),
     (FLOW_MODULE, "open_run", "run record"),
     (FLOW_MODULE, "report_network_suspect", "run record"),
     (FLOW_MODULE, "complete_run", "run record"),

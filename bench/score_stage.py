@@ -16,7 +16,7 @@ then each measurement runs in a fresh process, so its CPU and peak RSS are its o
 - `record`: the run record as the flow completes a run (`runs.complete_run`: the run's
   report and its artifacts, sent to Prefect's temporary server, started before the clock);
 - `rollup`: what the flow's rollup task does (`stages.roll_up`) for the day of the store's
-  last run and the day before.
+  last run, as the night after it rolls that day up, once it has ended.
 
 With `--store`, the stages run on a copy of a `bench.nightly` work folder's store (its
 catalogue as the data folder), taken afresh for each measurement, as of just after its last
@@ -191,7 +191,7 @@ def measure(which: str) -> dict[str, Any]:
     if which == "rollup":
         day = _as_of().date()
         started, usage = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
-        stages.roll_up(settings, [day - timedelta(days=1), day])
+        stages.roll_up(settings, [day])
         return _figures(started, usage)
     if which == "publish":
         return _measure_publish()

@@ -1,4 +1,5 @@
-"""The nightly flow: ingest → probe → score → publish → daily rollups, wiring only.
+"""The nightly flow: ingest → daily rollups of the days ended → probe → score → publish,
+wiring only.
 
 Every stage is a plain function in `pipeline/operations/stages.py`; this module wraps them as
 Prefect tasks with retries and logs, and lets `pipeline/operations/runs.py` keep the run's
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import asdict
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -103,10 +104,13 @@ async def rollup(settings: Settings, days: list[date], chosen: stages.Selection 
 @flow(name="nightly", on_crashed=[alert_crash], on_failure=[close_failed_run],
       timeout_seconds=RUN_TIMEOUT)
 async def nightly(run_date: date | None = None) -> dict[str, Any]:
-    """Ingest the curated entries, probe, score, publish a new release, and roll up the day.
+    """Ingest the curated entries, roll up the days ended, probe, score and publish a new
+    release.
 
-    `run_date` is the logical date of the run (default: its scheduled start, in UTC); the
-    rollups of that day and the day before are (re)computed.
+    `run_date` is the logical date of the run (default: its scheduled start, in UTC). Each
+    day up to it is rolled up once it has ended (`stages.ended_days`): yesterday, on a night
+    like any other, and the days of nights that did not run. They are rolled before tonight's
+    probes, so the score reads them whole from their rollups.
     """
     settings = Settings()
     day = run_date or current_flow_run.scheduled_start_time.astimezone(UTC).date()
@@ -115,6 +119,8 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
     try:  # the hand-over file goes however the run ends
         try:
             ingested = await run_stage("ingest", with_retries(ingest, settings)(settings, run_id))
+            ended = stages.ended_days(settings, day)
+            await run_stage("rollup", with_retries(rollup, settings)(settings, ended))
             if settings.probe_enabled and settings.probe_deployment:
                 await run_stage("probe", probe_on_workers(run_id))
             elif settings.probe_enabled and settings.probe_shards > 1:
@@ -127,9 +133,6 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
             presented = await run_stage("score", score(settings, run_id, now))
             version = await run_stage(
                 "publish", with_retries(publish, settings)(settings, run_id, presented, now)
-            )
-            await run_stage(
-                "rollup", with_retries(rollup, settings)(settings, [day - timedelta(days=1), day])
             )
         except Exception as exc:
             await fail_run(settings, run_id, exc, "nightly")

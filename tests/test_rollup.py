@@ -8,13 +8,14 @@ import pytest
 from sqlmodel import Session, select
 
 from pipeline.judging import rollup as rollup_module
-from pipeline.judging.evidence import day_bounds, days_between
-from pipeline.judging.rollup import compute_day, roll_up_days
+from pipeline.judging.evidence import WINDOW_DAYS, day_bounds, days_between
+from pipeline.judging.rollup import compute_day, days_to_roll, roll_up_days
 from pipeline.judging.score import score_entries
 from pipeline.store.history import history_frame, plan_targets, record_probes
 from pipeline.store.tables import (
     DailyEndpointRollup,
     DailyEntryRollup,
+    RolledDay,
     active_entries,
     start_run,
 )
@@ -78,6 +79,27 @@ def stored(session: Session) -> tuple[list[dict], list[dict]]:
     endpoints = session.exec(select(DailyEndpointRollup).order_by(
         DailyEndpointRollup.day, DailyEndpointRollup.entry_id, DailyEndpointRollup.url))
     return [r.model_dump() for r in entries], [r.model_dump() for r in endpoints]
+
+
+def test_a_nightly_rolls_up_each_day_once_it_has_ended(session: Session) -> None:
+    """The days a nightly rolls up: those ended, from the first probe stored and at most the
+    longest window back, whose rollups were not made after they ended; today waits."""
+    assert days_to_roll(session, DAY3, at(DAY3, 2)) == []  # no probe stored yet
+    run = start_run(session, "nightly")
+    url = next(t.url for t in plan_targets(session) if t.entry_id == "quiet-maps")
+    record_probes(session, run, [result(url, "live", 200, 90.0, at=at(day, 3), entry="quiet-maps")
+                                 for day in (DAY1, DAY2)])
+    assert days_to_roll(session, DAY3, at(DAY3, 2)) == [DAY1, DAY2]
+    assert days_to_roll(session, DAY2, at(DAY2, 23)) == [DAY1]  # its own day has not ended
+    assert days_to_roll(session, DAY2, at(DAY3, 0)) == [DAY1, DAY2]  # a night run late
+    roll_up_days(session, [DAY1])  # now, long after the day ended
+    assert days_to_roll(session, DAY3, at(DAY3, 2)) == [DAY2]
+    session.merge(RolledDay(day=DAY2, rolled_at=at(DAY2, 22)))  # rolled before it ended
+    session.commit()
+    assert days_to_roll(session, DAY3, at(DAY3, 2)) == [DAY2]
+    later = DAY1 + timedelta(days=40)
+    assert days_to_roll(session, later, at(later, 2)) == days_between(
+        later - timedelta(days=WINDOW_DAYS), later - timedelta(days=1))
 
 
 def test_day_bounds_and_ranges() -> None:

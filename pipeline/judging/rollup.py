@@ -9,22 +9,30 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlmodel import Session, col, delete, select
+from sqlmodel import Session, col, delete, func, select
 
 from pipeline.judging.content_scores import content_scores
 from pipeline.judging.day_figures import DayFigures
-from pipeline.judging.evidence import WINDOW_DAYS, bounded_scores, day_bounds, day_history
+from pipeline.judging.evidence import (
+    WINDOW_DAYS,
+    bounded_scores,
+    complete_days,
+    day_bounds,
+    day_history,
+    days_between,
+)
 from pipeline.judging.score import ContentScores
 from pipeline.store.history import latest_states, probed_entries
 from pipeline.store.tables import (
     DailyEndpointRollup,
     DailyEntryRollup,
     EntryRow,
+    ProbeRow,
     RolledDay,
     as_utc,
     in_lists,
@@ -260,6 +268,23 @@ def roll_up_days(
             session.commit()
         rollups.append(RolledUp(day, entries, endpoints))
     return rollups
+
+
+def days_to_roll(session: Session, day: date, now: datetime) -> list[date]:
+    """The days a nightly of `day` rolls up, as of `now`: each day up to `day` that has ended,
+    is at most `WINDOW_DAYS` before it and not before the first probe stored, and whose
+    rollups are not complete (`complete_days`). A day is rolled up once, after it ended:
+    yesterday on a night like any other, also the days of nights that did not run."""
+    first = session.exec(select(func.min(ProbeRow.checked_at))).one()
+    if first is None:
+        return []
+    last = day if day_bounds(day)[1] < now else day - timedelta(days=1)
+    start = max(as_utc(first).date(), day - timedelta(days=WINDOW_DAYS))
+    if last < start:
+        return []
+    candidates = days_between(start, last)
+    complete = complete_days(session, candidates)
+    return [candidate for candidate in candidates if candidate not in complete]
 
 
 def entry_trends(session: Session, last_day: date, days: int = 30) -> dict[str, list[DayFigures]]:

@@ -44,7 +44,7 @@ from pipeline.judging.changes import (
 from pipeline.judging.content_scores import store_content_scores
 from pipeline.judging.health import LifecycleRules
 from pipeline.judging.present import Presented, PresentedValues, present_each, present_entries
-from pipeline.judging.rollup import RolledUp, roll_up_days
+from pipeline.judging.rollup import RolledUp, days_to_roll, roll_up_days
 from pipeline.operations.handover import handed_over, save_presented
 from pipeline.probing.probe import probe_all
 from pipeline.probing.shards import Shard, split_by_host
@@ -371,6 +371,13 @@ def changes_of_run(settings: Settings, run_id: int) -> list[Change]:
     """The state changes the run recorded, read back from the store after its publish."""
     with session_scope(engine_for(settings.database_url)) as session:
         return run_changes(session, run_id)
+
+
+def ended_days(settings: Settings, day: date) -> list[date]:
+    """The days the nightly of `day` rolls up: those ended and not yet rolled up since
+    (`days_to_roll`)."""
+    with session_scope(engine_for(settings.database_url)) as session:
+        return days_to_roll(session, day, utcnow())
 
 
 def roll_up(
