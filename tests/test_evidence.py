@@ -16,7 +16,13 @@ from pipeline.judging.rollup import roll_up_days
 from pipeline.judging.score import entry_uptimes, score_entries
 from pipeline.probing.probe import ProbeResult
 from pipeline.store.history import add_probes, history_frame
-from pipeline.store.tables import DailyEntryRollup, RolledDay, active_entries, start_run
+from pipeline.store.tables import (
+    DailyEntryRollup,
+    ProbeRow,
+    RolledDay,
+    active_entries,
+    start_run,
+)
 from tests.conftest import WriteEntry, make_entry
 
 TODAY = datetime(2026, 11, 23, tzinfo=UTC)
@@ -82,10 +88,16 @@ def test_rollups_and_a_few_raw_days_give_exactly_the_whole_window(history: Sessi
         assert any(0 < (u.last7d or 0) < 1 for u in expected_uptimes.values())
 
 
-def test_a_day_rolled_up_before_it_ended_is_read_from_its_raw_probes(history: Session) -> None:
+@pytest.mark.parametrize("which", ["rolled", "cut"])
+def test_a_day_rolled_up_before_it_ended_is_read_from_its_raw_probes(
+    history: Session, which: str,
+) -> None:
+    """A day whose rollups were made before it ended is read raw whole: a day the windows
+    hold whole or leave out, and a day a window starts inside (the day before)."""
     contents = {row.id: row.content for row in active_entries(history)}
     as_of = TODAY.replace(hour=12)
-    stale = evidence_days(as_of)[1][3]
+    raw_days, rolled = evidence_days(as_of)
+    stale = rolled[3] if which == "rolled" else raw_days[1]
     history.exec(delete(DailyEntryRollup).where(DailyEntryRollup.day == stale))
     history.merge(RolledDay(day=stale, rolled_at=datetime.combine(stale, datetime.min.time(),
                                                                   tzinfo=UTC)))
@@ -96,6 +108,26 @@ def test_a_day_rolled_up_before_it_ended_is_read_from_its_raw_probes(history: Se
     assert uptimes == expected_uptimes
     # read, never written: scoring in several processes at once cannot race
     assert history.exec(select(DailyEntryRollup).where(DailyEntryRollup.day == stale)).all() == []
+
+
+def test_a_day_a_window_starts_inside_is_read_raw_only_from_that_start(history: Session) -> None:
+    """With complete rollups, the probes of a past day before the windows that start inside it
+    are never read: removed from the store, the scores stay those of the whole window."""
+    contents = {row.id: row.content for row in active_entries(history)}
+    as_of = TODAY.replace(hour=13, minute=7)
+    expected_scores, expected_uptimes = from_the_whole_window(history, contents, as_of)
+    removed = 0
+    for past in evidence_days(as_of)[0][1:]:
+        first, _ = day_bounds(past)
+        start = min(as_of - timedelta(days=n) for n in (1, 7, 30)
+                    if first <= as_of - timedelta(days=n))
+        removed += history.exec(delete(ProbeRow).where(
+            ProbeRow.checked_at >= first, ProbeRow.checked_at < start)).rowcount
+    history.commit()
+    assert removed > 20  # the three days' probes before their windows start
+    scores, uptimes = bounded_scores(history, content_scores(history), as_of)
+    assert {k: v.contract() for k, v in scores.items()} == expected_scores
+    assert uptimes == expected_uptimes
 
 
 def test_the_raw_days_and_the_rolled_days_cover_the_window_once() -> None:

@@ -5,13 +5,16 @@ The windows end at `as_of` (T, on day D): 1 day, 7 days and 30 days back, each h
 probes after its start. A past day wholly inside or wholly outside each window is given
 exactly by its rollups (counts and every timed response of the day); the raw history is read
 for D and for each day a window starts inside (`evidence_days`). At a time of day, those are
-D-1, D-7 and D-30. At a day's last instant, as the rollups score a day, the windows begin at
-days' ends, so only D is read raw and D-30 not at all. Scores and uptimes come out equal to
-those computed from the whole raw window (tests compare them), while the stage reads a few
-days of probes instead of thirty, however many nights the store holds.
+D-1, D-7 and D-30: each is read from the first window start inside it on, its probes counted
+for the windows starting inside it, while the windows that hold it whole count it from its
+rollups. The nightly runs after the day's probes, near the same time each night, so those
+three parts hold next to no probes. At a day's last instant, as the rollups score a day, the
+windows begin at days' ends, so only D is read raw and D-30 not at all. Scores and uptimes
+come out equal to those computed from the whole raw window (tests compare them), while the
+stage reads about one day of probes, however many nights the store holds.
 
 A past day whose rollups are missing or were computed before it ended (a night that did not
-run) is read from its raw probes instead: the stage only reads, so scoring in several
+run) is read whole from its raw probes instead: the stage only reads, so scoring in several
 processes at once (publishers waiting for each other) never races to write rollups.
 """
 
@@ -95,6 +98,26 @@ def _raw_history(session: Session, as_of: datetime, days: list[date],
     return pd.concat([f for f in frames if not f.empty] or frames[:1], ignore_index=True)
 
 
+def _window_starts(as_of: datetime) -> dict[str, datetime]:
+    """Where each window ending at `as_of` starts (a window holds the probes after it)."""
+    return {name: as_of - timedelta(days=days) for name, days in WINDOWS.items()}
+
+
+def _cut_day(session: Session, day: date, as_of: datetime) -> pd.DataFrame:
+    """The prepared probes of `day` (a past day a window starts inside, whose rollups are
+    complete), read from the first window start inside it on, and counted only for the
+    windows that start inside it: the windows that hold the whole day count it from its
+    rollups."""
+    first, last = day_bounds(day)
+    starts = _window_starts(as_of)
+    since = min(start for start in starts.values() if first <= start < last)
+    frame = prepare_history(history_frame(session, since=since, until=min(last, as_of)), as_of)
+    whole = [f"in_{name}" for name, start in starts.items() if start < first]
+    if whole:
+        frame[whole] = False
+    return frame
+
+
 def _milliseconds(texts: list[str]) -> tuple[np.ndarray, list[int]]:
     """The timed responses in each of `texts` (numbers joined by commas, or empty), all in one
     array, and how many each text holds."""
@@ -158,12 +181,23 @@ def bounded_scores(
     rollups and a few days of raw probes. `own_day`: the probes of `as_of`'s day up to it
     (`day_history`), where the caller has read them already."""
     raw_days, rolled = evidence_days(as_of)
-    complete = sorted(complete_days(session, rolled))
-    incomplete = sorted(set(rolled) - set(complete))
-    read = {} if own_day is None else {as_of.date(): own_day}
-    raw = prepare_history(_raw_history(session, as_of, raw_days + incomplete, read), as_of)
-    week_starts = as_of.date() - timedelta(days=6)
-    rolled_samples, rolled_counts = _rollup_evidence(session, complete, week_starts)
+    day, past_raw = as_of.date(), raw_days[1:]
+    complete = complete_days(session, rolled + past_raw)
+    # A past day a window starts inside is read raw whole only without complete rollups;
+    # with them, raw from that start on, and from its rollups for the windows holding it.
+    cut = [past for past in past_raw if past in complete]
+    whole_raw = [day, *(past for past in past_raw if past not in complete),
+                 *sorted(set(rolled) - complete)]
+    read = {} if own_day is None else {day: own_day}
+    raw = prepare_history(_raw_history(session, as_of, whole_raw, read), as_of)
+    if cut:
+        raw = pd.concat([raw, *(_cut_day(session, past, as_of) for past in cut)],
+                        ignore_index=True)
+    oldest_held = day - timedelta(days=WINDOW_DAYS - 1)  # days before it no window holds whole
+    from_rollups = sorted({*(d for d in rolled if d in complete),
+                           *(d for d in cut if d >= oldest_held)})
+    week_starts = day - timedelta(days=6)
+    rolled_samples, rolled_counts = _rollup_evidence(session, from_rollups, week_starts)
     frames = [f for f in (timed_samples(raw), rolled_samples) if not f.empty]
     samples = (pd.concat(frames, ignore_index=True) if frames
                else pd.DataFrame(columns=SAMPLE_COLUMNS))
