@@ -97,7 +97,8 @@ async def rollup(settings: Settings, days: list[date], chosen: stages.Selection 
     entry_ids = None if chosen is None else chosen.entry_ids(settings)
     rollups = stages.roll_up(settings, days, entry_ids)
     rows = sum(r.entries + r.endpoints for r in rollups)
-    get_run_logger().info("rolled up %d days: %d rows", len(days), rows)
+    named = ", ".join(day.isoformat() for day in days) if days else "no day (none ended since)"
+    get_run_logger().info("rolled up %s: %d rows", named, rows)
     return rows
 
 
