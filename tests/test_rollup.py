@@ -92,6 +92,7 @@ def test_a_nightly_rolls_up_each_day_once_it_has_ended(session: Session) -> None
     assert days_to_roll(session, DAY3, at(DAY3, 2)) == [DAY1, DAY2]
     assert days_to_roll(session, DAY2, at(DAY2, 23)) == [DAY1]  # its own day has not ended
     assert days_to_roll(session, DAY2, at(DAY3, 0)) == [DAY1, DAY2]  # a night run late
+    assert days_to_roll(session, DAY3 + timedelta(days=5), at(DAY2, 23)) == [DAY1]  # run early
     roll_up_days(session, [DAY1])  # now, long after the day ended
     assert days_to_roll(session, DAY3, at(DAY3, 2)) == [DAY2]
     session.merge(RolledDay(day=DAY2, rolled_at=at(DAY2, 22)))  # rolled before it ended

@@ -278,7 +278,8 @@ def days_to_roll(session: Session, day: date, now: datetime) -> list[date]:
     first = session.exec(select(func.min(ProbeRow.checked_at))).one()
     if first is None:
         return []
-    last = day if day_bounds(day)[1] < now else day - timedelta(days=1)
+    # `day` once it has ended, else the day before it or before today, whichever is earlier
+    last = day if day_bounds(day)[1] < now else min(day, now.date()) - timedelta(days=1)
     start = max(as_utc(first).date(), day - timedelta(days=WINDOW_DAYS))
     if last < start:
         return []
