@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator, Mapping
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -40,7 +39,6 @@ from pipeline.release.publish import (
 from pipeline.release.swap import staging_folders, write_release
 from pipeline.release.validate import (
     MAX_PROBLEMS_PER_FILE,
-    DatasetCheck,
     ReleaseValidationError,
     validate_release,
 )
@@ -271,40 +269,6 @@ def test_an_interrupted_write_leaves_the_old_release(tmp_path: Path, catalogue_e
     with pytest.raises(Interrupted):
         write_release(out, InterruptedFiles(files, after=5), CATEGORIES)
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
-
-
-def test_the_datasets_check_ends_before_a_failed_release_is_cleared(
-    tmp_path: Path, catalogue_entries
-) -> None:
-    """The datasets are checked while the rest of a streamed release is made; when making the
-    rest fails, that error ends the publish, after the check (which reads the staged files)
-    has ended, and the live release stays."""
-    out, ordered = tmp_path / "public", sorted(catalogue_entries, key=lambda api: api["id"])
-    stream_release(out, iter(ordered), CATEGORIES, "2.0.0+20261121.1", NOW, "https://d.test")
-    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    called = []
-
-    def pages_fail(staging: Path, meta: dict, counts: Mapping[str, int]) -> None:
-        called.append(staging)
-        raise Interrupted("the pages could not be drawn")
-
-    with pytest.raises(Interrupted, match="the pages could not be drawn"):
-        stream_release(out, iter(ordered), CATEGORIES, "2.0.0+20261121.2", NOW,
-                       "https://d.test", pages_fail)
-    assert len(called) == 1 and not called[0].exists()
-    assert not [t for t in threading.enumerate() if t.name == "dataset-check"]
-    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
-    assert staging_folders(out) == []
-
-
-def test_a_datasets_check_that_breaks_raises_where_its_result_is_taken(tmp_path: Path) -> None:
-    """An error of the check's own (not a problem of the release) is not lost in its thread;
-    an unreadable dataset is a problem of the release."""
-    with pytest.raises(TypeError):
-        DatasetCheck(tmp_path, None).result()  # type: ignore[arg-type]
-    assert DatasetCheck(tmp_path, CATEGORIES).result() == [
-        f"{FULL_DATASET}: unreadable: [Errno 2] No such file or directory: "
-        f"'{tmp_path / FULL_DATASET}'"]
 
 
 def test_a_stale_staging_folder_from_a_crash_is_cleared(tmp_path: Path, catalogue_entries) -> None:

@@ -73,7 +73,6 @@ from pipeline.release.swap import (
     write_file,
     write_release,
 )
-from pipeline.release.validate import DatasetCheck
 from pipeline.store.tables import EntryRow, ReleaseRow
 
 DEFAULT_RELEASES_KEPT = 30
@@ -350,7 +349,7 @@ def stream_release(
     """
     total = 0
 
-    def write(staging: Path) -> DatasetCheck:
+    def write(staging: Path) -> None:
         nonlocal total
         with ExitStack() as stack:
             writer = _DatasetWriter(staging, categories, stack)
@@ -362,16 +361,8 @@ def stream_release(
         write_entry_documents(staging, writer.ids, meta)
         write_file(staging, CATEGORY_INDEX, _index_document(meta, writer.counts, categories))
         write_file(staging, OPENAPI, render_openapi().encode())
-        # The datasets are written: checked while the history and the pages are made.
-        datasets = DatasetCheck(staging, categories)
         if complete is not None:
-            try:
-                complete(staging, meta, writer.counts)
-            except BaseException:
-                with suppress(Exception):  # the check reads the staging folder: let it end
-                    datasets.result()
-                raise
-        return datasets
+            complete(staging, meta, writer.counts)
 
     stage_and_swap(output_dir, categories, write, carry)
     return total

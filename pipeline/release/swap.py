@@ -27,7 +27,7 @@ from filelock import FileLock, Timeout
 
 from pipeline.catalogue.entries import Category
 from pipeline.release.layout import CATEGORY_INDEX, Completion
-from pipeline.release.validate import DatasetCheck, ReleaseValidationError, validate_release
+from pipeline.release.validate import ReleaseValidationError, validate_release
 from pipeline.store.tables import process_alive
 
 
@@ -173,12 +173,11 @@ def link_tree(source: Path, target: Path, skip: Callable[[Path], bool] = lambda 
 def stage_and_swap(
     output_dir: Path,
     categories: list[Category],
-    write: Callable[[Path], DatasetCheck | None],
+    write: Callable[[Path], None],
     carry: Iterable[str] = (),
 ) -> Path:
     """`write` the release into a fresh staging folder with the `carry` folders of the live
-    release, validate it, swap it in as live. `write` may return the check of the datasets
-    it started once they were written (`DatasetCheck`), which the validation then takes."""
+    release, validate it, swap it in as live."""
     output_dir = output_dir.absolute()
     if output_dir.exists() and not output_dir.is_dir():  # never swap a file of its own aside
         raise NotADirectoryError(f"output folder {output_dir} is a file, not a folder; "
@@ -191,7 +190,7 @@ def stage_and_swap(
 def _stage_and_swap_locked(
     output_dir: Path,
     categories: list[Category],
-    write: Callable[[Path], DatasetCheck | None],
+    write: Callable[[Path], None],
     carry: Iterable[str],
 ) -> Path:
     leftovers = [*staging_folders(output_dir), *side_folders(output_dir, "retired"),
@@ -202,11 +201,11 @@ def _stage_and_swap_locked(
     staging = new_staging_folder(output_dir)
     try:
         staging.mkdir()
-        datasets = write(staging)
+        write(staging)
         for relative in carry:
             if (output_dir / relative).is_dir() and not (staging / relative).exists():
                 link_tree(output_dir / relative, staging / relative)
-        problems = validate_release(staging, categories, datasets)
+        problems = validate_release(staging, categories)
         if problems:
             raise ReleaseValidationError(problems)
         _swap_in(staging, output_dir)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
 from functools import cache
@@ -340,48 +339,9 @@ def _validate_datasets(folder: Path, categories: list[Category], problems: list[
         documents.finish(full_meta, problems)
 
 
-def _check_datasets(folder: Path, categories: list[Category]) -> list[str]:
-    """The problems of the release's datasets and entry documents (`_validate_datasets`)."""
+def validate_release(folder: Path, categories: list[Category]) -> list[str]:
+    """Every contract problem of the release in `folder` (empty when it is valid)."""
     problems: list[str] = []
-    try:
-        _validate_datasets(folder, categories, problems)
-    except (OSError, _Malformed) as exc:
-        problems.append(f"{FULL_DATASET}: unreadable: {exc}")
-    return problems
-
-
-class DatasetCheck:
-    """The check of a staged release's datasets and entry documents, started in a thread of
-    its own once they are written, while the rest of the release (its pages, in processes of
-    their own) is drawn: the check's core and the drawing's are busy at once. `validate_release`
-    takes its result."""
-
-    def __init__(self, folder: Path, categories: list[Category]) -> None:
-        self._problems: list[str] = []
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(folder, categories),
-                                        name="dataset-check", daemon=True)
-        self._thread.start()
-
-    def _run(self, folder: Path, categories: list[Category]) -> None:
-        try:
-            self._problems = _check_datasets(folder, categories)
-        except BaseException as error:  # raised again where the result is taken
-            self._error = error
-
-    def result(self) -> list[str]:
-        """The problems found, once the check has ended."""
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._problems
-
-
-def validate_release(
-    folder: Path, categories: list[Category], datasets: DatasetCheck | None = None
-) -> list[str]:
-    """Every contract problem of the release in `folder` (empty when it is valid); those of
-    the datasets from `datasets`, where their check was started already."""
 
     def load(path: str) -> Any:
         try:
@@ -390,8 +350,10 @@ def validate_release(
             problems.append(f"{path}: unreadable: {exc}")
             return None
 
-    problems: list[str] = (_check_datasets(folder, categories) if datasets is None
-                           else datasets.result())
+    try:
+        _validate_datasets(folder, categories, problems)
+    except (OSError, _Malformed) as exc:
+        problems.append(f"{FULL_DATASET}: unreadable: {exc}")
     index = load(CATEGORY_INDEX)
     if index is not None:
         _check_document("CategoryIndex", CATEGORY_INDEX, index, problems)
