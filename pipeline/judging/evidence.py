@@ -68,13 +68,18 @@ def complete_days(session: Session, days: Collection[date]) -> set[date]:
             if as_utc(rolled_at) > day_bounds(day)[1]}
 
 
+def _window_starts(as_of: datetime) -> dict[str, datetime]:
+    """Where each window ending at `as_of` starts (a window holds the probes after it)."""
+    return {name: as_of - timedelta(days=days) for name, days in WINDOWS.items()}
+
+
 def evidence_days(as_of: datetime) -> tuple[list[date], list[date]]:
     """The days whose probes count in a window ending at `as_of`, as (raw, rolled): `as_of`'s
     own day and each past day a window starts inside are read raw; the rollups of the past
     days wholly inside or outside each window stand in for their probes (days before every
     window are in neither)."""
     day = as_of.date()
-    starts = [as_of - timedelta(days=n) for n in WINDOWS.values()]  # a window: after its start
+    starts = _window_starts(as_of).values()
     raw, rolled = [day], []
     for back in range(1, WINDOW_DAYS + 1):
         past = day - timedelta(days=back)
@@ -96,11 +101,6 @@ def _raw_history(session: Session, as_of: datetime, days: list[date],
     """The raw probes of `days`, up to `as_of`; those of a day in `read` are taken as read."""
     frames = [read[day] if day in read else day_history(session, day, as_of) for day in days]
     return pd.concat([f for f in frames if not f.empty] or frames[:1], ignore_index=True)
-
-
-def _window_starts(as_of: datetime) -> dict[str, datetime]:
-    """Where each window ending at `as_of` starts (a window holds the probes after it)."""
-    return {name: as_of - timedelta(days=days) for name, days in WINDOWS.items()}
 
 
 def _cut_day(session: Session, day: date, as_of: datetime) -> pd.DataFrame:
