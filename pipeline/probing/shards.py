@@ -18,6 +18,7 @@ import heapq
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 from pipeline.probing.probe import ProbeTarget, target_host
 
@@ -32,9 +33,10 @@ class Shard:
     linked: frozenset[str] = frozenset()
     of: int = 1
 
-    @property
+    @cached_property
     def hosts(self) -> frozenset[str]:
-        """The hosts the shard was dealt: no other shard of the run has any of them."""
+        """The hosts the shard was dealt: no other shard of the run has any of them (found
+        once: a shard's prober and its report both ask, and a shard holds 100,000s of URLs)."""
         return frozenset(target_host(target.url) for target in self.targets) | self.linked
 
 
