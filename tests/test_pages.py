@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from datetime import timedelta
@@ -696,6 +697,39 @@ def test_an_entry_page_with_a_dead_link_is_refused_by_name(
         assert failure.value.problems == [
             f"apis/{LIVE_ID}.html: link to ../apis/no-such-api.html leads to no file of the "
             "release"]
+
+
+def test_pages_written_over_a_reused_folder_are_the_pages_of_a_new_one(
+    sample: SampleRelease, tmp_path: Path
+) -> None:
+    """A staging folder that reuses a spare release's entry pages (`swap.stage_and_swap`) gets
+    the site a new one gets: each entry's page and Markdown overwrite the file of the same name
+    in place (its inode kept), the files of entries gone are removed before any page may link
+    to them, and a link or a file linked from elsewhere is replaced, never written through."""
+    from pipeline.release.site import write_site
+
+    published = release_files(sample.folder)
+    for workers in (1, 2):
+        staging = restaged(sample, tmp_path / f"reused-{workers}")
+        spare = staging / "apis"
+        spare.mkdir(exist_ok=True)
+        kept = spare / Path(entry_page(LIVE_ID)).name
+        kept.write_bytes(b"x" * 200_000)  # larger than the page: the rest is cut off
+        inode = kept.stat().st_ino
+        (spare / "gone-api.html").write_text("<p>an entry no longer published</p>")
+        (spare / "gone-api.md").write_text("gone")
+        outside = tmp_path / f"outside-{workers}.html"
+        outside.write_text("not the release's")
+        (spare / Path(entry_page("stripe")).name).symlink_to(outside)
+        shared = tmp_path / f"shared-{workers}.md"
+        shared.write_text("another release's file")
+        os.link(shared, spare / Path(entry_markdown("stripe")).name)
+        write_site(staging, BASE_URL, workers=workers)
+        assert release_files(staging) == published
+        assert kept.stat().st_ino == inode
+        assert outside.read_text() == "not the release's"
+        assert shared.read_text() == "another release's file"
+        assert not (spare / Path(entry_page("stripe")).name).is_symlink()
 
 
 def next_night(sample: SampleRelease, folder: Path, edit: dict[str, dict] | None = None) -> Path:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator, Mapping
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import jsonschema
@@ -26,8 +27,10 @@ from pipeline.release.layout import (
     SEARCH_INDEX,
     category_file,
     entry_document,
+    release_folder,
 )
 from pipeline.release.openapi import component_schemas
+from pipeline.release.pages import entry_page
 from pipeline.release.publish import (
     EntriesOutOfOrderError,
     assemble_entries,
@@ -36,13 +39,13 @@ from pipeline.release.publish import (
     publish_release,
     stream_release,
 )
-from pipeline.release.swap import staging_folders, write_release
+from pipeline.release.swap import side_folders, staging_folders, write_release
 from pipeline.release.validate import (
     MAX_PROBLEMS_PER_FILE,
     ReleaseValidationError,
     validate_release,
 )
-from pipeline.store.tables import active_entries, make_engine
+from pipeline.store.tables import EntryRow, active_entries, make_engine
 from tests.conftest import REPO
 
 NOW = datetime(2026, 11, 21, 3, 0, tzinfo=UTC)
@@ -399,6 +402,46 @@ def test_publish_release_streams_the_store(tmp_path: Path, stored_catalogue) -> 
     on_disk = read_catalog([REPO / "data" / "entries"]).entries
     assert record.total_apis == len(contents) == len(on_disk)
     assert {path: (out / path).read_bytes() for path in expected} == expected
+
+
+def test_a_release_is_staged_in_the_release_before_last_its_entry_files_written_in_place(
+    tmp_path: Path, stored_catalogue
+) -> None:
+    """From the third publish on, a release is staged in the spare (the release before last):
+    its entry documents, pages and Markdown overwrite the files of the same entries in place
+    (their inodes kept), those of an entry gone are removed, and the history the live release
+    shares by hard links is never written through. The release is valid and whole."""
+    out = tmp_path / "public"
+
+    def publish(hours: int) -> str:
+        version = publish_release(stored_catalogue, out, "https://directory.test", CATEGORIES,
+                                  NOW + timedelta(hours=hours)).release.version
+        for thread in threading.enumerate():
+            if thread.name == "apidir-remove-retired":
+                thread.join(timeout=60)
+        return version
+
+    first = publish(0)
+    kept = [entry_document("openai"), entry_page("openai")]
+    inodes = [(out / path).stat().st_ino for path in kept]
+    first_dataset = (out / FULL_DATASET).read_bytes()
+    publish(1)
+    assert len(side_folders(out, "spare")) == 1 and side_folders(out, "retired") == []
+    gone = stored_catalogue.get(EntryRow, "frankfurter")
+    gone.retired_at = NOW
+    stored_catalogue.commit()
+    publish(2)
+    assert [(out / path).stat().st_ino for path in kept] == inodes
+    # What the spare held besides (its datasets, its history) was moved aside and deleted.
+    assert side_folders(out, "retired") == [] and len(side_folders(out, "spare")) == 1
+    assert not (out / entry_document("frankfurter")).exists()
+    assert not (out / entry_page("frankfurter")).exists()
+    assert (out / release_folder(first) / "apis.json").read_bytes() == first_dataset
+    assert validate_release(out, CATEGORIES) == []
+    ids = {row.id for row in active_entries(stored_catalogue)}
+    assert {path.stem for path in (out / ENTRY_DOCUMENTS).iterdir()} == ids
+    assert {path.name for path in (out / "apis").iterdir()} == {
+        f"{entry_id}.{suffix}" for entry_id in ids for suffix in ("html", "md")}
 
 
 def test_publish_release_sorts_entries_the_store_returns_out_of_order(

@@ -198,9 +198,13 @@ def test_only_a_provably_dead_owners_staging_folder_is_removed(
         sleeper.wait()
 
 
-def test_the_retired_release_is_removed_once_the_lock_is_let_go(tmp_path: Path) -> None:
-    """The swap renames the release it replaces out of sight; deleting it (a minute for a large
-    release on a slow disk) waits until the outermost holder lets go of the lock."""
+def test_the_retired_release_is_kept_as_the_spare_once_the_lock_is_let_go(
+    tmp_path: Path,
+) -> None:
+    """The swap renames the release it replaces out of sight; once the outermost holder lets go
+    of the lock, the newest one is kept as the spare (the next publish stages into it) and the
+    others, an older spare among them, are deleted (a minute for a large release on a slow
+    disk), not while others wait for the lock."""
     categories = load_categories(REPO / "data" / "categories.yaml")
     output = tmp_path / "public"
     now = datetime(2026, 11, 24, 2, 0, tzinfo=UTC)
@@ -208,18 +212,26 @@ def test_the_retired_release_is_removed_once_the_lock_is_let_go(tmp_path: Path) 
     def release(version: str) -> dict[str, bytes]:
         return build_release([], categories, version, now, "https://directory.test")
 
+    def removed() -> None:
+        for thread in threading.enumerate():
+            if thread.name == "apidir-remove-retired":
+                thread.join(timeout=60)
+
     with publish_lock(output):
         write_release(output, release("2026.11.24"), categories)
         write_release(output, release("2026.11.24-1"), categories)
+        write_release(output, release("2026.11.24-2"), categories)
         retired = side_folders(output, "retired")
-        assert len(retired) == 1
-        assert version_of(retired[0]) == "2026.11.24"  # still there: the lock is held
-        assert version_of(output) == "2026.11.24-1"
-    for thread in threading.enumerate():
-        if thread.name == "apidir-remove-retired":
-            thread.join(timeout=60)
+        assert sorted(map(version_of, retired)) == ["2026.11.24", "2026.11.24-1"]
+        assert side_folders(output, "spare") == []  # still there: the lock is held
+    removed()
     assert side_folders(output, "retired") == []
-    assert version_of(output) == "2026.11.24-1"
+    assert [version_of(spare) for spare in side_folders(output, "spare")] == ["2026.11.24-1"]
+    with publish_lock(output):
+        write_release(output, release("2026.11.24-3"), categories)
+    removed()
+    assert [version_of(spare) for spare in side_folders(output, "spare")] == ["2026.11.24-2"]
+    assert version_of(output) == "2026.11.24-3"
 
 
 def version_of(release: Path) -> str:

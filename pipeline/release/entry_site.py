@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from pipeline.catalogue.entries import paused_garbage_collection
+from pipeline.release.files import put_file
 from pipeline.release.layout import entry_markdown
 from pipeline.release.markdown import (
     listing,
@@ -154,8 +155,8 @@ def _spliced_files(
 class Folders:
     """Files under a folder, reached by a descriptor of their own folder, opened once: two
     files an entry, so the path is not walked for each and no buffered file object is made.
-    New files are created in the staged release; the previous release's are read, never
-    through a symbolic link."""
+    Files are written in the staged release (`put_file`); the previous release's are read,
+    never through a symbolic link."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -171,17 +172,11 @@ class Folders:
         return self.folders[folder]
 
     def create(self, relative: str, data: bytes) -> None:
+        """Write a file of the staged release (over the spare's file of the same entry)."""
         folder, name = os.path.split(relative)
         if (parent := self._folder(folder)) is None:
             raise FileNotFoundError(f"{self.root / folder}: no such folder")
-        target = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666,
-                         dir_fd=parent)
-        try:
-            written = memoryview(data)
-            while written:
-                written = written[os.write(target, written):]
-        finally:
-            os.close(target)
+        put_file(parent, name, data)
 
     def read(self, relative: str, limit: int) -> str | None:
         """The text of a regular file of at most `limit` bytes; None for anything else."""

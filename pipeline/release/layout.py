@@ -15,6 +15,8 @@ RELEASE_INDEX = "api/releases.json"
 CHANGES = "api/changes.json"
 SEARCH_INDEX = "api/search.json"
 ENTRY_DOCUMENTS = "api/apis"
+# Each entry's page and Markdown, beside the release's other pages.
+ENTRY_PAGES = "apis"
 # A dataset file: this line, one entry per line (a comma ends all but the last), then the meta.
 DATASET_HEAD = b'{"apis":[\n'
 DATASET_META = b'],"meta":'
@@ -58,7 +60,7 @@ def entry_document(entry_id: str) -> str:
 
 
 def entry_markdown(entry_id: str) -> str:
-    return f"apis/{entry_id}.md"
+    return f"{ENTRY_PAGES}/{entry_id}.md"
 
 
 def category_markdown(category_id: str) -> str:

@@ -34,6 +34,7 @@ from pipeline.contract import ONLINE_NOTE, APIEntry, Uptime
 from pipeline.judging.day_figures import DayFigures
 from pipeline.release.hosting import PAGE_CSP
 from pipeline.release.layout import (
+    ENTRY_PAGES,
     LLMS_TXT,
     NOT_FOUND_PAGE,
     SEARCH_INDEX,
@@ -98,7 +99,7 @@ def category_page(category_id: str) -> str:
 
 
 def entry_page(entry_id: str) -> str:
-    return f"apis/{entry_id}.html"
+    return f"{ENTRY_PAGES}/{entry_id}.html"
 
 
 def site_root(base_url: str) -> str:

@@ -12,7 +12,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -43,6 +43,7 @@ from pipeline.judging.health import is_https
 from pipeline.judging.present import Presented, PresentedValues
 from pipeline.judging.rollup import entry_trends
 from pipeline.release.feed import feed_items, render_feed
+from pipeline.release.files import keep_only, put_file
 from pipeline.release.layout import (
     CATEGORY_INDEX,
     CHANGES,
@@ -52,6 +53,7 @@ from pipeline.release.layout import (
     ENTRY_DOCUMENTS,
     ENTRY_HEAD,
     ENTRY_META,
+    ENTRY_PAGES,
     FULL_DATASET,
     OPENAPI,
     RELEASE_INDEX,
@@ -323,13 +325,19 @@ def write_entry_documents(folder: Path, ids: Sequence[str], meta: Mapping[str, A
     """`api/apis/{id}.json` of every entry, from the lines of the written full dataset, read
     back as a stream: the meta ends the dataset, so it is known once every entry is written."""
     compact_meta = _compact(meta)
-    (folder / ENTRY_DOCUMENTS).mkdir(parents=True, exist_ok=True)
-    with (folder / FULL_DATASET).open("rb") as dataset:
-        dataset.readline()  # DATASET_HEAD
-        for entry_id, line in zip(ids, dataset, strict=False):
-            data = entry_document_bytes(line.rstrip(b"\n").removesuffix(b","), compact_meta)
-            with open(os.path.join(folder, entry_document(entry_id)), "wb") as document:
-                document.write(data)
+    documents = folder / ENTRY_DOCUMENTS
+    documents.mkdir(parents=True, exist_ok=True)
+    names = [os.path.basename(entry_document(entry_id)) for entry_id in ids]
+    keep_only(documents, set(names))  # a reused folder's documents of entries now gone
+    descriptor = os.open(documents, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        with (folder / FULL_DATASET).open("rb") as dataset:
+            dataset.readline()  # DATASET_HEAD
+            for name, line in zip(names, dataset, strict=False):
+                put_file(descriptor, name,
+                         entry_document_bytes(line.rstrip(b"\n").removesuffix(b","), compact_meta))
+    finally:
+        os.close(descriptor)
 
 
 def stream_release(
@@ -341,9 +349,12 @@ def stream_release(
     base_url: str,
     complete: Completion | None = None,
     carry: Iterable[str] = (),
+    reuse: Collection[str] = (ENTRY_DOCUMENTS,),
 ) -> int:
     """Write a release from `entries` in ascending id order straight into the staging folder
     (never holding the files in memory), validate it, swap it in; returns the entry count.
+    `reuse`: the folders whose files `complete` and this overwrite in place in the spare
+    (`stage_and_swap`).
 
     Raises EntriesOutOfOrderError (the live release untouched) if the order is broken.
     """
@@ -364,7 +375,7 @@ def stream_release(
         if complete is not None:
             complete(staging, meta, writer.counts)
 
-    stage_and_swap(output_dir, categories, write, carry)
+    stage_and_swap(output_dir, categories, write, carry, reuse)
     return total
 
 
@@ -540,8 +551,11 @@ def publish_release(
                                    previous=output_dir)
 
         try:
+            # The entry documents and, with the pages, each entry's page and Markdown are
+            # written over the files of the release before last (`put_file`).
+            reuse = (ENTRY_DOCUMENTS, ENTRY_PAGES) if pages else (ENTRY_DOCUMENTS,)
             total = stream_release(output_dir, entries(), categories, version, now, base_url,
-                                   complete, carry)
+                                   complete, carry, reuse)
         except EntriesOutOfOrderError:  # the database sorts ids another way: sort them here
             files = build_release(entries(), categories, version, now, base_url)
             write_release(output_dir, files, categories, complete, carry)

@@ -31,11 +31,13 @@ from pipeline.release.entry_site import (
     use_context,
     write_entry_site,
 )
+from pipeline.release.files import keep_only
 from pipeline.release.hosting import host_files
 from pipeline.release.layout import (
     CATEGORY_INDEX,
     DATASET_HEAD,
     DATASET_META,
+    ENTRY_PAGES,
     FULL_DATASET,
     LLMS_TXT,
     NOT_FOUND_PAGE,
@@ -148,6 +150,12 @@ def write_site(staging: Path, base_url: str,
     category_ids = [category["id"] for category in categories]
     ids = [orjson.loads(line)["id"] for line in dataset_lines(staging / SEARCH_INDEX)]
     meta = dataset_meta(staging / SEARCH_INDEX)
+    # A reused folder (`stage_and_swap`) loses the files of entries gone before the release's
+    # paths are listed: no page may link to them.
+    pages_folder = staging / ENTRY_PAGES
+    pages_folder.mkdir(parents=True, exist_ok=True)
+    keep_only(pages_folder, {os.path.basename(path) for entry_id in ids
+                             for path in (entry_page(entry_id), entry_markdown(entry_id))})
     assets, asset_paths = asset_files()
     crawlers = crawler_files(ids, category_ids, base_url)
     shared = {**assets, **host_files()}

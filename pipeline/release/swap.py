@@ -6,6 +6,11 @@ One publisher at a time: every path that writes a release holds `publish_lock`, 
 lock on a file beside the output folder (released by the kernel when its holder dies). Each
 staging folder names its owner (process id and host), so a publisher removes only the
 leftovers of owners that are provably dead, never a folder another run is still writing.
+
+The release a swap retires is kept as the spare (`.<output>.spare-…`) until the next publish,
+which stages into it: the folders named `reuse` (one file per entry, never hard-linked
+elsewhere) keep their files, and each is overwritten in place (`put_file`), which costs the
+kernel a fraction of a new file's (`files.put_file`); everything else of the spare is removed first.
 """
 
 from __future__ import annotations
@@ -19,9 +24,9 @@ import shutil
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from filelock import FileLock, Timeout
 
@@ -58,28 +63,44 @@ def _swap_in(staging: Path, output_dir: Path) -> None:
     else:
         output_dir.rename(retired)
         staging.rename(output_dir)
-    _RETIRED.setdefault(lock_file(output_dir), []).append(retired)
+    _RETIRED.setdefault(lock_file(output_dir), []).append((output_dir, retired))
 
 
-# `.<output>.<staging|retired>-<pid>@<host>-<random>`; older releases wrote
+# `.<output>.<staging|retired|spare>-<pid>@<host>-<random>`; older releases wrote
 # `.<output>.staging-<random>` and `.<output>.old-<random>`.
-_OWNER = re.compile(r"\.(?:staging|retired)-(?P<pid>\d+)@(?P<host>.+)-[0-9a-f]{8}$")
-# Retired releases waiting for their publisher to let go of the lock, by lock file.
-_RETIRED: dict[Path, list[Path]] = {}
+_OWNER = re.compile(r"\.(?:staging|retired|spare)-(?P<pid>\d+)@(?P<host>.+)-[0-9a-f]{8}$")
+# Retired releases waiting for their publisher to let go of the lock, by lock file, each with
+# its output folder.
+_RETIRED: dict[Path, list[tuple[Path, Path]]] = {}
+# What a publish moved aside to delete with the retired releases (`_clear_for_reuse`).
+_DISCARDED: dict[Path, list[Path]] = {}
+# Folders a thread of this process is removing: never reused meanwhile.
+_REMOVING: set[Path] = set()
 
 
 def _remove_retired(lock: Path) -> None:
-    """Remove the releases this process retired under `lock`, in a thread of their own (a
-    retired release of 100,000 entries takes a minute to delete on a slow disk, and nothing
-    reads it); the interpreter waits for it before it exits, and one cut short is finished by
-    the next publisher."""
-    retired = _RETIRED.pop(lock, [])
-    if not retired:
+    """Keep the newest release this process retired under `lock` as its output folder's spare
+    (the next publish stages into it), and remove the others, any older spare of this process
+    and what its publishes moved aside (`_clear_for_reuse`) in a thread of their own (a
+    release of 100,000 entries takes a minute to delete on a slow disk, and nothing reads it);
+    the interpreter waits for it before it exits, and one cut short is finished by the next
+    publisher."""
+    retired, removed = _RETIRED.pop(lock, []), _DISCARDED.pop(lock, [])
+    if retired:
+        *older, (output_dir, newest) = retired
+        spare = new_side_folder(output_dir, "spare")
+        removed += [folder for _, folder in older]
+        removed += [folder for folder in side_folders(output_dir, "spare")
+                    if _owned_here(folder) and folder not in _REMOVING]
+        newest.rename(spare)
+    if not removed:
         return
+    _REMOVING.update(removed)
 
     def remove() -> None:
-        for folder in retired:
+        for folder in removed:
             shutil.rmtree(folder, ignore_errors=True)
+            _REMOVING.discard(folder)
 
     threading.Thread(target=remove, name="apidir-remove-retired").start()
 
@@ -138,6 +159,13 @@ def owner_is_dead(folder: Path) -> bool:
     return pid != os.getpid() and not process_alive(pid)
 
 
+def _owned_here(folder: Path) -> bool:
+    """True when a side folder was made by this process."""
+    match = _OWNER.search(folder.name)
+    return (match is not None and match["host"] == socket.gethostname()
+            and int(match["pid"]) == os.getpid())
+
+
 def new_staging_folder(output_dir: Path) -> Path:
     """A fresh staging folder beside `output_dir`, named after this process and host."""
     return new_side_folder(output_dir, "staging")
@@ -154,10 +182,32 @@ def write_file(folder: Path, relative: str, data: bytes) -> None:
     target.write_bytes(data)
 
 
+def _clear_for_reuse(staging: Path, reuse: Collection[str], aside: Path) -> None:
+    """Move everything of a spare made a staging folder but the folders `reuse` (relative to
+    it) and what they hold into the folder `aside`, as it lies: deleting its large files would
+    keep the publish waiting on the disk, so they are deleted with the retired releases."""
+    kept = {PurePosixPath(relative) for relative in reuse}
+    on_the_way = {parent for relative in kept for parent in relative.parents} - {PurePosixPath()}
+
+    def clear(folder: Path, relative: PurePosixPath) -> None:
+        for found in os.scandir(folder):
+            path = relative / found.name
+            if found.is_dir(follow_symlinks=False) and path in kept:
+                continue
+            if found.is_dir(follow_symlinks=False) and path in on_the_way:
+                clear(Path(found.path), path)
+            else:
+                (aside / path).parent.mkdir(parents=True, exist_ok=True)
+                os.rename(found.path, aside / path)
+
+    clear(staging, PurePosixPath())
+
+
 def link_tree(source: Path, target: Path, skip: Callable[[Path], bool] = lambda _: False) -> None:
     """Hard-link the files under `source` into `target` (copies where links fail), but those
     whose path relative to `source` is `skip`ped. Safe because published files are never
-    rewritten in place, only replaced by the swap."""
+    rewritten in place, only replaced by the swap: a reused folder's are, but only those of one
+    link (`put_file`)."""
     for path in sorted(source.rglob("*")):
         relative = path.relative_to(source)
         if path.is_dir() or skip(relative):
@@ -175,16 +225,19 @@ def stage_and_swap(
     categories: list[Category],
     write: Callable[[Path], None],
     carry: Iterable[str] = (),
+    reuse: Collection[str] = (),
 ) -> Path:
-    """`write` the release into a fresh staging folder with the `carry` folders of the live
-    release, validate it, swap it in as live."""
+    """`write` the release into a staging folder with the `carry` folders of the live release,
+    validate it, swap it in as live. The staging folder is the spare where there is one and
+    `reuse` names folders whose files `write` overwrites in place (`put_file`), removing those
+    it does not write (`keep_only`); otherwise a new one."""
     output_dir = output_dir.absolute()
     if output_dir.exists() and not output_dir.is_dir():  # never swap a file of its own aside
         raise NotADirectoryError(f"output folder {output_dir} is a file, not a folder; "
                                  "refusing to publish over it")
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     with publish_lock(output_dir):
-        return _stage_and_swap_locked(output_dir, categories, write, carry)
+        return _stage_and_swap_locked(output_dir, categories, write, carry, reuse)
 
 
 def _stage_and_swap_locked(
@@ -192,15 +245,25 @@ def _stage_and_swap_locked(
     categories: list[Category],
     write: Callable[[Path], None],
     carry: Iterable[str],
+    reuse: Collection[str],
 ) -> Path:
+    spares = [folder for folder in side_folders(output_dir, "spare")
+              if folder not in _REMOVING and (owner_is_dead(folder) or _owned_here(folder))]
+    spare = spares.pop() if spares and reuse else None
     leftovers = [*staging_folders(output_dir), *side_folders(output_dir, "retired"),
-                 *side_folders(output_dir, "old")]
+                 *side_folders(output_dir, "old"), *spares]
     for stale in leftovers:
-        if owner_is_dead(stale):
+        if stale not in _REMOVING and (owner_is_dead(stale) or stale in spares):
             shutil.rmtree(stale, ignore_errors=True)
     staging = new_staging_folder(output_dir)
     try:
-        staging.mkdir()
+        if spare is None:
+            staging.mkdir()
+        else:
+            spare.rename(staging)
+            aside = new_side_folder(output_dir, "retired")
+            _DISCARDED.setdefault(lock_file(output_dir), []).append(aside)
+            _clear_for_reuse(staging, reuse, aside)
         write(staging)
         for relative in carry:
             if (output_dir / relative).is_dir() and not (staging / relative).exists():
