@@ -10,8 +10,9 @@ the nightly figures change it. `new` stages each night in a new folder and then 
 release before last, as publishes did; `spare` stages each night in the release before last
 (from the third night on) and overwrites its files in place. The two ways alternate night by
 night, each in a folder of its own, and the kernel's dirty pages are written out (`sync`)
-before each step, so one step's writeback is not charged to the next. Printed per night and
-step: wall, and the process's user and system CPU. Prints figures only.
+before each step, so one step's writeback is not charged to the next. With `--cold` (as root)
+the page cache is emptied too, as it is for a spare written two nights before. Printed per
+night and step: wall, and the process's user and system CPU. Prints figures only.
 """
 
 from __future__ import annotations
@@ -66,8 +67,13 @@ def stage_in(spare: Path, folder: Path, names: list[str], night: int) -> None:
     write_over(folder, names, night)
 
 
+COLD = False  # set by --cold: the page cache emptied before each step
+
+
 def timed(step: str, work: Callable[..., object], *arguments: object) -> str:
     os.sync()
+    if COLD:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
     before, started = os.times(), time.perf_counter()
     work(*arguments)
     os.sync()  # the step's own writeback, charged to its wall
@@ -81,7 +87,14 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=50_000)
     parser.add_argument("--nights", type=int, default=4)
     parser.add_argument("--workdir", type=Path, default=REPO / "var" / "bench-release-files")
+    parser.add_argument("--cold", action="store_true", help="empty the page cache before each "
+                        "step (needs root)")
     args = parser.parse_args()
+    global COLD
+    COLD = args.cold
+    if COLD and not os.access("/proc/sys/vm/drop_caches", os.W_OK):
+        parser.exit(2, "bench.release_files: --cold needs to write /proc/sys/vm/drop_caches "
+                    "(root)\n")
     shutil.rmtree(args.workdir, ignore_errors=True)
     names = [f"entry-{n:06d}.{suffix}" for n in range(args.entries) for suffix in SIZES]
     print(f"{args.entries:,} entries, {len(names):,} files a night")

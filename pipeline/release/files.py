@@ -5,11 +5,14 @@ Kept apart from the swap so the page workers load only this."""
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import shutil
 import stat
 from collections.abc import Container
 from pathlib import Path
+
+PAGE = mmap.PAGESIZE  # what the kernel caches a file in
 
 
 def put_file(folder: int, name: str, data: bytes) -> None:
@@ -17,8 +20,12 @@ def put_file(folder: int, name: str, data: bytes) -> None:
 
     A regular file of one link found there (a reused folder's: see the module) is overwritten
     in place and keeps its blocks; on this project's ext4 disk a new file cost the kernel
-    60-240 µs and an overwrite 35. Anything else found there (a file linked from elsewhere, a
-    link, a folder) is removed and a new file made, so no other path ever sees the write."""
+    60-240 µs and an overwrite 35. Its last page is written whole (the content, then zeros
+    cut off after), never in part within the file: the kernel would read such a page from the
+    disk first, one wait a file once the spare is no longer cached; and the file is never cut
+    short of a block it keeps, which would free the block and wait on the disk. Anything
+    else found there (a file linked from elsewhere, a link, a folder) is removed and a new
+    file made, so no other path ever sees the write."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     size = 0
     try:
@@ -38,10 +45,11 @@ def put_file(folder: int, name: str, data: bytes) -> None:
         _remove_at(folder, name)
         target = os.open(name, flags | os.O_EXCL, 0o666, dir_fd=folder)
     try:
-        written = memoryview(data)
+        padding = -len(data) % PAGE if size > len(data) - len(data) % PAGE else 0
+        written = memoryview(data + bytes(padding) if padding else data)
         while written:
             written = written[os.write(target, written):]
-        if size > len(data):
+        if size > len(data) or padding:
             os.ftruncate(target, len(data))
     finally:
         os.close(target)
