@@ -288,7 +288,9 @@ def main() -> None:
             build_store(args.entries)
             built.write_text(str(args.entries))
             print(f"  built in {time.perf_counter() - started:.0f} s")
-    shutil.rmtree(WORK / "public", ignore_errors=True)  # the first publish draws every page
+    # The first publish draws every page, into a new staging folder: no spare is left beside.
+    for folder in [WORK / "public", *WORK.glob(".public.*-*")]:
+        shutil.rmtree(folder, ignore_errors=True)
     try:
         for _ in range(args.repeat):
             for which in measures:

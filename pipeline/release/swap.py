@@ -9,8 +9,9 @@ leftovers of owners that are provably dead, never a folder another run is still 
 
 The release a swap retires is kept as the spare (`.<output>.spare-…`) until the next publish,
 which stages into it: the folders named `reuse` (one file per entry, never hard-linked
-elsewhere) keep their files, and each is overwritten in place (`put_file`), which costs the
-kernel a fraction of a new file's (`files.put_file`); everything else of the spare is removed first.
+elsewhere) keep their files, each overwritten in place (`files.put_file`), which costs the
+kernel a fraction of a new file; everything else of the spare is moved aside and deleted
+once the lock is let go.
 """
 
 from __future__ import annotations
