@@ -77,3 +77,74 @@ def keep_only(folder: Path, names: Container[str]) -> None:
                 _remove_at(descriptor, found.name)
     finally:
         os.close(descriptor)
+
+
+class Folders:
+    """Files under a folder, reached by a descriptor of their own folder, opened once: two
+    files an entry, so the path is not walked for each and no buffered file object is made.
+    Files are written in the staged release (`put_file`); the previous release's are read,
+    never through a symbolic link."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.folders: dict[str, int | None] = {}
+
+    def _folder(self, folder: str) -> int | None:
+        if folder not in self.folders:
+            try:
+                self.folders[folder] = os.open(os.path.join(self.root, folder),
+                                               os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError:
+                self.folders[folder] = None
+        return self.folders[folder]
+
+    def create(self, relative: str, data: bytes) -> None:
+        """Write a file of the staged release (over the spare's file of the same entry)."""
+        folder, name = os.path.split(relative)
+        if (parent := self._folder(folder)) is None:
+            raise FileNotFoundError(f"{self.root / folder}: no such folder")
+        put_file(parent, name, data)
+
+    def read(self, relative: str, limit: int) -> str | None:
+        """The text of a regular file of at most `limit` bytes; None for anything else."""
+        folder, name = os.path.split(relative)
+        if (parent := self._folder(folder)) is None:
+            return None
+        try:
+            source = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        except OSError:
+            return None
+        try:
+            found = os.fstat(source)
+            if not stat.S_ISREG(found.st_mode) or found.st_size > limit:
+                return None
+            # Read to the end in the size fstat found: a file grown since is not read, and no
+            # buffer larger than the file is made (one of `limit` costs more than the read).
+            pieces, size, want = [], 0, found.st_size + 1
+            while piece := os.read(source, want):
+                pieces.append(piece)
+                size += len(piece)
+                if size > found.st_size:
+                    return None
+                want = found.st_size + 1 - size
+            data = b"".join(pieces)
+        except OSError:
+            return None
+        finally:
+            os.close(source)
+        try:
+            return data.decode()
+        except UnicodeDecodeError:
+            return None
+
+    def close(self) -> None:
+        for descriptor in self.folders.values():
+            if descriptor is not None:
+                os.close(descriptor)
+        self.folders.clear()
+
+    def __enter__(self) -> Folders:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()

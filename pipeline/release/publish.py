@@ -43,7 +43,7 @@ from pipeline.judging.health import is_https
 from pipeline.judging.present import Presented, PresentedValues
 from pipeline.judging.rollup import entry_trends
 from pipeline.release.feed import feed_items, render_feed
-from pipeline.release.files import keep_only, put_file
+from pipeline.release.files import Folders, keep_only
 from pipeline.release.layout import (
     CATEGORY_INDEX,
     CHANGES,
@@ -327,17 +327,14 @@ def write_entry_documents(folder: Path, ids: Sequence[str], meta: Mapping[str, A
     compact_meta = _compact(meta)
     documents = folder / ENTRY_DOCUMENTS
     documents.mkdir(parents=True, exist_ok=True)
-    names = [os.path.basename(entry_document(entry_id)) for entry_id in ids]
-    keep_only(documents, set(names))  # a reused folder's documents of entries now gone
-    descriptor = os.open(documents, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        with (folder / FULL_DATASET).open("rb") as dataset:
-            dataset.readline()  # DATASET_HEAD
-            for name, line in zip(names, dataset, strict=False):
-                put_file(descriptor, name,
-                         entry_document_bytes(line.rstrip(b"\n").removesuffix(b","), compact_meta))
-    finally:
-        os.close(descriptor)
+    paths = [entry_document(entry_id) for entry_id in ids]
+    # A reused folder's documents of entries now gone.
+    keep_only(documents, {os.path.basename(path) for path in paths})
+    with Folders(folder) as files, (folder / FULL_DATASET).open("rb") as dataset:
+        dataset.readline()  # DATASET_HEAD
+        for path, line in zip(paths, dataset, strict=False):
+            files.create(path, entry_document_bytes(line.rstrip(b"\n").removesuffix(b","),
+                                                    compact_meta))
 
 
 def stream_release(
