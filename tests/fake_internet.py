@@ -352,6 +352,58 @@ class RawServer:
         writer.close()
 
 
+@dataclass
+class SilentCloseServer:
+    """An HTTPS server that never answers a client's TLS close (its close_notify), as some
+    servers on the internet do. It speaks TLS itself over the TCP stream (an SSLObject), so it
+    can read on after the client's close_notify without answering it; `ended` counts the
+    connections the client closed. Every request gets 200, kept alive."""
+
+    context: ssl.SSLContext
+    host: str = "127.0.0.1"
+    port: int = 0
+    ended: int = 0
+    _server: asyncio.AbstractServer | None = None
+    _writers: list[asyncio.StreamWriter] = field(default_factory=list)
+
+    async def start(self) -> SilentCloseServer:
+        self._server = await asyncio.start_server(self._serve, self.host, 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    def url(self, path: str = "/") -> str:
+        return f"https://{self.host}:{self.port}{path}"
+
+    async def close(self) -> None:
+        for writer in self._writers:
+            writer.close()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.append(writer)
+        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        tls = self.context.wrap_bio(incoming, outgoing, server_side=True)
+        received = b""
+        with suppress(ConnectionError):
+            while data := await reader.read(CHUNK):
+                incoming.write(data)
+                # SSLZeroReturnError: the client's close_notify, never answered.
+                with suppress(ssl.SSLWantReadError, ssl.SSLZeroReturnError):
+                    tls.do_handshake()
+                    while chunk := tls.read(CHUNK):
+                        received += chunk
+                while b"\r\n\r\n" in received:
+                    received = received.partition(b"\r\n\r\n")[2]
+                    tls.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                if pending := outgoing.read():
+                    writer.write(pending)
+                    await writer.drain()
+        self.ended += 1
+        writer.close()
+
+
 def closed_port(host: str = "127.0.0.1") -> int:
     """A port nothing listens on (bound, then released)."""
     with socket.socket() as sock:

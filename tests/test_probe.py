@@ -20,6 +20,7 @@ from fake_internet import (
     FakeDNS,
     FakeServer,
     RawServer,
+    SilentCloseServer,
     closed_port,
     self_signed_context,
     unaccepting_port,
@@ -566,6 +567,27 @@ async def test_a_host_s_connections_close_after_its_last_url_and_are_reused_befo
         assert [r.outcome for r in results] == ["live"] * 5
         assert await closed_by_the_client(three_hosts)
     assert three_hosts.opened == {"127.0.0.1": 2, "127.0.0.2": 1}
+
+
+async def test_a_host_s_tls_connection_is_closed_at_once_though_the_server_never_closes_tls(
+    tmp_path: Path,
+) -> None:
+    """Once a host has no URL left, its TLS connection is closed without waiting on the
+    server's side of a TLS close, which a server may never send: waiting would hold the
+    connection and its buffers for asyncio's 30 s TLS shutdown timeout. Every answer was read
+    whole, so nothing is lost by not closing TLS first."""
+    server = await SilentCloseServer(self_signed_context(tmp_path)).start()
+    loop = asyncio.get_running_loop()
+    try:
+        async with Prober(replace(FAST, ca_file=str(tmp_path / "cert.pem"))) as prober:
+            result = await prober.probe(server.url("/ok"))
+            deadline = loop.time() + 2.0
+            while not server.ended and loop.time() < deadline:
+                await asyncio.sleep(0.02)
+            assert (result.outcome, result.http_status) == ("live", 200)
+            assert server.ended == 1
+    finally:
+        await server.close()
 
 
 async def test_a_confirmation_after_the_host_was_closed_opens_a_fresh_connection(
