@@ -48,7 +48,8 @@ def fill(database_url: str, entries: int, runs: int) -> None:
         ids = [f"entry-{number:06d}" for number in range(entries)]
         session.add_all(
             EntryRow(id=entry_id, category="bench", name=entry_id,
-                     content={"baseUrl": f"https://{entry_id}.example"}, content_hash="-",
+                     content={"baseUrl": f"https://{entry_id}.example"},
+                     base_url=f"https://{entry_id}.example", content_hash="-",
                      source_file="-", first_seen_at=now, updated_at=now)
             for entry_id in ids)
         session.flush()

@@ -64,6 +64,7 @@ def write_history(database_url: str, entries: int, nights: int) -> float:
     ids = [f"entry-{number:06d}" for number in range(entries)]
     with session_scope(engine) as session:
         session.add_all(EntryRow(id=entry_id, category="bench", name=entry_id, content=CONTENT,
+                                 base_url=CONTENT["baseUrl"],
                                  content_hash=content_hash(CONTENT), source_file="-",
                                  first_seen_at=now - timedelta(days=nights + 1), updated_at=now)
                         for entry_id in ids)

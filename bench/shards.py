@@ -86,7 +86,8 @@ def fill_store(database_url: str, hosts: list[str], port: int, paths: int) -> No
         ids = [f"bench-{number:05d}" for number in range(len(hosts))]
         session.add_all(
             EntryRow(id=entry_id, category="bench", name=entry_id,
-                     content={"baseUrl": f"http://{host}:{port}"}, content_hash="-",
+                     content={"baseUrl": f"http://{host}:{port}"},
+                     base_url=f"http://{host}:{port}", content_hash="-",
                      source_file="-", first_seen_at=now, updated_at=now)
             for entry_id, host in zip(ids, hosts, strict=True))
         session.flush()

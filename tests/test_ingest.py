@@ -27,6 +27,7 @@ from pipeline.settings import Settings
 from pipeline.store.tables import (
     EndpointRow,
     EntryRow,
+    active_base_urls,
     active_entries,
     engine_for,
     make_engine,
@@ -89,6 +90,33 @@ def test_a_changed_file_updates_the_entry_and_its_endpoints(
         ("GET", "/forecast"): True,
         ("GET", "/stations/{stationId}"): False,
     }
+
+
+def test_the_stored_base_address_follows_the_file(
+    engine, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """What the probe planning reads, each entry's base address, is the one its file gives:
+    when the entry is added, when its file changes it, and when a retired entry comes back
+    with another."""
+    write_entry(make_entry(id="kept-api", baseUrl="https://api.example.com/v2"))
+    path = write_entry()
+    assert ingest(engine, data_dir).added == ["example-weather", "kept-api"]
+
+    def stored() -> dict[str, str]:
+        with Session(engine) as session:
+            return active_base_urls(session)
+
+    kept = {"kept-api": "https://api.example.com/v2"}
+    assert stored() == {"example-weather": "https://api.example.com/v1", **kept}
+    write_entry(make_entry(baseUrl="https://api.example.com"))
+    assert ingest(engine, data_dir).updated == ["example-weather"]
+    assert stored() == {"example-weather": "https://api.example.com", **kept}
+    path.unlink()
+    assert ingest(engine, data_dir).retired == ["example-weather"]
+    assert stored() == kept
+    write_entry()
+    assert ingest(engine, data_dir).restored == ["example-weather"]
+    assert stored() == {"example-weather": "https://api.example.com/v1", **kept}
 
 
 def test_a_removed_file_retires_the_entry_and_keeps_it(

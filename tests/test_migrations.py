@@ -33,6 +33,7 @@ from pipeline.store.tables import (
     ProbeRow,
     ReleaseRow,
     StateChange,
+    active_base_urls,
     as_utc,
     make_engine,
     open_engine,
@@ -195,6 +196,21 @@ def test_the_successors_named_in_stored_entries_are_kept_in_their_column(
     with Session(engine) as session:
         assert dict(session.exec(select(EntryRow.id, EntryRow.successor)).all()) == {
             "old": "new", "new": None, "bare": None}
+    engine.dispose()
+
+
+def test_each_stored_entry_s_base_address_is_kept_in_its_column(database_url: str) -> None:
+    """Revision 0016 fills each stored entry's base address from its content: the probe
+    planning and the score stage read that column alone."""
+    engine = entries_stored_at(database_url, "0015", [
+        ("weather", '{"baseUrl": "https://api.weather.example/v1"}', "weather.yaml"),
+        ("maps", '{"baseUrl": "https://maps.example"}', "maps.yaml")])
+    assert upgrade_store(engine) == ("0015", head_revision())
+    with Session(engine) as session:
+        assert dict(session.exec(select(EntryRow.id, EntryRow.base_url)).all()) == {
+            "weather": "https://api.weather.example/v1", "maps": "https://maps.example"}
+        assert active_base_urls(session) == {
+            "weather": "https://api.weather.example/v1", "maps": "https://maps.example"}
     engine.dispose()
 
 

@@ -61,13 +61,15 @@ def _update_changed(session: Session, changed: list[StoredEntry], now: datetime,
             content=bindparam("new_content"), content_hash=bindparam("new_hash"),
             source_file=bindparam("new_source"), updated_at=bindparam("new_time"),
             file_hash=bindparam("new_file_hash"), file_stat=bindparam("new_file_stat"),
-            successor=bindparam("new_successor"), retired_at=None),
+            successor=bindparam("new_successor"), base_url=bindparam("new_base_url"),
+            retired_at=None),
         [{"entry_id": entry.id, "new_category": entry.category, "new_name": entry.name,
           "new_content": entry.content, "new_hash": entry.digest,
           "new_source": report.stored_name(str(entry.source)), "new_time": now,
           "new_file_hash": report.digests.get(str(entry.source)),
           "new_file_stat": report.stats.get(str(entry.source)),
-          "new_successor": entry.successor} for entry in changed],
+          "new_successor": entry.successor, "new_base_url": entry.content["baseUrl"]}
+         for entry in changed],
     )
     stored: dict[str, dict[tuple[str, str], tuple[int, bool]]] = defaultdict(dict)
     ids = [entry.id for entry in changed]
@@ -116,7 +118,8 @@ def _insert_new(session: Session, new: list[StoredEntry], now: datetime,
          "source_file": report.stored_name(str(entry.source)),
          "first_seen_at": now, "updated_at": now, "retired_at": None,
          "file_hash": report.digests.get(str(entry.source)),
-         "file_stat": report.stats.get(str(entry.source)), "successor": entry.successor}
+         "file_stat": report.stats.get(str(entry.source)), "successor": entry.successor,
+         "base_url": entry.content["baseUrl"]}
         for entry in new
     ])
     endpoints = [

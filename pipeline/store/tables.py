@@ -77,7 +77,9 @@ class EntryRow(SQLModel, table=True):
     __tablename__ = "entry"
     # What each night compares (the file hashes, states and content hashes, the content scores'
     # freshness) read from an index alone, without walking past every entry's content.
-    __table_args__ = (Index("ix_entry_compared", *COMPARED_COLUMNS),)
+    # Every published entry's base address, read from an index alone (`active_base_urls`).
+    __table_args__ = (Index("ix_entry_compared", *COMPARED_COLUMNS),
+                      Index("ix_entry_base_url", "retired_at", "id", "base_url"))
 
     id: str = Field(primary_key=True)
     category: str = Field(index=True)
@@ -94,6 +96,9 @@ class EntryRow(SQLModel, table=True):
     # The successor the curator named (`deprecated.successor`): checked every night to still be
     # an entry of the catalogue, also when the file is not read again.
     successor: str | None = None
+    # The content's `baseUrl`, kept apart so that what plans and presents the probes reads every
+    # published entry's without the database parsing each entry's content.
+    base_url: str | None = None
     # Pricing and Depth as the content alone decides them (JSON), with the content hash and
     # the rubric they were judged by: the score stage reads them back while both still hold.
     content_scores: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
@@ -427,10 +432,9 @@ def active_entries(session: Session) -> list[EntryRow]:
 
 
 def active_base_urls(session: Session) -> dict[str, str]:
-    """The base address of every published entry, by id, without loading the rest of their
-    content."""
-    base_url = EntryRow.__table__.c.content["baseUrl"].as_string()
-    statement = select(EntryRow.id, base_url).where(EntryRow.retired_at.is_(None))
+    """The base address of every published entry, by id, from its own column: not the rest of
+    their content."""
+    statement = select(EntryRow.id, EntryRow.base_url).where(EntryRow.retired_at.is_(None))
     return dict(session.connection().execute(statement).all())  # Core rows: no ORM step
 
 
