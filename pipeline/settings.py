@@ -96,6 +96,12 @@ class Settings(BaseSettings):
     publish_pages: bool = Field(
         default=True, description="Publish the reader pages with the JSON (off: JSON only)."
     )
+    publish_spare: bool = Field(
+        default=True,
+        description="Keep the release a publish replaces beside the output folder, for the next "
+        "publish to write its entry files over (off: it is deleted; half the disk, but every "
+        "file written anew).",
+    )
     publish_lock_timeout: float = Field(
         default=3600.0, gt=0,
         description="Seconds a publisher waits for another one to finish before giving up.",

@@ -234,5 +234,38 @@ def test_the_retired_release_is_kept_as_the_spare_once_the_lock_is_let_go(
     assert version_of(output) == "2026.11.24-3"
 
 
+def test_with_the_spare_off_the_release_replaced_is_deleted_an_earlier_spare_too(
+    published_store: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`APIDIR_PUBLISH_SPARE=false`, for a disk that holds one release and not two: the
+    release a publish replaces is deleted once the lock is let go rather than kept for the
+    next publish to write over, and a spare kept by publishes before the setting is deleted
+    too. Every release is still whole."""
+    from pipeline.operations.stages import publish_now, score_entries_now
+    from pipeline.settings import Settings
+    from pipeline.store.tables import utcnow
+
+    for name, value in published_store.items():
+        monkeypatch.setenv(name, value)
+    output = Path(published_store["APIDIR_OUTPUT_DIR"])
+
+    def publish() -> None:
+        settings, now = Settings(), utcnow()
+        publish_now(settings, score_entries_now(settings, now), now)
+        for thread in threading.enumerate():
+            if thread.name == "apidir-remove-retired":
+                thread.join(timeout=60)
+
+    publish()
+    publish()
+    assert len(side_folders(output, "spare")) == 1  # the default keeps the one replaced
+    monkeypatch.setenv("APIDIR_PUBLISH_SPARE", "false")
+    publish()
+    assert side_folders(output, "spare") == [] and side_folders(output, "retired") == []
+    publish()
+    assert side_folders(output, "spare") == [] and side_folders(output, "retired") == []
+    check_every_release(published_store, 4)
+
+
 def version_of(release: Path) -> str:
     return json.loads((release / FULL_DATASET).read_bytes())["meta"]["version"]

@@ -348,7 +348,7 @@ def publish_now(
             session, settings.output_dir, settings.base_url, categories, now, presented, run_id,
             releases_kept=settings.releases_kept, changes=recent_changes(session, since),
             pages=settings.publish_pages, stale_days=settings.stale_days,
-            events=recent_events(session, since),
+            events=recent_events(session, since), spare=settings.publish_spare,
         )
         if run_id is not None:
             run = session.get(PipelineRun, run_id)

@@ -347,11 +347,12 @@ def stream_release(
     complete: Completion | None = None,
     carry: Iterable[str] = (),
     reuse: Collection[str] = (ENTRY_DOCUMENTS,),
+    keep_spare: bool = True,
 ) -> int:
     """Write a release from `entries` in ascending id order straight into the staging folder
     (never holding the files in memory), validate it, swap it in; returns the entry count.
     `reuse`: the folders whose files `complete` and this overwrite in place in the spare
-    (`stage_and_swap`).
+    (`stage_and_swap`); `keep_spare`: whether the release swapped out is kept as the next one.
 
     Raises EntriesOutOfOrderError (the live release untouched) if the order is broken.
     """
@@ -372,7 +373,7 @@ def stream_release(
         if complete is not None:
             complete(staging, meta, writer.counts)
 
-    stage_and_swap(output_dir, categories, write, carry, reuse)
+    stage_and_swap(output_dir, categories, write, carry, reuse, keep_spare)
     return total
 
 
@@ -509,12 +510,15 @@ def publish_release(
     pages: bool = True,
     stale_days: int = DEFAULT_STALE_DAYS,
     events: Sequence[Event] = (),
+    spare: bool = True,
 ) -> Published:
     """Publish the store's active entries as a new release and record it.
 
     With the JSON go the reader pages (unless `pages` is off), the release's own copy under
     `api/releases/<folder>/` (`release_folder`) with the `releases_kept - 1` releases before
     it, listed in `api/releases.json`, and `changes` and `events` in `api/changes.json`.
+    With `spare`, the release replaced is kept beside the output folder for the next publish to
+    write over (`stage_and_swap`); without, it is deleted and each publish writes new files.
     """
     if releases_kept < 1:
         raise ValueError(f"releases_kept must be at least 1, not {releases_kept}")
@@ -552,10 +556,10 @@ def publish_release(
             # written over the files of the release before last (`put_file`).
             reuse = (ENTRY_DOCUMENTS, ENTRY_PAGES) if pages else (ENTRY_DOCUMENTS,)
             total = stream_release(output_dir, entries(), categories, version, now, base_url,
-                                   complete, carry, reuse)
+                                   complete, carry, reuse if spare else (), spare)
         except EntriesOutOfOrderError:  # the database sorts ids another way: sort them here
             files = build_release(entries(), categories, version, now, base_url)
-            write_release(output_dir, files, categories, complete, carry)
+            write_release(output_dir, files, categories, complete, carry, spare)
             total = json.loads(files[CATEGORY_INDEX])["meta"]["totalAPIs"]
         release = ReleaseRow(version=version, generated=now, total_apis=total, run_id=run_id)
         session.add(release)

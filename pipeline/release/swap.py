@@ -11,7 +11,8 @@ The release a swap retires is kept as the spare (`.<output>.spare-…`) until th
 which stages into it: the folders named `reuse` (one file per entry, never hard-linked
 elsewhere) keep their files, each overwritten in place (`files.put_file`), which costs the
 kernel a fraction of a new file; everything else of the spare is moved aside and deleted
-once the lock is let go.
+once the lock is let go. A publish that keeps no spare (`keep_spare`) deletes the release it
+retires instead, and stages into a new folder.
 """
 
 from __future__ import annotations
@@ -52,9 +53,10 @@ def _exchange(first: Path, second: Path) -> bool:
     raise OSError(code, os.strerror(code), str(second))
 
 
-def _swap_in(staging: Path, output_dir: Path) -> None:
-    """Make `staging` the live folder; the release it replaces is renamed out of sight and
-    removed once the publish lock is let go (`_remove_retired`), not while others wait for it."""
+def _swap_in(staging: Path, output_dir: Path, keep_spare: bool = True) -> None:
+    """Make `staging` the live folder; the release it replaces is renamed out of sight and,
+    once the publish lock is let go, kept as the spare (`keep_spare`) or removed
+    (`_remove_retired`), not while others wait for it."""
     if not output_dir.exists():
         staging.rename(output_dir)
         return
@@ -64,15 +66,15 @@ def _swap_in(staging: Path, output_dir: Path) -> None:
     else:
         output_dir.rename(retired)
         staging.rename(output_dir)
-    _RETIRED.setdefault(lock_file(output_dir), []).append((output_dir, retired))
+    _RETIRED.setdefault(lock_file(output_dir), []).append((output_dir, retired, keep_spare))
 
 
 # `.<output>.<staging|retired|spare>-<pid>@<host>-<random>`; older releases wrote
 # `.<output>.staging-<random>` and `.<output>.old-<random>`.
 _OWNER = re.compile(r"\.(?:staging|retired|spare)-(?P<pid>\d+)@(?P<host>.+)-[0-9a-f]{8}$")
 # Retired releases waiting for their publisher to let go of the lock, by lock file, each with
-# its output folder.
-_RETIRED: dict[Path, list[tuple[Path, Path]]] = {}
+# its output folder and whether it may be kept as the spare.
+_RETIRED: dict[Path, list[tuple[Path, Path, bool]]] = {}
 # What a publish moved aside to delete with the retired releases (`_clear_for_reuse`).
 _DISCARDED: dict[Path, list[Path]] = {}
 # Folders a thread of this process is removing: never reused meanwhile.
@@ -81,19 +83,21 @@ _REMOVING: set[Path] = set()
 
 def _remove_retired(lock: Path) -> None:
     """Keep the newest release this process retired under `lock` as its output folder's spare
-    (the next publish stages into it), and remove the others, any older spare of this process
-    and what its publishes moved aside (`_clear_for_reuse`) in a thread of their own (a
-    release of 100,000 entries takes a minute to delete on a slow disk, and nothing reads it);
-    the interpreter waits for it before it exits, and one cut short is finished by the next
-    publisher."""
+    (the next publish stages into it) unless its publish keeps none, and remove the others,
+    any older spare of this process and what its publishes moved aside (`_clear_for_reuse`)
+    in a thread of their own (a release of 100,000 entries takes a minute to delete on a slow
+    disk, and nothing reads it); the interpreter waits for it before it exits, and one cut
+    short is finished by the next publisher."""
     retired, removed = _RETIRED.pop(lock, []), _DISCARDED.pop(lock, [])
     if retired:
-        *older, (output_dir, newest) = retired
-        spare = new_side_folder(output_dir, "spare")
-        removed += [folder for _, folder in older]
+        *older, (output_dir, newest, keep_spare) = retired
+        removed += [folder for _, folder, _ in older]
         removed += [folder for folder in side_folders(output_dir, "spare")
                     if _owned_here(folder) and folder not in _REMOVING]
-        newest.rename(spare)
+        if keep_spare:
+            newest.rename(new_side_folder(output_dir, "spare"))
+        else:
+            removed.append(newest)
     if not removed:
         return
     _REMOVING.update(removed)
@@ -227,18 +231,20 @@ def stage_and_swap(
     write: Callable[[Path], None],
     carry: Iterable[str] = (),
     reuse: Collection[str] = (),
+    keep_spare: bool = True,
 ) -> Path:
     """`write` the release into a staging folder with the `carry` folders of the live release,
     validate it, swap it in as live. The staging folder is the spare where there is one and
     `reuse` names folders whose files `write` overwrites in place (`put_file`), removing those
-    it does not write (`keep_only`); otherwise a new one."""
+    it does not write (`keep_only`); otherwise a new one. Without `keep_spare`, the release
+    swapped out is deleted rather than kept as the next spare."""
     output_dir = output_dir.absolute()
     if output_dir.exists() and not output_dir.is_dir():  # never swap a file of its own aside
         raise NotADirectoryError(f"output folder {output_dir} is a file, not a folder; "
                                  "refusing to publish over it")
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     with publish_lock(output_dir):
-        return _stage_and_swap_locked(output_dir, categories, write, carry, reuse)
+        return _stage_and_swap_locked(output_dir, categories, write, carry, reuse, keep_spare)
 
 
 def _stage_and_swap_locked(
@@ -247,6 +253,7 @@ def _stage_and_swap_locked(
     write: Callable[[Path], None],
     carry: Iterable[str],
     reuse: Collection[str],
+    keep_spare: bool,
 ) -> Path:
     spares = [folder for folder in side_folders(output_dir, "spare")
               if folder not in _REMOVING and (owner_is_dead(folder) or _owned_here(folder))]
@@ -272,7 +279,7 @@ def _stage_and_swap_locked(
         problems = validate_release(staging, categories)
         if problems:
             raise ReleaseValidationError(problems)
-        _swap_in(staging, output_dir)
+        _swap_in(staging, output_dir, keep_spare)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
@@ -285,8 +292,10 @@ def write_release(
     categories: list[Category],
     complete: Completion | None = None,
     carry: Iterable[str] = (),
+    keep_spare: bool = True,
 ) -> Path:
-    """Stage `files`, validate them, then swap them in as the live release at `output_dir`."""
+    """Stage `files`, validate them, then swap them in as the live release at `output_dir`
+    (`stage_and_swap`)."""
 
     def write(staging: Path) -> None:
         for relative, data in files.items():
@@ -296,5 +305,5 @@ def write_release(
             counts = {c["id"]: c["count"] for c in index["categories"]}
             complete(staging, index["meta"], counts)
 
-    return stage_and_swap(output_dir, categories, write, carry)
+    return stage_and_swap(output_dir, categories, write, carry, keep_spare=keep_spare)
 
