@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
+import orjson
 import pytest
 
 from pipeline.contract import (
@@ -25,7 +26,7 @@ from pipeline.contract import (
     Uptime,
 )
 from pipeline.judging.health import RunVerdict
-from pipeline.judging.present import EntryValues, Presented
+from pipeline.judging.present import EntryValues, Presented, WrittenValues
 from pipeline.operations.handover import (
     discard,
     handed_over,
@@ -33,6 +34,7 @@ from pipeline.operations.handover import (
     load_entry_figures,
     save_presented,
 )
+from pipeline.release.publish import DEFAULT_STALE_DAYS, published_entry
 
 
 def presented_values() -> Presented:
@@ -88,6 +90,38 @@ def test_each_entry_is_a_line_read_when_reached_with_the_lifecycle_judged_since(
         assert load_entry_figures(path)["stripe"]["state"] == "unreachable"
     finally:
         discard(path)
+
+
+def test_an_entry_published_from_the_file_is_the_one_published_from_memory() -> None:
+    """The publisher writes each entry's values as the file holds them, in their JSON form,
+    without building its models again: the entry it publishes is the same, byte for byte, for
+    every field filled, for one measured in part, and for one never handed over."""
+    presented = presented_values()
+    presented.statuses["stripe"] = Status(state="unreachable")
+    presented.https["stripe"] = Https(enabled=True)  # its null fields are never published
+    presented.cors["stripe"] = Cors(state="no")
+    content = {"id": "x", "baseUrl": "https://api.example.com",
+               "endpoints": [{"method": "GET", "path": f"/{n}"} for n in range(3)]}
+
+    def published(values: EntryValues | WrittenValues) -> bytes:
+        return orjson.dumps(published_entry(
+            content, values.status, values.score, values.uptime, None, DEFAULT_STALE_DAYS,
+            values.endpoints, values.lifecycle, values.https, values.cors))
+
+    path = save_presented(presented.items(), run_id=7)
+    try:
+        with handed_over(path) as values:
+            values.lifecycles.update(presented.lifecycles)  # judged by the publisher
+            for entry_id in ("github", "stripe", "not-handed-over"):
+                from_file = values.published(entry_id)
+                assert isinstance(from_file, WrittenValues)
+                assert published(from_file) == published(presented.published(entry_id))
+            github = orjson.loads(published(values.published("github")))
+    finally:
+        discard(path)
+    assert github["builderScore"] is not None and github["lifecycle"] is not None
+    assert [bool(endpoint.get("status")) for endpoint in github["endpoints"]] == [
+        True, False, True]
 
 
 def test_each_save_is_a_file_of_its_own_and_private() -> None:

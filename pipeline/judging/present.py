@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlmodel import Session
 
@@ -47,6 +47,21 @@ class EntryValues:
     lifecycle: Lifecycle | None = None
 
 
+@dataclass
+class WrittenValues:
+    """One entry's presented values in their JSON form, as its models' own serializer wrote
+    them to a hand-over file: published as they are read, without models built again for each
+    entry (about 0.1 ms an entry). Endpoint statuses by their endpoint's position."""
+
+    status: dict[str, Any] | None = None
+    score: dict[str, Any] | None = None
+    uptime: dict[str, Any] | None = None
+    endpoints: dict[int, dict[str, Any]] | None = None
+    https: dict[str, Any] | None = None
+    cors: dict[str, Any] | None = None
+    lifecycle: Lifecycle | None = None
+
+
 class PresentedValues(Protocol):
     """What a release is published from: each entry's values (from memory, or read back from a
     stage's hand-over file), the states and verdicts the publisher records whole, and the
@@ -59,6 +74,10 @@ class PresentedValues(Protocol):
     def states(self) -> Mapping[str, Status | CheckedState]: ...
 
     def entry(self, entry_id: str) -> EntryValues: ...
+
+    def published(self, entry_id: str) -> EntryValues | WrittenValues:
+        """The entry's values as the release writes them: models, or their JSON form."""
+        ...
 
 
 @dataclass
@@ -82,6 +101,9 @@ class Presented:
     def entry(self, entry_id: str) -> EntryValues:
         return EntryValues(**{name: getattr(self, plural).get(entry_id)
                               for name, plural in _BY_ENTRY.items()})
+
+    def published(self, entry_id: str) -> EntryValues:
+        return self.entry(entry_id)
 
     def items(self) -> Iterator[tuple[str, EntryValues]]:
         """Every entry with a value, by id."""

@@ -26,7 +26,7 @@ from pydantic import TypeAdapter
 from pipeline.contract import Lifecycle
 from pipeline.judging.changes import CheckedState
 from pipeline.judging.health import RunVerdict
-from pipeline.judging.present import EntryValues
+from pipeline.judging.present import EntryValues, WrittenValues
 from pipeline.operations.report import entry_figure
 
 HEADER_BYTES = 64  # the first line, written blank and filled in once the last lines are placed
@@ -110,6 +110,21 @@ class HandedOver:
         values = ENTRY.validate_json(self._file.readline())
         values.lifecycle = self.lifecycles.get(entry_id)
         return values
+
+    def published(self, entry_id: str) -> WrittenValues:
+        """The entry's values as saved, in their JSON form (`WrittenValues`)."""
+        offset = self._offsets.get(entry_id)
+        lifecycle = self.lifecycles.get(entry_id)
+        if offset is None:
+            return WrittenValues(lifecycle=lifecycle)
+        self._file.seek(offset)
+        saved = orjson.loads(self._file.readline())
+        endpoints = saved["endpoints"]
+        return WrittenValues(
+            status=saved["status"], score=saved["score"], uptime=saved["uptime"],
+            endpoints=None if endpoints is None else {
+                int(position): status for position, status in endpoints.items()},
+            https=saved["https"], cors=saved["cors"], lifecycle=lifecycle)
 
     def items(self) -> Iterator[tuple[str, EntryValues]]:
         """Every entry's values, in the order they were saved."""

@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, get_args
 
 import orjson
+from pydantic import BaseModel
 from sqlalchemy import Text, type_coerce
 from sqlmodel import Session, col, select
 
@@ -136,41 +137,52 @@ def stale_provenance(provenance: Mapping[str, Any] | None, as_of: date | None,
     return {**provenance, "stale": stale}
 
 
+def _json_form(value: BaseModel | Mapping[str, Any] | None, without_nulls: bool = False) -> Any:
+    """A presented value as published: a model dumped in JSON mode, or a value in that form
+    already (`WrittenValues`); `without_nulls` leaves out its null fields."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_none=without_nulls)
+    if value is not None and without_nulls:
+        return {name: item for name, item in value.items() if item is not None}
+    return value
+
+
 def published_entry(
     content: Mapping[str, Any],
-    status: Status | None = None,
-    builder_score: BuilderScore | None = None,
-    uptime: Uptime | None = None,
+    status: Status | Mapping[str, Any] | None = None,
+    builder_score: BuilderScore | Mapping[str, Any] | None = None,
+    uptime: Uptime | Mapping[str, Any] | None = None,
     as_of: date | None = None,
     stale_days: int = DEFAULT_STALE_DAYS,
-    endpoint_statuses: Mapping[int, EndpointStatus] | None = None,
+    endpoint_statuses: Mapping[int, EndpointStatus | Mapping[str, Any]] | None = None,
     lifecycle: Lifecycle | None = None,
-    https: Https | None = None,
-    cors: Cors | None = None,
+    https: Https | Mapping[str, Any] | None = None,
+    cors: Cors | Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One entry as published: the curated keys it sets plus every presented value, each
-    endpoint with its own status. Without measurements, HTTPS is read off the base address,
-    CORS is unknown and the lifecycle is the curated one (deprecated, else active)."""
+    """One entry as published: the curated keys it sets plus every presented value (a model,
+    or its JSON form), each endpoint with its own status. Without measurements, HTTPS is read
+    off the base address, CORS is unknown and the lifecycle is the curated one (deprecated,
+    else active)."""
     entry = dict(content)
     if "provenance" in entry:
         entry["provenance"] = stale_provenance(entry["provenance"], as_of, stale_days)
     if endpoint_statuses is not None and entry.get("endpoints"):
         entry["endpoints"] = [
-            {**endpoint, "status": endpoint_statuses[position].model_dump(mode="json")}
+            {**endpoint, "status": _json_form(endpoint_statuses[position])}
             if position in endpoint_statuses else endpoint
             for position, endpoint in enumerate(entry["endpoints"])
         ]
-    entry["status"] = (status or Status()).model_dump(mode="json")
-    entry["builderScore"] = builder_score.model_dump(mode="json") if builder_score else None
-    entry["uptime"] = uptime.model_dump(mode="json") if uptime else None
+    entry["status"] = _json_form(status or Status())
+    entry["builderScore"] = _json_form(builder_score)
+    entry["uptime"] = _json_form(uptime)
     if lifecycle is None:
         curated = "deprecated" if content.get("deprecated") else "active"
         lifecycle = Lifecycle(state=curated, reason="not judged from probes yet",
                               successor=(content.get("deprecated") or {}).get("successor"))
-    entry["lifecycle"] = lifecycle.model_dump(mode="json", exclude_none=True)
+    entry["lifecycle"] = _json_form(lifecycle, without_nulls=True)
     https = https or Https(enabled=is_https(content["baseUrl"]))
-    entry["https"] = https.model_dump(mode="json", exclude_none=True)
-    entry["cors"] = (cors or Cors(state="unknown")).model_dump(mode="json", exclude_none=True)
+    entry["https"] = _json_form(https, without_nulls=True)
+    entry["cors"] = _json_form(cors or Cors(state="unknown"), without_nulls=True)
     return entry
 
 
@@ -529,8 +541,10 @@ def publish_release(
     def entries() -> Iterator[dict[str, Any]]:
         by_state.clear()
         for entry_id, content in _active_contents(session):
-            entry = values.entry(entry_id)
-            by_state[entry.status.state if entry.status else "unchecked"] += 1
+            entry = values.published(entry_id)
+            status = entry.status
+            by_state[(status["state"] if isinstance(status, dict) else status.state)
+                     if status else "unchecked"] += 1
             yield published_entry(content, entry.status, entry.score, entry.uptime, now.date(),
                                   stale_days, entry.endpoints, entry.lifecycle, entry.https,
                                   entry.cors)
