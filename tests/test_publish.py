@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -330,6 +331,38 @@ def test_validation_finds_an_entry_line_that_breaks_the_contract(
                for p in problems)
     assert any(p.startswith(f"{FULL_DATASET}: apis/2/authType:") and "[contract]" in p
                for p in problems)
+
+
+def test_a_large_release_s_entries_are_checked_in_worker_processes_with_the_same_problems(
+    tmp_path: Path, catalogue_entries, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From `PARALLEL_CHECK_FROM` bytes of full dataset on, each entry's own checks (the schema
+    and the model, of it and of its search item) run in worker processes beside the matching
+    of its line in the other files: the problems found, in their order, are those found in one
+    process."""
+    def break_some(lines: list[bytes]) -> list[bytes]:
+        changed = list(lines)
+        for place, field, value in ((3, "authType", "token"), (6, "color", "not-a-colour")):
+            entry = json.loads(lines[place].rstrip(b",\n"))
+            changed[place] = json.dumps(entry | {field: value}).encode() + b",\n"
+        changed[9] = b"{not JSON},\n"
+        return changed
+
+    in_one = tampered(tmp_path, catalogue_entries, FULL_DATASET, break_some)
+    pools, worker_pool = [], validate_module.worker_pool
+
+    def counted_pool() -> ProcessPoolExecutor:
+        pools.append(worker_pool())
+        return pools[-1]
+
+    monkeypatch.setattr(validate_module, "worker_pool", counted_pool)
+    monkeypatch.setattr(validate_module, "PARALLEL_CHECK_FROM", 0)
+    assert validate_release(tmp_path / "public", CATEGORIES) == in_one
+    assert len(pools) == 1
+    assert any(p.startswith(f"{FULL_DATASET}: apis/2/authType:") and "[contract]" in p
+               for p in in_one)
+    assert any(p.startswith(f"{FULL_DATASET}: apis/5/color:") for p in in_one)
+    assert any(p.startswith(f"{FULL_DATASET}: apis/8: not JSON") for p in in_one)
 
 
 def test_validation_finds_broken_framing_and_order(tmp_path: Path, catalogue_entries) -> None:

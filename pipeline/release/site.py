@@ -10,12 +10,9 @@ and `llms.txt` list of each entry is kept: its card and its listing.
 from __future__ import annotations
 
 import os
-from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +22,6 @@ from pipeline.catalogue.entries import paused_garbage_collection
 from pipeline.judging.day_figures import DayFigures
 from pipeline.release.crawlers import check_sitemaps, crawler_files
 from pipeline.release.entry_site import (
-    EntrySummary,
     SiteContext,
     check_page,
     use_context,
@@ -58,6 +54,7 @@ from pipeline.release.pages import (
     render_pages,
     site_root,
 )
+from pipeline.release.pool import in_order, worker_pool
 from pipeline.release.swap import write_file
 
 # From this many entries on, pages are rendered in one worker process per core.
@@ -101,22 +98,6 @@ def _chunks(lines: Iterator[bytes], trends: Mapping[str, Sequence[DayFigures]],
         chunk_ids = ids[position : position + len(chunk)]
         position += len(chunk)
         yield chunk, [trends.get(entry_id, ()) for entry_id in chunk_ids]
-
-
-def _in_order(pool: ProcessPoolExecutor | None, chunks: Iterator[Any], ahead: int,
-              ) -> Iterator[tuple[list[EntrySummary], list[str]]]:
-    """`write_entry_site` of every chunk, in order, at most `ahead` chunks in flight."""
-    if pool is None:
-        for chunk in chunks:
-            yield write_entry_site(*chunk)
-        return
-    pending: deque[Future[tuple[list[EntrySummary], list[str]]]] = deque()
-    for chunk in chunks:
-        pending.append(pool.submit(write_entry_site, *chunk))
-        if len(pending) >= ahead:
-            yield pending.popleft().result()
-    while pending:
-        yield pending.popleft().result()
 
 
 @dataclass(frozen=True)
@@ -179,13 +160,12 @@ def write_site(staging: Path, base_url: str,
     chunks = _chunks(dataset_lines(staging / FULL_DATASET), trends, ids)
     pool = None
     if workers > 1:
-        pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
-                                   initializer=use_context, initargs=(context,))
+        pool = worker_pool(workers, use_context, (context,))
     else:
         use_context(context)
     try:
         with paused_garbage_collection():
-            for summaries, found in _in_order(pool, chunks, workers * 4):
+            for summaries, found in in_order(pool, write_entry_site, chunks, workers * 4):
                 problems += found
                 for summary in summaries:
                     cards.setdefault(summary.category, []).append((summary.score_key,

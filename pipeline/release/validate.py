@@ -4,7 +4,9 @@ The datasets (`apis.json`, one file per category, the search index) are compact 
 entry per line, so a release of 100,000 entries is validated as a stream of lines: every entry
 is checked once (JSON Schema and the pydantic model) in the full dataset, each category file is
 checked to hold exactly the full dataset's lines of its category, the search index to hold
-each entry's search item (itself checked), and each entry document its entry's line.
+each entry's search item (itself checked), and each entry document its entry's line. In a
+large release, each entry's own checks run in worker processes, one per core, beside the
+matching of its line in the other files (`PARALLEL_CHECK_FROM`).
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from functools import cache
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +58,14 @@ from pipeline.release.layout import (
     entry_document,
 )
 from pipeline.release.openapi import component_schemas
+from pipeline.release.pool import in_order, worker_pool
 from pipeline.release.search import search_item
 
 MAX_PROBLEMS_PER_FILE = 100
+# From a full dataset this large on (some 5,000 entries), its entries' own checks run in
+# worker processes, a chunk of lines at a time.
+PARALLEL_CHECK_FROM = 32 << 20
+_CHECK_CHUNK = 200
 
 
 class ReleaseValidationError(RuntimeError):
@@ -202,13 +210,11 @@ class _SearchReader(_FollowingReader):
     def __init__(self, folder: Path, stack: ExitStack) -> None:
         super().__init__(folder, SEARCH_INDEX, stack)
 
-    def expect_item(self, entry: dict, problems: list[str], check: bool = True) -> None:
-        """The entry's search item must be next; it is `check`ed unless its entry is invalid
-        (already reported)."""
-        item = search_item(entry)
-        if check:
-            _check_document("SearchItem", self.path, item, problems, f"apis/{self.count}")
-        self.expect(orjson.dumps(item, option=orjson.OPT_SORT_KEYS))
+    def expect_item(self, entry: dict, problems: list[str], checked: list[str] | None) -> None:
+        """The entry's search item must be next; `checked` are the problems of the item itself
+        (`_line_problems`), None where its entry is invalid (already reported)."""
+        problems += checked or ()
+        self.expect(orjson.dumps(search_item(entry), option=orjson.OPT_SORT_KEYS))
 
     def finish(self, full_meta: dict, problems: list[str]) -> None:
         meta = self.end_meta(problems)
@@ -292,13 +298,54 @@ class _CategoryReader(_FollowingReader):
             problems.append(f"{self.path}: meta.version differs from {FULL_DATASET}")
 
 
+def _line_problems(lines: list[tuple[int, bytes]]) -> list[tuple[list[str], list[str] | None]]:
+    """The contract problems of entry lines of the full dataset, each with its place: the
+    entry's (JSON Schema and the model), and its search item's, None where the entry is invalid.
+    Each entry's own checks, apart from matching its line in the other files: run in worker
+    processes for a large release."""
+    found = []
+    for count, data in lines:
+        try:
+            entry = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            entry = None  # reported by the reader of the lines, then checked as it is
+        entry_problems: list[str] = []
+        _check_document("APIEntry", FULL_DATASET, entry, entry_problems, f"apis/{count}")
+        item_problems = None
+        if not entry_problems:
+            item_problems = []
+            _check_document("SearchItem", SEARCH_INDEX, search_item(entry), item_problems,
+                            f"apis/{count}")
+        found.append((entry_problems, item_problems))
+    return found
+
+
+def _entry_lines(path: Path) -> Iterator[tuple[list[tuple[int, bytes]]]]:
+    """The entry lines of a full dataset with their places, a chunk at a time, read apart from
+    the reader that checks its framing (`_dataset_lines`), which meets any break first."""
+    with path.open("rb") as handle:
+        handle.readline()
+        places = (line[:-1].removesuffix(b",") for line in handle
+                  if not line.startswith(DATASET_META))
+        count = 0
+        while chunk := list(islice(places, _CHECK_CHUNK)):
+            yield ([(count + n, data) for n, data in enumerate(chunk)],)
+            count += len(chunk)
+
+
 def _validate_datasets(folder: Path, categories: list[Category], problems: list[str]) -> None:
     """One pass over `apis.json`: every entry checked against the schema and the model, and
     matched with the next line of its category file and of the search index, and with its
     entry document; then every meta."""
     path = FULL_DATASET
     documents = _EntryDocuments(folder)
+    large = (folder / path).stat().st_size >= PARALLEL_CHECK_FROM
     with ExitStack() as stack:
+        pool = stack.enter_context(worker_pool() if large else nullcontext())
+        # Each entry line's own problems, in the order of the lines.
+        checked = (line for chunk in in_order(pool, _line_problems, _entry_lines(folder / path),
+                                              ahead=8)
+                   for line in chunk)
         readers = {c.id: _CategoryReader(folder, c, stack) for c in categories}
         search = _SearchReader(folder, stack)
         handle = stack.enter_context((folder / path).open("rb"))
@@ -309,10 +356,9 @@ def _validate_datasets(folder: Path, categories: list[Category], problems: list[
                 meta = _parse(data, path, "meta", problems)
                 _check_document("Meta", path, meta, problems, "meta")
                 break
-            before = len(problems)
             entry = _parse(data, path, f"apis/{count}", problems)
-            _check_document("APIEntry", path, entry, problems, f"apis/{count}")
-            valid = len(problems) == before
+            entry_problems, item_problems = next(checked)
+            problems += entry_problems
             entry = entry if isinstance(entry, dict) else {}
             entry_id = entry.get("id")
             if not isinstance(entry_id, str) or (last_id is not None and entry_id <= last_id):
@@ -324,7 +370,7 @@ def _validate_datasets(folder: Path, categories: list[Category], problems: list[
                 problems.append(f"{path}: apis/{count}: category is not one of the release's")
             else:
                 reader.expect(data)
-            search.expect_item(entry, problems, check=valid)
+            search.expect_item(entry, problems, item_problems)
             documents.expect(entry_id, data, problems)
             count += 1
             if len(problems) - found > MAX_PROBLEMS_PER_FILE:
