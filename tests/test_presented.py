@@ -6,8 +6,8 @@ import orjson
 import pytest
 
 from pipeline.contract import APIEntry, Uptime
+from pipeline.release.files import dataset_lines
 from pipeline.release.pages import presented_entry
-from pipeline.release.site import dataset_lines
 from tests.site_release import SampleRelease, publish_sample_release
 
 

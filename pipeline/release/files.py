@@ -1,6 +1,7 @@
 """Files of a staged release written and pruned by a folder's descriptor: a reused folder's
-files (a spare release's, `swap`) are overwritten in place, and those of entries gone removed.
-Kept apart from the swap so the page workers load only this."""
+files (a spare release's, `swap`) are overwritten in place, and those of entries gone removed;
+its datasets read back a line at a time. Kept apart from the swap so the page workers load
+only this."""
 
 from __future__ import annotations
 
@@ -9,8 +10,13 @@ import mmap
 import os
 import shutil
 import stat
-from collections.abc import Container
+from collections.abc import Container, Iterator
 from pathlib import Path
+from typing import Any
+
+import orjson
+
+from pipeline.release.layout import DATASET_HEAD, DATASET_META
 
 PAGE = mmap.PAGESIZE  # what the kernel caches a file in
 
@@ -148,3 +154,22 @@ class Folders:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def dataset_lines(path: Path) -> Iterator[bytes]:
+    """The entry lines of a staged dataset file, each without its separating comma."""
+    with path.open("rb") as dataset:
+        if dataset.readline() != DATASET_HEAD:
+            raise ValueError(f"{path} does not start as a dataset file")
+        for line in dataset:
+            if line.startswith(DATASET_META):
+                return
+            yield line.rstrip(b"\n").removesuffix(b",")
+
+
+def dataset_meta(path: Path) -> dict[str, Any]:
+    """The meta of a staged dataset file: its last line, read from the end."""
+    with path.open("rb") as dataset:
+        dataset.seek(max(0, path.stat().st_size - (1 << 16)))
+        tail = dataset.read().rsplit(b"\n" + DATASET_META, 1)[-1]
+    return orjson.loads(tail.removeprefix(DATASET_META).rstrip().removesuffix(b"}"))

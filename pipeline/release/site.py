@@ -14,7 +14,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -27,12 +26,10 @@ from pipeline.release.entry_site import (
     use_context,
     write_entry_site,
 )
-from pipeline.release.files import keep_only
+from pipeline.release.files import dataset_lines, dataset_meta, keep_only
 from pipeline.release.hosting import host_files
 from pipeline.release.layout import (
     CATEGORY_INDEX,
-    DATASET_HEAD,
-    DATASET_META,
     ENTRY_PAGES,
     FULL_DATASET,
     LLMS_TXT,
@@ -60,25 +57,6 @@ from pipeline.release.swap import write_file
 # From this many entries on, pages are rendered in one worker process per core.
 PARALLEL_FROM = 5000
 _CHUNK = 200
-
-
-def dataset_lines(path: Path) -> Iterator[bytes]:
-    """The entry lines of a staged dataset file, each without its separating comma."""
-    with path.open("rb") as dataset:
-        if dataset.readline() != DATASET_HEAD:
-            raise ValueError(f"{path} does not start as a dataset file")
-        for line in dataset:
-            if line.startswith(DATASET_META):
-                return
-            yield line.rstrip(b"\n").removesuffix(b",")
-
-
-def dataset_meta(path: Path) -> dict[str, Any]:
-    """The meta of a staged dataset file: its last line, read from the end."""
-    with path.open("rb") as dataset:
-        dataset.seek(max(0, path.stat().st_size - (1 << 16)))
-        tail = dataset.read().rsplit(b"\n" + DATASET_META, 1)[-1]
-    return orjson.loads(tail.removeprefix(DATASET_META).rstrip().removesuffix(b"}"))
 
 
 def staged_paths(staging: Path) -> set[str]:

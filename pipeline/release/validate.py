@@ -41,6 +41,7 @@ from pipeline.contract import (
     SearchItem,
 )
 from pipeline.release.feed import check_feed
+from pipeline.release.files import dataset_lines
 from pipeline.release.layout import (
     CATEGORY_INDEX,
     CHANGES,
@@ -323,14 +324,10 @@ def _line_problems(lines: list[tuple[int, bytes]]) -> list[tuple[list[str], list
 def _entry_lines(path: Path) -> Iterator[tuple[list[tuple[int, bytes]]]]:
     """The entry lines of a full dataset with their places, a chunk at a time, read apart from
     the reader that checks its framing (`_dataset_lines`), which meets any break first."""
-    with path.open("rb") as handle:
-        handle.readline()
-        places = (line[:-1].removesuffix(b",") for line in handle
-                  if not line.startswith(DATASET_META))
-        count = 0
-        while chunk := list(islice(places, _CHECK_CHUNK)):
-            yield ([(count + n, data) for n, data in enumerate(chunk)],)
-            count += len(chunk)
+    lines, count = dataset_lines(path), 0
+    while chunk := list(islice(lines, _CHECK_CHUNK)):
+        yield ([(count + n, data) for n, data in enumerate(chunk)],)
+        count += len(chunk)
 
 
 def _validate_datasets(folder: Path, categories: list[Category], problems: list[str]) -> None:
