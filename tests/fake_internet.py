@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -290,8 +290,37 @@ def serving_in_thread(server: FakeServer) -> Iterator[FakeServer]:
         loop.close()
 
 
+class _StreamServer:
+    """What the servers spoken by hand over asyncio streams share: a loopback port of their
+    own, their URLs, and a close that ends every connection they hold."""
+
+    scheme = "http"
+    host: str
+    port: int
+    _server: asyncio.AbstractServer | None
+    _writers: list[asyncio.StreamWriter]
+
+    async def start(self) -> Self:
+        self._server = await asyncio.start_server(self._serve, self.host, 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    def url(self, path: str = "/") -> str:
+        return f"{self.scheme}://{self.host}:{self.port}{path}"
+
+    async def close(self) -> None:
+        for writer in self._writers:
+            writer.close()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+
 @dataclass
-class RawServer:
+class RawServer(_StreamServer):
     """A TCP server with a fixed misbehaviour: 'hang', 'garbage', 'reset', 'ok', or
     'drop-after-redirect' (a redirect on a kept-alive connection, which the server then closes
     when the next request arrives on it, unanswered; `/ok` on a fresh connection answers 200)."""
@@ -303,21 +332,6 @@ class RawServer:
     port: int = 0
     _server: asyncio.AbstractServer | None = None
     _writers: list[asyncio.StreamWriter] = field(default_factory=list)
-
-    async def start(self) -> RawServer:
-        self._server = await asyncio.start_server(self._serve, self.host, 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    def url(self, path: str = "/") -> str:
-        return f"http://{self.host}:{self.port}{path}"
-
-    async def close(self) -> None:
-        for writer in self._writers:
-            writer.close()
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -353,33 +367,19 @@ class RawServer:
 
 
 @dataclass
-class SilentCloseServer:
+class SilentCloseServer(_StreamServer):
     """An HTTPS server that never answers a client's TLS close (its close_notify), as some
     servers on the internet do. It speaks TLS itself over the TCP stream (an SSLObject), so it
     can read on after the client's close_notify without answering it; `ended` counts the
     connections the client closed. Every request gets 200, kept alive."""
 
+    scheme = "https"
     context: ssl.SSLContext
     host: str = "127.0.0.1"
     port: int = 0
     ended: int = 0
     _server: asyncio.AbstractServer | None = None
     _writers: list[asyncio.StreamWriter] = field(default_factory=list)
-
-    async def start(self) -> SilentCloseServer:
-        self._server = await asyncio.start_server(self._serve, self.host, 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    def url(self, path: str = "/") -> str:
-        return f"https://{self.host}:{self.port}{path}"
-
-    async def close(self) -> None:
-        for writer in self._writers:
-            writer.close()
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.append(writer)
