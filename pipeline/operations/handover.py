@@ -102,23 +102,26 @@ class HandedOver:
         self.verdicts = VERDICTS.validate_python(index["verdicts"])
         self.lifecycles: dict[str, Lifecycle] = {}
 
-    def entry(self, entry_id: str) -> EntryValues:
+    def _saved_line(self, entry_id: str) -> bytes | None:
+        """The entry's line of values as saved; None for an entry not handed over."""
         offset = self._offsets.get(entry_id)
         if offset is None:
-            return EntryValues(lifecycle=self.lifecycles.get(entry_id))
+            return None
         self._file.seek(offset)
-        values = ENTRY.validate_json(self._file.readline())
+        return self._file.readline()
+
+    def entry(self, entry_id: str) -> EntryValues:
+        line = self._saved_line(entry_id)
+        values = EntryValues() if line is None else ENTRY.validate_json(line)
         values.lifecycle = self.lifecycles.get(entry_id)
         return values
 
     def published(self, entry_id: str) -> WrittenValues:
         """The entry's values as saved, in their JSON form (`WrittenValues`)."""
-        offset = self._offsets.get(entry_id)
-        lifecycle = self.lifecycles.get(entry_id)
-        if offset is None:
+        line, lifecycle = self._saved_line(entry_id), self.lifecycles.get(entry_id)
+        if line is None:
             return WrittenValues(lifecycle=lifecycle)
-        self._file.seek(offset)
-        saved = orjson.loads(self._file.readline())
+        saved = orjson.loads(line)
         endpoints = saved["endpoints"]
         return WrittenValues(
             status=saved["status"], score=saved["score"], uptime=saved["uptime"],
