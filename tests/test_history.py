@@ -3,14 +3,20 @@ trusted run, suspect runs."""
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pandas as pd
 import pytest
-from sqlalchemy import func
+from sqlalchemy import func, make_url
 from sqlmodel import col, select
 
+from pipeline.catalogue.entries import read_catalog
+from pipeline.catalogue.ingest import ingest_catalog
 from pipeline.contract import ONLINE_NOTE
 from pipeline.probing.probe import ProbeResult
 from pipeline.store.history import (
@@ -26,7 +32,14 @@ from pipeline.store.history import (
     plan_targets,
     record_probes,
 )
-from pipeline.store.tables import EndpointRow, PipelineRun, ProbeRow, start_run
+from pipeline.store.tables import (
+    EndpointRow,
+    PipelineRun,
+    ProbeRow,
+    engine_for,
+    session_scope,
+    start_run,
+)
 from tests.conftest import WriteEntry, make_entry
 
 T0 = datetime(2026, 11, 20, 3, 0, tzinfo=UTC)
@@ -342,3 +355,58 @@ def test_rows_inserted_at_once_are_stored_as_sqlalchemy_stores_them(session) -> 
     assert [row[1:] for row in probes[:2]] == [row[1:] for row in probes[2:]]
     assert {row[0] for row in probes} == {run.id, other.id}
     assert session.exec(text("SELECT count(*) FROM probe WHERE confirmation")).one()[0] == 2
+
+
+
+@pytest.fixture
+def sqlite_url(write_entry: WriteEntry, data_dir: Path, tmp_path: Path) -> str:
+    """A SQLite store that ingested one entry (`example-weather`)."""
+    url = f"sqlite:///{tmp_path / 'var' / 'apidir.db'}"
+    write_entry(make_entry())
+    entries = data_dir / "entries"
+    with session_scope(engine_for(url)) as session:
+        ingest_catalog(session, read_catalog([entries], entries))
+    return url
+
+
+def hold_the_write_lock(path: str, seconds: float, held: threading.Event) -> None:
+    """Another writer (a shard storing its probes, a day's rollup) holding a SQLite store's
+    write lock for `seconds`, on a connection of its own."""
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        held.set()
+        time.sleep(seconds)
+        other.execute("COMMIT")
+    finally:
+        held.set()
+        other.close()
+
+
+def test_a_write_to_a_sqlite_store_waits_out_another_writers_commit(sqlite_url: str) -> None:
+    """Shards end together and each stores its probes in one commit: a shard's write waits for
+    another's commit longer than the driver's 5 s instead of failing ("database is locked")
+    and being probed again."""
+    with session_scope(engine_for(sqlite_url)) as session:
+        run_id = start_run(session, "nightly").id
+    held = threading.Event()
+    holder = threading.Thread(target=hold_the_write_lock,
+                              args=(make_url(sqlite_url).database, 6.0, held))
+    holder.start()
+    held.wait()
+    started = time.monotonic()
+    try:
+        with session_scope(engine_for(sqlite_url)) as session:
+            add_probes(session, run_id, [result("https://api.example.com/forecast", "live", 200)])
+    finally:
+        holder.join()
+    assert time.monotonic() - started >= 5.0  # it waited past the driver's default
+    with session_scope(engine_for(sqlite_url)) as session:
+        assert session.exec(select(func.count()).select_from(ProbeRow)).one() == 1
+
+
+def test_a_busy_timeout_in_a_sqlite_url_is_kept(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'apidir.db'}"
+    for given, milliseconds in ((url, 300_000), (f"{url}?timeout=0.25", 250)):
+        with engine_for(given).connect() as connection:
+            assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == milliseconds

@@ -326,6 +326,14 @@ class EntryEvent(SQLModel, table=True):
     run_id: int | None = Field(default=None, foreign_key="pipeline_run.id")
 
 
+# How long a write to a SQLite store waits for another writer's commit (the driver's default is
+# 5 s): probe shards end together and each stores its probes in one commit (some 3 s for
+# 140,000 rows), and a day's rollup or a first ingest holds the lock longer; with 5 s, one of
+# three shards ending at once failed ("database is locked") and was probed again. A `timeout`
+# in the database URL's query is kept as given.
+SQLITE_BUSY_SECONDS = 300.0
+
+
 def open_engine(database_url: str) -> Engine:
     """An engine on the store as it is (schema untouched); a SQLite file's folder is made if
     missing."""
@@ -333,7 +341,8 @@ def open_engine(database_url: str) -> Engine:
     if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
         Path(url.database).parent.mkdir(parents=True, exist_ok=True)
     if url.get_backend_name() == "sqlite":
-        engine = create_engine(database_url)
+        waits = {} if "timeout" in url.query else {"timeout": SQLITE_BUSY_SECONDS}
+        engine = create_engine(database_url, connect_args=waits)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     # A server may close idle connections while a long probe stage runs: test each one
