@@ -6,7 +6,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import os
+import sqlite3
+import threading
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -36,6 +40,7 @@ from pipeline.operations.stages import (
     ShardRunFailed,
     ShardsFailedError,
     close_shards,
+    probe_entries,
     probe_stored_shard,
     shard_workers,
     store_shard_plan,
@@ -298,6 +303,66 @@ async def test_a_stored_shard_stores_its_probes_once(
         close_shards(settings, run_id, shards, outcomes)
     with Session(engine) as session:
         assert session.get(PipelineRun, run_id).probes == len(urls)  # counted all the same
+
+
+
+def hold_the_store(database: Path, server: FakeServer, requests: int, seconds: float) -> None:
+    """Another writer holding a SQLite store's write lock (a long commit), from the first
+    request `server` gets until `seconds` after its `requests`-th."""
+    deadline = time.monotonic() + 60
+    while not server.requests and time.monotonic() < deadline:
+        time.sleep(0.01)
+    other = sqlite3.connect(database, isolation_level=None, timeout=30)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        while len(server.requests) < requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(seconds)
+        other.execute("COMMIT")
+    finally:
+        other.close()
+
+
+@pytest.mark.parametrize("prober", ["shard", "run"])
+async def test_probes_the_store_refuses_at_first_are_stored_again_not_probed_again(
+    prober: str, hosts: FakeServer, write_entry: WriteEntry, data_dir: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The store is busy past its wait (another writer's long commit) when a shard, or the
+    run probing in one process, has its probes: their commit is tried again after the stage's
+    retry delay, and no host is asked again (a failed stage would probe them all again)."""
+    database = tmp_path / "var" / "apidir.db"
+    for name, value in {"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{database}?timeout=0.2",
+                        "OUTPUT_DIR": tmp_path / "public", "STAGE_RETRIES": 4,
+                        "RETRY_DELAY": 0.5}.items():
+        monkeypatch.setenv(f"APIDIR_{name}", str(value))
+    write_entries(write_entry, hosts)
+    shard_env(monkeypatch, 3 if prober == "shard" else 1)
+    settings = Settings()
+    with session_scope(engine_for(settings.database_url)) as session:
+        ingest_catalog(session, read_catalog([settings.entries_dir], settings.entries_dir))
+        run_id = start_run(session, "nightly").id
+    if prober == "shard":
+        requests = len(store_shard_plan(settings, run_id)[0].targets)
+        probing = probe_stored_shard(settings, run_id, 0)
+    else:
+        requests = len(HOSTS) * len(PATHS)
+        probing = probe_entries(settings, run_id)
+    holder = threading.Thread(target=hold_the_store, args=(database, hosts, requests, 3.0))
+    holder.start()
+    with caplog.at_level(logging.WARNING, logger="pipeline.operations.stages"):
+        try:
+            await probing
+        finally:
+            holder.join()
+
+    assert len(hosts.requests) == requests
+    with session_scope(engine_for(settings.database_url)) as session:
+        urls = session.exec(select(ProbeRow.url).where(ProbeRow.run_id == run_id)).all()
+    assert len(urls) == len(set(urls)) == requests
+    refused = [record.getMessage() for record in caplog.records
+               if "storing them again in" in record.getMessage()]
+    assert refused and all("without probing again" in message for message in refused)
 
 
 def test_the_plan_deals_hosts_the_latest_probes_were_redirected_between_together(

@@ -4,6 +4,8 @@ them as Prefect tasks (retries, logs); the CLI and the benchmarks call them dire
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import resource
 import time
@@ -12,11 +14,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from prefect import get_client
 from prefect.concurrency.sync import concurrency
 from prefect.settings import PREFECT_API_URL
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
 from pipeline.catalogue.entries import (
@@ -75,6 +78,9 @@ from pipeline.store.tables import (
     utcnow,
 )
 
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
 
 def ingest_entries(settings: Settings, run_id: int) -> tuple[IngestSummary, CatalogReport]:
     """Read and validate every entry file, then upsert the valid ones into the store, with the
@@ -115,14 +121,19 @@ async def probe_entries(
     settings: Settings, run_id: int, entry_ids: Collection[str] | None = None
 ) -> ProbeOutcome:
     """Probe the published entries' URLs (or only `entry_ids`') as coroutines, then record
-    every probe in the history."""
+    every probe in the history (`stored_again_if_refused`)."""
     engine = engine_for(settings.database_url)
     with session_scope(engine) as session:
         targets = plan_targets(session, entry_ids)
     results = await probe_all(targets, settings.probe_settings())
-    with session_scope(engine) as session:
-        run = session.get(PipelineRun, run_id)
-        record_probes(session, run, results)
+
+    def store() -> PipelineRun:
+        with session_scope(engine) as session:
+            run = session.get(PipelineRun, run_id)
+            record_probes(session, run, results)
+        return run
+
+    run = await stored_again_if_refused(settings, f"run {run_id}", len(results), store)
     tally = ProbeTally.of(results)  # each target by its conclusion, not by both looks
     return ProbeOutcome(tally.probes, dict(sorted(tally.outcomes.items())),
                         bool(run.network_suspect))
@@ -190,19 +201,43 @@ async def probe_shard(
     keep: Callable[[Session, ShardReport], bool] | None = None,
 ) -> ShardReport:
     """Probe one shard's targets as coroutines, then store its rows in one commit (so a
-    retried shard never leaves half its rows behind); `keep`, in that commit, may refuse
-    the rows (it returns False), which are then rolled back."""
+    retried shard never leaves half its rows behind; `stored_again_if_refused`); `keep`, in
+    that commit, may refuse the rows (it returns False), which are then rolled back."""
     started, cpu = time.perf_counter(), time.process_time()
     probe_settings = replace(settings.probe_settings(), own_hosts=shard.hosts, sharing=shard.of)
     results = await probe_all(shard.targets, probe_settings)
-    with session_scope(engine_for(settings.database_url)) as session:
-        tally = add_probes(session, run_id, results)
-        report = ShardReport(shard.index, shard.hosts, os.getpid(),
-                             time.perf_counter() - started, time.process_time() - cpu,
-                             peak_rss_mib(), tally)
-        if keep is not None and not keep(session, report):
-            raise _StoredAlready
-    return report
+
+    def store() -> ShardReport:
+        with session_scope(engine_for(settings.database_url)) as session:
+            tally = add_probes(session, run_id, results)
+            report = ShardReport(shard.index, shard.hosts, os.getpid(),
+                                 time.perf_counter() - started, time.process_time() - cpu,
+                                 peak_rss_mib(), tally)
+            if keep is not None and not keep(session, report):
+                raise _StoredAlready
+        return report
+
+    return await stored_again_if_refused(settings, f"shard {shard.index}", len(results), store)
+
+
+async def stored_again_if_refused(settings: Settings, prober: str, probes: int,
+                                  store: Callable[[], T]) -> T:
+    """`store()`, the one commit of a probe stage's (or shard's) rows, tried again
+    `stage_retries` times with the stage's doubling delay while the store refuses it (busy,
+    or out of reach for a moment): a probe stage that fails is run again whole, and asks its
+    hosts a second time that night."""
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return store()
+        except OperationalError as error:
+            if attempt > settings.stage_retries:
+                raise
+            delay = settings.retry_delay * 2 ** (attempt - 1)
+            log.warning("%s could not store its %d probes (%s); storing them again in %g s, "
+                        "without probing again", prober, probes, error.orig, delay)
+            await asyncio.sleep(delay)
 
 
 class _StoredAlready(Exception):
