@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import copy
 import os
+import sqlite3
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,6 +74,32 @@ def make_entry(**changes: Any) -> dict[str, Any]:
         else:
             entry[key] = value
     return entry
+
+
+
+def hold_the_write_lock(database: str | Path, seconds: float, *,
+                        taken: threading.Event | None = None,
+                        start: Callable[[], bool] = lambda: True,
+                        end: Callable[[], bool] = lambda: True) -> None:
+    """Another writer (a shard storing its probes, a day's rollup) holding a SQLite store's
+    write lock on a connection of its own: taken once `start()` is true (`taken` is set then),
+    let go `seconds` after `end()` is; each wait gives up after a minute."""
+    deadline = time.monotonic() + 60
+    while not start() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    other = sqlite3.connect(database, isolation_level=None, timeout=30)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        if taken is not None:
+            taken.set()
+        while not end() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(seconds)
+        other.execute("COMMIT")
+    finally:
+        if taken is not None:
+            taken.set()
+        other.close()
 
 
 @pytest.fixture

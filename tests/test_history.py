@@ -3,7 +3,6 @@ trusted run, suspect runs."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from dataclasses import replace
@@ -40,7 +39,7 @@ from pipeline.store.tables import (
     session_scope,
     start_run,
 )
-from tests.conftest import WriteEntry, make_entry
+from tests.conftest import WriteEntry, hold_the_write_lock, make_entry
 
 T0 = datetime(2026, 11, 20, 3, 0, tzinfo=UTC)
 
@@ -369,20 +368,6 @@ def sqlite_url(write_entry: WriteEntry, data_dir: Path, tmp_path: Path) -> str:
     return url
 
 
-def hold_the_write_lock(path: str, seconds: float, held: threading.Event) -> None:
-    """Another writer (a shard storing its probes, a day's rollup) holding a SQLite store's
-    write lock for `seconds`, on a connection of its own."""
-    other = sqlite3.connect(path, isolation_level=None)
-    try:
-        other.execute("BEGIN IMMEDIATE")
-        held.set()
-        time.sleep(seconds)
-        other.execute("COMMIT")
-    finally:
-        held.set()
-        other.close()
-
-
 def test_a_write_to_a_sqlite_store_waits_out_another_writers_commit(sqlite_url: str) -> None:
     """Shards end together and each stores its probes in one commit: a shard's write waits for
     another's commit longer than the driver's 5 s instead of failing ("database is locked")
@@ -391,7 +376,7 @@ def test_a_write_to_a_sqlite_store_waits_out_another_writers_commit(sqlite_url: 
         run_id = start_run(session, "nightly").id
     held = threading.Event()
     holder = threading.Thread(target=hold_the_write_lock,
-                              args=(make_url(sqlite_url).database, 6.0, held))
+                              args=(make_url(sqlite_url).database, 6.0), kwargs={"taken": held})
     holder.start()
     held.wait()
     started = time.monotonic()

@@ -8,9 +8,7 @@ import itertools
 import json
 import logging
 import os
-import sqlite3
 import threading
-import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -60,7 +58,7 @@ from pipeline.store.tables import (
     session_scope,
     start_run,
 )
-from tests.conftest import WriteEntry, make_entry
+from tests.conftest import WriteEntry, hold_the_write_lock, make_entry
 from tests.fake_internet import FakeServer, self_signed_context
 
 HOSTS = [f"127.0.0.{number}" for number in range(11, 19)]
@@ -306,23 +304,6 @@ async def test_a_stored_shard_stores_its_probes_once(
 
 
 
-def hold_the_store(database: Path, server: FakeServer, requests: int, seconds: float) -> None:
-    """Another writer holding a SQLite store's write lock (a long commit), from the first
-    request `server` gets until `seconds` after its `requests`-th."""
-    deadline = time.monotonic() + 60
-    while not server.requests and time.monotonic() < deadline:
-        time.sleep(0.01)
-    other = sqlite3.connect(database, isolation_level=None, timeout=30)
-    try:
-        other.execute("BEGIN IMMEDIATE")
-        while len(server.requests) < requests and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(seconds)
-        other.execute("COMMIT")
-    finally:
-        other.close()
-
-
 @pytest.mark.parametrize("prober", ["shard", "run"])
 async def test_probes_the_store_refuses_at_first_are_stored_again_not_probed_again(
     prober: str, hosts: FakeServer, write_entry: WriteEntry, data_dir: Path, tmp_path: Path,
@@ -348,7 +329,8 @@ async def test_probes_the_store_refuses_at_first_are_stored_again_not_probed_aga
     else:
         requests = len(HOSTS) * len(PATHS)
         probing = probe_entries(settings, run_id)
-    holder = threading.Thread(target=hold_the_store, args=(database, hosts, requests, 3.0))
+    holder = threading.Thread(target=hold_the_write_lock, args=(database, 3.0), kwargs={
+        "start": lambda: bool(hosts.requests), "end": lambda: len(hosts.requests) >= requests})
     holder.start()
     with caplog.at_level(logging.WARNING, logger="pipeline.operations.stages"):
         try:
