@@ -76,7 +76,6 @@ def make_entry(**changes: Any) -> dict[str, Any]:
     return entry
 
 
-
 def hold_the_write_lock(database: str | Path, seconds: float, *,
                         taken: threading.Event | None = None,
                         start: Callable[[], bool] = lambda: True,

@@ -356,7 +356,6 @@ def test_rows_inserted_at_once_are_stored_as_sqlalchemy_stores_them(session) -> 
     assert session.exec(text("SELECT count(*) FROM probe WHERE confirmation")).one()[0] == 2
 
 
-
 @pytest.fixture
 def sqlite_url(write_entry: WriteEntry, data_dir: Path, tmp_path: Path) -> str:
     """A SQLite store that ingested one entry (`example-weather`)."""
