@@ -303,7 +303,6 @@ async def test_a_stored_shard_stores_its_probes_once(
         assert session.get(PipelineRun, run_id).probes == len(urls)  # counted all the same
 
 
-
 @pytest.mark.parametrize("prober", ["shard", "run"])
 async def test_probes_the_store_refuses_at_first_are_stored_again_not_probed_again(
     prober: str, hosts: FakeServer, write_entry: WriteEntry, data_dir: Path, tmp_path: Path,
