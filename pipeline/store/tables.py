@@ -471,9 +471,10 @@ def insert_rows(session: Session, table: Table, rows: Sequence[Mapping[str, Any]
     connection = session.connection()
     dialect = connection.dialect
     keys = list(rows[0])
-    compiled = insert(table).compile(dialect=dialect, column_keys=keys)
-    order = compiled.positiontup or []
-    if dialect.name != "sqlite" or sorted(order) != sorted(keys):  # or a default to fill in
+    compiled = (insert(table).compile(dialect=dialect, column_keys=keys)
+                if dialect.name == "sqlite" else None)
+    order = (compiled.positiontup or []) if compiled is not None else []
+    if compiled is None or sorted(order) != sorted(keys):  # or a default to fill in
         connection.execute(insert(table), list(rows))
         return
     processors = []
