@@ -26,6 +26,7 @@ from prefect.client.schemas.filters import (
 from prefect.client.schemas.sorting import FlowRunSort, TaskRunSort
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.task_runners import ProcessPoolTaskRunner
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, select
 
 from flows.nightly import nightly
@@ -344,6 +345,43 @@ async def test_probes_the_store_refuses_at_first_are_stored_again_not_probed_aga
     refused = [record.getMessage() for record in caplog.records
                if "storing them again in" in record.getMessage()]
     assert refused and all("without probing again" in message for message in refused)
+
+
+
+async def test_a_shard_whose_probes_the_store_keeps_refusing_fails_after_the_stage_retries(
+    hosts: FakeServer, write_entry: WriteEntry, data_dir: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A store that refuses the commit past every retry fails the shard with the store's own
+    error (for Prefect to retry it whole), having asked each host once and stored nothing."""
+    database = tmp_path / "var" / "apidir.db"
+    for name, value in {"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{database}?timeout=0.1",
+                        "OUTPUT_DIR": tmp_path / "public", "STAGE_RETRIES": 1,
+                        "RETRY_DELAY": 0.1}.items():
+        monkeypatch.setenv(f"APIDIR_{name}", str(value))
+    write_entries(write_entry, hosts)
+    shard_env(monkeypatch, 3)
+    settings = Settings()
+    with session_scope(engine_for(settings.database_url)) as session:
+        ingest_catalog(session, read_catalog([settings.entries_dir], settings.entries_dir))
+        run_id = start_run(session, "nightly").id
+    requests = len(store_shard_plan(settings, run_id)[0].targets)
+    holder = threading.Thread(target=hold_the_write_lock, args=(database, 3.0), kwargs={
+        "start": lambda: bool(hosts.requests), "end": lambda: len(hosts.requests) >= requests})
+    holder.start()
+    with caplog.at_level(logging.WARNING, logger="pipeline.operations.stages"):
+        try:
+            with pytest.raises(OperationalError, match="database is locked"):
+                await probe_stored_shard(settings, run_id, 0)
+        finally:
+            holder.join()
+
+    assert len(hosts.requests) == requests
+    refused = [record for record in caplog.records
+               if "storing them again in" in record.getMessage()]
+    assert len(refused) == 1  # one retry, then the store's error
+    with session_scope(engine_for(settings.database_url)) as session:
+        assert not session.exec(select(ProbeRow.url).where(ProbeRow.run_id == run_id)).all()
 
 
 def test_the_plan_deals_hosts_the_latest_probes_were_redirected_between_together(
