@@ -10,7 +10,7 @@ import logging
 import os
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -304,6 +304,39 @@ async def test_a_stored_shard_stores_its_probes_once(
         assert session.get(PipelineRun, run_id).probes == len(urls)  # counted all the same
 
 
+
+def store_with_a_short_wait(
+    hosts: FakeServer, write_entry: WriteEntry, data_dir: Path, database: Path,
+    monkeypatch: pytest.MonkeyPatch, shards: int, wait: float, retries: int, delay: float,
+) -> tuple[Settings, int]:
+    """Settings on a SQLite store at `database` whose writes wait `wait` seconds for another
+    writer, with the stage's `retries` and `delay`; the store ingested an entry a host of
+    `hosts`, and a run opened (its id)."""
+    for name, value in {"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{database}?timeout={wait}",
+                        "OUTPUT_DIR": database.parent.parent / "public",
+                        "STAGE_RETRIES": retries, "RETRY_DELAY": delay}.items():
+        monkeypatch.setenv(f"APIDIR_{name}", str(value))
+    write_entries(write_entry, hosts)
+    shard_env(monkeypatch, shards)
+    settings = Settings()
+    with session_scope(engine_for(settings.database_url)) as session:
+        ingest_catalog(session, read_catalog([settings.entries_dir], settings.entries_dir))
+        return settings, start_run(session, "nightly").id
+
+
+async def probed_with_the_store_held(probing: Awaitable[object], database: Path,
+                                     hosts: FakeServer, requests: int) -> None:
+    """Await `probing` while another writer holds the store's write lock from the first
+    request `hosts` gets until 3 s after its `requests`-th."""
+    holder = threading.Thread(target=hold_the_write_lock, args=(database, 3.0), kwargs={
+        "start": lambda: bool(hosts.requests), "end": lambda: len(hosts.requests) >= requests})
+    holder.start()
+    try:
+        await probing
+    finally:
+        holder.join()
+
+
 @pytest.mark.parametrize("prober", ["shard", "run"])
 async def test_probes_the_store_refuses_at_first_are_stored_again_not_probed_again(
     prober: str, hosts: FakeServer, write_entry: WriteEntry, data_dir: Path, tmp_path: Path,
@@ -313,30 +346,17 @@ async def test_probes_the_store_refuses_at_first_are_stored_again_not_probed_aga
     run probing in one process, has its probes: their commit is tried again after the stage's
     retry delay, and no host is asked again (a failed stage would probe them all again)."""
     database = tmp_path / "var" / "apidir.db"
-    for name, value in {"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{database}?timeout=0.2",
-                        "OUTPUT_DIR": tmp_path / "public", "STAGE_RETRIES": 4,
-                        "RETRY_DELAY": 0.5}.items():
-        monkeypatch.setenv(f"APIDIR_{name}", str(value))
-    write_entries(write_entry, hosts)
-    shard_env(monkeypatch, 3 if prober == "shard" else 1)
-    settings = Settings()
-    with session_scope(engine_for(settings.database_url)) as session:
-        ingest_catalog(session, read_catalog([settings.entries_dir], settings.entries_dir))
-        run_id = start_run(session, "nightly").id
+    settings, run_id = store_with_a_short_wait(
+        hosts, write_entry, data_dir, database, monkeypatch,
+        shards=3 if prober == "shard" else 1, wait=0.2, retries=4, delay=0.5)
     if prober == "shard":
         requests = len(store_shard_plan(settings, run_id)[0].targets)
         probing = probe_stored_shard(settings, run_id, 0)
     else:
         requests = len(HOSTS) * len(PATHS)
         probing = probe_entries(settings, run_id)
-    holder = threading.Thread(target=hold_the_write_lock, args=(database, 3.0), kwargs={
-        "start": lambda: bool(hosts.requests), "end": lambda: len(hosts.requests) >= requests})
-    holder.start()
     with caplog.at_level(logging.WARNING, logger="pipeline.operations.stages"):
-        try:
-            await probing
-        finally:
-            holder.join()
+        await probed_with_the_store_held(probing, database, hosts, requests)
 
     assert len(hosts.requests) == requests
     with session_scope(engine_for(settings.database_url)) as session:
@@ -347,7 +367,6 @@ async def test_probes_the_store_refuses_at_first_are_stored_again_not_probed_aga
     assert refused and all("without probing again" in message for message in refused)
 
 
-
 async def test_a_shard_whose_probes_the_store_keeps_refusing_fails_after_the_stage_retries(
     hosts: FakeServer, write_entry: WriteEntry, data_dir: Path, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
@@ -355,26 +374,14 @@ async def test_a_shard_whose_probes_the_store_keeps_refusing_fails_after_the_sta
     """A store that refuses the commit past every retry fails the shard with the store's own
     error (for Prefect to retry it whole), having asked each host once and stored nothing."""
     database = tmp_path / "var" / "apidir.db"
-    for name, value in {"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{database}?timeout=0.1",
-                        "OUTPUT_DIR": tmp_path / "public", "STAGE_RETRIES": 1,
-                        "RETRY_DELAY": 0.1}.items():
-        monkeypatch.setenv(f"APIDIR_{name}", str(value))
-    write_entries(write_entry, hosts)
-    shard_env(monkeypatch, 3)
-    settings = Settings()
-    with session_scope(engine_for(settings.database_url)) as session:
-        ingest_catalog(session, read_catalog([settings.entries_dir], settings.entries_dir))
-        run_id = start_run(session, "nightly").id
+    settings, run_id = store_with_a_short_wait(hosts, write_entry, data_dir, database,
+                                               monkeypatch, shards=3, wait=0.1, retries=1,
+                                               delay=0.1)
     requests = len(store_shard_plan(settings, run_id)[0].targets)
-    holder = threading.Thread(target=hold_the_write_lock, args=(database, 3.0), kwargs={
-        "start": lambda: bool(hosts.requests), "end": lambda: len(hosts.requests) >= requests})
-    holder.start()
-    with caplog.at_level(logging.WARNING, logger="pipeline.operations.stages"):
-        try:
-            with pytest.raises(OperationalError, match="database is locked"):
-                await probe_stored_shard(settings, run_id, 0)
-        finally:
-            holder.join()
+    with (caplog.at_level(logging.WARNING, logger="pipeline.operations.stages"),
+          pytest.raises(OperationalError, match="database is locked")):
+        await probed_with_the_store_held(probe_stored_shard(settings, run_id, 0), database,
+                                         hosts, requests)
 
     assert len(hosts.requests) == requests
     refused = [record for record in caplog.records
@@ -382,7 +389,6 @@ async def test_a_shard_whose_probes_the_store_keeps_refusing_fails_after_the_sta
     assert len(refused) == 1  # one retry, then the store's error
     with session_scope(engine_for(settings.database_url)) as session:
         assert not session.exec(select(ProbeRow.url).where(ProbeRow.run_id == run_id)).all()
-
 
 def test_the_plan_deals_hosts_the_latest_probes_were_redirected_between_together(
     write_entry: WriteEntry, settings_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
