@@ -5,6 +5,7 @@ and a day without complete rollups is rolled up first."""
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -12,15 +13,22 @@ from sqlmodel import Session, delete, select
 
 from pipeline.judging.content_scores import content_scores, store_content_scores
 from pipeline.judging.evidence import bounded_scores, day_bounds, days_between, evidence_days
+from pipeline.judging.present import Presented, present_each, present_entries
 from pipeline.judging.rollup import roll_up_days
 from pipeline.judging.score import entry_uptimes, score_entries
+from pipeline.operations import score_parts
+from pipeline.operations.handover import discard, handed_over, handover_dir
+from pipeline.operations.score_parts import hand_over_presented
 from pipeline.probing.probe import ProbeResult
-from pipeline.store.history import add_probes, history_frame
+from pipeline.store.history import active_endpoints, add_probes, history_frame, latest_probes
 from pipeline.store.tables import (
+    EVERY_ENTRY,
     DailyEntryRollup,
+    EntrySpan,
     ProbeRow,
     RolledDay,
     active_entries,
+    entry_spans,
     start_run,
 )
 from tests.conftest import WriteEntry, make_entry
@@ -147,3 +155,68 @@ def test_the_raw_days_and_the_rolled_days_cover_the_window_once() -> None:
     # ends: that day alone is read raw, and the day 30 days before it is in no window
     raw, rolled = evidence_days(day_bounds(day)[1])
     assert raw == [day] and rolled == [day - timedelta(days=n) for n in range(1, 30)]
+
+
+def test_the_entries_presented_span_by_span_are_those_presented_at_once(
+    history: Session,
+) -> None:
+    """Each span reads only its own entries' rows (probes, rollups, endpoints, content scores),
+    and what it presents of them is what the whole stage does."""
+    as_of = TODAY.replace(hour=13, minute=7)  # raw today, a cut day and rolled days
+    whole = present_entries(history, as_of)
+    spans = entry_spans(history, 2)
+    assert spans == [EntrySpan(None, "beta"), EntrySpan("beta", None)]
+    in_spans = [dict(present_each(history, as_of, span=span)) for span in spans]
+    assert [sorted(values) for values in in_spans] == [["alpha"], ["beta", "gamma"]]
+    assert Presented.gather(v for values in in_spans for v in values.items()) == whole
+    assert whole.scores["alpha"].latency is not None and whole.uptimes["gamma"].last7d
+    # every reader of a span holds its entries' rows alone
+    for span, ids in zip(spans, ([["alpha"], ["beta", "gamma"]]), strict=True):
+        scores, uptimes = bounded_scores(history, content_scores(history, span=span), as_of,
+                                         span=span)
+        assert sorted(scores) == sorted(uptimes) == ids
+        assert sorted(content_scores(history, span=span)) == ids
+        assert sorted(latest_probes(history, span=span)) == ids
+        assert sorted(active_endpoints(history, span)) == ids
+        assert sorted(history_frame(history, span=span)["entry_id"].unique()) == ids
+
+
+def test_entries_are_cut_into_spans_of_at_least_so_many(
+    write_entry: WriteEntry, ingested_store,
+) -> None:
+    for n in range(10):
+        write_entry(make_entry(id=f"api-{n:03d}"))
+    store = ingested_store()
+    assert entry_spans(store, 3) == [EntrySpan(None, "api-003"), EntrySpan("api-003", "api-006"),
+                                     EntrySpan("api-006", None)]
+    assert entry_spans(store, 3, smallest=4) == [EntrySpan(None, "api-005"),
+                                                 EntrySpan("api-005", None)]
+    assert entry_spans(store, 3, smallest=6) == [EVERY_ENTRY]
+    assert entry_spans(store, 1) == [EVERY_ENTRY]
+
+
+def test_the_stage_in_worker_processes_hands_over_the_file_of_one_process(
+    history: Session, database_url: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A span in a spawned worker process and one here give, joined, the very hand-over file
+    one process gives; a span that fails fails the stage and leaves no file behind."""
+    as_of = TODAY.replace(hour=13, minute=7)
+    alone = hand_over_presented(database_url, as_of, "", 7, workers=1)
+    in_spans = hand_over_presented(database_url, as_of, "", 7, workers=2, span_entries=1)
+    try:
+        assert in_spans.read_bytes() == alone.read_bytes()
+        with handed_over(in_spans) as values:
+            assert sorted(values.states) == list(ENTRIES)
+    finally:
+        discard(alone)
+        discard(in_spans)
+    before = set(handover_dir().iterdir())
+
+    def failing(*_: object, **__: object) -> Iterator[tuple[str, object]]:
+        raise RuntimeError("the store went away")
+        yield  # a generator, as the real one
+
+    monkeypatch.setattr(score_parts, "present_each", failing)  # this process's span alone
+    with pytest.raises(RuntimeError, match="the store went away"):
+        hand_over_presented(database_url, as_of, "", 7, workers=2, span_entries=1)
+    assert set(handover_dir().iterdir()) == before  # the worker's file is gone too

@@ -28,9 +28,11 @@ from pipeline.contract import (
 from pipeline.judging.health import RunVerdict
 from pipeline.judging.present import EntryValues, Presented, WrittenValues
 from pipeline.operations.handover import (
+    HEADER_BYTES,
     discard,
     handed_over,
     handover_dir,
+    join_presented,
     load_entry_figures,
     save_presented,
 )
@@ -145,3 +147,38 @@ def test_a_stage_failing_mid_way_leaves_no_half_file() -> None:
     with pytest.raises(RuntimeError, match="the store went away"):
         save_presented(values(), run_id=7)
     assert set(handover_dir().iterdir()) == before
+
+
+def test_parts_joined_are_the_file_saved_at_once() -> None:
+    """Spans of the entries saved apart and joined in order make the file one save of every
+    entry makes, byte for byte: lines, figures, offsets, states and verdicts."""
+    presented = presented_values()
+    presented.statuses["stripe"] = Status(state="unreachable")
+    presented.endpoints["twilio"] = {1: EndpointStatus()}  # neither state nor verdict
+    presented.lifecycles = {}
+    entries = list(presented.items())
+    whole = save_presented(entries, run_id=7)
+    parts = [save_presented(entries[:1], None), save_presented(entries[1:], None)]
+    try:
+        joined = join_presented(parts, run_id=7)
+        assert joined.read_bytes() == whole.read_bytes()
+        assert joined.name.startswith("run-7-presented-") and joined != whole
+        with handed_over(joined) as values:
+            assert Presented.gather(values.items()) == presented
+        assert load_entry_figures(joined) == load_entry_figures(whole)
+    finally:
+        for path in (whole, *parts, joined):
+            discard(path)
+
+
+def test_a_part_cut_short_is_refused_and_leaves_no_joined_file() -> None:
+    presented = presented_values()
+    part = save_presented(presented.items(), None)
+    try:
+        part.write_bytes(part.read_bytes()[:HEADER_BYTES + 10])  # its header places more
+        before = set(handover_dir().iterdir())
+        with pytest.raises(ValueError, match=f"{part}: a hand-over file cut short"):
+            join_presented([part], run_id=7)
+        assert set(handover_dir().iterdir()) == before
+    finally:
+        discard(part)

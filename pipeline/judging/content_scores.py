@@ -15,7 +15,7 @@ from sqlalchemy import Text, bindparam, cast, or_, update
 from sqlmodel import Session, col, select
 
 from pipeline.judging.score import RUBRIC_VERSION, ContentScores
-from pipeline.store.tables import EntryRow
+from pipeline.store.tables import EVERY_ENTRY, EntryRow, EntrySpan
 
 _CHUNK = 1_000  # entries whose content is loaded at once
 
@@ -55,19 +55,21 @@ def store_content_scores(session: Session) -> int:
     return len(rows)
 
 
-def content_scores(session: Session,
-                   entry_ids: Collection[str] | None = None) -> dict[str, ContentScores]:
-    """The content scores of the active entries (or of those of them in `entry_ids`), by id:
-    read back where stored and current, else judged from the content (nothing is written)."""
+def content_scores(session: Session, entry_ids: Collection[str] | None = None,
+                   span: EntrySpan = EVERY_ENTRY) -> dict[str, ContentScores]:
+    """The content scores of the active entries (in `span`; or of those of them in
+    `entry_ids`), by id: read back where stored and current, else judged from the content
+    (nothing is written)."""
     statement = select(EntryRow.id, cast(EntryRow.content_scores, Text)).where(
-        col(EntryRow.retired_at).is_(None), col(EntryRow.content_scores).is_not(None))
+        col(EntryRow.retired_at).is_(None), col(EntryRow.content_scores).is_not(None),
+        span.holds(EntryRow.id))
     wanted = None if entry_ids is None else set(entry_ids)
     scores = {
         entry_id: ContentScores.from_stored(orjson.loads(stored))
         for entry_id, stored in session.connection().execute(statement.where(~_stale()))
         if wanted is None or entry_id in wanted
     }
-    stale = select(EntryRow.id).where(col(EntryRow.retired_at).is_(None))
+    stale = select(EntryRow.id).where(col(EntryRow.retired_at).is_(None), span.holds(EntryRow.id))
     missing = sorted(entry_id for entry_id in session.exec(stale)
                      if entry_id not in scores and (wanted is None or entry_id in wanted))
     scores.update((entry_id, judged) for entry_id, _, judged in _judged(session, missing))

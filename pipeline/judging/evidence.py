@@ -42,7 +42,7 @@ from pipeline.judging.score import (
     window_counts,
 )
 from pipeline.store.history import history_frame
-from pipeline.store.tables import DailyEntryRollup, RolledDay, as_utc
+from pipeline.store.tables import EVERY_ENTRY, DailyEntryRollup, EntrySpan, RolledDay, as_utc
 
 WINDOW_DAYS = max(WINDOWS.values())  # the longest window
 
@@ -90,20 +90,24 @@ def evidence_days(as_of: datetime) -> tuple[list[date], list[date]]:
     return raw, rolled
 
 
-def day_history(session: Session, day: date, until: datetime | None = None) -> pd.DataFrame:
-    """The trusted raw probes of `day` (up to `until`), read for that day alone."""
+def day_history(session: Session, day: date, until: datetime | None = None,
+                span: EntrySpan = EVERY_ENTRY) -> pd.DataFrame:
+    """The trusted raw probes of `day` (up to `until`; of the entries in `span`), read for that
+    day alone."""
     start, end = day_bounds(day)
-    return history_frame(session, since=start, until=end if until is None else min(end, until))
+    return history_frame(session, since=start, until=end if until is None else min(end, until),
+                         span=span)
 
 
 def _raw_history(session: Session, as_of: datetime, days: list[date],
-                 read: Mapping[date, pd.DataFrame]) -> pd.DataFrame:
+                 read: Mapping[date, pd.DataFrame], span: EntrySpan) -> pd.DataFrame:
     """The raw probes of `days`, up to `as_of`; those of a day in `read` are taken as read."""
-    frames = [read[day] if day in read else day_history(session, day, as_of) for day in days]
+    frames = [read[day] if day in read else day_history(session, day, as_of, span)
+              for day in days]
     return pd.concat([f for f in frames if not f.empty] or frames[:1], ignore_index=True)
 
 
-def _cut_day(session: Session, day: date, as_of: datetime) -> pd.DataFrame:
+def _cut_day(session: Session, day: date, as_of: datetime, span: EntrySpan) -> pd.DataFrame:
     """The prepared probes of `day` (a past day a window starts inside, whose rollups are
     complete), read from the first window start inside it on, and counted only for the
     windows that start inside it: the windows that hold the whole day count it from its
@@ -111,7 +115,8 @@ def _cut_day(session: Session, day: date, as_of: datetime) -> pd.DataFrame:
     first, last = day_bounds(day)
     starts = _window_starts(as_of)
     since = min(start for start in starts.values() if first <= start < last)
-    frame = prepare_history(history_frame(session, since=since, until=min(last, as_of)), as_of)
+    frame = prepare_history(
+        history_frame(session, since=since, until=min(last, as_of), span=span), as_of)
     whole = [f"in_{name}" for name, start in starts.items() if start < first]
     if whole:
         frame[whole] = False
@@ -127,8 +132,8 @@ def _milliseconds(texts: list[str]) -> tuple[np.ndarray, list[int]]:
     return values, sizes
 
 
-def _rollup_evidence(session: Session, days: list[date],
-                     week_starts: date) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _rollup_evidence(session: Session, days: list[date], week_starts: date,
+                     span: EntrySpan) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Timed samples and window counts of `days` (complete past days), from their rollups.
 
     One row per entry: the counts summed and the days' timed responses joined (brackets
@@ -150,7 +155,8 @@ def _rollup_evidence(session: Session, days: list[date],
         select(rollup.entry_id, *(value.label(name) for name, value in sums.items()),
                func.aggregate_strings(case((and_(in_week, has_timed), timed)), ","),
                func.aggregate_strings(case((and_(~in_week, has_timed), timed)), ","))
-        .where(rollup.day.in_(days), rollup.probes > 0).group_by(rollup.entry_id))
+        .where(rollup.day.in_(days), rollup.probes > 0, span.holds(rollup.entry_id))
+        .group_by(rollup.entry_id))
     rows = session.connection().execute(statement).all()
     ids = np.array([row[0] for row in rows], dtype=object)
     parts = []
@@ -174,12 +180,12 @@ def _combined_counts(*parts: pd.DataFrame) -> pd.DataFrame:
 
 def bounded_scores(
     session: Session, judged: Mapping[str, ContentScores], as_of: datetime,
-    own_day: pd.DataFrame | None = None,
+    own_day: pd.DataFrame | None = None, span: EntrySpan = EVERY_ENTRY,
 ) -> tuple[EntryScores, dict[str, Uptime]]:
     """Every entry's scores (of those in `judged`, with their content scores) and uptime as of
     `as_of`, as `score_entries` and `entry_uptimes` give them from the whole window, read from
-    rollups and a few days of raw probes. `own_day`: the probes of `as_of`'s day up to it
-    (`day_history`), where the caller has read them already."""
+    rollups and a few days of raw probes (of the entries in `span`). `own_day`: the probes of
+    `as_of`'s day up to it (`day_history`), where the caller has read them already."""
     raw_days, rolled = evidence_days(as_of)
     day, past_raw = as_of.date(), raw_days[1:]
     complete = complete_days(session, rolled + past_raw)
@@ -189,15 +195,15 @@ def bounded_scores(
     whole_raw = [day, *(past for past in past_raw if past not in complete),
                  *sorted(set(rolled) - complete)]
     read = {} if own_day is None else {day: own_day}
-    raw = prepare_history(_raw_history(session, as_of, whole_raw, read), as_of)
+    raw = prepare_history(_raw_history(session, as_of, whole_raw, read, span), as_of)
     if cut:
-        raw = pd.concat([raw, *(_cut_day(session, past, as_of) for past in cut)],
+        raw = pd.concat([raw, *(_cut_day(session, past, as_of, span) for past in cut)],
                         ignore_index=True)
     oldest_held = day - timedelta(days=WINDOW_DAYS - 1)  # days before it no window holds whole
     from_rollups = sorted({*(d for d in rolled if d in complete),
                            *(d for d in cut if d >= oldest_held)})
     week_starts = day - timedelta(days=6)
-    rolled_samples, rolled_counts = _rollup_evidence(session, from_rollups, week_starts)
+    rolled_samples, rolled_counts = _rollup_evidence(session, from_rollups, week_starts, span)
     frames = [f for f in (timed_samples(raw), rolled_samples) if not f.empty]
     samples = (pd.concat(frames, ignore_index=True) if frames
                else pd.DataFrame(columns=SAMPLE_COLUMNS))

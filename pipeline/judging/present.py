@@ -29,7 +29,7 @@ from pipeline.store.history import (
     entry_status,
     latest_probes,
 )
-from pipeline.store.tables import active_base_urls
+from pipeline.store.tables import EVERY_ENTRY, EntrySpan, active_base_urls
 
 
 @dataclass
@@ -128,19 +128,21 @@ _BY_ENTRY = {"status": "statuses", "score": "scores", "uptime": "uptimes",
              "lifecycle": "lifecycles"}
 
 
-def present_each(session: Session, as_of: datetime, origin: str = "") -> Iterator[
-        tuple[str, EntryValues]]:
+def present_each(session: Session, as_of: datetime, origin: str = "",
+                 span: EntrySpan = EVERY_ENTRY) -> Iterator[tuple[str, EntryValues]]:
     """Every active entry's status, scores, uptime and measured health as of `as_of`, one entry
     at a time, by id, from the stored history (past days from their rollups:
     `judging/evidence.py`); `origin` is the one the prober sent, which CORS answers are read
     against. An entry's values are built as it is reached and its evidence let go, so what is
-    held at once is the evidence, never every entry's presented values (some 2 GB at 100k)."""
-    base_urls = active_base_urls(session)
+    held at once is the evidence, never every entry's presented values (some 2 GB at 100k).
+    With a `span`, only the entries in it are read and presented."""
+    base_urls = active_base_urls(session, span)
     # The scores first: the frames they are computed from are gone before the latest probes
     # are read, so the two never weigh on memory at once (about 200 MB less at 100k entries).
-    scores, uptimes = bounded_scores(session, content_scores(session), as_of)
-    latest = latest_probes(session, base_urls)
-    endpoints = active_endpoints(session)
+    scores, uptimes = bounded_scores(
+        session, content_scores(session, span=span), as_of, span=span)
+    latest = latest_probes(session, base_urls, span=span)
+    endpoints = active_endpoints(session, span)
     for entry_id in sorted(base_urls):
         probes = latest.pop(entry_id, None)
         score = scores.get(entry_id)  # built as it is reached (`EntryScores`)

@@ -30,6 +30,7 @@ from pipeline.judging.present import EntryValues, WrittenValues
 from pipeline.operations.report import entry_figure
 
 HEADER_BYTES = 64  # the first line, written blank and filled in once the last lines are placed
+COPIED_AT_ONCE = 1 << 20  # bytes of a part's lines copied at a time as parts are joined
 ENTRY = TypeAdapter(EntryValues)
 VERDICTS = TypeAdapter(dict[str, RunVerdict])
 
@@ -45,15 +46,19 @@ def handover_dir() -> Path:
 def save_presented(values: Iterable[tuple[str, EntryValues]], run_id: int | None) -> Path:
     """Write each entry's `values` (by id, as they come) to a new file (of run `run_id`) and
     return its path (small enough to be a task's result)."""
-    descriptor, name = tempfile.mkstemp(
-        prefix="presented-" if run_id is None else f"run-{run_id}-presented-", suffix=".json",
-        dir=handover_dir())
+    descriptor, name = _new_file(run_id)
     try:
         _write(descriptor, values)
     except BaseException:  # a stage that fails mid-way leaves no half file behind
         Path(name).unlink(missing_ok=True)
         raise
     return Path(name)
+
+
+def _new_file(run_id: int | None) -> tuple[int, str]:
+    return tempfile.mkstemp(
+        prefix="presented-" if run_id is None else f"run-{run_id}-presented-", suffix=".json",
+        dir=handover_dir())
 
 
 def _write(descriptor: int, values: Iterable[tuple[str, EntryValues]]) -> None:
@@ -72,13 +77,56 @@ def _write(descriptor: int, values: Iterable[tuple[str, EntryValues]]) -> None:
                 verdicts[entry_id] = entry.verdict
             if entry.status is not None or entry.score is not None:
                 figures[entry_id] = entry_figure(entry.status, entry.score)
-        at_figures = file.tell()
-        file.write(orjson.dumps(figures) + b"\n")
-        at_index = file.tell()
-        file.write(b'{"offsets":%s,"states":%s,"verdicts":%s}\n' % (
-            orjson.dumps(offsets), orjson.dumps(states), VERDICTS.dump_json(verdicts)))
-        file.seek(0)
-        file.write(orjson.dumps({"figures": at_figures, "index": at_index}))
+        _write_last_lines(file, figures, offsets, orjson.dumps(states),
+                          VERDICTS.dump_json(verdicts))
+
+
+def _write_last_lines(file: IO[bytes], figures: dict[str, Any], offsets: dict[str, int],
+                      states: bytes, verdicts: bytes) -> None:
+    """The figures and the index after the entries' lines, and the header placing them."""
+    at_figures = file.tell()
+    file.write(orjson.dumps(figures) + b"\n")
+    at_index = file.tell()
+    file.write(b'{"offsets":%s,"states":%s,"verdicts":%s}\n' % (
+        orjson.dumps(offsets), states, verdicts))
+    file.seek(0)
+    file.write(orjson.dumps({"figures": at_figures, "index": at_index}))
+
+
+def join_presented(parts: Iterable[Path], run_id: int | None) -> Path:
+    """One hand-over file (of run `run_id`) holding the entries of the hand-over files `parts`,
+    in their order, as `save_presented` would have written them at once: each part's lines
+    are copied as they are, never parsed."""
+    descriptor, name = _new_file(run_id)
+    offsets: dict[str, int] = {}
+    states: dict[str, Any] = {}
+    verdicts: dict[str, Any] = {}
+    figures: dict[str, Any] = {}
+    try:
+        with os.fdopen(descriptor, "wb") as joined:
+            joined.write(b" " * (HEADER_BYTES - 1) + b"\n")
+            for part in parts:
+                with part.open("rb") as file:
+                    at_figures = orjson.loads(file.readline())["figures"]
+                    shift = joined.tell() - HEADER_BYTES
+                    left = at_figures - HEADER_BYTES
+                    while left > 0:
+                        piece = file.read(min(left, COPIED_AT_ONCE))
+                        if not piece:
+                            raise ValueError(f"{part}: a hand-over file cut short")
+                        joined.write(piece)
+                        left -= len(piece)
+                    figures.update(orjson.loads(file.readline()))
+                    index = orjson.loads(file.readline())
+                offsets.update((entry_id, at + shift) for entry_id, at in index["offsets"].items())
+                states.update(index["states"])
+                verdicts.update(index["verdicts"])
+            _write_last_lines(joined, figures, offsets, orjson.dumps(states),
+                              orjson.dumps(verdicts))
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
+    return Path(name)
 
 
 def _line_at(file: IO[bytes], key: str) -> Any:

@@ -46,9 +46,10 @@ from pipeline.judging.changes import (
 )
 from pipeline.judging.content_scores import store_content_scores
 from pipeline.judging.health import LifecycleRules
-from pipeline.judging.present import Presented, PresentedValues, present_each, present_entries
+from pipeline.judging.present import Presented, PresentedValues, present_entries
 from pipeline.judging.rollup import RolledUp, days_to_roll, roll_up_days
-from pipeline.operations.handover import handed_over, save_presented
+from pipeline.operations.handover import handed_over
+from pipeline.operations.score_parts import hand_over_presented
 from pipeline.probing.probe import probe_all
 from pipeline.probing.shards import Shard, split_by_host
 from pipeline.release.publish import Published, publish_release
@@ -335,12 +336,9 @@ def score_entries_now(settings: Settings, as_of: datetime) -> Presented:
 
 def hand_over_scores(settings: Settings, as_of: datetime, run_id: int | None = None) -> Path:
     """`score_entries_now`, written to a hand-over file (of run `run_id`) an entry at a time as
-    each is reached (never every entry's values at once); returns the file's path."""
-    with (
-        paused_garbage_collection(),
-        session_scope(engine_for(settings.database_url)) as session,
-    ):
-        return save_presented(present_each(session, as_of, settings.probe_origin), run_id)
+    each is reached (never every entry's values at once), a span of the entries on each core
+    for a large catalogue (`score_parts`); returns the file's path."""
+    return hand_over_presented(settings.database_url, as_of, settings.probe_origin, run_id)
 
 
 PUBLISH_LIMIT = "apidir-publish"

@@ -24,8 +24,10 @@ from sqlmodel.sql.expression import SelectOfScalar
 from pipeline.contract import ONLINE_NOTE, EndpointStatus, Status
 from pipeline.probing.probe import ProbeResult, ProbeTarget, probe_targets_for, target_host
 from pipeline.store.tables import (
+    EVERY_ENTRY,
     EndpointRow,
     EntryRow,
+    EntrySpan,
     PipelineRun,
     ProbeRow,
     active_base_urls,
@@ -284,10 +286,12 @@ class ActiveEndpoint(NamedTuple):
     probe_note: str | None
 
 
-def active_endpoints(session: Session) -> dict[str, list[ActiveEndpoint]]:
-    """The active endpoints of every entry, by entry."""
+def active_endpoints(session: Session,
+                     span: EntrySpan = EVERY_ENTRY) -> dict[str, list[ActiveEndpoint]]:
+    """The active endpoints of every entry (in `span`), by entry."""
     statement = select(EndpointRow.entry_id, EndpointRow.id, EndpointRow.position,
-                       EndpointRow.probe_note).where(EndpointRow.active)
+                       EndpointRow.probe_note).where(EndpointRow.active,
+                                                     span.holds(EndpointRow.entry_id))
     by_entry: dict[str, list[ActiveEndpoint]] = defaultdict(list)
     for entry_id, *endpoint in session.connection().execute(statement).all():
         by_entry[entry_id].append(ActiveEndpoint(*endpoint))
@@ -319,14 +323,16 @@ def entry_endpoint_statuses(
 def latest_probes(
     session: Session, entry_ids: Iterable[str] | None = None, until: datetime | None = None,
     columns: Sequence[str] = STATUS_COLUMNS, in_endpoint_order: bool = True,
+    span: EntrySpan = EVERY_ENTRY,
 ) -> dict[str, list[ProbeRow]]:
     """The probes of each entry's latest trusted run (by `until`), in endpoint order (or as
-    stored), with their `columns` (`entry_id` and `url` among them).
+    stored), with their `columns` (`entry_id` and `url` among them); of the entries in `span`
+    alone where it is given (`entry_ids`, if any, lie in it).
 
     Two index-friendly steps (the latest trusted run of each entry, then the probes of those
     few runs) rather than one join, which SQLite plans as runs x entries row visits.
     """
-    latest = latest_runs(session, entry_ids, until)
+    latest = latest_runs(session, entry_ids, until, span)
     by_entry: dict[str, list[ProbeRow]] = defaultdict(list)
     make = _latest_probe_type(tuple(columns))._make
     shared = [n for n, name in enumerate(columns) if name in _RECURRING_TEXTS]
@@ -334,7 +340,7 @@ def latest_probes(
     share = texts.setdefault
     for run_id in sorted(set(latest.values())):
         statement = select(*(getattr(ProbeRow, name) for name in columns)).where(
-            ProbeRow.run_id == run_id
+            ProbeRow.run_id == run_id, span.holds(ProbeRow.entry_id, indexed=False)
         )
         if until is not None:
             statement = statement.where(ProbeRow.checked_at <= until)
@@ -351,7 +357,7 @@ def latest_probes(
             by_entry[probe.entry_id].append(probe)
     if not in_endpoint_order:
         return by_entry
-    order = _endpoint_order(session)
+    order = _endpoint_order(session, span)
     return {entry_id: sorted(probes, key=lambda p: order.get(p.endpoint_id, -1))
             for entry_id, probes in by_entry.items()}
 
@@ -373,20 +379,23 @@ RECENT_RUNS = 7  # the newest runs read whole before the entries left are looked
 
 
 def latest_runs(
-    session: Session, entry_ids: Iterable[str] | None = None, until: datetime | None = None
+    session: Session, entry_ids: Iterable[str] | None = None, until: datetime | None = None,
+    span: EntrySpan = EVERY_ENTRY,
 ) -> dict[str, int]:
     """The latest trusted run that probed each entry by `until` (all stored entries, or
     `entry_ids`), without reading the whole history, which grows every night: the newest
     runs are read one at a time through the run index until every entry has its run (the
     last nightly run usually places them all), and only the entries left (not probed lately,
     or never) are looked up through the entry index."""
-    wanted = set(entry_ids) if entry_ids is not None else set(session.exec(select(EntryRow.id)))
+    wanted = set(entry_ids) if entry_ids is not None else set(
+        session.exec(select(EntryRow.id).where(span.holds(EntryRow.id))))
     newest = _trusted_runs().order_by(col(PipelineRun.id).desc()).limit(RECENT_RUNS)
     latest: dict[str, int] = {}
     for run_id in session.exec(newest):
         if len(latest) == len(wanted):
             break
-        probed = select(ProbeRow.entry_id).distinct().where(ProbeRow.run_id == run_id)
+        probed = select(ProbeRow.entry_id).distinct().where(
+            ProbeRow.run_id == run_id, span.holds(ProbeRow.entry_id, indexed=False))
         if until is not None:
             probed = probed.where(ProbeRow.checked_at <= until)
         for entry_id in session.connection().execute(probed).scalars().all():
@@ -403,20 +412,24 @@ def latest_runs(
     return latest
 
 
-def _endpoint_order(session: Session) -> dict[int | None, int]:
-    statement = select(EndpointRow.id, EndpointRow.position)
+def _endpoint_order(session: Session, span: EntrySpan = EVERY_ENTRY) -> dict[int | None, int]:
+    statement = select(EndpointRow.id, EndpointRow.position).where(
+        span.holds(EndpointRow.entry_id))
     return dict(session.connection().execute(statement).all())
 
 
 def history_frame(
-    session: Session, since: datetime | None = None, until: datetime | None = None
+    session: Session, since: datetime | None = None, until: datetime | None = None,
+    span: EntrySpan = EVERY_ENTRY,
 ) -> pd.DataFrame:
-    """Probe history as a data frame for the score stage (trusted runs only): one row per
-    target and run, the run's conclusion (a confirmation replaces the first look it checked)."""
+    """Probe history as a data frame for the score stage (trusted runs only; of the entries in
+    `span`): one row per target and run, the run's conclusion (a confirmation replaces the
+    first look it checked)."""
     # The check times as the database returns them (text on SQLite), parsed at once below.
     statement = select(*(type_coerce(ProbeRow.checked_at, String).label(c) if c == "checked_at"
                          else getattr(ProbeRow, c) for c in HISTORY_COLUMNS)).where(
-        col(ProbeRow.run_id).not_in(_untrusted_runs())
+        col(ProbeRow.run_id).not_in(_untrusted_runs()),
+        span.holds(ProbeRow.entry_id, indexed=False),
     )
     if since is not None:
         statement = statement.where(ProbeRow.checked_at >= since)

@@ -15,8 +15,10 @@ import os
 import socket
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import cache
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +30,11 @@ from sqlalchemy import (
     Index,
     Table,
     UniqueConstraint,
+    and_,
     bindparam,
     event,
     insert,
+    true,
     update,
 )
 from sqlalchemy.engine import Engine, make_url
@@ -442,10 +446,44 @@ def active_entries(session: Session) -> list[EntryRow]:
     return sorted(session.exec(statement), key=lambda row: row.id)
 
 
-def active_base_urls(session: Session) -> dict[str, str]:
-    """The base address of every published entry, by id, from its own column: not the rest of
-    their content."""
-    statement = select(EntryRow.id, EntryRow.base_url).where(EntryRow.retired_at.is_(None))
+@dataclass(frozen=True)
+class EntrySpan:
+    """The entries whose ids lie from `first` (included) to `past` (excluded), an end of None
+    left open: the part of the entries one process of the score stage reads."""
+
+    first: str | None = None
+    past: str | None = None
+
+    def holds(self, entry_id: Any, indexed: bool = True) -> Any:
+        """The condition that `entry_id` (a column) lies in the span. Not `indexed`: a filter
+        that no index of the column serves, for the probes, which are read by their run or
+        their check time (by the index of their entries, every night of the span's entries
+        would be read)."""
+        value = entry_id if indexed else entry_id.concat("")
+        return and_(true(), *([] if self.first is None else [value >= self.first]),
+                    *([] if self.past is None else [value < self.past]))
+
+
+EVERY_ENTRY = EntrySpan()
+
+
+def entry_spans(session: Session, parts: int, smallest: int = 1) -> list[EntrySpan]:
+    """The published entries cut into at most `parts` spans of as many entries each, and of
+    at least `smallest` entries each (one span of every entry where that leaves one)."""
+    statement = select(EntryRow.id).where(EntryRow.retired_at.is_(None)).order_by(EntryRow.id)
+    ids = session.connection().execute(statement).scalars().all()
+    parts = min(parts, len(ids) // max(smallest, 1))
+    if parts <= 1:
+        return [EVERY_ENTRY]
+    bounds = [None, *(ids[len(ids) * part // parts] for part in range(1, parts)), None]
+    return [EntrySpan(first, past) for first, past in pairwise(bounds)]
+
+
+def active_base_urls(session: Session, span: EntrySpan = EVERY_ENTRY) -> dict[str, str]:
+    """The base address of every published entry (in `span`), by id, from its own column: not
+    the rest of their content."""
+    statement = select(EntryRow.id, EntryRow.base_url).where(
+        EntryRow.retired_at.is_(None), span.holds(EntryRow.id))
     return dict(session.connection().execute(statement).all())  # Core rows: no ORM step
 
 

@@ -1,0 +1,70 @@
+"""The score stage over a large catalogue, one span of the entries per core: each span's
+entries are presented (`present_each`) in a process of its own, reading only their own rows,
+into a hand-over file of their own, and the files are joined in the spans' order.
+
+An entry's presented values depend on its own evidence alone (its probes, its rollups, its
+content scores), so a span's are those the whole stage would give it; the stage's CPU (some
+30 s at 100,000 entries, all in Python) is spread over the cores, and each process holds the
+evidence of its span alone. This module is what a worker process imports: the store and the
+judging, never Prefect."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+
+from pipeline.catalogue.entries import paused_garbage_collection
+from pipeline.judging.present import present_each
+from pipeline.operations.handover import discard, join_presented, save_presented
+from pipeline.release.pool import worker_pool
+from pipeline.store.tables import EntrySpan, engine_for, entry_spans, session_scope
+
+# The fewest entries a span is given: below twice this a catalogue is presented in this one
+# process, where a worker's start (some 2 s of imports) would cost more than it saves.
+SPAN_ENTRIES = 10_000
+
+
+def hand_over_presented(database_url: str, as_of: datetime, origin: str, run_id: int | None,
+                        workers: int | None = None, span_entries: int = SPAN_ENTRIES) -> Path:
+    """Every published entry's presented values as of `as_of`, in one hand-over file (of run
+    `run_id`): presented here alone, or a span of at least `span_entries` entries for each of
+    up to `workers` processes (default: one per core, up to 8), this one among them."""
+    with (
+        paused_garbage_collection(),
+        session_scope(engine_for(database_url)) as session,
+    ):
+        spans = entry_spans(session, workers or min(os.cpu_count() or 1, 8), span_entries)
+        if len(spans) == 1:
+            return save_presented(present_each(session, as_of, origin), run_id)
+        parts: list[Path] = []
+        failed: BaseException | None = None
+        try:
+            with worker_pool(len(spans) - 1) as pool:
+                others = [pool.submit(present_span, database_url, as_of, origin, span)
+                          for span in spans[1:]]
+                try:
+                    parts.append(save_presented(
+                        present_each(session, as_of, origin, spans[0]), None))
+                finally:  # every worker's file is taken, to be removed whatever happens
+                    for other in others:
+                        try:
+                            parts.append(other.result())
+                        except Exception as error:  # the first failure is the stage's
+                            failed = failed or error
+            if failed is not None:
+                raise failed
+            return join_presented(parts, run_id)
+        finally:
+            for part in parts:
+                discard(part)
+
+
+def present_span(database_url: str, as_of: datetime, origin: str, span: EntrySpan) -> Path:
+    """The presented values of the entries in `span`, in a hand-over file of their own: run in
+    a worker process."""
+    with (
+        paused_garbage_collection(),
+        session_scope(engine_for(database_url)) as session,
+    ):
+        return save_presented(present_each(session, as_of, origin, span), None)
