@@ -10,7 +10,8 @@ The store is built once (kept with `--keep`, and reused while its entry count ma
 then each measurement runs in a fresh process, so its CPU and peak RSS are its own:
 
 - `score`: what the flow's score task does, `stages.hand_over_scores`, which writes the
-  hand-over file;
+  hand-over file (a span of the entries in each of its worker processes and its own, from
+  20,000 entries on: the workers' CPU and largest peak RSS are printed apart);
 - `publish`: what the flow's publish task does with that hand-over file
   (`stages.publish_handed_over`: state changes, lifecycles, the release with its pages);
 - `record`: the run record as the flow completes a run (`runs.complete_run`: the run's
@@ -184,7 +185,11 @@ def measure(which: str) -> dict[str, Any]:
 
         started, usage = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
         path = stages.hand_over_scores(settings, _as_of(), 0)
-        figures: dict[str, Any] = {**_figures(started, usage), "bytes": path.stat().st_size}
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the spans' workers, if any
+        figures: dict[str, Any] = {
+            **_figures(started, usage), "bytes": path.stat().st_size,
+            "workers_cpu": children.ru_utime, "workers_system": children.ru_stime,
+            "workers_peak_mib": children.ru_maxrss / 1024}
         shutil.copy(path, WORK / "presented.json")  # for the publish and the run record
         discard(path)
         return figures
@@ -314,7 +319,11 @@ def main() -> None:
 
 def print_measure(which: str, figures: dict[str, Any]) -> None:
     more = f", hand-over {figures['bytes'] / 2**20:.0f} MiB" if "bytes" in figures else ""
-    if "workers_cpu" in figures:
+    if figures.get("workers_cpu") and "bytes" in figures:
+        more += (f"; span workers {figures['workers_cpu']:.1f} s user and "
+                 f"{figures['workers_system']:.1f} s system CPU, peak RSS "
+                 f"{figures['workers_peak_mib']:.0f} MiB")
+    elif "workers_cpu" in figures:
         more = (f", page workers {figures['workers_cpu']:.1f} s user and "
                 f"{figures['workers_system']:.1f} s system CPU, {figures['spliced']:,} entries' "
                 "pages spliced")
