@@ -81,6 +81,8 @@ def test_each_entry_is_a_line_read_when_reached_with_the_lifecycle_judged_since(
     try:
         lines = path.read_bytes().splitlines()
         assert len(lines) == 1 + 2 + 2  # header, two entries, figures, index
+        assert presented.lifecycles["github"] is not None  # judged again, never handed over
+        assert all(b"lifecycle" not in line for line in lines[1:3])
         with handed_over(path) as values:
             values.lifecycles["stripe"] = Lifecycle.model_validate(LIFECYCLE_EXAMPLES[0])
             stripe = values.entry("stripe")

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
+from pydantic import Field
 from sqlmodel import Session
 
 from pipeline.contract import (
@@ -44,7 +45,8 @@ class EntryValues:
     verdict: RunVerdict | None = None
     https: Https | None = None
     cors: Cors | None = None
-    lifecycle: Lifecycle | None = None
+    # Never written out with the rest (a hand-over file): judged anew as a release is published.
+    lifecycle: Annotated[Lifecycle | None, Field(exclude=True)] = None
 
 
 @dataclass

@@ -70,7 +70,7 @@ def _write(descriptor: int, values: Iterable[tuple[str, EntryValues]]) -> None:
         file.write(b" " * (HEADER_BYTES - 1) + b"\n")
         for entry_id, entry in values:
             offsets[entry_id] = file.tell()
-            file.write(ENTRY.dump_json(entry, exclude={"lifecycle"}) + b"\n")
+            file.write(ENTRY.dump_json(entry) + b"\n")  # an `exclude` here costs 14 µs an entry
             if entry.status is not None:
                 states[entry_id] = (entry.status.state, entry.status.checked_at)
             if entry.verdict is not None:
