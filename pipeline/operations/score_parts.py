@@ -14,6 +14,8 @@ import os
 from datetime import datetime
 from pathlib import Path
 
+from sqlmodel import Session
+
 from pipeline.catalogue.entries import paused_garbage_collection
 from pipeline.judging.present import present_each
 from pipeline.operations.handover import discard, join_presented, save_presented
@@ -36,7 +38,7 @@ def hand_over_presented(database_url: str, as_of: datetime, origin: str, run_id:
     ):
         spans = entry_spans(session, workers or min(os.cpu_count() or 1, 8), span_entries)
         if len(spans) == 1:
-            return save_presented(present_each(session, as_of, origin), run_id)
+            return _saved_span(session, as_of, origin, spans[0], run_id)
         parts: list[Path] = []
         failed: BaseException | None = None
         try:
@@ -44,8 +46,7 @@ def hand_over_presented(database_url: str, as_of: datetime, origin: str, run_id:
                 others = [pool.submit(present_span, database_url, as_of, origin, span)
                           for span in spans[1:]]
                 try:
-                    parts.append(save_presented(
-                        present_each(session, as_of, origin, spans[0]), None))
+                    parts.append(_saved_span(session, as_of, origin, spans[0], None))
                 finally:  # every worker's file is taken, to be removed whatever happens
                     for other in others:
                         try:
@@ -67,4 +68,10 @@ def present_span(database_url: str, as_of: datetime, origin: str, span: EntrySpa
         paused_garbage_collection(),
         session_scope(engine_for(database_url)) as session,
     ):
-        return save_presented(present_each(session, as_of, origin, span), None)
+        return _saved_span(session, as_of, origin, span, None)
+
+
+def _saved_span(session: Session, as_of: datetime, origin: str, span: EntrySpan,
+                run_id: int | None) -> Path:
+    """The presented values of the entries in `span`, saved to a hand-over file."""
+    return save_presented(present_each(session, as_of, origin, span), run_id)
