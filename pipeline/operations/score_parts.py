@@ -10,7 +10,6 @@ judging, never Prefect."""
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from sqlmodel import Session
 from pipeline.catalogue.entries import paused_garbage_collection
 from pipeline.judging.present import present_each
 from pipeline.operations.handover import discard, join_presented, save_presented
-from pipeline.release.pool import worker_pool
+from pipeline.release.pool import worker_count, worker_pool
 from pipeline.store.tables import EntrySpan, engine_for, entry_spans, session_scope
 
 # The fewest entries a span is given: below twice this a catalogue is presented in this one
@@ -36,7 +35,7 @@ def hand_over_presented(database_url: str, as_of: datetime, origin: str, run_id:
         paused_garbage_collection(),
         session_scope(engine_for(database_url)) as session,
     ):
-        spans = entry_spans(session, workers or min(os.cpu_count() or 1, 8), span_entries)
+        spans = entry_spans(session, workers or worker_count(), span_entries)
         if len(spans) == 1:
             return _saved_span(session, as_of, origin, spans[0], run_id)
         parts: list[Path] = []

@@ -14,11 +14,16 @@ from typing import Any, TypeVar
 Result = TypeVar("Result")
 
 
+def worker_count() -> int:
+    """The processes a pool takes unless told: one per core, up to 8."""
+    return min(os.cpu_count() or 1, 8)
+
+
 def worker_pool(workers: int | None = None, initializer: Callable[..., None] | None = None,
                 initargs: tuple[Any, ...] = ()) -> ProcessPoolExecutor:
     """Fresh worker processes (spawned: nothing of this process's state is inherited), one per
     core up to 8 unless `workers` says."""
-    return ProcessPoolExecutor(workers or min(os.cpu_count() or 1, 8),
+    return ProcessPoolExecutor(workers or worker_count(),
                                mp_context=get_context("spawn"), initializer=initializer,
                                initargs=initargs)
 

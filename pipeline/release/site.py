@@ -51,7 +51,7 @@ from pipeline.release.pages import (
     render_pages,
     site_root,
 )
-from pipeline.release.pool import in_order, worker_pool
+from pipeline.release.pool import in_order, worker_count, worker_pool
 from pipeline.release.swap import write_file
 
 # From this many entries on, pages are rendered in one worker process per core.
@@ -130,7 +130,7 @@ def write_site(staging: Path, base_url: str,
     for folder in {os.path.dirname(path) for path in (entry_page("x"), entry_markdown("x"))}:
         (staging / folder).mkdir(parents=True, exist_ok=True)
     if workers is None:
-        workers = min(os.cpu_count() or 1, 8) if len(ids) >= PARALLEL_FROM else 1
+        workers = worker_count() if len(ids) >= PARALLEL_FROM else 1
     cards: dict[str, list[tuple[tuple[int, bool, str], str]]] = {c: [] for c in category_ids}
     # Every entry page spliced gets the release line drawn here: checked once, for them all.
     listings, problems = [], page_problems(entry_page("*"), line, release, root_path)
