@@ -75,6 +75,25 @@ def worker(env: dict[str, str], folder: Path, name: str) -> Iterator[subprocess.
             stop(process)
 
 
+def wait_online(api: str, machines: dict[str, subprocess.Popen[bytes]], folder: Path) -> None:
+    """Wait until every worker has told the pool it is online: a worker that starts late
+    (Prefect's cold import on a busy machine) would otherwise leave every shard to the other
+    one. A worker that dies on the way fails the test with its log's end."""
+    deadline = time.monotonic() + 120
+    while True:
+        online = {worker["name"] for worker in
+                  post_json(f"{api}/work_pools/apidir/workers/filter", {})
+                  if worker["status"] == "ONLINE"}
+        if online >= machines.keys():
+            return
+        for name, process in machines.items():
+            if process.poll() is not None:
+                log = (folder / name / "worker.log").read_text(errors="replace")
+                raise RuntimeError(f"worker {name} ended: {log[-2000:]}")
+        assert time.monotonic() < deadline, f"workers online after 120 s: {sorted(online)}"
+        time.sleep(0.5)
+
+
 def vanish(process: subprocess.Popen[bytes], folder: Path) -> None:
     """Kill a stand-in machine at once: its worker and every process started from its Prefect
     home (the worker runs each flow run in a process group of its own), none of them told."""
@@ -166,6 +185,7 @@ async def test_shards_run_on_two_workers_and_a_failed_shard_fails_the_night(
             {**server, **settings, "PREFECT_WORKER_QUERY_SECONDS": "1",
              "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "30"},  # Prefect's shortest
             tmp_path / name, name)) for name in MACHINES}
+        wait_online(api, machines, tmp_path)
 
         def write_hosts(paths: tuple[str, ...], description: str) -> None:
             """One entry per host, with a GET endpoint per path."""
