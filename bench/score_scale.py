@@ -27,13 +27,13 @@ from pathlib import Path
 from sqlalchemy import text
 from sqlmodel import col, select
 
-from pipeline.catalogue.entries import paused_garbage_collection
 from pipeline.judging.content_scores import content_scores, store_content_scores
 from pipeline.judging.evidence import bounded_scores
 from pipeline.judging.rollup import roll_up_days
 from pipeline.judging.score import entry_uptimes, score_entries
 from pipeline.operations.stages import peak_rss_mib
 from pipeline.probing.probe import ProbeResult
+from pipeline.processes import paused_garbage_collection
 from pipeline.store.history import add_probes, history_frame
 from pipeline.store.tables import (
     DailyEntryRollup,

@@ -64,7 +64,7 @@ class Settings(BaseSettings):
         "in a process of its own (1: one task in the flow's process). Limits apply per shard.",
     )
     probe_workers: int = Field(
-        default=0, ge=0, description="Processes probing shards at once (0: one per CPU)."
+        default=0, ge=0, description="Processes probing shards at once (0: one per usable core)."
     )
     probe_deployment: str | None = Field(
         default=None,

@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from pipeline.catalogue.entries import paused_garbage_collection
+from pipeline.processes import paused_garbage_collection
 
 
 @pytest.fixture(autouse=True)

@@ -15,6 +15,7 @@ from tests.conftest import REPO
 STAGE_RANKS = {
     "pipeline.contract": 0,
     "pipeline.probing": 0,
+    "pipeline.processes": 0,
     "pipeline.settings": 1,
     "pipeline.store": 2,
     "pipeline.catalogue": 3,
@@ -24,7 +25,7 @@ STAGE_RANKS = {
     "flows": 6,
     "pipeline.cli": 7,
 }
-FLAT_MODULES = {"__init__", "contract", "settings", "cli"}
+FLAT_MODULES = {"__init__", "contract", "processes", "settings", "cli"}
 
 
 def module_name(root: Path, path: Path) -> str:

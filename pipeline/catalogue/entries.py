@@ -6,20 +6,17 @@ once, each naming the file (with its line), the entry and the field.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import logging
 import os
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date
 from functools import cache, lru_cache
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, NamedTuple, get_args
 
@@ -40,6 +37,7 @@ from pipeline.catalogue.guard import (
 )
 from pipeline.catalogue.lint import lint_entry
 from pipeline.contract import CATEGORY_IDS, EntryContent, Uri
+from pipeline.processes import paused_garbage_collection, worker_count, worker_pool
 
 log = logging.getLogger(__name__)
 
@@ -390,26 +388,6 @@ PARALLEL_FROM = 5000
 _CHUNK = 500
 
 
-@contextmanager
-def paused_garbage_collection() -> Iterator[None]:
-    """Bulk work that builds millions of small objects holding no cycles (entries, rows,
-    models): the cyclic collector would rescan the grown heap over and over (a fifth of a
-    100k-entry ingest, 11 of the score stage's 29 s of CPU). Reference counting frees them
-    as before. Afterwards what was built goes to the oldest generation at once, left to the
-    collector's next full pass rather than walked generation by generation, and the
-    collector runs again as it was (a caller that had paused it keeps it paused)."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        gc.unfreeze()
-        gc.enable()
-
-
 def _read_chunk(
     paths: list[Path], entries_root: Path | None, max_bytes: int = DEFAULT_MAX_BYTES
 ) -> list[EntryReading]:
@@ -423,7 +401,7 @@ def _read_all(
     """`read_entry_file` of every file, in order; in `workers` processes for large catalogues,
     with a few chunks ahead at most, so what is read waits in memory only until it is used."""
     if workers is None:
-        workers = min(os.cpu_count() or 1, 8) if len(files) >= PARALLEL_FROM else 1
+        workers = worker_count() if len(files) >= PARALLEL_FROM else 1
     if workers <= 1:
         for start in range(0, len(files), _CHUNK):
             yield from _read_chunk(files[start : start + _CHUNK], entries_root, max_bytes)
@@ -431,8 +409,7 @@ def _read_all(
     chunks = [files[start : start + _CHUNK] for start in range(0, len(files), _CHUNK)]
     done = 0  # chunks handed on
     try:
-        # spawn: never fork a process that may run threads (Prefect, the event loop)
-        with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        with worker_pool(workers) as pool:
             ahead: deque[Future[list[EntryReading]]] = deque()
             while done < len(chunks):
                 while len(ahead) < 2 * workers and done + len(ahead) < len(chunks):

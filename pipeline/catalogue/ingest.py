@@ -20,8 +20,9 @@ from operator import attrgetter
 from sqlalchemy import bindparam, update
 from sqlmodel import Session, col, select
 
-from pipeline.catalogue.entries import CatalogReport, KnownFile, paused_garbage_collection
+from pipeline.catalogue.entries import CatalogReport, KnownFile
 from pipeline.catalogue.spool import CHUNK, EntrySpool, StoredEntry
+from pipeline.processes import paused_garbage_collection
 from pipeline.store.tables import (
     EndpointRow,
     EntryEvent,

@@ -15,10 +15,9 @@ from pathlib import Path
 
 from sqlmodel import Session
 
-from pipeline.catalogue.entries import paused_garbage_collection
 from pipeline.judging.present import present_each
 from pipeline.operations.handover import discard, join_presented, save_presented
-from pipeline.release.pool import worker_count, worker_pool
+from pipeline.processes import paused_garbage_collection, worker_count, worker_pool
 from pipeline.store.tables import EntrySpan, engine_for, entry_spans, session_scope
 
 # The fewest entries a span is given: below twice this a catalogue is presented in this one

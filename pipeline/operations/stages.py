@@ -52,6 +52,7 @@ from pipeline.operations.handover import handed_over
 from pipeline.operations.score_parts import hand_over_presented
 from pipeline.probing.probe import probe_all
 from pipeline.probing.shards import Shard, split_by_host
+from pipeline.processes import usable_cores
 from pipeline.release.publish import Published, publish_release
 from pipeline.release.swap import publish_lock
 from pipeline.settings import Settings
@@ -191,8 +192,9 @@ def plan_shards(settings: Settings) -> list[Shard]:
 
 
 def shard_workers(settings: Settings) -> int:
-    """Processes probing shards at once: `probe_workers` (0: one per CPU), at most one a shard."""
-    return min(settings.probe_workers or os.cpu_count() or 1, settings.probe_shards)
+    """Processes probing shards at once: `probe_workers` (0: one per usable core), at most one a
+    shard."""
+    return min(settings.probe_workers or usable_cores(), settings.probe_shards)
 
 
 async def probe_shard(

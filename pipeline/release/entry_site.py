@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from pipeline.catalogue.entries import paused_garbage_collection
+from pipeline.processes import paused_garbage_collection
 from pipeline.release.files import Folders
 from pipeline.release.layout import entry_markdown
 from pipeline.release.markdown import (

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import orjson
 
-from pipeline.catalogue.entries import paused_garbage_collection
 from pipeline.judging.day_figures import DayFigures
+from pipeline.processes import in_order, paused_garbage_collection, worker_count, worker_pool
 from pipeline.release.crawlers import check_sitemaps, crawler_files
 from pipeline.release.entry_site import (
     SiteContext,
@@ -51,7 +51,6 @@ from pipeline.release.pages import (
     render_pages,
     site_root,
 )
-from pipeline.release.pool import in_order, worker_count, worker_pool
 from pipeline.release.swap import write_file
 
 # From this many entries on, pages are rendered in one worker process per core.

@@ -40,6 +40,7 @@ from pipeline.contract import (
     SearchIndex,
     SearchItem,
 )
+from pipeline.processes import in_order, worker_pool
 from pipeline.release.feed import check_feed
 from pipeline.release.files import dataset_lines
 from pipeline.release.layout import (
@@ -59,7 +60,6 @@ from pipeline.release.layout import (
     entry_document,
 )
 from pipeline.release.openapi import component_schemas
-from pipeline.release.pool import in_order, worker_pool
 from pipeline.release.search import search_item
 
 MAX_PROBLEMS_PER_FILE = 100
