@@ -241,6 +241,31 @@ def test_each_endpoint_has_its_own_status_or_says_why_it_is_not_probed(session) 
         "unreachable", "read_timeout", None)
 
 
+def test_the_span_endpoints_read_once_serve_both_their_uses(session) -> None:
+    """One read of the endpoints gives the active ones by entry and every endpoint's position,
+    a retired one's too: the latest probes sorted by it are those sorted by their own read."""
+    from pipeline.store.history import _endpoint_order, active_endpoints, span_endpoints
+
+    run = start_run(session, "nightly")
+    forecast, current = plan_targets(session)[:2]
+    record_probes(session, run, [
+        result(current.url, "live", 200, endpoint=current.endpoint_id),
+        result(forecast.url, "live", 200, endpoint=forecast.endpoint_id)])
+    retired = session.get(EndpointRow, forecast.endpoint_id)
+    retired.active = False  # retired since the run probed it
+    session.add(retired)
+    session.commit()
+
+    endpoints = span_endpoints(session)
+    assert sorted(e.position for e in endpoints.active["example-weather"]) == [1, 2, 3]
+    assert endpoints.active == active_endpoints(session)
+    assert endpoints.order == _endpoint_order(session)
+    assert endpoints.order[forecast.endpoint_id] == 0
+    probes = latest_probes(session, order=endpoints.order)
+    assert probes == latest_probes(session)
+    assert [p.url for p in probes["example-weather"]] == [forecast.url, current.url]
+
+
 def whole_history_latest(session, until: datetime | None = None) -> dict[str, int]:
     """The reference: each entry's latest trusted run by `until`, from every probe stored."""
     statement = (select(ProbeRow.entry_id, func.max(ProbeRow.run_id))

@@ -25,10 +25,10 @@ from pipeline.judging.content_scores import content_scores
 from pipeline.judging.evidence import bounded_scores
 from pipeline.judging.health import RunVerdict, measured_cors, measured_https, run_verdict
 from pipeline.store.history import (
-    active_endpoints,
     entry_endpoint_statuses,
     entry_status,
     latest_probes,
+    span_endpoints,
 )
 from pipeline.store.tables import EVERY_ENTRY, EntrySpan, active_base_urls
 
@@ -143,8 +143,9 @@ def present_each(session: Session, as_of: datetime, origin: str = "",
     # are read, so the two never weigh on memory at once (about 200 MB less at 100k entries).
     scores, uptimes = bounded_scores(
         session, content_scores(session, span=span), as_of, span=span)
-    latest = latest_probes(session, base_urls, span=span)
-    endpoints = active_endpoints(session, span)
+    endpoints, order = span_endpoints(session, span)
+    latest = latest_probes(session, base_urls, span=span, order=order)
+    del order
     for entry_id in sorted(base_urls):
         probes = latest.pop(entry_id, None)
         score = scores.get(entry_id)  # built as it is reached (`EntryScores`)

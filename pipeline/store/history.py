@@ -286,16 +286,34 @@ class ActiveEndpoint(NamedTuple):
     probe_note: str | None
 
 
+class SpanEndpoints(NamedTuple):
+    """The endpoints of the entries in a span, read once for both of their uses."""
+
+    active: dict[str, list[ActiveEndpoint]]  # the active ones, by entry
+    order: dict[int | None, int]  # every one's position, by id: what probes are sorted by
+
+
+def span_endpoints(session: Session, span: EntrySpan = EVERY_ENTRY) -> SpanEndpoints:
+    """The endpoints of every entry (in `span`): the active ones by entry, and every one's
+    position (an endpoint retired since its probe still orders it), from one read of their
+    rows rather than two (some 0.3 s a span of 50,000 entries)."""
+    statement = select(EndpointRow.entry_id, EndpointRow.id, EndpointRow.position,
+                       EndpointRow.probe_note, EndpointRow.active).where(
+        span.holds(EndpointRow.entry_id))
+    by_entry: dict[str, list[ActiveEndpoint]] = defaultdict(list)
+    order: dict[int | None, int] = {}
+    for entry_id, endpoint_id, position, probe_note, active in (
+            session.connection().execute(statement).all()):
+        order[endpoint_id] = position
+        if active:
+            by_entry[entry_id].append(ActiveEndpoint(endpoint_id, position, probe_note))
+    return SpanEndpoints(dict(by_entry), order)
+
+
 def active_endpoints(session: Session,
                      span: EntrySpan = EVERY_ENTRY) -> dict[str, list[ActiveEndpoint]]:
     """The active endpoints of every entry (in `span`), by entry."""
-    statement = select(EndpointRow.entry_id, EndpointRow.id, EndpointRow.position,
-                       EndpointRow.probe_note).where(EndpointRow.active,
-                                                     span.holds(EndpointRow.entry_id))
-    by_entry: dict[str, list[ActiveEndpoint]] = defaultdict(list)
-    for entry_id, *endpoint in session.connection().execute(statement).all():
-        by_entry[entry_id].append(ActiveEndpoint(*endpoint))
-    return dict(by_entry)
+    return span_endpoints(session, span).active
 
 
 def entry_endpoint_statuses(
@@ -323,11 +341,12 @@ def entry_endpoint_statuses(
 def latest_probes(
     session: Session, entry_ids: Iterable[str] | None = None, until: datetime | None = None,
     columns: Sequence[str] = STATUS_COLUMNS, in_endpoint_order: bool = True,
-    span: EntrySpan = EVERY_ENTRY,
+    span: EntrySpan = EVERY_ENTRY, order: Mapping[int | None, int] | None = None,
 ) -> dict[str, list[ProbeRow]]:
     """The probes of each entry's latest trusted run (by `until`), in endpoint order (or as
     stored), with their `columns` (`entry_id` and `url` among them); of the entries in `span`
-    alone where it is given (`entry_ids`, if any, lie in it).
+    alone where it is given (`entry_ids`, if any, lie in it). The endpoints' positions are
+    read unless `order` gives them (`span_endpoints`).
 
     Two index-friendly steps (the latest trusted run of each entry, then the probes of those
     few runs) rather than one join, which SQLite plans as runs x entries row visits.
@@ -357,7 +376,8 @@ def latest_probes(
             by_entry[probe.entry_id].append(probe)
     if not in_endpoint_order:
         return by_entry
-    order = _endpoint_order(session, span)
+    if order is None:
+        order = _endpoint_order(session, span)
     return {entry_id: sorted(probes, key=lambda p: order.get(p.endpoint_id, -1))
             for entry_id, probes in by_entry.items()}
 
