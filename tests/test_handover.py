@@ -161,6 +161,7 @@ def test_parts_joined_are_the_file_saved_at_once() -> None:
     entries = list(presented.items())
     whole = save_presented(entries, run_id=7)
     parts = [save_presented(entries[:1], None), save_presented(entries[1:], None)]
+    joined = whole  # removed below whatever happens, even if the join fails
     try:
         joined = join_presented(parts, run_id=7)
         assert joined.read_bytes() == whole.read_bytes()
