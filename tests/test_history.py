@@ -16,7 +16,7 @@ from sqlmodel import col, select
 
 from pipeline.catalogue.entries import read_catalog
 from pipeline.catalogue.ingest import ingest_catalog
-from pipeline.contract import ONLINE_NOTE
+from pipeline.contract import ONLINE_NOTE, EndpointStatus
 from pipeline.probing.probe import ProbeResult
 from pipeline.store.history import (
     PROBE_COLUMNS,
@@ -236,6 +236,9 @@ def test_each_endpoint_has_its_own_status_or_says_why_it_is_not_probed(session) 
         "state": "online", "httpStatus": 401, "responseTimeMs": 80, "checkedAt": T0,
         "reason": "auth"}
     assert (statuses[1].state, statuses[1].note) == ("unchecked", "method is POST")
+    # one status per reason, shared by every endpoint not probed for it, written as its own
+    assert statuses[1] is endpoint_statuses("open-api")[0]
+    assert statuses[1].model_dump_json() == EndpointStatus(note="method is POST").model_dump_json()
     assert (statuses[2].state, statuses[2].note) == ("unchecked", "path has placeholders")
     assert (statuses[3].state, statuses[3].reason, statuses[3].http_status) == (
         "unreachable", "read_timeout", None)
