@@ -20,7 +20,7 @@ from pipeline.operations import score_parts
 from pipeline.operations.handover import discard, handed_over, handover_dir
 from pipeline.operations.score_parts import hand_over_presented
 from pipeline.probing.probe import ProbeResult
-from pipeline.store.history import active_endpoints, add_probes, history_frame, latest_probes
+from pipeline.store.history import add_probes, history_frame, latest_probes, span_endpoints
 from pipeline.store.tables import (
     EVERY_ENTRY,
     DailyEntryRollup,
@@ -177,7 +177,7 @@ def test_the_entries_presented_span_by_span_are_those_presented_at_once(
         assert sorted(scores) == sorted(uptimes) == ids
         assert sorted(content_scores(history, span=span)) == ids
         assert sorted(latest_probes(history, span=span)) == ids
-        assert sorted(active_endpoints(history, span)) == ids
+        assert sorted(span_endpoints(history, span).active) == ids
         assert sorted(history_frame(history, span=span)["entry_id"].unique()) == ids
 
 

@@ -215,10 +215,10 @@ def test_latest_probes_read_a_row_at_a_time_share_their_recurring_texts(
 def test_each_endpoint_has_its_own_status_or_says_why_it_is_not_probed(session) -> None:
     from dataclasses import replace
 
-    from pipeline.store.history import active_endpoints, entry_endpoint_statuses, latest_probes
+    from pipeline.store.history import entry_endpoint_statuses, latest_probes, span_endpoints
 
     def endpoint_statuses(entry_id: str) -> dict:
-        return entry_endpoint_statuses(active_endpoints(session)[entry_id],
+        return entry_endpoint_statuses(span_endpoints(session).active[entry_id],
                                        latest_probes(session).get(entry_id, ()))
 
     assert endpoint_statuses("example-weather")[0].state == "unchecked"  # no run yet
@@ -247,7 +247,7 @@ def test_each_endpoint_has_its_own_status_or_says_why_it_is_not_probed(session) 
 def test_the_span_endpoints_read_once_serve_both_their_uses(session) -> None:
     """One read of the endpoints gives the active ones by entry and every endpoint's position,
     a retired one's too: the latest probes sorted by it are those sorted by their own read."""
-    from pipeline.store.history import _endpoint_order, active_endpoints, span_endpoints
+    from pipeline.store.history import _endpoint_order, span_endpoints
 
     run = start_run(session, "nightly")
     forecast, current = plan_targets(session)[:2]
@@ -261,7 +261,10 @@ def test_the_span_endpoints_read_once_serve_both_their_uses(session) -> None:
 
     endpoints = span_endpoints(session)
     assert sorted(e.position for e in endpoints.active["example-weather"]) == [1, 2, 3]
-    assert endpoints.active == active_endpoints(session)
+    stored = session.exec(select(EndpointRow).where(EndpointRow.active)).all()
+    assert sorted((entry_id, e.id, e.position, e.probe_note)
+                  for entry_id, active in endpoints.active.items() for e in active) == sorted(
+        (row.entry_id, row.id, row.position, row.probe_note) for row in stored)
     assert endpoints.order == _endpoint_order(session)
     assert endpoints.order[forecast.endpoint_id] == 0
     probes = latest_probes(session, order=endpoints.order)

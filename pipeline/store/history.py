@@ -310,12 +310,6 @@ def span_endpoints(session: Session, span: EntrySpan = EVERY_ENTRY) -> SpanEndpo
     return SpanEndpoints(dict(by_entry), order)
 
 
-def active_endpoints(session: Session,
-                     span: EntrySpan = EVERY_ENTRY) -> dict[str, list[ActiveEndpoint]]:
-    """The active endpoints of every entry (in `span`), by entry."""
-    return span_endpoints(session, span).active
-
-
 def entry_endpoint_statuses(
     endpoints: Iterable[ActiveEndpoint], probes: Iterable[Any]
 ) -> dict[int, EndpointStatus]:
