@@ -29,7 +29,7 @@ def hand_over_presented(database_url: str, as_of: datetime, origin: str, run_id:
                         workers: int | None = None, span_entries: int = SPAN_ENTRIES) -> Path:
     """Every published entry's presented values as of `as_of`, in one hand-over file (of run
     `run_id`): presented here alone, or a span of at least `span_entries` entries for each of
-    up to `workers` processes (default: one per core, up to 8), this one among them."""
+    up to `workers` processes (default: one per usable core, up to 8), this one among them."""
     with (
         paused_garbage_collection(),
         session_scope(engine_for(database_url)) as session,
