@@ -28,7 +28,7 @@ from pipeline.operations.runs import (
     run_stage,
     with_retries,
 )
-from pipeline.operations.stages import Selection, changes_of_run
+from pipeline.operations.stages import Selection, changes_of_run, warm_workers
 from pipeline.settings import Settings
 from pipeline.store.tables import utcnow
 
@@ -46,6 +46,7 @@ async def backfill(
     entries (default: all), then republish the current release; `reprobe` probes them first."""
     days = days_between(start, end)
     settings = Settings()
+    warm_workers()
     run_id = await open_run(settings, "backfill")
     presented: Path | None = None
     try:  # the hand-over file goes however the run ends

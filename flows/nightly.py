@@ -114,6 +114,7 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
     probes, so the score reads them whole from their rollups.
     """
     settings = Settings()
+    stages.warm_workers()
     day = run_date or current_flow_run.scheduled_start_time.astimezone(UTC).date()
     run_id = await open_run(settings, "nightly")
     presented: Path | None = None

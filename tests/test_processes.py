@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import subprocess
 import sys
 
-from pipeline.processes import MOST_WORKERS, usable_cores, worker_count
+import pytest
+
+from pipeline.catalogue.entries import _read_chunk as read_chunk_of_entries
+from pipeline.operations.score_parts import present_span
+from pipeline.operations.stages import WORKER_MODULES
+from pipeline.processes import MOST_WORKERS, usable_cores, worker_count, worker_pool
+from pipeline.release.entry_site import write_entry_site
+from pipeline.release.validate import _line_problems as line_problems
+from tests.conftest import REPO
+from tests.worker_side import environment_value
 
 
 def test_worker_count_is_the_usable_cores_up_to_the_most() -> None:
@@ -27,3 +37,47 @@ def test_a_process_held_to_one_core_takes_one_worker_and_one_shard_process() -> 
                           check=True)
     workers, shard_processes, machine = map(int, done.stdout.split()[-3:])
     assert (workers, shard_processes, machine) == (1, 1, os.cpu_count())
+
+
+def test_a_worker_has_its_pools_environment_as_it_is_when_the_pool_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Workers forked from a server started before a change to the environment still get the
+    environment of the process that makes their pool, as spawned workers did."""
+    with worker_pool(1) as pool:  # the server runs from here on
+        assert pool.submit(environment_value, "APIDIR_WORKER_PROBE").result() is None
+    monkeypatch.setenv("APIDIR_WORKER_PROBE", "set after the server started")
+    with worker_pool(1) as pool:
+        seen = pool.submit(environment_value, "APIDIR_WORKER_PROBE").result()
+    assert seen == "set after the server started"
+
+
+@pytest.mark.skipif("forkserver" not in multiprocessing.get_all_start_methods(),
+                    reason="workers are spawned where there is no forkserver")
+def test_warmed_workers_start_with_what_the_stages_run_already_imported() -> None:
+    """`stages.warm_workers` imports the stages' worker modules once, into the server their
+    workers are forked from; without it a worker starts with none of them."""
+    script = ("import sys; {warm}"
+              "from pipeline.operations.stages import WORKER_MODULES; "
+              "from pipeline.processes import worker_pool; "
+              "from tests.worker_side import loaded; "
+              "pool = worker_pool(1); "
+              "print(','.join(pool.submit(loaded, list(WORKER_MODULES)).result())); "
+              "pool.shutdown()")
+    found = {}
+    for warm in (True, False):
+        done = subprocess.run(
+            [sys.executable, "-c", script.format(
+                warm="from pipeline.operations.stages import warm_workers; warm_workers(); "
+                if warm else "")],
+            capture_output=True, text=True, check=True, cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)})
+        found[warm] = done.stdout.split()[-1] if done.stdout.split() else ""
+    assert found[True].split(",") == list(WORKER_MODULES)
+    assert found[False] == ""
+
+
+def test_the_warmed_modules_are_those_whose_work_the_pools_run() -> None:
+    """Each pool's work function lives in a module the server imports (`WORKER_MODULES`)."""
+    work = [read_chunk_of_entries, present_span, write_entry_site, line_problems]
+    assert sorted({function.__module__ for function in work}) == sorted(WORKER_MODULES)

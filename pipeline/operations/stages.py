@@ -22,6 +22,7 @@ from prefect.settings import PREFECT_API_URL
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
+from pipeline import processes
 from pipeline.catalogue.entries import (
     CatalogReport,
     load_categories,
@@ -82,6 +83,19 @@ from pipeline.store.tables import (
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+# What the stages' worker processes run: the entry files' reader, the score stage's spans, the
+# release's pages and its check of the datasets.
+WORKER_MODULES = ("pipeline.catalogue.entries", "pipeline.operations.score_parts",
+                  "pipeline.release.entry_site", "pipeline.release.validate")
+
+
+def warm_workers() -> None:
+    """Start the server the stages' worker processes are forked from, in the background, with
+    what they run imported once (`processes.warm_workers`): a run calls it first, so that its
+    score stage's and publish's workers start at once rather than after 1-2 s of imports."""
+    processes.warm_workers(WORKER_MODULES)
 
 
 def ingest_entries(settings: Settings, run_id: int) -> tuple[IngestSummary, CatalogReport]:
