@@ -19,10 +19,12 @@ import os
 import pickle
 import random
 import re
+import resource
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,59 @@ def rss_mb() -> float:
 def reset_peak_rss() -> None:
     """Start a new high-water mark (Linux: writing 5 to clear_refs resets VmHWM)."""
     Path("/proc/self/clear_refs").write_text("5")
+
+
+@dataclass(frozen=True)
+class WorkersUsage:
+    """What this process's pool workers used, and the workers' server apart (its imports)."""
+
+    user: float
+    system: float
+    peak_rss_mib: float  # of the largest worker (or the server, were it larger)
+    server_cpu: float
+
+
+def warmed_workers() -> None:
+    """The workers' server started and ready, as a night has it by its score stage (the flow
+    starts it first, `stages.warm_workers`): one worker forked from it and ended."""
+    from pipeline.operations.stages import warm_workers
+    from pipeline.processes import worker_pool
+
+    warm_workers()
+    with worker_pool(1) as pool:
+        pool.submit(os.getpid).result()
+
+
+def _server_ticks(first: int) -> list[float]:
+    """Two CPU figures of the workers' server from /proc (`first`: 11 its own user and system,
+    13 its reaped workers'), in seconds; zeros when no server runs."""
+    from multiprocessing import forkserver
+
+    if (pid := forkserver._forkserver._forkserver_pid) is None:
+        return [0.0, 0.0]
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return [int(ticks) / os.sysconf("SC_CLK_TCK") for ticks in fields[first:first + 2]]
+
+
+def children_cpu() -> float:
+    """User and system CPU of this process's ended children so far, the pools' workers among
+    them while their server runs (it reaps them: its /proc counts them)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime + sum(_server_ticks(13))
+
+
+def workers_usage() -> WorkersUsage:
+    """The resources of this process's ended children, the pools' workers: those are forked by
+    the workers' server (`pipeline.processes.warm_workers`), so they count here once the server
+    is stopped and waited for (it reaps each worker as it ends). The server's own CPU, read
+    from /proc first, is taken out and given apart. Stops the server: call it once, at the end."""
+    from multiprocessing import forkserver
+
+    user, system = _server_ticks(11)
+    forkserver._forkserver._stop()  # the standard library's own tests stop it so
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return WorkersUsage(max(usage.ru_utime - user, 0.0), max(usage.ru_stime - system, 0.0),
+                        usage.ru_maxrss / 1024, user + system)
 
 
 def measured(work: Callable[[], Any]) -> tuple[Any, dict[str, float]]:

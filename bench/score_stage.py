@@ -19,6 +19,9 @@ then each measurement runs in a fresh process, so its CPU and peak RSS are its o
 - `rollup`: what the flow's rollup task does (`stages.roll_up`) for the day of the store's
   last run, as the night after it rolls that day up, once it has ended.
 
+Before the clock, the workers' server is started and ready, as a night has it by then (the
+flow starts it first: `stages.warm_workers`); its own imports are not in the figures.
+
 With `--store`, the stages run on a copy of a `bench.nightly` work folder's store (its
 catalogue as the data folder), taken afresh for each measurement, as of just after its last
 run: `score`, `publish` and `rollup` after a real night of probes (no run record, which needs
@@ -49,6 +52,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from bench.catalogue import warmed_workers, workers_usage
 
 REPO = Path(__file__).resolve().parent.parent
 WORK = Path(os.environ.get("APIDIR_BENCH_WORK", REPO / "var" / "bench-score-stage"))
@@ -183,13 +188,13 @@ def measure(which: str) -> dict[str, Any]:
     if which == "score":
         from pipeline.operations.handover import discard
 
+        warmed_workers()
         started, usage = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
         path = stages.hand_over_scores(settings, _as_of(), 0)
-        children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the spans' workers, if any
-        figures: dict[str, Any] = {
-            **_figures(started, usage), "bytes": path.stat().st_size,
-            "workers_cpu": children.ru_utime, "workers_system": children.ru_stime,
-            "workers_peak_mib": children.ru_maxrss / 1024}
+        figures: dict[str, Any] = {**_figures(started, usage), "bytes": path.stat().st_size}
+        children = workers_usage()  # the spans' workers, if any
+        figures |= {"workers_cpu": children.user, "workers_system": children.system,
+                    "workers_peak_mib": children.peak_rss_mib}
         shutil.copy(path, WORK / "presented.json")  # for the publish and the run record
         discard(path)
         return figures
@@ -214,13 +219,15 @@ def _measure_publish() -> dict[str, Any]:
     for attribute, name in PUBLISH_PARTS:
         clock.wrap(stages, attribute, name)
     clock.wrap(publish, "write_site", "of it, pages")
+    warmed_workers()
     started, usage = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     published, _ = stages.publish_handed_over(settings, WORK / "presented.json", _as_of())
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    figures = _figures(started, usage)
+    children = workers_usage()
     return {
-        **_figures(started, usage),
-        "workers_cpu": children.ru_utime,
-        "workers_system": children.ru_stime,
+        **figures,
+        "workers_cpu": children.user,
+        "workers_system": children.system,
         "published": published.release.total_apis,
         "spliced": published.pages.spliced if published.pages is not None else 0,
         "parts": {name: [clock.timings[name].wall, clock.timings[name].cpu]
