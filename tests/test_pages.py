@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import re
 import shutil
 from datetime import timedelta
@@ -853,6 +854,19 @@ def test_a_spliced_page_is_refused_for_a_dead_link_in_its_nightly_parts(
         write_site(staging, BASE_URL, trends, workers=1, previous=whole)
     assert failure.value.problems == [
         f"apis/{LIVE_ID}.html: link to ../apis/no-such-api.html leads to no file of the release"]
+
+
+def test_an_entrys_days_reach_the_page_workers_equal_and_small() -> None:
+    """The page workers are sent 30 days of figures for every entry: each day is pickled as
+    its ordinal and three numbers, and comes back equal."""
+    last = NOW.date()
+    days = [DayFigures(last - timedelta(days=k), 24, 23 - k % 3,
+                       None if k % 7 == 0 else 40.5 + k) for k in range(30)]
+    sent = pickle.dumps(days, protocol=pickle.HIGHEST_PROTOCOL)
+    back = pickle.loads(sent)
+    assert back == days
+    assert {type(day) for day in back} == {DayFigures}
+    assert len(sent) < 30 * 30  # by field names, the date an object: some 36 bytes a day
 
 
 @pytest.mark.parametrize("timed", ["every day", "no day", "every other day"])
