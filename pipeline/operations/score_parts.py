@@ -21,7 +21,8 @@ from pipeline.processes import paused_garbage_collection, worker_count, worker_p
 from pipeline.store.tables import EntrySpan, engine_for, entry_spans, session_scope
 
 # The fewest entries a span is given: below twice this a catalogue is presented in this one
-# process, where a worker's start (some 2 s of imports) would cost more than it saves.
+# process. A worker forked from a warm server (`stages.warm_workers`, as a run starts) costs
+# little to start, but one from a cold server imports the stage first (some 2 s).
 SPAN_ENTRIES = 10_000
 
 
