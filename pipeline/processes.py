@@ -7,6 +7,7 @@ release's pages and checks) uses the same."""
 from __future__ import annotations
 
 import gc
+import logging
 import multiprocessing
 import os
 import sys
@@ -18,6 +19,7 @@ from multiprocessing.context import BaseContext
 from typing import Any, TypeVar
 
 Result = TypeVar("Result")
+log = logging.getLogger(__name__)
 
 MOST_WORKERS = 8
 
@@ -36,16 +38,36 @@ def worker_count() -> int:
     return min(usable_cores(), MOST_WORKERS)
 
 
+_SERVER_RUNS: bool | None = None  # whether workers are forked from the server (once known)
+
+
 def _start_context() -> BaseContext:
     """How workers start: forked from one server process that was itself started fresh (the
-    forkserver), where the platform has it; else spawned. Either way nothing of this process's
-    state is inherited, and no process that may run threads (Prefect's, an event loop's) is
-    forked. A spawned worker imports what it runs, and this process's main module, anew: 0.5
-    to 2 s of CPU a worker before its first item, on the critical path of each pool."""
+    forkserver), where the platform has it and it starts; else spawned. Either way nothing of
+    this process's state is inherited, and no process that may run threads (Prefect's, an
+    event loop's) is forked. A spawned worker imports what it runs, and this process's main
+    module, anew: 0.5 to 2 s of CPU a worker before its first item, on each pool's path."""
+    global _SERVER_RUNS
+    if _SERVER_RUNS is None:
+        _SERVER_RUNS = _server_starts()
+    return multiprocessing.get_context("forkserver" if _SERVER_RUNS else "spawn")
+
+
+def _server_starts() -> bool:
+    """Start the workers' server (in the background: it imports what it preloads on its own);
+    False where there is none, or it cannot start: its socket lives in the temporary folder,
+    whose path may be too long for one (`TMPDIR`) or not writable."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return False
+    from multiprocessing import forkserver
+
     try:
-        return multiprocessing.get_context("forkserver")
-    except ValueError:  # no forkserver on this platform
-        return multiprocessing.get_context("spawn")
+        forkserver.ensure_running()
+    except OSError as error:
+        log.warning("worker processes are spawned, each importing what it runs: their "
+                    "server did not start (%s)", error)
+        return False
+    return True
 
 
 def warm_workers(modules: Iterable[str] = ()) -> None:
@@ -54,14 +76,14 @@ def warm_workers(modules: Iterable[str] = ()) -> None:
     pool's workers then start in milliseconds. Call it early, before the work that needs the
     pools; once the server runs it keeps what it imported (without this call, the first pool
     starts it with the main module alone)."""
-    if _start_context().get_start_method() != "forkserver":
+    if _SERVER_RUNS is not None or "forkserver" not in multiprocessing.get_all_start_methods():
         return
     from multiprocessing import forkserver
 
     main = getattr(getattr(sys.modules["__main__"], "__spec__", None), "name", None)
     preload = ["__main__", *([main] if main and not main.endswith("__main__") else []), *modules]
     forkserver.set_forkserver_preload(preload)
-    forkserver.ensure_running()
+    _start_context()
 
 
 def _worker_started(environ: dict[str, str], initializer: Callable[..., None] | None,

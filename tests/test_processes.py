@@ -6,6 +6,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +82,22 @@ def test_the_warmed_modules_are_those_whose_work_the_pools_run() -> None:
     """Each pool's work function lives in a module the server imports (`WORKER_MODULES`)."""
     work = [read_chunk_of_entries, present_span, write_entry_site, line_problems]
     assert sorted({function.__module__ for function in work}) == sorted(WORKER_MODULES)
+
+
+def test_workers_are_spawned_where_their_server_cannot_start(tmp_path: Path) -> None:
+    """The workers' server listens on a socket in the temporary folder; where its path is too
+    long for one (a long `TMPDIR`), the run warns in one line and spawns its workers."""
+    temporary = tmp_path / ("t" * 120)
+    temporary.mkdir()
+    script = ("import os; from pipeline.operations.stages import warm_workers; warm_workers(); "
+              "from pipeline.processes import worker_pool; pool = worker_pool(1); "
+              "print(pool.submit(os.getpid).result(), os.getpid()); pool.shutdown()")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=False, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(temporary)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    worker, parent = map(int, done.stdout.split()[-2:])
+    assert worker != parent
+    warnings = [line for line in done.stderr.splitlines() if "worker processes are spawned" in line]
+    assert len(warnings) == 1 and "AF_UNIX path too long" in warnings[0]
+    assert "Traceback" not in done.stderr
