@@ -53,11 +53,16 @@ def _start_context() -> BaseContext:
     return multiprocessing.get_context("forkserver" if _SERVER_RUNS else "spawn")
 
 
+def _has_server() -> bool:
+    """Whether this platform starts workers from a server (Linux and macOS, not Windows)."""
+    return "forkserver" in multiprocessing.get_all_start_methods()
+
+
 def _server_starts() -> bool:
     """Start the workers' server (in the background: it imports what it preloads on its own);
     False where there is none, or it cannot start: its socket lives in the temporary folder,
     whose path may be too long for one (`TMPDIR`) or not writable."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
+    if not _has_server():
         return False
     from multiprocessing import forkserver
 
@@ -76,7 +81,7 @@ def warm_workers(modules: Iterable[str] = ()) -> None:
     pool's workers then start in milliseconds. Call it early, before the work that needs the
     pools; once the server runs it keeps what it imported (without this call, the first pool
     starts it with the main module alone)."""
-    if _SERVER_RUNS is not None or "forkserver" not in multiprocessing.get_all_start_methods():
+    if _SERVER_RUNS is not None or not _has_server():
         return
     from multiprocessing import forkserver
 
