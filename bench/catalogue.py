@@ -57,12 +57,11 @@ def reset_peak_rss() -> None:
 
 @dataclass(frozen=True)
 class WorkersUsage:
-    """What this process's pool workers used, and the workers' server apart (its imports)."""
+    """What this process's pool workers used, their server's own imports left out."""
 
     user: float
     system: float
     peak_rss_mib: float  # of the largest worker (or the server, were it larger)
-    server_cpu: float
 
 
 def warmed_workers() -> None:
@@ -98,14 +97,14 @@ def workers_usage() -> WorkersUsage:
     """The resources of this process's ended children, the pools' workers: those are forked by
     the workers' server (`pipeline.processes.warm_workers`), so they count here once the server
     is stopped and waited for (it reaps each worker as it ends). The server's own CPU, read
-    from /proc first, is taken out and given apart. Stops the server: call it once, at the end."""
+    from /proc first, is taken out. Stops the server: call it once, at the end."""
     from multiprocessing import forkserver
 
     user, system = _server_ticks(11)
     forkserver._forkserver._stop()  # the standard library's own tests stop it so
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return WorkersUsage(max(usage.ru_utime - user, 0.0), max(usage.ru_stime - system, 0.0),
-                        usage.ru_maxrss / 1024, user + system)
+                        usage.ru_maxrss / 1024)
 
 
 def measured(work: Callable[[], Any]) -> tuple[Any, dict[str, float]]:
