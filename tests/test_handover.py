@@ -3,8 +3,10 @@ read back is what was saved, in every field, and the file goes when the run is d
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from itertools import pairwise
 
 import orjson
 import pytest
@@ -80,7 +82,7 @@ def test_each_entry_is_a_line_read_when_reached_with_the_lifecycle_judged_since(
     path = save_presented(presented.items(), run_id=7)
     try:
         lines = path.read_bytes().splitlines()
-        assert len(lines) == 1 + 2 + 2  # header, two entries, figures, index
+        assert len(lines) == 1 + 2 + 1 + 3  # header, two entries, figures, the index's three
         assert presented.lifecycles["github"] is not None  # judged again, never handed over
         assert all(b"lifecycle" not in line for line in lines[1:3])
         with handed_over(path) as values:
@@ -151,16 +153,26 @@ def test_a_stage_failing_mid_way_leaves_no_half_file() -> None:
     assert set(handover_dir().iterdir()) == before
 
 
-def test_parts_joined_are_the_file_saved_at_once() -> None:
+@pytest.mark.parametrize("cuts", [(1,), (1, 2), (0, 1, 3), (2, 2)],
+                         ids=["two parts", "a part each", "empty first and last", "empty middle"])
+@pytest.mark.parametrize("kernel_copy", [True, False], ids=["kernel copy", "copied through"])
+def test_parts_joined_are_the_file_saved_at_once(
+        cuts: tuple[int, ...], kernel_copy: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Spans of the entries saved apart and joined in order make the file one save of every
-    entry makes, byte for byte: lines, figures, offsets, states and verdicts."""
+    entry makes, byte for byte: lines, figures, offsets, states and verdicts; parts with no
+    entries, or none with a state, verdict or figures, join as well. Where the system has no
+    copy in the kernel, the lines go through this process."""
+    if not kernel_copy:
+        monkeypatch.delattr(os, "copy_file_range", raising=False)
     presented = presented_values()
     presented.statuses["stripe"] = Status(state="unreachable")
     presented.endpoints["twilio"] = {1: EndpointStatus()}  # neither state nor verdict
     presented.lifecycles = {}
     entries = list(presented.items())
     whole = save_presented(entries, run_id=7)
-    parts = [save_presented(entries[:1], None), save_presented(entries[1:], None)]
+    bounds = [0, *cuts, len(entries)]
+    parts = [save_presented(entries[first:past], None)
+             for first, past in pairwise(bounds)]
     joined = whole  # removed below whatever happens, even if the join fails
     try:
         joined = join_presented(parts, run_id=7)
@@ -174,11 +186,14 @@ def test_parts_joined_are_the_file_saved_at_once() -> None:
             discard(path)
 
 
-def test_a_part_cut_short_is_refused_and_leaves_no_joined_file() -> None:
+@pytest.mark.parametrize("kept", [HEADER_BYTES + 10, -2], ids=["in its lines", "in its index"])
+def test_a_part_cut_short_is_refused_and_leaves_no_joined_file(kept: int) -> None:
     presented = presented_values()
     part = save_presented(presented.items(), None)
     try:
-        part.write_bytes(part.read_bytes()[:HEADER_BYTES + 10])  # its header places more
+        whole = part.read_bytes()
+        part.write_bytes(whole[:whole.rindex(b"\n", 0, len(whole) - 1)] if kept < 0
+                         else whole[:kept])  # its header places more, or its last line gone
         before = set(handover_dir().iterdir())
         with pytest.raises(ValueError, match=f"{part}: a hand-over file cut short"):
             join_presented([part], run_id=7)

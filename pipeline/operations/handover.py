@@ -7,8 +7,8 @@ A hand-over file is written as the score stage reaches each entry and read back 
 time as the release is published, so neither stage holds every entry's presented values (some
 2 GB at 100,000 entries). It holds, a line each: a header (where the last two lines start);
 each entry's values; each entry's figures for the run's record (`entry_figure`), which the
-run's record reads alone; and the index: where each entry's line starts, with the states and
-verdicts the publisher records for every entry at once."""
+run's record reads alone; and the index, a line each: where each entry's line starts, and
+the states and verdicts the publisher records for every entry at once."""
 
 from __future__ import annotations
 
@@ -77,18 +77,18 @@ def _write(descriptor: int, values: Iterable[tuple[str, EntryValues]]) -> None:
                 verdicts[entry_id] = entry.verdict
             if entry.status is not None or entry.score is not None:
                 figures[entry_id] = entry_figure(entry.status, entry.score)
-        _write_last_lines(file, figures, offsets, orjson.dumps(states),
-                          VERDICTS.dump_json(verdicts))
+        _write_last_lines(file, orjson.dumps(figures), orjson.dumps(offsets),
+                          orjson.dumps(states), VERDICTS.dump_json(verdicts))
 
 
-def _write_last_lines(file: IO[bytes], figures: dict[str, Any], offsets: dict[str, int],
-                      states: bytes, verdicts: bytes) -> None:
-    """The figures and the index after the entries' lines, and the header placing them."""
+def _write_last_lines(file: IO[bytes], figures: bytes, offsets: bytes, states: bytes,
+                      verdicts: bytes) -> None:
+    """The figures and the index (each a JSON object) after the entries' lines, and the header
+    placing them."""
     at_figures = file.tell()
-    file.write(orjson.dumps(figures) + b"\n")
+    file.write(figures + b"\n")
     at_index = file.tell()
-    file.write(b'{"offsets":%s,"states":%s,"verdicts":%s}\n' % (
-        orjson.dumps(offsets), states, verdicts))
+    file.write(b"%s\n%s\n%s\n" % (offsets, states, verdicts))
     file.seek(0)
     file.write(orjson.dumps({"figures": at_figures, "index": at_index}))
 
@@ -96,12 +96,14 @@ def _write_last_lines(file: IO[bytes], figures: dict[str, Any], offsets: dict[st
 def join_presented(parts: Iterable[Path], run_id: int | None) -> Path:
     """One hand-over file (of run `run_id`) holding the entries of the hand-over files `parts`,
     in their order, as `save_presented` would have written them at once: each part's lines
-    are copied as they are, never parsed."""
+    are copied as they are, and its figures, states and verdicts joined as JSON text, never
+    parsed (some 0.5 s at 100,000 entries, on the score stage's path); only the offsets are
+    read, to be shifted."""
     descriptor, name = _new_file(run_id)
     offsets: dict[str, int] = {}
-    states: dict[str, Any] = {}
-    verdicts: dict[str, Any] = {}
-    figures: dict[str, Any] = {}
+    figures: list[bytes] = []
+    states: list[bytes] = []
+    verdicts: list[bytes] = []
     try:
         with os.fdopen(descriptor, "wb") as joined:
             joined.write(b" " * (HEADER_BYTES - 1) + b"\n")
@@ -109,24 +111,54 @@ def join_presented(parts: Iterable[Path], run_id: int | None) -> Path:
                 with part.open("rb") as file:
                     at_figures = orjson.loads(file.readline())["figures"]
                     shift = joined.tell() - HEADER_BYTES
-                    left = at_figures - HEADER_BYTES
-                    while left > 0:
-                        piece = file.read(min(left, COPIED_AT_ONCE))
-                        if not piece:
-                            raise ValueError(f"{part}: a hand-over file cut short")
-                        joined.write(piece)
-                        left -= len(piece)
-                    figures.update(orjson.loads(file.readline()))
-                    index = orjson.loads(file.readline())
-                offsets.update((entry_id, at + shift) for entry_id, at in index["offsets"].items())
-                states.update(index["states"])
-                verdicts.update(index["verdicts"])
-            _write_last_lines(joined, figures, offsets, orjson.dumps(states),
-                              orjson.dumps(verdicts))
+                    _copy_lines(file, joined, at_figures - HEADER_BYTES, part)
+                    last = [file.readline().rstrip(b"\n") for _ in range(4)]
+                if not all(last):
+                    raise ValueError(f"{part}: a hand-over file cut short")
+                part_figures, part_offsets, part_states, part_verdicts = last
+                figures.append(part_figures)
+                states.append(part_states)
+                verdicts.append(part_verdicts)
+                offsets.update((entry_id, at + shift)
+                               for entry_id, at in orjson.loads(part_offsets).items())
+            _write_last_lines(joined, _joined_objects(figures), orjson.dumps(offsets),
+                              _joined_objects(states), _joined_objects(verdicts))
     except BaseException:
         Path(name).unlink(missing_ok=True)
         raise
     return Path(name)
+
+
+def _copy_lines(file: IO[bytes], joined: IO[bytes], length: int, part: Path) -> None:
+    """`length` bytes of `file` from where it stands, appended to `joined`: by the kernel where
+    it can (not through this process's memory), else a piece at a time."""
+    joined.flush()
+    source, target, copied = file.tell(), joined.tell(), 0
+    try:
+        while copied < length:
+            step = os.copy_file_range(file.fileno(), joined.fileno(), length - copied,
+                                      source + copied, target + copied)
+            if not step:
+                raise ValueError(f"{part}: a hand-over file cut short")
+            copied += step
+    except (AttributeError, OSError):  # not on this system, or not between these files
+        file.seek(source + copied)
+        joined.seek(target + copied)
+        while copied < length:
+            piece = file.read(min(length - copied, COPIED_AT_ONCE))
+            if not piece:
+                raise ValueError(f"{part}: a hand-over file cut short") from None
+            joined.write(piece)
+            copied += len(piece)
+    file.seek(source + length)
+    joined.seek(target + length)
+
+
+def _joined_objects(objects: Iterable[bytes]) -> bytes:
+    """JSON objects of disjoint keys, as orjson writes them (no space around their braces),
+    joined into one in their order: the text orjson writes for the merged object."""
+    members = [text[1:-1] for text in objects if text[1:-1]]
+    return b"{" + b",".join(members) + b"}"
 
 
 def _line_at(file: IO[bytes], key: str) -> Any:
@@ -141,13 +173,12 @@ class HandedOver:
     when the publisher reaches it."""
 
     def __init__(self, file: IO[bytes]) -> None:
-        index = _line_at(file, "index")
-        self._file, self._offsets = file, index["offsets"]
+        self._file, self._offsets = file, _line_at(file, "index")
         self.states = {
             entry_id: CheckedState(state, None if at is None else datetime.fromisoformat(at))
-            for entry_id, (state, at) in index["states"].items()
+            for entry_id, (state, at) in orjson.loads(file.readline()).items()
         }
-        self.verdicts = VERDICTS.validate_python(index["verdicts"])
+        self.verdicts = VERDICTS.validate_json(file.readline())
         self.lifecycles: dict[str, Lifecycle] = {}
 
     def _saved_line(self, entry_id: str) -> bytes | None:
