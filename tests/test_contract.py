@@ -357,3 +357,41 @@ def test_required_names_exactly_what_the_publish_step_always_writes() -> None:
     assert "description" not in schemas["APIEntry"]["required"]
     # input stays lenient: an entry without presented values (an older file) still validates
     assert APIEntry.model_validate(minimal).status.state == "unchecked"
+
+
+_CHECKED = datetime(2026, 11, 28, 2, 30, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("model", "values"), [
+    (contract.EndpointStatus, {"state": "live", "http_status": 200, "response_time_ms": 84,
+                               "checked_at": _CHECKED, "reason": None, "failure": None}),
+    (contract.Status, {"state": "online", "http_status": 401, "checked_at": _CHECKED,
+                       "url": "https://api.example.com/v1", "note": contract.ONLINE_NOTE}),
+    (contract.Https, {"enabled": True, "tls_version": "TLSv1.3", "checked_at": _CHECKED}),
+    (contract.Cors, {"state": "yes", "allow_origin": "*", "checked_at": _CHECKED}),
+    (contract.Uptime, {"last1d": 1.0, "last7d": 0.5, "last30d": None}),
+])
+def test_a_model_built_is_the_one_its_constructor_makes(
+        model: type[contract.ContractModel], values: dict[str, Any]) -> None:
+    built = model.built(**values)
+    assert type(built) is model
+    assert built == model(**values)
+    assert built.model_fields_set == model(**values).model_fields_set
+    assert built.model_dump_json() == model(**values).model_dump_json()
+
+
+@pytest.mark.parametrize(("model", "values"), [
+    (contract.EndpointStatus, {"state": "live", "http_status": 42}),
+    (contract.EndpointStatus, {"checked_at": datetime(2026, 11, 28)}),  # no time zone
+    (contract.Status, {"url": "not a url"}),
+    (contract.Cors, {"state": "maybe"}),
+    (contract.Uptime, {"last1d": 1.5}),
+])
+def test_a_model_built_refuses_what_its_constructor_refuses(
+        model: type[contract.ContractModel], values: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError) as refused:
+        model(**values)
+    with pytest.raises(ValidationError) as refused_built:
+        model.built(**values)
+    assert (refused_built.value.errors(include_context=False)
+            == refused.value.errors(include_context=False))

@@ -70,9 +70,9 @@ def measured_https(base_url: str, probes: Sequence[Any], as_of: datetime) -> Htt
     seen = next((p for p in probes if p.tls_version), None)
     if seen is None:
         checked = max((as_utc(p.checked_at) for p in probes), default=None)
-        return Https(enabled=enabled, checked_at=checked)
+        return Https.built(enabled=enabled, checked_at=checked)
     expires = as_utc(seen.cert_expires_at)
-    return Https(
+    return Https.built(
         enabled=enabled,
         tls_version=seen.tls_version,
         cert_expires=expires,
@@ -87,10 +87,10 @@ def measured_cors(probes: Sequence[Any], origin: str) -> Cors:
     answered = [p for p in probes if p.http_status is not None]
     if not answered:
         checked = max((as_utc(p.checked_at) for p in probes), default=None)
-        return Cors(state="unknown", checked_at=checked)
+        return Cors.built(state="unknown", checked_at=checked)
     allowing = [p for p in answered if p.cors_allow_origin in (ANY_ORIGIN, origin)]
     deciding = allowing[0] if allowing else answered[0]
-    return Cors(
+    return Cors.built(
         state="yes" if allowing else "no",
         allow_origin=deciding.cors_allow_origin,
         credentials=deciding.cors_allow_credentials,

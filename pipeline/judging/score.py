@@ -653,7 +653,7 @@ def uptimes_from_counts(counts: pd.DataFrame) -> dict[str, Uptime]:
             share = responded / probes
         shares[f"last{name}"] = [v if n else None
                                  for v, n in zip(share.tolist(), probes.tolist(), strict=True)]
-    return {entry_id: Uptime(last1d=day, last7d=week, last30d=month)
+    return {entry_id: Uptime.built(last1d=day, last7d=week, last30d=month)
             for entry_id, day, week, month in zip(
                 counts["entry_id"].tolist(), shares["last1d"], shares["last7d"],
                 shares["last30d"], strict=True)}

@@ -245,7 +245,7 @@ def entry_status(probes: Sequence[ProbeRow]) -> Status:
     if not probes:
         return Status()
     state, deciding = _deciding_probe(probes)
-    return Status(
+    return Status.built(
         state=state,
         http_status=deciding.http_status,
         response_time_ms=None if deciding.total_ms is None else round(deciding.total_ms),
@@ -325,7 +325,7 @@ def entry_endpoint_statuses(
             continue
         state = ("live" if probe.outcome == "live"
                  else "online" if probe.http_status is not None else "unreachable")
-        statuses[endpoint.position] = EndpointStatus(
+        statuses[endpoint.position] = EndpointStatus.built(
             state=state, http_status=probe.http_status,
             response_time_ms=None if probe.total_ms is None else round(probe.total_ms),
             checked_at=as_utc(probe.checked_at), reason=probe.reason or probe.error_class,
