@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from sqlalchemy import func, make_url
+from sqlalchemy import event, func, make_url
 from sqlmodel import col, select
 
 from pipeline.catalogue.entries import read_catalog
@@ -22,6 +22,7 @@ from pipeline.store.history import (
     PROBE_COLUMNS,
     RECENT_RUNS,
     add_probes,
+    day_probes,
     history_frame,
     latest_probes,
     latest_runs,
@@ -210,6 +211,95 @@ def test_latest_probes_read_a_row_at_a_time_share_their_recurring_texts(
         (forecast, "live", 55.0, True), (current, "live", 41.0, False)]
     assert {p.run_id for p in probes} == {run.id}
     assert probes[0].entry_id is probes[1].entry_id and probes[0].outcome is probes[1].outcome
+
+
+def test_a_run_keeps_the_first_and_last_check_time_of_its_probes_stored_in_parts(
+    session,
+) -> None:
+    """Shards store a run's probes in parts, each widening the run's bounds in the database;
+    a run with no probe stored has none."""
+    run, empty = start_run(session, "nightly"), start_run(session, "nightly")
+    url = "https://api.example.com/v1/forecast"
+    add_probes(session, run.id, [result(url, "live", 200, at=T0 + timedelta(hours=1))])
+    session.commit()
+    add_probes(session, run.id, [result(url, "live", 200, at=T0),
+                                 result(url, "live", 200, at=T0 + timedelta(minutes=30))])
+    session.commit()
+    add_probes(session, run.id, [result(url, "live", 200, at=T0 + timedelta(hours=2))])
+    session.commit()
+    session.expire_all()
+    stored = session.get(PipelineRun, run.id)
+    assert (as_utc(stored.first_checked_at), as_utc(stored.last_checked_at)) == (
+        T0, T0 + timedelta(hours=2))
+    assert session.get(PipelineRun, empty.id).first_checked_at is None
+
+
+def day_of_runs(session) -> tuple[datetime, datetime]:
+    """The day of T0 (its first and last instant) with: a run begun the day before that ends
+    inside it; two runs inside it, the later one probing one URL of the entry and a
+    confirmation; a network-suspect run; a run probing after the day's end. Each entry's
+    latest probes come from several of them."""
+    first = T0.replace(hour=0)
+    last = first + timedelta(days=1) - timedelta(microseconds=1)
+    forecast, current = "https://api.example.com/v1/forecast", "https://api.example.com/v1/current"
+    base = "https://open.example.org"
+
+    def run_of(*looks: ProbeResult, suspect: bool = False) -> None:
+        run = start_run(session, "nightly")
+        record_probes(session, run, looks)
+        if suspect:
+            run.network_suspect = True
+            session.add(run)
+            session.commit()
+
+    run_of(result(forecast, "live", 200, at=first - timedelta(minutes=5)),
+           result(base, "live", 200, entry="open-api", at=first - timedelta(minutes=1)),
+           result(current, "live", 200, at=first + timedelta(minutes=5)))
+    run_of(result(forecast, "unreachable", None, None, error_class="dns", at=T0),
+           result(current, "online", 401, at=T0))
+    run_of(result(current, "unreachable", None, None, error_class="refused",
+                  at=T0 + timedelta(hours=1)),
+           replace(result(current, "live", 200, 80.0, at=T0 + timedelta(hours=1, minutes=5)),
+                   confirmation=True))
+    run_of(result(forecast, "unreachable", None, None, error_class="dns", at=T0),
+           suspect=True)
+    run_of(result(base, "online", 403, entry="open-api", at=last - timedelta(minutes=1)),
+           result(base, "online", 403, entry="open-api", at=last + timedelta(minutes=2)))
+    return first, last
+
+
+@pytest.mark.parametrize("hours", [5, 23.99], ids=["as of mid-day", "as of the day's end"])
+def test_a_day_read_once_gives_the_day_s_history_and_the_latest_probes(
+    session, hours: float,
+) -> None:
+    """The day's probes read once give the frame `history_frame` gives for the day up to the
+    moment, and the latest probes of each entry `latest_probes` reads run by run: runs held
+    whole within the day come from the read (the store is not asked for them again), a run
+    begun the day before or ending after it is read from the store."""
+    first, last = day_of_runs(session)
+    as_of = first + timedelta(hours=hours)
+    day = day_probes(session, first, last, as_of)
+    pd.testing.assert_frame_equal(day.frame(), history_frame(session, first, as_of))
+    assert len(day.frame()) == 4 + (hours > 23)  # a confirmation replaces its first look
+    runs = sorted(session.exec(select(PipelineRun.id)).all())
+    assert day.runs_held(session, runs) == {runs[1], runs[2]}
+
+    asked: list[str] = []
+    engine = session.get_bind()
+
+    def note(conn, cursor, statement, parameters, context, executemany) -> None:
+        asked.append(statement)
+
+    event.listen(engine, "before_cursor_execute", note)
+    try:
+        shared = latest_probes(session, day=day)
+    finally:
+        event.remove(engine, "before_cursor_execute", note)
+    assert shared == latest_probes(session)
+    assert [(p.run_id, p.confirmation) for p in shared["example-weather"]] == [(runs[2], True)]
+    assert [p.run_id for p in shared["open-api"]] == [runs[4]]
+    by_run = [s for s in asked if "FROM probe" in s and "run_id =" in s and "DISTINCT" not in s]
+    assert len(by_run) == 1  # the run after the day's end alone
 
 
 def test_each_endpoint_has_its_own_status_or_says_why_it_is_not_probed(session) -> None:

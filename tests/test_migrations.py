@@ -214,6 +214,34 @@ def test_each_stored_entry_s_base_address_is_kept_in_its_column(database_url: st
     engine.dispose()
 
 
+def test_each_stored_run_keeps_the_first_and_last_check_time_of_its_probes(
+    database_url: str,
+) -> None:
+    """Revision 0017 fills each stored run's first and last check time from its probes, so
+    the score stage finds which runs a day's probes hold whole; a run without probes has
+    none."""
+    engine = entries_stored_at(database_url, "0016", [("weather", "{}", "weather.yaml")])
+    with engine.begin() as connection:
+        for run_id in (1, 2):
+            connection.execute(text(
+                "INSERT INTO pipeline_run (id, flow, started_at, state, entries_seen,"
+                " entries_published, entries_added, entries_updated, entries_retired,"
+                " entries_invalid, probes, probes_failed, network_suspect) VALUES (:id,"
+                " 'nightly', :at, 'completed', 0, 0, 0, 0, 0, 0, 0, 0, false)"),
+                {"id": run_id, "at": T0})
+        for hours in (3, 1, 2):
+            connection.execute(text(
+                "INSERT INTO probe (run_id, entry_id, url, checked_at, outcome, attempts,"
+                " redirects) VALUES (1, 'weather', 'https://api.weather.example', :at,"
+                " 'live', 1, 0)"), {"at": T0 + timedelta(hours=hours)})
+    assert upgrade_store(engine) == ("0016", head_revision())
+    with Session(engine) as session:
+        bounds = {run.id: (as_utc(run.first_checked_at), as_utc(run.last_checked_at))
+                  for run in session.exec(select(PipelineRun))}
+    assert bounds == {1: (T0 + timedelta(hours=1), T0 + timedelta(hours=3)), 2: (None, None)}
+    engine.dispose()
+
+
 def test_stored_source_files_become_relative_to_the_entries_folder(database_url: str) -> None:
     """Revision 0013 cuts each stored source file after its last `entries` folder, so a data
     folder moved after the upgrade changes no entry; a name without one is left as it was."""

@@ -156,10 +156,16 @@ class PipelineRun(SQLModel, table=True):
     probes: int = 0
     probes_failed: int = 0
     network_suspect: bool = False  # most probes failed at once: the prober's own network
+    # The earliest and latest check time of the run's stored probes (None: none stored), kept
+    # as each part of them is stored (`history.add_probes`): whether a read of one day's
+    # probes holds all of the run's.
+    first_checked_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
+    last_checked_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
 
 
 class ProbeRow(SQLModel, table=True):
-    """One probe of one URL in one run; rows are only ever added."""
+    """One probe of one URL in one run; rows are only ever added, by `history.add_probes`,
+    which keeps their run's first and last check time."""
 
     __tablename__ = "probe"
 
