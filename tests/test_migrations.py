@@ -239,6 +239,13 @@ def test_each_stored_run_keeps_the_first_and_last_check_time_of_its_probes(
         bounds = {run.id: (as_utc(run.first_checked_at), as_utc(run.last_checked_at))
                   for run in session.exec(select(PipelineRun))}
     assert bounds == {1: (T0 + timedelta(hours=1), T0 + timedelta(hours=3)), 2: (None, None)}
+    with engine.begin() as connection:  # and back, the probes naming their runs kept
+        command.downgrade(alembic_config(connection), "0016")
+    assert store_revision(engine) == "0016"
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM probe")).scalar() == 3
+        assert "first_checked_at" not in {
+            column["name"] for column in inspect(connection).get_columns("pipeline_run")}
     engine.dispose()
 
 

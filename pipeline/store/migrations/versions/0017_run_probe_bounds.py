@@ -38,6 +38,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("pipeline_run") as batch:
-        batch.drop_column("last_checked_at")
-        batch.drop_column("first_checked_at")
+    # Dropped in place (SQLite 3.35 on): a batch copy of the table would drop the table that
+    # every probe's foreign key names, which SQLite refuses while they hold.
+    op.drop_column("pipeline_run", "last_checked_at")
+    op.drop_column("pipeline_run", "first_checked_at")
