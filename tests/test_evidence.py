@@ -220,3 +220,27 @@ def test_the_stage_in_worker_processes_hands_over_the_file_of_one_process(
     with pytest.raises(RuntimeError, match="the store went away"):
         hand_over_presented(database_url, as_of, "", 7, workers=2, span_entries=1)
     assert set(handover_dir().iterdir()) == before  # the worker's file is gone too
+
+
+@pytest.mark.parametrize("at_once", [5_000, 1, 2], ids=["in one part", "a text a part",
+                                                        "two texts a part"])
+def test_timed_responses_joined_by_the_database_are_parsed_back_exactly(
+    at_once: int, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each text is a day's or several days' JSON numbers without brackets, as SQLite and
+    PostgreSQL write them (PostgreSQL with a space after each comma); empty texts hold none.
+    The numbers come back as the floats those texts name, in order, a part at a time or not."""
+    from pipeline.judging import evidence
+
+    monkeypatch.setattr(evidence, "PARSED_AT_ONCE", at_once)
+    rng = random.Random(3)
+    numbers = [[round(rng.lognormvariate(5, 1.2), rng.choice((0, 1, 3))) for _ in range(n)]
+               for n in (3, 0, 1, 7, 0, 2)]
+    texts = [", ".join(map(str, day)) if n % 2 else ",".join(map(str, day))
+             for n, day in enumerate(numbers)]
+    texts.append("100,0.1,1e-05")
+    values, sizes = evidence._milliseconds(texts)
+    assert sizes == [*map(len, numbers), 3]
+    assert values.tolist() == [float(v) for day in numbers for v in day] + [100.0, 0.1, 1e-05]
+    assert values.dtype == float
+    assert evidence._milliseconds(["", ""])[0].tolist() == []
