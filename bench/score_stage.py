@@ -156,6 +156,53 @@ def build_store(entries: int) -> None:
     print(f"store: {entries} entries, {len(targets)} targets, {len(results)} probe rows")
 
 
+def add_past_nights(nights: int) -> None:
+    """Give the synthetic store `nights` nights of history: the `nights - 1` days before its
+    night complete in the rollups, each entry's and endpoint's row that of its night (as the
+    rollup stage writes it) dated a day earlier each, so the score stage reads a 30-night
+    window's evidence as a store kept that long gives it (past days from their rollups alone;
+    the raw probes of those days, which the stage does not read, are left out). Written once,
+    kept with the store."""
+    from sqlalchemy import delete, func, insert
+    from sqlmodel import col, select
+
+    from pipeline.judging.rollup import roll_up_days
+    from pipeline.store.tables import (
+        DailyEndpointRollup,
+        DailyEntryRollup,
+        ProbeRow,
+        RolledDay,
+        engine_for,
+        session_scope,
+    )
+
+    marker = WORK / "nights.txt"
+    if marker.exists() and marker.read_text() == str(nights):
+        return
+    started = time.perf_counter()
+    with session_scope(engine_for(os.environ["APIDIR_DATABASE_URL"])) as session:
+        night = session.exec(select(func.max(ProbeRow.checked_at))).one().date()
+        for table in (DailyEntryRollup, DailyEndpointRollup, RolledDay):
+            session.execute(delete(table))
+        session.commit()
+        roll_up_days(session, [night])
+        for table in (DailyEntryRollup, DailyEndpointRollup):
+            rows = [dict(row._mapping) for row in session.connection().execute(
+                select(table.__table__).where(col(table.day) == night))]
+            for back in range(1, nights):
+                day = night - timedelta(days=back)
+                session.execute(insert(table), [row | {"day": day} for row in rows])
+            session.execute(delete(table).where(col(table.day) == night))
+        session.execute(delete(RolledDay))
+        session.add_all(RolledDay(day=night - timedelta(days=back),
+                                  rolled_at=datetime.combine(night - timedelta(days=back - 1),
+                                                             datetime.min.time(), UTC))
+                        for back in range(1, nights))
+        session.commit()
+    marker.write_text(str(nights))
+    print(f"  {nights - 1} past days of rollups written in {time.perf_counter() - started:.0f} s")
+
+
 def _as_of() -> datetime:
     """The moment the stages are run as of: now, or just after a copied store's last run."""
     from pipeline.store.tables import utcnow
@@ -272,6 +319,8 @@ def main() -> None:
     parser.add_argument("--store", type=Path, help="a bench.nightly work folder to measure on")
     parser.add_argument("--keep", action="store_true", help="keep the store for the next run")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--nights", type=int, default=1,
+                        help="nights of history: the days before the store's night rolled up")
     parser.add_argument("--measures", nargs="+", choices=MEASURES)
     parser.add_argument("--measure", choices=MEASURES)
     args = parser.parse_args()
@@ -300,6 +349,7 @@ def main() -> None:
             build_store(args.entries)
             built.write_text(str(args.entries))
             print(f"  built in {time.perf_counter() - started:.0f} s")
+        add_past_nights(args.nights)
     # The first publish draws every page, into a new staging folder: no spare is left beside.
     for folder in [WORK / "public", *WORK.glob(".public.*-*")]:
         shutil.rmtree(folder, ignore_errors=True)
