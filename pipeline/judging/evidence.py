@@ -134,12 +134,14 @@ def _milliseconds(texts: list[str]) -> tuple[np.ndarray, list[int]]:
     in one array, and how many each text holds. Parsed as JSON arrays, a part of the texts at
     a time: 0.3 s for 3.6 million numbers, against 0.8 s for NumPy's text parser."""
     sizes = [text.count(",") + 1 if text else 0 for text in texts]
-    parts = [np.zeros(0)]
+    values, at = np.empty(sum(sizes)), 0  # filled in place: no second copy of them all
     for first in range(0, len(texts), PARSED_AT_ONCE):
         joined = ",".join(text for text in texts[first : first + PARSED_AT_ONCE] if text)
         if joined:
-            parts.append(np.array(orjson.loads(f"[{joined}]"), dtype=float))
-    return np.concatenate(parts), sizes
+            part = orjson.loads(f"[{joined}]")
+            values[at : at + len(part)] = part
+            at += len(part)
+    return values, sizes
 
 
 def _rollup_evidence(session: Session, days: list[date], week_starts: date,
