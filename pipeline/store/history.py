@@ -439,9 +439,9 @@ class DayProbes:
     def frame(self) -> pd.DataFrame:
         """The probes checked by that moment as `history_frame` gives them."""
         at = {name: STATUS_COLUMNS.index(name) for name in HISTORY_COLUMNS}
-        frame = _history_part({name: list(compress(self.columns[at[name]], self.by_as_of))
-                               for name in HISTORY_COLUMNS})
-        return frame.drop_duplicates(_TARGET_KEYS, keep="last", ignore_index=True)
+        return _concluded([_history_part({
+            name: list(compress(self.columns[at[name]], self.by_as_of))
+            for name in HISTORY_COLUMNS})])
 
     def runs_held(self, session: Session, run_ids: Iterable[int]) -> set[int]:
         """Those of `run_ids` trusted and whose every stored probe was checked within the day:
@@ -545,14 +545,9 @@ def history_frame(
         statement = statement.where(ProbeRow.checked_at >= since)
     if until is not None:
         statement = statement.where(ProbeRow.checked_at <= until)
-    result = session.connection().execute(  # a server-side cursor, for this statement alone
-        statement.order_by(ProbeRow.id).execution_options(yield_per=ROWS_AT_ONCE))
-    texts: dict[str, str] = {}
-    parts = [_history_part(_shared_columns(rows, texts)) for rows in result.partitions()] or [
-        _history_part(_shared_columns([], texts))]
-    frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-    del parts
-    return frame.drop_duplicates(_TARGET_KEYS, keep="last", ignore_index=True)
+    texts: dict[str | None, str | None] = {}
+    return _concluded([_history_part(dict(zip(HISTORY_COLUMNS, cells, strict=True)))
+                       for cells in _probe_columns(session, statement, HISTORY_COLUMNS, texts)])
 
 
 # Probe rows read and made into a frame at a time: a day of several runs at 100,000 entries
@@ -560,17 +555,6 @@ def history_frame(
 ROWS_AT_ONCE = 50_000
 _HISTORY_TYPES = {"run_id": "int64", "endpoint_id": "float64", "http_status": "float64",
                   "total_ms": "float64"}  # one type in every part, None as NaN
-_SHARED_TEXTS = [name for name in HISTORY_COLUMNS if name in _RECURRING_TEXTS]
-
-
-def _shared_columns(rows: Sequence[Any], texts: dict[str, str]) -> dict[str, Sequence[Any]]:
-    """Rows of `HISTORY_COLUMNS` as columns; each entry id, URL and outcome one object, kept in
-    `texts` (the driver makes a new one for every row)."""
-    columns = dict(zip(HISTORY_COLUMNS, zip(*rows, strict=True), strict=True)) if rows else {
-        name: () for name in HISTORY_COLUMNS}
-    for name in _SHARED_TEXTS:
-        columns[name] = list(map(texts.setdefault, columns[name], columns[name]))
-    return columns
 
 
 def _history_part(columns: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
@@ -579,6 +563,16 @@ def _history_part(columns: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
     frame = pd.DataFrame(columns, columns=HISTORY_COLUMNS).astype(_HISTORY_TYPES)
     frame["checked_at"] = pd.to_datetime(frame["checked_at"], utc=True, format="ISO8601")
     return frame
+
+
+def _concluded(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """The probes of `parts` (in the order stored), each target's last of a run alone: the
+    run's conclusion (a confirmation replaces the first look it checked)."""
+    if not parts:
+        parts = [_history_part({name: () for name in HISTORY_COLUMNS})]
+    frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    del parts
+    return frame.drop_duplicates(_TARGET_KEYS, keep="last", ignore_index=True)
 
 
 def probed_entries(
