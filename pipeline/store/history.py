@@ -448,7 +448,7 @@ class DayProbes:
         their probes here are all of theirs (of the span)."""
         run = PipelineRun.__table__.c
         statement = sa_select(run.id, run.first_checked_at, run.last_checked_at).where(
-            run.id.in_(list(run_ids)), run.network_suspect.is_(False))
+            run.id.in_(list(run_ids)), run.id.in_(_trusted_runs()))
         return {run_id for run_id, first, last in session.connection().execute(statement)
                 if first is not None and as_utc(first) >= self.first
                 and as_utc(last) <= self.last}
@@ -459,11 +459,9 @@ def day_probes(session: Session, first: datetime, last: datetime, as_of: datetim
     """The trusted probes checked from `first` to `last` (a day) of the entries in `span`,
     each flagged by whether it was checked by `as_of` (compared in the database, as
     `history_frame` bounds them)."""
-    statement = select(*(getattr(ProbeRow, name) for name in STATUS_COLUMNS),
-                       (ProbeRow.checked_at <= as_of).label("by_as_of")).where(
-        col(ProbeRow.run_id).not_in(_untrusted_runs()),
-        span.holds(ProbeRow.entry_id, indexed=False),
-        ProbeRow.checked_at >= first, ProbeRow.checked_at <= last)
+    statement = _trusted_probes([*(getattr(ProbeRow, name) for name in STATUS_COLUMNS),
+                                 (ProbeRow.checked_at <= as_of).label("by_as_of")],
+                                span, first, last)
     columns: list[list[Any]] = [[] for _ in range(len(STATUS_COLUMNS) + 1)]
     for cells in _probe_columns(session, statement, (*STATUS_COLUMNS, "by_as_of"), {}):
         for gathered, part in zip(columns, cells, strict=True):
@@ -536,18 +534,24 @@ def history_frame(
     `span`): one row per target and run, the run's conclusion (a confirmation replaces the
     first look it checked)."""
     # The check times as the database returns them (text on SQLite), parsed at once below.
-    statement = select(*(type_coerce(ProbeRow.checked_at, String).label(c) if c == "checked_at"
-                         else getattr(ProbeRow, c) for c in HISTORY_COLUMNS)).where(
-        col(ProbeRow.run_id).not_in(_untrusted_runs()),
-        span.holds(ProbeRow.entry_id, indexed=False),
-    )
+    statement = _trusted_probes(
+        [type_coerce(ProbeRow.checked_at, String).label(c) if c == "checked_at"
+         else getattr(ProbeRow, c) for c in HISTORY_COLUMNS], span, since, until)
+    return _concluded([_history_part(dict(zip(HISTORY_COLUMNS, cells, strict=True)))
+                       for cells in _probe_columns(session, statement, HISTORY_COLUMNS, {})])
+
+
+def _trusted_probes(columns: Sequence[Any], span: EntrySpan, since: datetime | None,
+                    until: datetime | None) -> Select[Any]:
+    """`columns` of the trusted probes of the entries in `span` checked from `since` to
+    `until` (either open), as the score stage reads a stretch of the history."""
+    statement = select(*columns).where(col(ProbeRow.run_id).not_in(_untrusted_runs()),
+                                       span.holds(ProbeRow.entry_id, indexed=False))
     if since is not None:
         statement = statement.where(ProbeRow.checked_at >= since)
     if until is not None:
         statement = statement.where(ProbeRow.checked_at <= until)
-    texts: dict[str | None, str | None] = {}
-    return _concluded([_history_part(dict(zip(HISTORY_COLUMNS, cells, strict=True)))
-                       for cells in _probe_columns(session, statement, HISTORY_COLUMNS, texts)])
+    return statement
 
 
 # Probe rows read and made into a frame at a time: a day of several runs at 100,000 entries
