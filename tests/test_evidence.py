@@ -4,12 +4,14 @@ and a day without complete rollups is rolled up first."""
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlmodel import Session, delete, select
+from sqlalchemy import func, null
+from sqlmodel import Session, col, delete, select, update
 
 from pipeline.judging.content_scores import content_scores, store_content_scores
 from pipeline.judging.evidence import bounded_scores, day_bounds, days_between, evidence_days
@@ -222,25 +224,75 @@ def test_the_stage_in_worker_processes_hands_over_the_file_of_one_process(
     assert set(handover_dir().iterdir()) == before  # the worker's file is gone too
 
 
-@pytest.mark.parametrize("at_once", [5_000, 1, 2], ids=["in one part", "a text a part",
-                                                        "two texts a part"])
-def test_timed_responses_joined_by_the_database_are_parsed_back_exactly(
-    at_once: int, monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Each text is a day's or several days' JSON numbers without brackets, as SQLite and
-    PostgreSQL write them (PostgreSQL with a space after each comma); empty texts hold none.
-    The numbers come back as the floats those texts name, in order, a part at a time or not."""
-    from pipeline.judging import evidence
+def test_a_days_timed_responses_are_told_apart_row_by_row_and_parsed_back_exactly() -> None:
+    """A day's rows' JSON lists, written one after the other as the database joins them (with
+    or without a space after each comma, empty, or JSON null): the numbers come back as the
+    floats those lists name, in order, with how many each row holds."""
+    from pipeline.judging.evidence import _day_timed
 
-    monkeypatch.setattr(evidence, "PARSED_AT_ONCE", at_once)
     rng = random.Random(3)
-    numbers = [[round(rng.lognormvariate(5, 1.2), rng.choice((0, 1, 3))) for _ in range(n)]
-               for n in (3, 0, 1, 7, 0, 2)]
-    texts = [", ".join(map(str, day)) if n % 2 else ",".join(map(str, day))
-             for n, day in enumerate(numbers)]
-    texts.append("100,0.1,1e-05")
-    values, sizes = evidence._milliseconds(texts)
-    assert sizes == [*map(len, numbers), 3]
-    assert values.tolist() == [float(v) for day in numbers for v in day] + [100.0, 0.1, 1e-05]
+    rows = [[round(rng.lognormvariate(5, 1.2), rng.choice((0, 1, 3))) for _ in range(n)]
+            for n in (3, 0, 1, 7, 0, 2, 1)]
+    texts = [json.dumps(row, separators=(", " if n % 2 else ",", ":"))
+             for n, row in enumerate(rows)]
+    texts[4] = "null"
+    values, sizes = _day_timed("".join([*texts, "[100,0.1,1e-05]"]))
+    assert sizes.tolist() == [*map(len, rows), 3]
+    assert values.tolist() == [float(v) for row in rows for v in row] + [100.0, 0.1, 1e-05]
     assert values.dtype == float
-    assert evidence._milliseconds(["", ""])[0].tolist() == []
+    assert _day_timed("[][]null")[1].tolist() == [0, 0, 0]
+    assert _day_timed("")[1].tolist() == []
+    for broken in ("[1,2][3", "[1,,2]", '["a"]'):
+        with pytest.raises(ValueError):
+            _day_timed(broken)
+
+
+def test_the_rollups_of_days_with_other_entries_are_summed_for_their_own_entries(
+    write_entry: WriteEntry, ingested_store,
+) -> None:
+    """Each day's rows are joined into one text per column in the database; the rows of days
+    holding other entries (or a row with no timed responses, or none stored as the rollups
+    were before they kept them) still count for their own entry and window."""
+    from pipeline.judging.evidence import _rollup_evidence
+    from pipeline.store.tables import insert_rows
+
+    for entry_id in ENTRIES:
+        write_entry(make_entry(id=entry_id))
+    session = ingested_store()
+    day = TODAY.date()
+    rows = {  # days back: {entry: (probes, responses, timed)}
+        1: {"alpha": (3, 2, [120.5, 80.0]), "gamma": (2, 1, [40.0]), "beta": (1, 0, None)},
+        3: {"beta": (4, 0, []), "gamma": (1, 1, None), "alpha": (0, 0, None)},
+        9: {"alpha": (2, 2, [10.0, 20.0]), "beta": (5, 3, [7.0, 9.0, 11.0])},
+        12: {"gamma": (6, 6, [1.0] * 6)},  # a day not asked for
+    }
+    insert_rows(session, DailyEntryRollup.__table__, [
+        {"day": day - timedelta(days=back), "entry_id": entry_id, "probes": probes,
+         "responses": responses, "live": responses, "timed_ms": timed, "state": "live",
+         "percent": 50, "grade": "C", "rubric": "r"}
+        for back, day_rows in rows.items() for entry_id, (probes, responses, timed)
+        in day_rows.items()])  # None as JSON null
+    session.exec(update(DailyEntryRollup).where(  # and as none stored at all
+        col(DailyEntryRollup.day) == day - timedelta(days=3),
+        col(DailyEntryRollup.entry_id) == "gamma").values(timed_ms=null()))
+    session.commit()
+    assert session.exec(select(func.count()).where(  # both kinds of none are there
+        col(DailyEntryRollup.timed_ms).is_(None))).one() == 1
+    asked = [day - timedelta(days=back) for back in (1, 3, 9)]
+    samples, counts = _rollup_evidence(session, asked, day - timedelta(days=6), EVERY_ENTRY)
+    assert sorted(map(tuple, samples.to_numpy().tolist())) == sorted(
+        (entry_id, ms, back <= 6, True) for back in (1, 3, 9)
+        for entry_id, (_, _, timed) in rows[back].items() for ms in timed or ())
+    assert counts.to_dict("records") == [
+        {"entry_id": "alpha", "probes_1d": 0, "responded_1d": 0, "probes_7d": 3,
+         "responded_7d": 2, "probes_30d": 5, "responded_30d": 4},
+        {"entry_id": "beta", "probes_1d": 0, "responded_1d": 0, "probes_7d": 5,
+         "responded_7d": 0, "probes_30d": 10, "responded_30d": 3},
+        {"entry_id": "gamma", "probes_1d": 0, "responded_1d": 0, "probes_7d": 3,
+         "responded_7d": 2, "probes_30d": 3, "responded_30d": 2},
+    ]
+    beta_only = EntrySpan("beta", "gamma")
+    assert set(_rollup_evidence(session, asked, day, beta_only)[1]["entry_id"]) == {"beta"}
+    empty = _rollup_evidence(session, [day], day, EVERY_ENTRY)
+    assert empty[0].empty and empty[1].empty
+    assert list(empty[0].columns) == ["entry_id", "total_ms", "in_7d", "in_30d"]
