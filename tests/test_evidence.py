@@ -296,3 +296,35 @@ def test_the_rollups_of_days_with_other_entries_are_summed_for_their_own_entries
     empty = _rollup_evidence(session, [day], day, EVERY_ENTRY)
     assert empty[0].empty and empty[1].empty
     assert list(empty[0].columns) == ["entry_id", "total_ms", "in_7d", "in_30d"]
+
+
+def test_samples_joined_by_code_give_latency_the_figures_they_give_by_name() -> None:
+    """The day's samples (entries by name) and the rollups' (by code, of other entries too),
+    joined: the same samples in the same order, and Latency's figures equal those of the
+    samples named one by one, for entries in either part, in neither, and not scored."""
+    import pandas as pd
+
+    from pipeline.judging.evidence import joined_samples
+    from pipeline.judging.score import _latency_stats
+
+    rng = random.Random(5)
+    def part(names: list[str]) -> pd.DataFrame:
+        return pd.DataFrame({"entry_id": names,
+                             "total_ms": [round(rng.lognormvariate(5, 1), 3) for _ in names],
+                             "in_7d": [rng.random() < 0.3 for _ in names], "in_30d": True})
+
+    day = part([rng.choice(["alpha", "beta", "unscored"]) for _ in range(40)])
+    rolled = part([rng.choice(["beta", "gamma"]) for _ in range(300)])
+    rolled["entry_id"] = pd.Categorical(rolled["entry_id"], categories=["gamma", "beta"])
+    joined = joined_samples(day, rolled)
+    assert isinstance(joined["entry_id"].dtype, pd.CategoricalDtype)
+    by_name = pd.concat([day, rolled.astype({"entry_id": object})], ignore_index=True)
+    assert joined.astype({"entry_id": object}).equals(by_name)
+
+    def figures(samples: pd.DataFrame) -> dict:
+        return {name: [None if value != value else value for value in values]
+                for name, values in _latency_stats(samples, ["alpha", "beta", "delta",
+                                                             "gamma"]).items()}
+    assert figures(joined) == figures(by_name)
+    assert figures(joined)["samples_30d"][1] > 0 and figures(joined)["samples_30d"][2] == 0
+    assert joined_samples(day.iloc[:0]).empty

@@ -505,7 +505,12 @@ def _latency_stats(timed: pd.DataFrame, ids: list[str]) -> dict[str, list[Any]]:
     milliseconds (None without a sample), from `timed_samples`; one list per figure."""
     # Each sample's entry as its position in `ids` (-1: not scored), hashed once for both
     # windows: millions of samples at 100k entries.
-    position = pd.Index(ids).get_indexer(timed["entry_id"])
+    entries = timed["entry_id"]
+    if isinstance(entries.dtype, pd.CategoricalDtype):  # each name hashed once, not per sample
+        codes = entries.cat.codes.to_numpy()
+        position = np.append(pd.Index(ids).get_indexer(entries.cat.categories), -1)[codes]
+    else:
+        position = pd.Index(ids).get_indexer(entries)
     ms = timed["total_ms"].to_numpy(dtype=float)
     index = pd.RangeIndex(len(ids))
     stats: dict[str, list[Any]] = {}
