@@ -169,35 +169,50 @@ def _rollup_evidence(session: Session, days: list[date], week_starts: date,
                joined(rollup.responses), joined(timed, ""))
         .where(rollup.day.in_(days), rollup.probes > 0, span.holds(rollup.entry_id))
         .group_by(rollup.day))
-    rows = session.connection().execute(statement).all()
-    ids_of = {text: text.split(",") for text in {row[1] for row in rows}}  # days alike: once
-    entries = pd.Index(sorted({entry for ids in ids_of.values() for entry in ids}))
-    positions_of = {text: entries.get_indexer(ids) for text, ids in ids_of.items()}
-    counts = {name: np.zeros(len(entries), dtype=np.int64) for name in COUNT_COLUMNS[1:]}
-    ms_parts, at_parts, weeks = [], [], []  # a day's timed responses, their entries, its week
-    for day, ids, probes, responses, timed in rows:
-        at, in_7d = positions_of[ids], day >= week_starts
-        figures = {kind: np.array(orjson.loads(f"[{text}]"), dtype=np.int64)
-                   for kind, text in (("probes", probes), ("responded", responses))}
+    codes: dict[str, int] = {}  # each entry's code, as first met
+    at_of: dict[str, np.ndarray] = {}  # the codes of a day's entries, by their text: days alike
+    at_days, probed, responded, timed_ms, timed_at, weeks = [], [], [], [], [], []
+    for day, ids, probes, responses, timed in session.connection().execute(statement):
+        # a day at a time: its texts go as the next day's come (some 100 MB at 100k entries)
+        at = at_of.get(ids)
+        if at is None:
+            at = at_of[ids] = np.array([codes.setdefault(entry, len(codes))
+                                        for entry in ids.split(",")], dtype=np.int64)
+        for figures, text in ((probed, probes), (responded, responses)):
+            figures.append(np.array(orjson.loads(f"[{text}]"), dtype=np.int64))
         ms, sizes = _day_timed(timed)
-        if not len(at) == len(sizes) == len(figures["probes"]) == len(figures["responded"]):
+        if not len(at) == len(sizes) == len(probed[-1]) == len(responded[-1]):
             raise ValueError(f"the rollups of {day} do not line up row by row")
-        for kind, values in figures.items():
-            for name in ("7d", "30d") if in_7d else ("30d",):
-                counts[f"{kind}_{name}"][at] += values  # an entry's row once a day
-        ms_parts.append(ms)
-        at_parts.append(np.repeat(at, sizes))
-        weeks.append(in_7d)
+        at_days.append(at)
+        timed_ms.append(ms)
+        timed_at.append(np.repeat(at, sizes))
+        weeks.append(day >= week_starts)
+    entries = pd.Index(list(codes), dtype=object)
+
+    def summed(values: list[np.ndarray], week_only: bool) -> np.ndarray:
+        """Each entry's sum of `values` over the days (of the week alone, or all)."""
+        kept = [n for n, in_7d in enumerate(weeks) if in_7d or not week_only]
+        if not kept:
+            return np.zeros(len(entries), dtype=np.int64)
+        return np.bincount(np.concatenate([at_days[n] for n in kept]),
+                           np.concatenate([values[n] for n in kept]),
+                           minlength=len(entries)).astype(np.int64)  # exact below 2**53
+
+    none = np.zeros(len(entries), dtype=np.int64)  # a rolled day is never the day before
+    counted = pd.DataFrame({
+        "entry_id": entries.to_numpy(), "probes_1d": none, "responded_1d": none,
+        "probes_7d": summed(probed, week_only=True),
+        "responded_7d": summed(responded, week_only=True),
+        "probes_30d": summed(probed, week_only=False),
+        "responded_30d": summed(responded, week_only=False)}, columns=COUNT_COLUMNS)
     # built at once, in the samples' column order: some 3.6 million a span, copied once; their
     # entries by code (`joined_samples`)
     sampled = pd.DataFrame({
         "entry_id": pd.Categorical.from_codes(
-            np.concatenate(at_parts) if rows else np.empty(0, dtype=np.int64), entries),
-        "total_ms": np.concatenate(ms_parts) if rows else np.empty(0),
-        "in_7d": np.repeat(weeks, [len(ms) for ms in ms_parts]).astype(bool),
+            np.concatenate(timed_at or [np.empty(0, dtype=np.int64)]), entries),
+        "total_ms": np.concatenate(timed_ms or [np.empty(0)]),
+        "in_7d": np.repeat(np.array(weeks, dtype=bool), [len(ms) for ms in timed_ms]),
         "in_30d": True}, columns=SAMPLE_COLUMNS)
-    counted = pd.DataFrame({"entry_id": entries.to_numpy(), **counts},  # each probed a day
-                           columns=COUNT_COLUMNS)
     return sampled, counted
 
 
