@@ -469,3 +469,36 @@ def test_worked_example_2_provisional_matches_the_doc() -> None:
         stated["percent"], stated["grade"], stated["confidence"])
     assert score.provisional and stated["provisional"]
     assert score.latency.reasons == ("not enough probes: 0 timed responses in 7 days, 5 needed",)
+
+
+@pytest.mark.parametrize("at_once", [1, 3, 20_000])
+def test_latency_percentiles_taken_a_few_entries_at_a_time_are_each_entrys_own(
+    at_once: int, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each entry's p50 and p95 per window are those of its own samples (NaN without one),
+    however many entries' samples are taken at a time; samples of entries not scored count
+    for none."""
+    from pipeline.judging import score
+
+    rng = np.random.default_rng(4)
+    ids = [f"entry-{n}" for n in range(7)]
+    names = rng.choice([*ids[:6], "unscored"], 600)  # the last id has no sample at all
+    timed = pd.DataFrame({"entry_id": names, "total_ms": rng.lognormal(5, 1, 600).round(3),
+                          "in_7d": rng.random(600) < 0.4, "in_30d": True})
+    monkeypatch.setattr(score, "PERCENTILE_ENTRIES", at_once)
+    stats = score._latency_stats(timed, ids)
+    for window in ("7d", "30d"):
+        for n, entry_id in enumerate(ids):
+            own = timed.loc[(timed["entry_id"] == entry_id) & timed[f"in_{window}"],
+                            "total_ms"].to_numpy()
+            assert stats[f"samples_{window}"][n] == len(own)
+            for name, q in (("p50", 0.5), ("p95", 0.95)):
+                found = stats[f"{name}_{window}"][n]
+                if len(own):
+                    assert found == pytest.approx(np.quantile(own, q), rel=1e-12)
+                else:
+                    assert np.isnan(found) and stats[f"{name}Ms_{window}"][n] is None
+    monkeypatch.setattr(score, "PERCENTILE_ENTRIES", 20_000)
+    at_once_stats = score._latency_stats(timed, ids)
+    assert {k: [None if v != v else v for v in vs] for k, vs in stats.items()} == {
+        k: [None if v != v else v for v in vs] for k, vs in at_once_stats.items()}
