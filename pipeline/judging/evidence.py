@@ -155,8 +155,8 @@ def _rollup_evidence(session: Session, days: list[date], week_starts: date,
     one pass of the rows in their key's order (day, entry), so the some 1.45 million rows of
     a span of 100,000 entries with 30 nights never reach Python one by one, and nothing is
     sorted (grouped by entry, SQLite sorted them all: some 2.3 s a span). The aggregates of
-    one group see its rows in the same order, so the texts line up row by row (checked:
-    as many numbers as rows in each).
+    one group see its rows in the same order, so the texts line up row by row (checked: each
+    day's texts hold as many entries, counts and lists of timed responses).
     """
     rollup = DailyEntryRollup.__table__.c
 
