@@ -171,7 +171,7 @@ def test_the_entries_presented_span_by_span_are_those_presented_at_once(
     in_spans = [dict(present_each(history, as_of, span=span)) for span in spans]
     assert [sorted(values) for values in in_spans] == [["alpha"], ["beta", "gamma"]]
     assert Presented.gather(v for values in in_spans for v in values.items()) == whole
-    assert whole.scores["alpha"].latency is not None and whole.uptimes["gamma"].last7d
+    assert whole.scores["alpha"]["latency"] is not None and whole.uptimes["gamma"].last7d
     # every reader of a span holds its entries' rows alone
     for span, ids in zip(spans, ([["alpha"], ["beta", "gamma"]]), strict=True):
         scores, uptimes = bounded_scores(history, content_scores(history, span=span), as_of,

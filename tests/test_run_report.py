@@ -65,6 +65,17 @@ def test_a_small_catalogue_is_listed_whole_with_each_entrys_figures() -> None:
     }
 
 
+def test_an_entrys_figures_are_the_same_from_its_score_as_a_model_or_in_its_json_form() -> None:
+    """The score stage hands over a builder score in its JSON form; the in-memory path may hold
+    the model. The run's record shows the same figures either way."""
+    model = BuilderScore.model_validate(BUILDER_SCORE_EXAMPLES[0])
+    status = Status(state="live", checked_at=CHECKED, http_status=200)
+    json_form = {"a": model.model_dump(mode="json", by_alias=True)}
+    assert entry_figures({"a": status}, json_form) == entry_figures({"a": status}, {"a": model})
+    assert entry_figures({"a": status}, json_form)["a"]["grade"] == model.grade
+    assert entry_figures({}, json_form)["a"]["state"] == "unchecked"
+
+
 def test_beyond_its_bound_the_table_lists_changes_then_failures() -> None:
     categories = {entry_id: "weather" for entry_id in [*STATES, "f-new"]}
     flipped = Change("e-flipped", "E", "unreachable", "live", CHECKED)

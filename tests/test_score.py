@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pydantic_core
 import pytest
 import yaml
 from conftest import REPO, make_entry  # tests/ is on sys.path (rootdir conftest)
@@ -287,6 +288,8 @@ def test_score_entries_is_deterministic_and_order_free() -> None:
         own = history[history["entry_id"] == entry_id]
         assert score.latency == latency_score(own, AS_OF)
         assert score.pricing == pricing_score(contents[entry_id])
+        # What the score stage hands over: the model's JSON, byte for byte, without the model.
+        assert pydantic_core.to_json(score.json_form()) == published.model_dump_json().encode()
     # Each score is built when read: in id order, the same each time, only for judged ids.
     assert list(first) == sorted(contents) and len(first) == 3
     assert first["other"] == first["other"] and first["other"] is not first["other"]

@@ -37,10 +37,11 @@ from pipeline.store.tables import EVERY_ENTRY, EntrySpan, active_base_urls
 @dataclass
 class EntryValues:
     """One entry's presented values, as the score stage concluded them (None: not measured);
-    its `lifecycle` is judged when the release is published."""
+    its `lifecycle` is judged when the release is published. The builder score is in its JSON
+    form as the score stage gives it (`EntryScore.json_form`), or a model."""
 
     status: Status | None = None
-    score: BuilderScore | None = None
+    score: BuilderScore | dict[str, Any] | None = None
     uptime: Uptime | None = None
     endpoints: dict[int, EndpointStatus] | None = None
     verdict: RunVerdict | None = None
@@ -89,7 +90,7 @@ class Presented:
     `lifecycles` are judged when the release is published (once per run, under its lock)."""
 
     statuses: dict[str, Status] = field(default_factory=dict)
-    scores: dict[str, BuilderScore] = field(default_factory=dict)
+    scores: dict[str, BuilderScore | dict[str, Any]] = field(default_factory=dict)
     uptimes: dict[str, Uptime] = field(default_factory=dict)
     endpoints: dict[str, dict[int, EndpointStatus]] = field(default_factory=dict)
     verdicts: dict[str, RunVerdict] = field(default_factory=dict)
@@ -155,7 +156,7 @@ def present_each(session: Session, as_of: datetime, origin: str = "",
         score = scores.get(entry_id)  # built as it is reached (`EntryScores`)
         listed = endpoints.pop(entry_id, None)
         values = EntryValues(
-            score=None if score is None else score.contract(),
+            score=None if score is None else score.json_form(),
             uptime=uptimes.get(entry_id),
             endpoints=None if listed is None else entry_endpoint_statuses(listed, probes or ()),
         )

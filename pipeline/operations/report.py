@@ -162,24 +162,28 @@ ENTRY_ROWS = 1_000  # rows of the entries table: a catalogue this size is listed
 _STATE_ORDER = {"unreachable": 1, "online": 2, "unchecked": 3, "live": 4}
 
 
-def entry_figure(status: Status | None, score: BuilderScore | None) -> dict[str, Any]:
-    """What the run's record shows of an entry: its state, answer and grade."""
+def entry_figure(status: Status | None,
+                 score: BuilderScore | Mapping[str, Any] | None) -> dict[str, Any]:
+    """What the run's record shows of an entry: its state, answer and grade (the score a model
+    or its JSON form)."""
     status = status or Status()
+    if isinstance(score, BuilderScore):
+        score = {name: getattr(score, name) for name in _SCORE_FIGURES}
     return {
         "state": status.state,
         "httpStatus": status.http_status,
         "responseTimeMs": status.response_time_ms,
         "checkedAt": status.checked_at.isoformat() if status.checked_at else None,
-        "grade": score.grade if score else None,
-        "percent": score.percent if score else None,
-        "pricing": score.pricing if score else None,
-        "latency": score.latency if score else None,
-        "depth": score.depth if score else None,
+        **{name: score[name] if score else None for name in _SCORE_FIGURES},
     }
 
 
+# A builder score's fields the run's record shows (the same in Python and in JSON).
+_SCORE_FIGURES = ("grade", "percent", "pricing", "latency", "depth")
+
+
 def entry_figures(
-    statuses: Mapping[str, Status], scores: Mapping[str, BuilderScore]
+    statuses: Mapping[str, Status], scores: Mapping[str, BuilderScore | Mapping[str, Any]]
 ) -> dict[str, dict[str, Any]]:
     """`entry_figure` of each entry with a status or a score, by id. Small beside the presented
     values (no reasons, evidence or endpoints), so the score stage hands it over apart and the
