@@ -189,22 +189,25 @@ def _rollup_evidence(session: Session, days: list[date], week_starts: date,
         weeks.append(day >= week_starts)
     entries = pd.Index(list(codes), dtype=object)
 
-    def summed(values: list[np.ndarray], week_only: bool) -> np.ndarray:
-        """Each entry's sum of `values` over the days (of the week alone, or all)."""
+    none = np.zeros(len(entries), dtype=np.int64)  # a rolled day is never the day before
+
+    def summed(week_only: bool) -> dict[str, np.ndarray]:
+        """Each entry's probes and responses summed over the days (of the week alone, or all):
+        the days' entries joined once for both."""
         kept = [n for n, in_7d in enumerate(weeks) if in_7d or not week_only]
         if not kept:
-            return np.zeros(len(entries), dtype=np.int64)
-        return np.bincount(np.concatenate([at_days[n] for n in kept]),
-                           np.concatenate([values[n] for n in kept]),
-                           minlength=len(entries)).astype(np.int64)  # exact below 2**53
+            return {"probes": none, "responded": none}
+        at = np.concatenate([at_days[n] for n in kept])
+        return {kind: np.bincount(at, np.concatenate([values[n] for n in kept]),
+                                  minlength=len(entries)).astype(np.int64)  # exact below 2**53
+                for kind, values in (("probes", probed), ("responded", responded))}
 
-    none = np.zeros(len(entries), dtype=np.int64)  # a rolled day is never the day before
+    week, month = summed(week_only=True), summed(week_only=False)
     counted = pd.DataFrame({
         "entry_id": entries.to_numpy(), "probes_1d": none, "responded_1d": none,
-        "probes_7d": summed(probed, week_only=True),
-        "responded_7d": summed(responded, week_only=True),
-        "probes_30d": summed(probed, week_only=False),
-        "responded_30d": summed(responded, week_only=False)}, columns=COUNT_COLUMNS)
+        "probes_7d": week["probes"], "responded_7d": week["responded"],
+        "probes_30d": month["probes"], "responded_30d": month["responded"]},
+        columns=COUNT_COLUMNS)
     # built at once, in the samples' column order: some 3.6 million a span, copied once; their
     # entries by code (`joined_samples`)
     sampled = pd.DataFrame({
