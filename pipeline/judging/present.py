@@ -53,9 +53,10 @@ class EntryValues:
 
 @dataclass
 class WrittenValues:
-    """One entry's presented values in their JSON form, as its models' own serializer wrote
-    them to a hand-over file: published as they are read, without models built again for each
-    entry (about 0.1 ms an entry). Endpoint statuses by their endpoint's position."""
+    """One entry's presented values in their JSON form, as the hand-over's serializer wrote them
+    (its models, and the builder score's JSON form) to a hand-over file: published as they are
+    read, without models built again for each entry (about 0.1 ms an entry). Endpoint statuses
+    by their endpoint's position."""
 
     status: dict[str, Any] | None = None
     score: dict[str, Any] | None = None
