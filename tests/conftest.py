@@ -8,12 +8,13 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
+from pydantic import BaseModel
 
 from tests.postgres_server import running_server, scratch_database
 
@@ -63,6 +64,12 @@ VALID_ENTRY: dict[str, Any] = {
     "sources": ["https://docs.example.com/api"],
     "verified": "2026-11-21",
 }
+
+
+def model_json_of(model: type[BaseModel], form: Mapping[str, Any]) -> bytes:
+    """What `model` writes for the value whose JSON form is `form`: a JSON form the score stage
+    builds without the model must be this, byte for byte (every field, in the model's order)."""
+    return model.model_validate(form).model_dump_json().encode()
 
 
 def make_entry(**changes: Any) -> dict[str, Any]:

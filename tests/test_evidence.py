@@ -9,10 +9,12 @@ import random
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
+import orjson
 import pytest
 from sqlalchemy import func, null
 from sqlmodel import Session, col, delete, select, update
 
+from pipeline.contract import Uptime
 from pipeline.judging.content_scores import content_scores, store_content_scores
 from pipeline.judging.evidence import bounded_scores, day_bounds, days_between, evidence_days
 from pipeline.judging.present import Presented, present_each, present_entries
@@ -33,7 +35,7 @@ from pipeline.store.tables import (
     entry_spans,
     start_run,
 )
-from tests.conftest import WriteEntry, make_entry
+from tests.conftest import WriteEntry, make_entry, model_json_of
 
 TODAY = datetime(2026, 11, 23, tzinfo=UTC)
 ENTRIES = ("alpha", "beta", "gamma")
@@ -95,7 +97,9 @@ def test_rollups_and_a_few_raw_days_give_exactly_the_whole_window(history: Sessi
         assert {k: v.contract() for k, v in scores.items()} == expected_scores, as_of
         assert uptimes == expected_uptimes, as_of
         assert any(s.latency is not None for s in expected_scores.values())  # real evidence
-        assert any(0 < (u.last7d or 0) < 1 for u in expected_uptimes.values())
+        assert any(0 < (u["last7d"] or 0) < 1 for u in expected_uptimes.values())
+        for uptime in uptimes.values():  # each the model's JSON, byte for byte, without it
+            assert orjson.dumps(uptime) == model_json_of(Uptime, uptime)
 
 
 @pytest.mark.parametrize("which", ["rolled", "cut"])
@@ -171,7 +175,7 @@ def test_the_entries_presented_span_by_span_are_those_presented_at_once(
     in_spans = [dict(present_each(history, as_of, span=span)) for span in spans]
     assert [sorted(values) for values in in_spans] == [["alpha"], ["beta", "gamma"]]
     assert Presented.gather(v for values in in_spans for v in values.items()) == whole
-    assert whole.scores["alpha"]["latency"] is not None and whole.uptimes["gamma"].last7d
+    assert whole.scores["alpha"]["latency"] is not None and whole.uptimes["gamma"]["last7d"]
     # every reader of a span holds its entries' rows alone
     for span, ids in zip(spans, ([["alpha"], ["beta", "gamma"]]), strict=True):
         scores, uptimes = bounded_scores(history, content_scores(history, span=span), as_of,

@@ -10,13 +10,17 @@ from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import orjson
 import pytest
 import pytest_asyncio
 from aiohttp import web
 from fake_internet import FakeServer, RawServer, closed_port, self_signed_context
 
+from pipeline.contract import Cors, Https
 from pipeline.judging.health import is_https, measured_cors, measured_https
 from pipeline.probing.probe import ProbeResult, ProbeSettings, ProbeTarget, probe_all
+from pipeline.store.tables import utc_text
+from tests.conftest import model_json_of
 
 ORIGIN = "https://directory.test"
 SETTINGS = ProbeSettings(
@@ -161,16 +165,19 @@ async def test_cors_as_a_browser_would_be_told(
     assert request.headers["Origin"] == ORIGIN  # sent, never with credentials or cookies
     assert "Authorization" not in request.headers and "Cookie" not in request.headers
     cors = measured_cors([result], ORIGIN)
-    assert (cors.state, cors.allow_origin, cors.credentials) == (state, allow_origin, credentials)
-    assert cors.checked_at == result.checked_at
+    assert cors == {"state": state, "allowOrigin": allow_origin, "credentials": credentials,
+                    "checkedAt": utc_text(result.checked_at)}
+    assert orjson.dumps(cors) == model_json_of(Cors, cors)  # the model's JSON, without it
 
 
 async def test_cors_is_unknown_only_when_nothing_answered(web_server: FakeServer) -> None:
     refused = f"http://127.0.0.1:{closed_port()}/"
     looks = await probe([refused, web_server.url("/auth")])
-    assert measured_cors([looks[refused][-1]], ORIGIN).state == "unknown"
+    unknown = measured_cors([looks[refused][-1]], ORIGIN)
+    assert unknown["state"] == "unknown"
+    assert orjson.dumps(unknown) == model_json_of(Cors, unknown)
     answered = [looks[refused][-1], looks[web_server.url("/auth")][-1]]
-    assert measured_cors(answered, ORIGIN).state == "no"  # a 401 answered: it is known
+    assert measured_cors(answered, ORIGIN)["state"] == "no"  # a 401 answered: it is known
 
 
 # --- HTTPS -------------------------------------------------------------------------------
@@ -187,10 +194,12 @@ async def test_https_records_tls_version_and_certificate_expiry(tmp_path: Path) 
         await server.close()
     assert result.outcome == "live" and result.tls_version in ("TLSv1.2", "TLSv1.3")
     https = measured_https(url, [result], result.checked_at)
-    assert https.enabled and https.tls_version == result.tls_version
-    assert https.cert_days_left == 10
-    assert abs(https.cert_expires - (result.checked_at + dt.timedelta(days=10, hours=1))) \
+    assert https["enabled"] and https["tlsVersion"] == result.tls_version
+    assert https["certDaysLeft"] == 10
+    expires = dt.datetime.fromisoformat(https["certExpires"])
+    assert abs(expires - (result.checked_at + dt.timedelta(days=10, hours=1))) \
         < dt.timedelta(minutes=2)
+    assert orjson.dumps(https) == model_json_of(Https, https)  # the model's JSON, without it
 
 
 async def test_plain_http_has_no_tls_and_is_not_https(web_server: FakeServer) -> None:
@@ -198,7 +207,9 @@ async def test_plain_http_has_no_tls_and_is_not_https(web_server: FakeServer) ->
     [result] = (await probe([url]))[url]
     assert result.tls_version is None and result.cert_expires_at is None
     https = measured_https(url, [result], result.checked_at)
-    assert (https.enabled, https.cert_days_left) == (False, None)
+    assert https == {"enabled": False, "tlsVersion": None, "certExpires": None,
+                     "certDaysLeft": None, "checkedAt": utc_text(result.checked_at)}
+    assert orjson.dumps(https) == model_json_of(Https, https)
 
 
 async def test_an_expired_certificate_is_a_tls_failure_with_no_expiry_read(tmp_path: Path) -> None:

@@ -133,7 +133,7 @@ def test_a_first_release_store_is_upgraded_with_every_row_kept(database_url: str
         session.commit()
         presented = present_entries(session, T0 + timedelta(days=NIGHTS))
     assert {status.state for status in presented.statuses.values()} == {"live"}
-    assert presented.uptimes["entry-0"].last7d == 1.0
+    assert presented.uptimes["entry-0"]["last7d"] == 1.0
     engine.dispose()
 
 

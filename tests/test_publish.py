@@ -557,8 +557,9 @@ def test_each_endpoint_is_published_with_its_own_status(
     entries = data_dir / "entries"
     engine = make_engine(f"sqlite:///{tmp_path / 'apidir.db'}")
     presented = Presented(endpoints={"example-weather": {
-        0: EndpointStatus(state="live", http_status=200, response_time_ms=120, checked_at=NOW),
-        2: EndpointStatus(note="path has placeholders"),
+        0: EndpointStatus(state="live", http_status=200, response_time_ms=120,
+                          checked_at=NOW).model_dump(mode="json"),
+        2: EndpointStatus(note="path has placeholders").model_dump(mode="json"),
     }})
     with Session(engine) as session:
         ingest_catalog(session, read_catalog([entries], entries))

@@ -98,7 +98,7 @@ def test_the_run_record_reads_the_entries_figures_alone_from_the_hand_over() -> 
     statuses = {"a-live": Status(state="live", http_status=200, checked_at=CHECKED)}
     scores = {"a-live": BuilderScore.model_validate(BUILDER_SCORE_EXAMPLES[0])}
     scores["b-scored"] = scores["a-live"]  # scored, never probed
-    uptimes = {"c-neither": Uptime.model_validate(UPTIME_EXAMPLE)}
+    uptimes = {"c-neither": Uptime.model_validate(UPTIME_EXAMPLE).model_dump(mode="json")}
     presented = Presented(statuses=statuses, scores=scores, uptimes=uptimes)
     path = save_presented(presented.items(), run_id=7)
     try:

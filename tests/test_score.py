@@ -13,9 +13,10 @@ import pandas as pd
 import pydantic_core
 import pytest
 import yaml
-from conftest import REPO, make_entry  # tests/ is on sys.path (rootdir conftest)
+from conftest import REPO, make_entry, model_json_of  # tests/ is on sys.path (rootdir conftest)
 
 from pipeline.catalogue.entries import EntryFile, read_catalog
+from pipeline.contract import Uptime
 from pipeline.judging.score import (
     RUBRIC_VERSION,
     EntryScore,
@@ -23,6 +24,7 @@ from pipeline.judging.score import (
     depth_score,
     endpoint_analytics,
     entry_analytics,
+    entry_uptimes,
     grade_for,
     latency_score,
     pricing_score,
@@ -367,6 +369,21 @@ def test_uptime_respects_as_of_cutoff_and_empty_windows() -> None:
     assert uptime_shares(history, AS_OF) == {"last1d": None, "last7d": 0.5, "last30d": 0.5}
     assert uptime_shares(history, AS_OF - timedelta(days=4)) == {
         "last1d": None, "last7d": None, "last30d": None}
+
+
+def test_each_entrys_uptime_is_handed_over_as_the_model_writes_it() -> None:
+    """The stage's uptimes (every entry at once) are each entry's own shares, in the JSON form
+    `Uptime` writes, byte for byte, without a model built for each: windows without probes
+    too."""
+    history = pd.concat([probes([(24 * 3, "live", 100), (24 * 2, "unreachable", None)]),
+                         probes([(2, "live", 100), (20, "unreachable", None), (30, "online", 9)],
+                                entry_id="other")])
+    uptimes = entry_uptimes(history, AS_OF)
+    assert uptimes == {entry_id: uptime_shares(history[history["entry_id"] == entry_id], AS_OF)
+                       for entry_id in ("example-weather", "other")}
+    assert uptimes["example-weather"]["last1d"] is None and uptimes["other"]["last1d"] == 0.5
+    for uptime in uptimes.values():
+        assert pydantic_core.to_json(uptime) == model_json_of(Uptime, uptime)
 
 
 def test_window_edges_are_half_open() -> None:

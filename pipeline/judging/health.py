@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-from pipeline.contract import Cors, Deprecation, Https, Lifecycle, LifecycleState
-from pipeline.store.tables import as_utc
+from pipeline.contract import Deprecation, Lifecycle, LifecycleState
+from pipeline.store.tables import as_utc, json_time
 
 ANY_ORIGIN = "*"
 
@@ -64,38 +64,37 @@ def is_https(base_url: str) -> bool:
     return text[:6].lower() == "https:"
 
 
-def measured_https(base_url: str, probes: Sequence[Any], as_of: datetime) -> Https:
-    """HTTPS of the base address, with the TLS version and certificate expiry the run saw."""
+def measured_https(base_url: str, probes: Sequence[Any], as_of: datetime) -> dict[str, Any]:
+    """HTTPS of the base address, with the TLS version and certificate expiry the run saw: the
+    published `https` value in its JSON form (fields in `Https`' order), built without a model
+    for each entry; the release is checked against the contract where it is published."""
     enabled = is_https(base_url)
     seen = next((p for p in probes if p.tls_version), None)
     if seen is None:
         checked = max((as_utc(p.checked_at) for p in probes), default=None)
-        return Https.built(enabled=enabled, checked_at=checked)
+        return {"enabled": enabled, "tlsVersion": None, "certExpires": None,
+                "certDaysLeft": None, "checkedAt": json_time(checked)}
     expires = as_utc(seen.cert_expires_at)
-    return Https.built(
-        enabled=enabled,
-        tls_version=seen.tls_version,
-        cert_expires=expires,
-        cert_days_left=None if expires is None else (expires - as_of) // timedelta(days=1),
-        checked_at=as_utc(seen.checked_at),
-    )
+    return {"enabled": enabled, "tlsVersion": seen.tls_version,
+            "certExpires": json_time(expires),
+            "certDaysLeft": None if expires is None else (expires - as_of) // timedelta(days=1),
+            "checkedAt": json_time(seen.checked_at)}
 
 
-def measured_cors(probes: Sequence[Any], origin: str) -> Cors:
+def measured_cors(probes: Sequence[Any], origin: str) -> dict[str, Any]:
     """yes when an answer allowed any origin or ours; no when answers came without that;
-    unknown only when no target answered at all."""
+    unknown only when no target answered at all. The published `cors` value in its JSON form
+    (fields in `Cors`' order), as `measured_https` gives its own."""
     answered = [p for p in probes if p.http_status is not None]
     if not answered:
         checked = max((as_utc(p.checked_at) for p in probes), default=None)
-        return Cors.built(state="unknown", checked_at=checked)
+        return {"state": "unknown", "allowOrigin": None, "credentials": None,
+                "checkedAt": json_time(checked)}
     allowing = [p for p in answered if p.cors_allow_origin in (ANY_ORIGIN, origin)]
     deciding = allowing[0] if allowing else answered[0]
-    return Cors.built(
-        state="yes" if allowing else "no",
-        allow_origin=deciding.cors_allow_origin,
-        credentials=deciding.cors_allow_credentials,
-        checked_at=as_utc(deciding.checked_at),
-    )
+    return {"state": "yes" if allowing else "no", "allowOrigin": deciding.cors_allow_origin,
+            "credentials": deciding.cors_allow_credentials,
+            "checkedAt": json_time(deciding.checked_at)}
 
 
 @dataclass

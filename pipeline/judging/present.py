@@ -11,15 +11,7 @@ from typing import Annotated, Any, Protocol
 from pydantic import Field
 from sqlmodel import Session
 
-from pipeline.contract import (
-    BuilderScore,
-    Cors,
-    EndpointStatus,
-    Https,
-    Lifecycle,
-    Status,
-    Uptime,
-)
+from pipeline.contract import BuilderScore, Lifecycle, Status
 from pipeline.judging.changes import CheckedState
 from pipeline.judging.content_scores import content_scores
 from pipeline.judging.evidence import bounded_scores, day_bounds
@@ -33,37 +25,42 @@ from pipeline.store.history import (
 )
 from pipeline.store.tables import EVERY_ENTRY, EntrySpan, active_base_urls
 
+# A presented value in its JSON form, as published: built without a model for each entry (one
+# costs some 2 µs to build and as much to write, a dozen times an entry), and checked against
+# the contract where the release is published.
+JsonForm = dict[str, Any]
+
 
 @dataclass
 class EntryValues:
     """One entry's presented values, as the score stage concluded them (None: not measured);
-    its `lifecycle` is judged when the release is published. The builder score is in its JSON
-    form as the score stage gives it (`EntryScore.json_form`), or a model."""
+    its `lifecycle` is judged when the release is published. The status is a model (its state
+    and check date are recorded for every entry); the rest are in their JSON form
+    (`EntryScore.json_form`, `measured_https`, …), the builder score or a model."""
 
     status: Status | None = None
-    score: BuilderScore | dict[str, Any] | None = None
-    uptime: Uptime | None = None
-    endpoints: dict[int, EndpointStatus] | None = None
+    score: BuilderScore | JsonForm | None = None
+    uptime: JsonForm | None = None
+    endpoints: dict[int, JsonForm] | None = None
     verdict: RunVerdict | None = None
-    https: Https | None = None
-    cors: Cors | None = None
+    https: JsonForm | None = None
+    cors: JsonForm | None = None
     # Never written out with the rest (a hand-over file): judged anew as a release is published.
     lifecycle: Annotated[Lifecycle | None, Field(exclude=True)] = None
 
 
 @dataclass
 class WrittenValues:
-    """One entry's presented values in their JSON form, as the hand-over's serializer wrote them
-    (its models, and the builder score's JSON form) to a hand-over file: published as they are
-    read, without models built again for each entry (about 0.1 ms an entry). Endpoint statuses
-    by their endpoint's position."""
+    """One entry's presented values in their JSON form, as written to a hand-over file:
+    published as they are read, without models built again for each entry (about 0.1 ms an
+    entry). Endpoint statuses by their endpoint's position."""
 
-    status: dict[str, Any] | None = None
-    score: dict[str, Any] | None = None
-    uptime: dict[str, Any] | None = None
-    endpoints: dict[int, dict[str, Any]] | None = None
-    https: dict[str, Any] | None = None
-    cors: dict[str, Any] | None = None
+    status: JsonForm | None = None
+    score: JsonForm | None = None
+    uptime: JsonForm | None = None
+    endpoints: dict[int, JsonForm] | None = None
+    https: JsonForm | None = None
+    cors: JsonForm | None = None
     lifecycle: Lifecycle | None = None
 
 
@@ -91,12 +88,12 @@ class Presented:
     `lifecycles` are judged when the release is published (once per run, under its lock)."""
 
     statuses: dict[str, Status] = field(default_factory=dict)
-    scores: dict[str, BuilderScore | dict[str, Any]] = field(default_factory=dict)
-    uptimes: dict[str, Uptime] = field(default_factory=dict)
-    endpoints: dict[str, dict[int, EndpointStatus]] = field(default_factory=dict)
+    scores: dict[str, BuilderScore | JsonForm] = field(default_factory=dict)
+    uptimes: dict[str, JsonForm] = field(default_factory=dict)
+    endpoints: dict[str, dict[int, JsonForm]] = field(default_factory=dict)
     verdicts: dict[str, RunVerdict] = field(default_factory=dict)
-    https: dict[str, Https] = field(default_factory=dict)
-    cors: dict[str, Cors] = field(default_factory=dict)
+    https: dict[str, JsonForm] = field(default_factory=dict)
+    cors: dict[str, JsonForm] = field(default_factory=dict)
     lifecycles: dict[str, Lifecycle] = field(default_factory=dict)
 
     @property

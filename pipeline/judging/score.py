@@ -18,10 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline.contract import (
-    BuilderScore,
-    Uptime,
-)
+from pipeline.contract import BuilderScore
 
 RUBRIC_VERSION = "2.0.0"
 
@@ -670,14 +667,17 @@ def scores_from_samples(judged: Mapping[str, ContentScores],
     return EntryScores(judged, samples)
 
 
-def entry_uptimes(history: pd.DataFrame, as_of: datetime) -> dict[str, Uptime]:
-    """Published `uptime` of every probed entry: the responded share per window."""
+def entry_uptimes(history: pd.DataFrame, as_of: datetime) -> dict[str, dict[str, float | None]]:
+    """Published `uptime` of every probed entry: the responded share per window, in its JSON
+    form (`uptimes_from_counts`)."""
     return uptimes_from_counts(window_counts(_prepare(history, as_of)))
 
 
-def uptimes_from_counts(counts: pd.DataFrame) -> dict[str, Uptime]:
+def uptimes_from_counts(counts: pd.DataFrame) -> dict[str, dict[str, float | None]]:
     """`entry_uptimes` from per-entry window counts (`window_counts`, or the same evidence
-    gathered from daily rollups)."""
+    gathered from daily rollups): each in its JSON form as published (fields in `Uptime`'s
+    order), without a model built for each entry; the release is checked where it is
+    published."""
     shares = {}
     for name in WINDOWS:  # every entry at once: the same IEEE division as one by one
         probes = counts[f"probes_{name}"].to_numpy(dtype=np.int64)
@@ -686,7 +686,7 @@ def uptimes_from_counts(counts: pd.DataFrame) -> dict[str, Uptime]:
             share = responded / probes
         shares[f"last{name}"] = [v if n else None
                                  for v, n in zip(share.tolist(), probes.tolist(), strict=True)]
-    return {entry_id: Uptime.built(last1d=day, last7d=week, last30d=month)
+    return {entry_id: {"last1d": day, "last7d": week, "last30d": month}
             for entry_id, day, week, month in zip(
                 counts["entry_id"].tolist(), shares["last1d"], shares["last7d"],
                 shares["last30d"], strict=True)}

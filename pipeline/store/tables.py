@@ -64,6 +64,12 @@ def utc_text(moment: datetime) -> str:
     return as_utc(moment).isoformat().replace("+00:00", "Z")
 
 
+def json_time(moment: datetime | None) -> str | None:
+    """A stored time (or none) as the contract's models write it in JSON (`utc_text`): what the
+    JSON forms of presented values hold, written without a model built for each."""
+    return None if moment is None else utc_text(moment)
+
+
 IN_LIST = 500  # ids in one IN list: bounded for every database's limit on bound values
 
 
