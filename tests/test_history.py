@@ -12,6 +12,7 @@ from pathlib import Path
 import orjson
 import pandas as pd
 import pytest
+from pydantic import AwareDatetime, TypeAdapter
 from sqlalchemy import event, func, make_url
 from sqlmodel import col, select
 
@@ -39,6 +40,7 @@ from pipeline.store.tables import (
     ProbeRow,
     as_utc,
     engine_for,
+    json_time,
     session_scope,
     start_run,
     utc_text,
@@ -531,3 +533,16 @@ def test_as_utc_marks_stored_naive_times_utc_and_leaves_the_rest() -> None:
     assert as_utc(aware) is aware and as_utc(None) is None
     stamp = as_utc(pd.Timestamp("2026-03-29 01:30:15.5"))  # a subclass keeps its own type
     assert isinstance(stamp, pd.Timestamp) and stamp == pd.Timestamp("2026-03-29 01:30:15.5Z")
+
+
+@pytest.mark.parametrize("moment", [
+    datetime(2026, 3, 29, 1, 30, 15, 123456), datetime(2026, 3, 29, 1, 30),
+    datetime(2026, 3, 29, 1, 30, 15, 120, tzinfo=UTC), datetime(2026, 3, 29, tzinfo=UTC),
+    pd.Timestamp("2026-03-29 01:30:15.5"), pd.Timestamp("2026-03-29 01:30:15.5Z"),
+], ids=["naive", "naive whole seconds", "aware", "aware midnight", "stamp", "aware stamp"])
+def test_a_stored_time_is_written_as_the_contract_writes_it(moment: datetime) -> None:
+    """Naive as SQLite hands it back (UTC) or aware: the text the models write for the same
+    moment in UTC, so a value built without its model publishes the same bytes."""
+    written = TypeAdapter(AwareDatetime).dump_json(as_utc(moment)).decode()
+    assert utc_text(moment) == json_time(moment) == written.strip('"')
+    assert written.endswith('Z"') and json_time(None) is None

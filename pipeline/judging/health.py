@@ -76,7 +76,7 @@ def measured_https(base_url: str, probes: Sequence[Any], as_of: datetime) -> dic
                 "certDaysLeft": None, "checkedAt": json_time(checked)}
     expires = as_utc(seen.cert_expires_at)
     return {"enabled": enabled, "tlsVersion": seen.tls_version,
-            "certExpires": json_time(expires),
+            "certExpires": json_time(seen.cert_expires_at),
             "certDaysLeft": None if expires is None else (expires - as_of) // timedelta(days=1),
             "checkedAt": json_time(seen.checked_at)}
 
