@@ -243,6 +243,29 @@ def test_a_release_that_breaks_the_contract_leaves_the_old_one(
     assert staging_folders(out) == []
 
 
+@pytest.mark.parametrize("breaks_the_contract", [True, False], ids=["broken", "valid"])
+def test_pages_that_fail_over_a_release_report_the_contract_where_it_is_broken(
+    tmp_path: Path, catalogue_entries, breaks_the_contract: bool
+) -> None:
+    """The pages (`complete`) stop on a value outside the contract: the contract's problems
+    are the error then; over a valid release, the pages' own error is."""
+    out = write_release(tmp_path / "public", release(catalogue_entries), CATEGORIES)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    entries = [dict(api) for api in catalogue_entries]
+    if breaks_the_contract:
+        entries[0]["color"] = "not-a-colour"
+
+    def pages(staging: Path, meta: dict, counts: dict) -> None:
+        raise KeyError("a value the pages have no label for")
+
+    expected = ReleaseValidationError if breaks_the_contract else KeyError
+    with pytest.raises(expected) as failure:
+        write_release(out, release(entries, "2.0.0+20261121.2"), CATEGORIES, complete=pages)
+    assert ("color" in str(failure.value)) is breaks_the_contract
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert staging_folders(out) == []
+
+
 class Interrupted(Exception):
     pass
 
@@ -575,3 +598,36 @@ def test_each_endpoint_is_published_with_its_own_status(
                                "note": "path has placeholders", "failure": None}
     page = (tmp_path / "public" / "apis" / "example-weather.html").read_text()
     assert "not probed: path has placeholders" in page and "HTTP 200, 120 ms" in page
+
+
+@pytest.mark.parametrize(("field", "value", "where"), [
+    ("endpoints", {0: {"state": "live", "httpStatus": 42}}, "endpoints/0/status/httpStatus"),
+    ("https", {"enabled": True, "certDaysLeft": "soon"}, "https/certDaysLeft"),
+    ("uptime", {"last1d": 1.5, "last7d": None, "last30d": None}, "uptime/last1d"),
+    ("status", {"state": "maybe"}, "status/state"),
+], ids=["endpoint status", "https", "uptime", "status"])
+def test_a_presented_value_outside_the_contract_fails_the_release_before_its_swap(
+    tmp_path: Path, write_entry, data_dir: Path, field: str, value: dict, where: str
+) -> None:
+    """The score stage hands its values over in their JSON form, unchecked: one outside the
+    contract (a bug) fails the release where it is published, naming the entry and field,
+    and the release being served stays as it was."""
+    from pipeline.judging.present import Presented
+    from tests.conftest import make_entry
+
+    write_entry(make_entry())
+    entries = data_dir / "entries"
+    engine = make_engine(f"sqlite:///{tmp_path / 'apidir.db'}")
+    out = tmp_path / "public"
+    plural = {"status": "statuses", "uptime": "uptimes"}.get(field, field)
+    with Session(engine) as session:
+        ingest_catalog(session, read_catalog([entries], entries))
+        publish_release(session, out, "https://directory.test", CATEGORIES, NOW, Presented())
+        before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+        with pytest.raises(ReleaseValidationError) as failure:
+            publish_release(session, out, "https://directory.test", CATEGORIES, NOW,
+                            Presented(**{plural: {"example-weather": value}}))
+    engine.dispose()
+    assert any("example-weather" in problem and where in problem
+               for problem in failure.value.problems), failure.value.problems
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before

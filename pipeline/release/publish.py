@@ -70,6 +70,7 @@ from pipeline.release.openapi import render_openapi
 from pipeline.release.search import search_line
 from pipeline.release.site import SiteReport, write_site
 from pipeline.release.swap import (
+    complete_staged,
     link_tree,
     publish_lock,
     stage_and_swap,
@@ -383,7 +384,7 @@ def stream_release(
         write_file(staging, CATEGORY_INDEX, _index_document(meta, writer.counts, categories))
         write_file(staging, OPENAPI, render_openapi().encode())
         if complete is not None:
-            complete(staging, meta, writer.counts)
+            complete_staged(complete, staging, meta, writer.counts, categories)
 
     stage_and_swap(output_dir, categories, write, carry, reuse, keep_spare)
     return total

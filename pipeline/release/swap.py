@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from filelock import FileLock, Timeout
 
@@ -286,6 +287,21 @@ def _stage_and_swap_locked(
     return output_dir
 
 
+def complete_staged(complete: Completion, staging: Path, meta: Mapping[str, Any],
+                    counts: Mapping[str, int], categories: list[Category]) -> None:
+    """`complete` a release whose JSON is staged (its history, its pages). The pages trust
+    the contract's values (a state they have no label for stops them); where they fail on a
+    release that breaks the contract, the contract's problems are the error, naming the
+    entry and the field, rather than the pages'."""
+    try:
+        complete(staging, meta, counts)
+    except Exception as error:
+        problems = validate_release(staging, categories)
+        if problems:
+            raise ReleaseValidationError(problems) from error
+        raise
+
+
 def write_release(
     output_dir: Path,
     files: Mapping[str, bytes],
@@ -303,7 +319,7 @@ def write_release(
         if complete is not None:
             index = json.loads(files[CATEGORY_INDEX])
             counts = {c["id"]: c["count"] for c in index["categories"]}
-            complete(staging, index["meta"], counts)
+            complete_staged(complete, staging, index["meta"], counts, categories)
 
     return stage_and_swap(output_dir, categories, write, carry, keep_spare=keep_spare)
 
