@@ -18,7 +18,7 @@ from sqlmodel import col, select
 
 from pipeline.catalogue.entries import read_catalog
 from pipeline.catalogue.ingest import ingest_catalog
-from pipeline.contract import ONLINE_NOTE, EndpointStatus
+from pipeline.contract import ONLINE_NOTE, EndpointStatus, Status
 from pipeline.probing.probe import ProbeResult
 from pipeline.store.history import (
     PROBE_COLUMNS,
@@ -33,6 +33,7 @@ from pipeline.store.history import (
     network_suspect,
     plan_targets,
     record_probes,
+    status_form,
 )
 from pipeline.store.tables import (
     EndpointRow,
@@ -95,6 +96,15 @@ def test_targets_are_get_endpoints_without_placeholders_or_the_base_url(session)
     assert {row.path: row.probe_note for row in session.exec(select(EndpointRow))} == notes
 
 
+def handed_over_status(session) -> Status:
+    """The entry's status as the score stage hands it over (`status_form`): what its model
+    writes, byte for byte, and the status `latest_statuses` reads."""
+    form = status_form(latest_probes(session)["example-weather"])
+    assert orjson.dumps(form) == model_json_of(Status, form)
+    assert Status.model_validate(form) == latest_statuses(session)["example-weather"]
+    return Status.model_validate(form)
+
+
 def test_status_is_live_when_any_target_returned_200(session) -> None:
     run = start_run(session, "nightly")
     forecast, current = plan_targets(session)[:2]
@@ -102,7 +112,7 @@ def test_status_is_live_when_any_target_returned_200(session) -> None:
         result(forecast.url, "online", 401, 80, endpoint=forecast.endpoint_id),
         result(current.url, "live", 200, 120.4, endpoint=current.endpoint_id),
     ])
-    status = latest_statuses(session)["example-weather"]
+    status = handed_over_status(session)
     assert (status.state, status.http_status, status.response_time_ms) == ("live", 200, 120)
     assert status.url == current.url and status.checked_at == T0 and status.note is None
 
@@ -114,7 +124,7 @@ def test_status_is_online_with_the_note_when_no_target_returned_200(session) -> 
                error_class="read_timeout"),
         result("https://api.example.com/v1/current", "online", 403, 90),
     ])
-    status = latest_statuses(session)["example-weather"]
+    status = handed_over_status(session)
     assert (status.state, status.http_status, status.note) == ("online", 403, ONLINE_NOTE)
 
 
@@ -125,7 +135,7 @@ def test_status_is_unreachable_without_any_response_and_latest_run_wins(session)
     record_probes(session, second, [
         result("https://api.example.com/v1/forecast", "unreachable", None, None,
                error_class="refused", at=T0 + timedelta(days=1))])
-    status = latest_statuses(session)["example-weather"]
+    status = handed_over_status(session)
     assert status.state == "unreachable" and status.http_status is None
     assert status.response_time_ms is None and status.checked_at == T0 + timedelta(days=1)
     assert len(session.exec(select(ProbeRow)).all()) == 2  # nothing overwritten

@@ -132,7 +132,7 @@ def test_a_first_release_store_is_upgraded_with_every_row_kept(database_url: str
                                 at=T0 + timedelta(days=6)))
         session.commit()
         presented = present_entries(session, T0 + timedelta(days=NIGHTS))
-    assert {status.state for status in presented.statuses.values()} == {"live"}
+    assert {status["state"] for status in presented.statuses.values()} == {"live"}
     assert presented.uptimes["entry-0"]["last7d"] == 1.0
     engine.dispose()
 

@@ -56,7 +56,7 @@ def test_a_small_catalogue_is_listed_whole_with_each_entrys_figures() -> None:
         "state": "live",
         "httpStatus": 200,
         "responseTimeMs": None,
-        "checkedAt": "2026-11-24T02:30:00+00:00",
+        "checkedAt": "2026-11-24T02:30:00Z",  # as the published documents write it
         "grade": score["grade"],
         "percent": score["percent"],
         "pricing": score["pricing"],
@@ -65,13 +65,16 @@ def test_a_small_catalogue_is_listed_whole_with_each_entrys_figures() -> None:
     }
 
 
-def test_an_entrys_figures_are_the_same_from_its_score_as_a_model_or_in_its_json_form() -> None:
-    """The score stage hands over a builder score in its JSON form; the in-memory path may hold
-    the model. The run's record shows the same figures either way."""
+def test_an_entrys_figures_are_the_same_from_its_values_as_models_or_in_their_json_form() -> None:
+    """The score stage hands over a status and a builder score in their JSON form; the
+    in-memory path may hold models. The run's record shows the same figures either way."""
     model = BuilderScore.model_validate(BUILDER_SCORE_EXAMPLES[0])
     status = Status(state="live", checked_at=CHECKED, http_status=200)
     json_form = {"a": model.model_dump(mode="json", by_alias=True)}
+    status_form = {"a": status.model_dump(mode="json")}
     assert entry_figures({"a": status}, json_form) == entry_figures({"a": status}, {"a": model})
+    assert entry_figures(status_form, json_form) == entry_figures({"a": status}, {"a": model})
+    assert entry_figures(status_form, {})["a"]["checkedAt"] == "2026-11-24T02:30:00Z"
     assert entry_figures({"a": status}, json_form)["a"]["grade"] == model.grade
     assert entry_figures({}, json_form)["a"]["state"] == "unchecked"
 

@@ -19,9 +19,9 @@ from pipeline.judging.health import RunVerdict, measured_cors, measured_https, r
 from pipeline.store.history import (
     day_probes,
     entry_endpoint_statuses,
-    entry_status,
     latest_probes,
     span_endpoints,
+    status_form,
 )
 from pipeline.store.tables import EVERY_ENTRY, EntrySpan, active_base_urls
 
@@ -34,11 +34,11 @@ JsonForm = dict[str, Any]
 @dataclass
 class EntryValues:
     """One entry's presented values, as the score stage concluded them (None: not measured);
-    its `lifecycle` is judged when the release is published. The status is a model (its state
-    and check date are recorded for every entry); the rest are in their JSON form
-    (`EntryScore.json_form`, `measured_https`, …), the builder score or a model."""
+    its `lifecycle` is judged when the release is published. Each in its JSON form
+    (`status_form`, `EntryScore.json_form`, `measured_https`, …); the status and the builder
+    score may be models too."""
 
-    status: Status | None = None
+    status: Status | JsonForm | None = None
     score: BuilderScore | JsonForm | None = None
     uptime: JsonForm | None = None
     endpoints: dict[int, JsonForm] | None = None
@@ -73,7 +73,7 @@ class PresentedValues(Protocol):
     lifecycles: dict[str, Lifecycle]
 
     @property
-    def states(self) -> Mapping[str, Status | CheckedState]: ...
+    def states(self) -> Mapping[str, CheckedState]: ...
 
     def entry(self, entry_id: str) -> EntryValues: ...
 
@@ -87,7 +87,7 @@ class Presented:
     """The presented values of the entries, by id, as the probe and score stages computed them;
     `lifecycles` are judged when the release is published (once per run, under its lock)."""
 
-    statuses: dict[str, Status] = field(default_factory=dict)
+    statuses: dict[str, Status | JsonForm] = field(default_factory=dict)
     scores: dict[str, BuilderScore | JsonForm] = field(default_factory=dict)
     uptimes: dict[str, JsonForm] = field(default_factory=dict)
     endpoints: dict[str, dict[int, JsonForm]] = field(default_factory=dict)
@@ -97,8 +97,8 @@ class Presented:
     lifecycles: dict[str, Lifecycle] = field(default_factory=dict)
 
     @property
-    def states(self) -> dict[str, Status]:
-        return self.statuses
+    def states(self) -> dict[str, CheckedState]:
+        return {entry_id: checked_state(status) for entry_id, status in self.statuses.items()}
 
     def entry(self, entry_id: str) -> EntryValues:
         return EntryValues(**{name: getattr(self, plural).get(entry_id)
@@ -122,6 +122,15 @@ class Presented:
                 if value is not None:
                     getattr(presented, plural)[entry_id] = value
         return presented
+
+
+def checked_state(status: Status | JsonForm) -> CheckedState:
+    """What the state changes read of a status, a model or its JSON form."""
+    if isinstance(status, Status):
+        return CheckedState(status.state, status.checked_at)
+    checked = status["checkedAt"]
+    return CheckedState(status["state"],
+                        None if checked is None else datetime.fromisoformat(checked))
 
 
 # Each field of an entry's values, and the field of `Presented` holding it for every entry.
@@ -159,7 +168,7 @@ def present_each(session: Session, as_of: datetime, origin: str = "",
             endpoints=None if listed is None else entry_endpoint_statuses(listed, probes or ()),
         )
         if probes:
-            values.status = entry_status(probes)
+            values.status = status_form(probes)
             values.verdict = run_verdict(probes)
             values.https = measured_https(base_urls[entry_id], probes, as_of)
             values.cors = measured_cors(probes, origin)

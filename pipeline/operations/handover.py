@@ -26,7 +26,7 @@ from pydantic import BaseModel, TypeAdapter
 from pipeline.contract import Lifecycle
 from pipeline.judging.changes import CheckedState
 from pipeline.judging.health import RunVerdict
-from pipeline.judging.present import EntryValues, WrittenValues
+from pipeline.judging.present import EntryValues, WrittenValues, checked_state
 from pipeline.operations.report import entry_figure
 
 HEADER_BYTES = 64  # the first line, written blank and filled in once the last lines are placed
@@ -72,7 +72,7 @@ def _write(descriptor: int, values: Iterable[tuple[str, EntryValues]]) -> None:
             offsets[entry_id] = file.tell()
             file.write(_entry_line(entry))
             if entry.status is not None:
-                states[entry_id] = (entry.status.state, entry.status.checked_at)
+                states[entry_id] = tuple(checked_state(entry.status))  # orjson: no named tuples
             if entry.verdict is not None:
                 verdicts[entry_id] = entry.verdict
             if entry.status is not None or entry.score is not None:

@@ -162,28 +162,29 @@ ENTRY_ROWS = 1_000  # rows of the entries table: a catalogue this size is listed
 _STATE_ORDER = {"unreachable": 1, "online": 2, "unchecked": 3, "live": 4}
 
 
-def entry_figure(status: Status | None,
+def entry_figure(status: Status | Mapping[str, Any] | None,
                  score: BuilderScore | Mapping[str, Any] | None) -> dict[str, Any]:
-    """What the run's record shows of an entry: its state, answer and grade (the score a model
-    or its JSON form)."""
-    status = status or Status()
+    """What the run's record shows of an entry: its state, answer and grade (the status and
+    the score each a model or its JSON form)."""
+    if not isinstance(status, Mapping):
+        status = (status or Status()).model_dump(mode="json")
     if isinstance(score, BuilderScore):
         score = {name: getattr(score, name) for name in _SCORE_FIGURES}
     return {
-        "state": status.state,
-        "httpStatus": status.http_status,
-        "responseTimeMs": status.response_time_ms,
-        "checkedAt": status.checked_at.isoformat() if status.checked_at else None,
+        **{name: status[name] for name in _STATUS_FIGURES},
         **{name: score[name] if score else None for name in _SCORE_FIGURES},
     }
 
 
-# A builder score's fields the run's record shows (the same in Python and in JSON).
+# A status's and a builder score's fields the run's record shows (in JSON; the score's are
+# the same in Python).
+_STATUS_FIGURES = ("state", "httpStatus", "responseTimeMs", "checkedAt")
 _SCORE_FIGURES = ("grade", "percent", "pricing", "latency", "depth")
 
 
 def entry_figures(
-    statuses: Mapping[str, Status], scores: Mapping[str, BuilderScore | Mapping[str, Any]]
+    statuses: Mapping[str, Status | Mapping[str, Any]],
+    scores: Mapping[str, BuilderScore | Mapping[str, Any]],
 ) -> dict[str, dict[str, Any]]:
     """`entry_figure` of each entry with a status or a score, by id. Small beside the presented
     values (no reasons, evidence or endpoints), so the score stage hands it over apart and the

@@ -251,23 +251,26 @@ def latest_states(
 
 
 def entry_status(probes: Sequence[ProbeRow]) -> Status:
-    """The presented status from one run's probes of an entry, in endpoint order.
+    """The presented status from one run's probes of an entry (`status_form`), as a model."""
+    return Status.model_validate(status_form(probes)) if probes else Status()
+
+
+def status_form(probes: Sequence[ProbeRow]) -> dict[str, Any]:
+    """The presented status from one run's probes of an entry (at least one), in endpoint
+    order, in its JSON form as published (fields in `Status`' order), built without a model
+    (the score stage's, 100,000 a night; the release is checked where it is published).
 
     live if any target answered 200; else online if any answered at all; else
     unreachable. The deciding probe gives the code, the time and the check date.
     """
-    if not probes:
-        return Status()
     state, deciding = _deciding_probe(probes)
-    return Status.built(
-        state=state,
-        http_status=deciding.http_status,
-        response_time_ms=None if deciding.total_ms is None else round(deciding.total_ms),
-        checked_at=as_utc(deciding.checked_at),
-        note=ONLINE_NOTE if state == "online" else None,
-        url=deciding.url,
-        failure=deciding.failure_class if all(p.failure_class for p in probes) else None,
-    )
+    return {
+        "state": state, "httpStatus": deciding.http_status,
+        "responseTimeMs": None if deciding.total_ms is None else round(deciding.total_ms),
+        "checkedAt": json_time(deciding.checked_at),
+        "note": ONLINE_NOTE if state == "online" else None, "url": deciding.url,
+        "failure": deciding.failure_class if all(p.failure_class for p in probes) else None,
+    }
 
 
 def _trusted_runs() -> SelectOfScalar[int | None]:
