@@ -178,6 +178,8 @@ def add_past_nights(nights: int) -> None:
 
     marker = WORK / "nights.txt"
     if marker.exists() and marker.read_text() == str(nights):
+        with session_scope(engine_for(os.environ["APIDIR_DATABASE_URL"])) as session:
+            _keep_evidence(session)  # a store written before the days kept their evidence
         return
     started = time.perf_counter()
     with session_scope(engine_for(os.environ["APIDIR_DATABASE_URL"])) as session:
@@ -199,8 +201,26 @@ def add_past_nights(nights: int) -> None:
                                                              datetime.min.time(), UTC))
                         for back in range(1, nights))
         session.commit()
+        _keep_evidence(session)
     marker.write_text(str(nights))
     print(f"  {nights - 1} past days of rollups written in {time.perf_counter() - started:.0f} s")
+
+
+def _keep_evidence(session: Any) -> None:
+    """Each complete day's rollup evidence kept with it, as the rollup stage keeps it, where
+    it is not kept yet."""
+    from sqlmodel import col, select, update
+
+    from pipeline.judging.evidence import day_evidence
+    from pipeline.store.tables import RolledDay
+
+    days = session.exec(select(RolledDay.day).where(col(RolledDay.evidence).is_(None))).all()
+    for day in days:
+        session.exec(update(RolledDay).where(col(RolledDay.day) == day).values(
+            **day_evidence(session, day)))
+        session.commit()
+    if days:
+        print(f"  the evidence of {len(days)} rolled-up days kept with them")
 
 
 def _as_of() -> datetime:

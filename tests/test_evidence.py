@@ -9,6 +9,7 @@ import random
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import orjson
 import pytest
 from sqlalchemy import func, null
@@ -100,6 +101,37 @@ def test_rollups_and_a_few_raw_days_give_exactly_the_whole_window(history: Sessi
         assert any(0 < (u["last7d"] or 0) < 1 for u in expected_uptimes.values())
         for uptime in uptimes.values():  # each the model's JSON, byte for byte, without it
             assert orjson.dumps(uptime) == model_json_of(Uptime, uptime)
+
+
+def test_a_complete_days_kept_evidence_is_its_rows_and_follows_a_backfill(
+    history: Session,
+) -> None:
+    """The score stage reads a complete past day from the evidence its `RolledDay` keeps: the
+    scores and uptimes it gives are those its rows give. A backfill of some entries of that
+    day (a probe added, their rows rolled up again) keeps the day's evidence with them."""
+    as_of = TODAY.replace(hour=12)
+    past = evidence_days(as_of)[1][2]  # a day every window holds whole
+    kept = history.get(RolledDay, past)
+    assert kept.evidence is not None and "alpha" in kept.evidence_entries.split(",")
+    run = start_run(history, "backfill")
+    at = datetime.combine(past, datetime.min.time(), tzinfo=UTC).replace(hour=23)
+    add_probes(history, run.id, probe("alpha", "https://alpha.example.com/a", at,
+                                      random.Random(3)))
+    history.commit()
+    before = history.get(RolledDay, past).evidence
+    roll_up_days(history, [past], entry_ids={"alpha"})
+    history.expire_all()
+    assert history.get(RolledDay, past).evidence != before  # alpha's new probe is in it
+
+    def judged_now() -> tuple[dict, dict]:
+        scores, uptimes = bounded_scores(history, content_scores(history), as_of)
+        return {k: v.json_form() for k, v in scores.items()}, uptimes
+
+    from_kept = judged_now()
+    history.exec(update(RolledDay).values(evidence=None, evidence_entries=None))
+    history.commit()
+    assert judged_now() == from_kept  # every day from its rows
+    assert any(score["latency"] is not None for score in from_kept[0].values())
 
 
 @pytest.mark.parametrize("which", ["rolled", "cut"])
@@ -257,8 +289,8 @@ def test_the_rollups_of_days_with_other_entries_are_summed_for_their_own_entries
     """Each day's rows are joined into one text per column in the database; the rows of days
     holding other entries (or a row with no timed responses, or none stored as the rollups
     were before they kept them) still count for their own entry and window."""
-    from pipeline.judging.evidence import _rollup_evidence
-    from pipeline.store.tables import insert_rows
+    from pipeline.judging.evidence import _rollup_evidence, day_evidence
+    from pipeline.store.tables import RolledDay, insert_rows
 
     for entry_id in ENTRIES:
         write_entry(make_entry(id=entry_id))
@@ -283,23 +315,52 @@ def test_the_rollups_of_days_with_other_entries_are_summed_for_their_own_entries
     assert session.exec(select(func.count()).where(  # both kinds of none are there
         col(DailyEntryRollup.timed_ms).is_(None))).one() == 1
     asked = [day - timedelta(days=back) for back in (1, 3, 9)]
-    samples, counts = _rollup_evidence(session, asked, day - timedelta(days=6), EVERY_ENTRY)
-    assert sorted(map(tuple, samples.to_numpy().tolist())) == sorted(
-        (entry_id, ms, back <= 6, True) for back in (1, 3, 9)
-        for entry_id, (_, _, timed) in rows[back].items() for ms in timed or ())
-    assert sorted(counts.to_dict("records"), key=lambda row: row["entry_id"]) == [
-        {"entry_id": "alpha", "probes_1d": 0, "responded_1d": 0, "probes_7d": 3,
-         "responded_7d": 2, "probes_30d": 5, "responded_30d": 4},
-        {"entry_id": "beta", "probes_1d": 0, "responded_1d": 0, "probes_7d": 5,
-         "responded_7d": 0, "probes_30d": 10, "responded_30d": 3},
-        {"entry_id": "gamma", "probes_1d": 0, "responded_1d": 0, "probes_7d": 3,
-         "responded_7d": 2, "probes_30d": 3, "responded_30d": 2},
-    ]
-    beta_only = EntrySpan("beta", "gamma")
-    assert set(_rollup_evidence(session, asked, day, beta_only)[1]["entry_id"]) == {"beta"}
-    empty = _rollup_evidence(session, [day], day, EVERY_ENTRY)
-    assert empty[0].empty and empty[1].empty
-    assert list(empty[0].columns) == ["entry_id", "total_ms", "in_7d", "in_30d"]
+    # Read from the rows; then with one day's evidence kept with the day (and the others read
+    # from their rows), then every day's: the same evidence each time.
+    for kept in ((), (3,), (1, 3, 9, 12)):
+        for back in kept:
+            session.merge(RolledDay(day=day - timedelta(days=back), rolled_at=TODAY,
+                                    **day_evidence(session, day - timedelta(days=back))))
+        session.commit()
+        samples, counts = _rollup_evidence(session, asked, day - timedelta(days=6), EVERY_ENTRY)
+        assert sorted(map(tuple, samples.to_numpy().tolist())) == sorted(
+            (entry_id, ms, back <= 6, True) for back in (1, 3, 9)
+            for entry_id, (_, _, timed) in rows[back].items() for ms in timed or ()), kept
+        assert sorted(counts.to_dict("records"), key=lambda row: row["entry_id"]) == [
+            {"entry_id": "alpha", "probes_1d": 0, "responded_1d": 0, "probes_7d": 3,
+             "responded_7d": 2, "probes_30d": 5, "responded_30d": 4},
+            {"entry_id": "beta", "probes_1d": 0, "responded_1d": 0, "probes_7d": 5,
+             "responded_7d": 0, "probes_30d": 10, "responded_30d": 3},
+            {"entry_id": "gamma", "probes_1d": 0, "responded_1d": 0, "probes_7d": 3,
+             "responded_7d": 2, "probes_30d": 3, "responded_30d": 2},
+        ], kept
+        beta_only = EntrySpan("beta", "gamma")
+        assert set(_rollup_evidence(session, asked, day, beta_only)[1]["entry_id"]) == {"beta"}
+        # a day kept whole gives the entries asked for alone, their samples alone
+        wanted = _rollup_evidence(session, asked, day, EVERY_ENTRY, wanted={"gamma"})
+        assert set(wanted[1]["entry_id"]) == set(wanted[0]["entry_id"]) == {"gamma"}
+        assert len(wanted[0]) == 1
+        empty = _rollup_evidence(session, [day], day, EVERY_ENTRY)
+        assert empty[0].empty and empty[1].empty
+        assert list(empty[0].columns) == ["entry_id", "total_ms", "in_7d", "in_30d"]
+    assert session.get(RolledDay, day - timedelta(days=12)).evidence_entries == "gamma"
+
+
+def test_a_days_kept_evidence_is_read_back_exactly_and_refused_cut_short() -> None:
+    from pipeline.judging.evidence import DayEvidence
+
+    kept = DayEvidence("alpha,beta", np.array([3, 1]), np.array([2, 0]),
+                       np.array([120.5, 0.1 + 0.2]), np.array([2, 0]))
+    packed = kept.packed()
+    again = DayEvidence.unpacked(packed["evidence_entries"], packed["evidence"])
+    assert again.entries == "alpha,beta" and again.row_count() == 2
+    for name in ("probes", "responses", "timed", "sizes"):
+        assert getattr(again, name).tolist() == getattr(kept, name).tolist(), name
+    nothing = DayEvidence("", *(np.empty(0) for _ in range(4))).packed()
+    assert DayEvidence.unpacked("", nothing["evidence"]).row_count() == 0
+    for broken in (packed["evidence"][:-8], packed["evidence"] + b"\0" * 8):
+        with pytest.raises(ValueError, match="cut short or too long"):
+            DayEvidence.unpacked("alpha,beta", broken)
 
 
 def test_samples_joined_by_code_give_latency_the_figures_they_give_by_name() -> None:

@@ -13,6 +13,11 @@ windows begin at days' ends, so only D is read raw and D-30 not at all. Scores a
 come out equal to those computed from the whole raw window (tests compare them), while the
 stage reads about one day of probes, however many nights the store holds.
 
+A complete past day's rollup evidence (each probed entry's counts and timed responses) is
+kept beside its rows, in columns of its `RolledDay` written with them (`day_evidence`): the
+stage reads such a day as one row, not as the rows of each of its entries; a day rolled up
+before that is read from its rows.
+
 A past day whose rollups are missing or were computed before it ended (a night that did not
 run) is read whole from its raw probes instead: the stage only reads, so scoring in several
 processes at once (publishers waiting for each other) never races to write rollups.
@@ -20,9 +25,11 @@ processes at once (publishers waiting for each other) never races to write rollu
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import heapq
+from collections.abc import Collection, Iterator, Mapping
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
@@ -31,7 +38,6 @@ from pandas.api.types import union_categoricals
 from sqlalchemy import Text, cast, func
 from sqlmodel import Session, col, select
 
-from pipeline.contract import Uptime
 from pipeline.judging.score import (
     COUNT_COLUMNS,
     SAMPLE_COLUMNS,
@@ -147,17 +153,65 @@ def _day_timed(text: str) -> tuple[np.ndarray, np.ndarray]:
     return values, sizes
 
 
-def _rollup_evidence(session: Session, days: list[date], week_starts: date,
-                     span: EntrySpan) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Timed samples and window counts of `days` (complete past days), from their rollups.
+class DayEvidence(NamedTuple):
+    """A complete day's rollup evidence of its probed entries, row by row: their ids (joined
+    by commas), probe and response counts, their timed responses one row's after the other,
+    and how many each row holds."""
+
+    entries: str
+    probes: np.ndarray
+    responses: np.ndarray
+    timed: np.ndarray
+    sizes: np.ndarray
+
+    def packed(self) -> dict[str, Any]:
+        """As `RolledDay` keeps it: the ids, and the numbers as one byte string (how many rows
+        and timed responses, then the counts, the sizes and the timed responses)."""
+        arrays = [np.array([len(self.sizes), len(self.timed)], dtype="<i8"),
+                  *(values.astype("<i8") for values in (self.probes, self.responses,
+                                                         self.sizes)),
+                  self.timed.astype("<f8")]
+        return {"evidence_entries": self.entries,
+                "evidence": b"".join(values.tobytes() for values in arrays)}
+
+    @classmethod
+    def unpacked(cls, entries: str, packed: bytes) -> DayEvidence:
+        """What `packed` gave, its arrays read in place; a byte string of another length is
+        refused."""
+        rows, samples = (int(n) for n in np.frombuffer(packed, dtype="<i8", count=2))
+        if len(packed) != 8 * (2 + 3 * rows + samples):
+            raise ValueError("a day's kept rollup evidence is cut short or too long")
+        counts = np.frombuffer(packed, dtype="<i8", count=3 * rows, offset=16).reshape(3, rows)
+        timed = np.frombuffer(packed, dtype="<f8", offset=16 + 24 * rows)
+        return cls(entries, counts[0], counts[1], timed, counts[2])
+
+    def row_count(self) -> int:
+        return self.entries.count(",") + 1 if self.entries else 0
+
+
+def day_evidence(session: Session, day: date) -> dict[str, Any]:
+    """`day`'s rollup evidence, every probed entry's, from its stored rows, packed for
+    `RolledDay` (written with the rows: the score stage then reads the day as one row)."""
+    found = next(_aggregated_days(session, [day], EVERY_ENTRY), None)
+    empty = np.empty(0, dtype=np.int64)
+    return (DayEvidence("", empty, empty, np.empty(0), empty) if found is None
+            else found[1]).packed()
+
+
+def _aggregated_days(session: Session, days: list[date],
+                     span: EntrySpan) -> Iterator[tuple[date, DayEvidence]]:
+    """Each of `days`' rollup evidence (of the entries in `span`), read from its rows, a day
+    at a time, in day order.
 
     One row per day: each column of the day's rows joined into one text in the database, in
     one pass of the rows in their key's order (day, entry), so the some 1.45 million rows of
     a span of 100,000 entries with 30 nights never reach Python one by one, and nothing is
     sorted (grouped by entry, SQLite sorted them all: some 2.3 s a span). The aggregates of
-    one group see its rows in the same order, so the texts line up row by row (checked: each
-    day's texts hold as many entries, counts and lists of timed responses).
+    one group see its rows in the same order, so the texts line up row by row (checked by
+    the caller: each day's texts hold as many entries, counts and lists of timed responses).
     """
+    if not days:
+        return
     rollup = DailyEntryRollup.__table__.c
 
     def joined(column: Any, separator: str = ",") -> Any:
@@ -168,21 +222,56 @@ def _rollup_evidence(session: Session, days: list[date], week_starts: date,
         select(rollup.day, joined(rollup.entry_id), joined(rollup.probes),
                joined(rollup.responses), joined(timed, ""))
         .where(rollup.day.in_(days), rollup.probes > 0, span.holds(rollup.entry_id))
-        .group_by(rollup.day))
+        .group_by(rollup.day).order_by(rollup.day))
+    for day, ids, probes, responses, timed_text in session.connection().execute(statement):
+        probed, responded = (np.array(orjson.loads(f"[{text}]"), dtype=np.int64)
+                             for text in (probes, responses))
+        yield day, DayEvidence(ids, probed, responded, *_day_timed(timed_text))
+
+
+def _kept_days(session: Session, days: list[date]) -> Iterator[tuple[date, DayEvidence]]:
+    """The rollup evidence `RolledDay` keeps of those of `days` that have it, in day order, a
+    day at a time (some 6 MB a day of 100,000 entries)."""
+    statement = (select(RolledDay.day, RolledDay.evidence_entries, RolledDay.evidence)
+                 .where(col(RolledDay.day).in_(days), col(RolledDay.evidence).is_not(None))
+                 .order_by(RolledDay.day))
+    for day, entries, packed in session.connection().execute(statement):
+        yield day, DayEvidence.unpacked(entries or "", packed)
+
+
+def _rollup_evidence(session: Session, days: list[date], week_starts: date,
+                     span: EntrySpan, wanted: Collection[str] | None = None,
+                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Timed samples and window counts of `days` (complete past days), from their rollups, of
+    the entries in `span`: those of `wanted` where it is given (the span's, as read).
+
+    A day is read from the evidence its `RolledDay` keeps (one row of the day's every entry,
+    those of `wanted` taken), else from its rows (`_aggregated_days`), a day at a time: each
+    day's evidence goes as the next day's comes.
+    """
+    kept = set(session.exec(select(RolledDay.day).where(
+        col(RolledDay.day).in_(days), col(RolledDay.evidence).is_not(None))))
+    read = heapq.merge(_kept_days(session, sorted(kept)),
+                       _aggregated_days(session, sorted(set(days) - kept), span),
+                       key=itemgetter(0))
     codes: dict[str, int] = {}  # each entry's code, as first met
-    at_of: dict[str, np.ndarray] = {}  # the codes of a day's entries, by their text: days alike
+    # the rows taken of a day's entries and their codes, by their text: days alike
+    taken_of: dict[str, tuple[np.ndarray | None, np.ndarray]] = {}
     at_days, probed, responded, timed_ms, timed_at, weeks = [], [], [], [], [], []
-    for day, ids, probes, responses, timed in session.connection().execute(statement):
-        # a day at a time: its texts go as the next day's come (some 100 MB at 100k entries)
-        at = at_of.get(ids)
-        if at is None:
-            at = at_of[ids] = np.array([codes.setdefault(entry, len(codes))
-                                        for entry in ids.split(",")], dtype=np.int64)
-        for figures, text in ((probed, probes), (responded, responses)):
-            figures.append(np.array(orjson.loads(f"[{text}]"), dtype=np.int64))
-        ms, sizes = _day_timed(timed)
-        if not len(at) == len(sizes) == len(probed[-1]) == len(responded[-1]):
+    for day, evidence in read:
+        if not (evidence.row_count() == len(evidence.sizes) == len(evidence.probes)
+                == len(evidence.responses)) or evidence.sizes.sum() != len(evidence.timed):
             raise ValueError(f"the rollups of {day} do not line up row by row")
+        taken, at = taken_of.get(evidence.entries) or taken_of.setdefault(
+            evidence.entries, _coded(evidence.entries, span, wanted, codes))
+        ms, sizes = evidence.timed, evidence.sizes
+        if taken is None:
+            probed.append(evidence.probes)
+            responded.append(evidence.responses)
+        else:
+            probed.append(evidence.probes[taken])
+            responded.append(evidence.responses[taken])
+            ms, sizes = ms[np.repeat(taken, sizes)], sizes[taken]
         at_days.append(at)
         timed_ms.append(ms)
         timed_at.append(np.repeat(at, sizes))
@@ -219,6 +308,22 @@ def _rollup_evidence(session: Session, days: list[date], week_starts: date,
     return sampled, counted
 
 
+def _coded(entries: str, span: EntrySpan, wanted: Collection[str] | None,
+           codes: dict[str, int]) -> tuple[np.ndarray | None, np.ndarray]:
+    """The rows of a day's `entries` (ids joined by commas) to take (None: every one): those
+    of `wanted` where it is given (the span's entries, as the store read them), else those in
+    `span`; and their entries' codes (`codes`, given as first met)."""
+    ids = entries.split(",") if entries else []
+    if wanted is None and span == EVERY_ENTRY:
+        taken, kept = None, ids
+    else:
+        held = span.has if wanted is None else wanted.__contains__
+        taken = np.fromiter(map(held, ids), dtype=bool, count=len(ids))
+        kept = [entry_id for entry_id, take in zip(ids, taken, strict=True) if take]
+    return taken, np.array([codes.setdefault(entry_id, len(codes)) for entry_id in kept],
+                           dtype=np.int64)
+
+
 def _by_code(entries: pd.Series) -> pd.Categorical:
     """`entries` as a categorical of plain Python texts (whatever dtype named them)."""
     named = pd.Categorical(entries)
@@ -252,7 +357,7 @@ def _combined_counts(*parts: pd.DataFrame) -> pd.DataFrame:
 def bounded_scores(
     session: Session, judged: Mapping[str, ContentScores], as_of: datetime,
     own_day: pd.DataFrame | None = None, span: EntrySpan = EVERY_ENTRY,
-) -> tuple[EntryScores, dict[str, Uptime]]:
+) -> tuple[EntryScores, dict[str, dict[str, float | None]]]:
     """Every entry's scores (of those in `judged`, with their content scores) and uptime as of
     `as_of`, as `score_entries` and `entry_uptimes` give them from the whole window, read from
     rollups and a few days of raw probes (of the entries in `span`). `own_day`: the probes of
@@ -274,7 +379,8 @@ def bounded_scores(
     from_rollups = sorted({*(d for d in rolled if d in complete),
                            *(d for d in cut if d >= oldest_held)})
     week_starts = day - timedelta(days=6)
-    rolled_samples, rolled_counts = _rollup_evidence(session, from_rollups, week_starts, span)
+    rolled_samples, rolled_counts = _rollup_evidence(session, from_rollups, week_starts, span,
+                                                     judged)
     samples = joined_samples(timed_samples(raw), rolled_samples)
     counts = _combined_counts(window_counts(raw), rolled_counts)
     return scores_from_samples(judged, samples), uptimes_from_counts(counts)

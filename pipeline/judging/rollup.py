@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlmodel import Session, col, delete, func, select
+from sqlmodel import Session, col, delete, func, select, update
 
 from pipeline.judging.content_scores import content_scores
 from pipeline.judging.day_figures import DayFigures
@@ -23,6 +23,7 @@ from pipeline.judging.evidence import (
     bounded_scores,
     complete_days,
     day_bounds,
+    day_evidence,
     day_history,
     days_between,
 )
@@ -219,8 +220,8 @@ def _store_rows(
     session: Session, rollup: _DayRows, entry_ids: Collection[str] | None = None
 ) -> tuple[int, int]:
     """Replace the stored rows of that day (for `entry_ids`, or all) with `rollup`'s: one bulk
-    insert per chunk (a day of a large catalogue is hundreds of thousands of rows), committed
-    once; the rows stored per table."""
+    insert per chunk (a day of a large catalogue is hundreds of thousands of rows), left for
+    the caller to commit once; the rows stored per table."""
     counts = []
     for table, chunks in ((DailyEntryRollup, rollup.entries),
                           (DailyEndpointRollup, rollup.endpoints)):
@@ -235,7 +236,6 @@ def _store_rows(
             insert_rows(session, table.__table__, rows)
             stored += len(rows)
         counts.append(stored)
-    session.commit()
     return counts[0], counts[1]
 
 
@@ -263,9 +263,13 @@ def roll_up_days(
     for day in days:
         entries, endpoints = _store_rows(
             session, _day_rows(session, day, entry_ids, judged), entry_ids)
+        # The day's evidence in columns, from the rows as now stored, in the same transaction.
+        evidence = day_evidence(session, day)
         if entry_ids is None:  # every entry's row of the day is as of now
-            session.merge(RolledDay(day=day, rolled_at=utcnow()))
-            session.commit()
+            session.merge(RolledDay(day=day, rolled_at=utcnow(), **evidence))
+        else:  # some entries' rows changed: a complete day's evidence with them
+            session.execute(update(RolledDay).where(col(RolledDay.day) == day).values(**evidence))
+        session.commit()
         rollups.append(RolledUp(day, entries, endpoints))
     return rollups
 

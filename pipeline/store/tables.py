@@ -28,7 +28,9 @@ from sqlalchemy import (
     Date,
     DateTime,
     Index,
+    LargeBinary,
     Table,
+    Text,
     UniqueConstraint,
     and_,
     bindparam,
@@ -293,6 +295,12 @@ class RolledDay(SQLModel, table=True):
 
     day: date = Field(primary_key=True)
     rolled_at: datetime = Field(sa_type=UtcDateTime)
+    # The day's rollup evidence in columns, written with its rows (`evidence.day_evidence`):
+    # its probed entries' ids (in id order, joined by commas) and their probe and response
+    # counts and timed responses (packed arrays). The score stage reads a past day from here,
+    # one row, not from its 100,000 rows; None for a day rolled up before they were kept.
+    evidence_entries: str | None = Field(default=None, sa_column=Column(Text))
+    evidence: bytes | None = Field(default=None, sa_column=Column(LargeBinary))
 
 
 class StateChange(SQLModel, table=True):
@@ -476,6 +484,12 @@ class EntrySpan:
         value = entry_id if indexed else entry_id.concat("")
         return and_(true(), *([] if self.first is None else [value >= self.first]),
                     *([] if self.past is None else [value < self.past]))
+
+    def has(self, entry_id: str) -> bool:
+        """Whether the span holds `entry_id`, compared here by code points (as SQLite compares
+        text, and PostgreSQL in the C collation the store's tests use)."""
+        return ((self.first is None or entry_id >= self.first)
+                and (self.past is None or entry_id < self.past))
 
 
 EVERY_ENTRY = EntrySpan()
