@@ -209,15 +209,14 @@ def add_past_nights(nights: int) -> None:
 def _keep_evidence(session: Any) -> None:
     """Each complete day's rollup evidence kept with it, as the rollup stage keeps it, where
     it is not kept yet."""
-    from sqlmodel import col, select, update
+    from sqlmodel import col, select
 
-    from pipeline.judging.evidence import day_evidence
+    from pipeline.judging.rollup import keep_evidence
     from pipeline.store.tables import RolledDay
 
     days = session.exec(select(RolledDay.day).where(col(RolledDay.evidence).is_(None))).all()
     for day in days:
-        session.exec(update(RolledDay).where(col(RolledDay.day) == day).values(
-            **day_evidence(session, day)))
+        keep_evidence(session, day)
         session.commit()
     if days:
         print(f"  the evidence of {len(days)} rolled-up days kept with them")

@@ -186,6 +186,7 @@ class DayEvidence(NamedTuple):
         return cls(entries, counts[0], counts[1], timed, counts[2])
 
     def row_count(self) -> int:
+        """How many rows (probed entries) the day holds, by its ids."""
         return self.entries.count(",") + 1 if self.entries else 0
 
 
@@ -249,10 +250,10 @@ def _rollup_evidence(session: Session, days: list[date], week_starts: date,
     those of `wanted` taken), else from its rows (`_aggregated_days`), a day at a time: each
     day's evidence goes as the next day's comes.
     """
-    kept = set(session.exec(select(RolledDay.day).where(
+    kept_days = set(session.exec(select(RolledDay.day).where(
         col(RolledDay.day).in_(days), col(RolledDay.evidence).is_not(None))))
-    read = heapq.merge(_kept_days(session, sorted(kept)),
-                       _aggregated_days(session, sorted(set(days) - kept), span),
+    read = heapq.merge(_kept_days(session, sorted(kept_days)),
+                       _aggregated_days(session, sorted(set(days) - kept_days), span),
                        key=itemgetter(0))
     codes: dict[str, int] = {}  # each entry's code, as first met
     # the rows taken of a day's entries and their codes, by their text: days alike

@@ -268,10 +268,17 @@ def roll_up_days(
         if entry_ids is None:  # every entry's row of the day is as of now
             session.merge(RolledDay(day=day, rolled_at=utcnow(), **evidence))
         else:  # some entries' rows changed: a complete day's evidence with them
-            session.execute(update(RolledDay).where(col(RolledDay.day) == day).values(**evidence))
+            keep_evidence(session, day, evidence)
         session.commit()
         rollups.append(RolledUp(day, entries, endpoints))
     return rollups
+
+
+def keep_evidence(session: Session, day: date, evidence: dict[str, Any] | None = None) -> None:
+    """Keep `day`'s rollup evidence (`day_evidence`, from its rows as stored, unless given)
+    with its `RolledDay`, where it has one; not committed."""
+    session.execute(update(RolledDay).where(col(RolledDay.day) == day).values(
+        **(day_evidence(session, day) if evidence is None else evidence)))
 
 
 def days_to_roll(session: Session, day: date, now: datetime) -> list[date]:

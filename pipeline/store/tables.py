@@ -296,7 +296,7 @@ class RolledDay(SQLModel, table=True):
     day: date = Field(primary_key=True)
     rolled_at: datetime = Field(sa_type=UtcDateTime)
     # The day's rollup evidence in columns, written with its rows (`evidence.day_evidence`):
-    # its probed entries' ids (in id order, joined by commas) and their probe and response
+    # its probed entries' ids (joined by commas, in its rows' order) and their probe and response
     # counts and timed responses (packed arrays). The score stage reads a past day from here,
     # one row, not from its 100,000 rows; None for a day rolled up before they were kept.
     evidence_entries: str | None = Field(default=None, sa_column=Column(Text))
