@@ -35,7 +35,7 @@ from filelock import FileLock, Timeout
 
 from pipeline.catalogue.entries import Category
 from pipeline.release.layout import CATEGORY_INDEX, Completion
-from pipeline.release.validate import ReleaseValidationError, validate_release
+from pipeline.release.validate import ReleaseValidationError, dataset_problems, validate_release
 from pipeline.store.tables import process_alive
 
 
@@ -289,14 +289,14 @@ def _stage_and_swap_locked(
 
 def complete_staged(complete: Completion, staging: Path, meta: Mapping[str, Any],
                     counts: Mapping[str, int], categories: list[Category]) -> None:
-    """`complete` a release whose JSON is staged (its history, its pages). The pages trust
-    the contract's values (a state they have no label for stops them); where they fail on a
-    release that breaks the contract, the contract's problems are the error, naming the
+    """`complete` a release whose datasets are staged (its history, its pages). The pages
+    trust the contract's values (a state they have no label for stops them); where they fail
+    on datasets that break the contract, the contract's problems are the error, naming the
     entry and the field, rather than the pages'."""
     try:
         complete(staging, meta, counts)
     except Exception as error:
-        problems = validate_release(staging, categories)
+        problems = dataset_problems(staging, categories)
         if problems:
             raise ReleaseValidationError(problems) from error
         raise

@@ -382,9 +382,21 @@ def _validate_datasets(folder: Path, categories: list[Category], problems: list[
         documents.finish(full_meta, problems)
 
 
+def dataset_problems(folder: Path, categories: list[Category]) -> list[str]:
+    """The contract problems of the release's datasets alone (the full dataset, the category
+    files, the search index, the entry documents): what a release is checked for before its
+    history and pages are written."""
+    problems: list[str] = []
+    try:
+        _validate_datasets(folder, categories, problems)
+    except (OSError, _Malformed) as exc:
+        problems.append(f"{FULL_DATASET}: unreadable: {exc}")
+    return problems
+
+
 def validate_release(folder: Path, categories: list[Category]) -> list[str]:
     """Every contract problem of the release in `folder` (empty when it is valid)."""
-    problems: list[str] = []
+    problems = dataset_problems(folder, categories)
 
     def load(path: str) -> Any:
         try:
@@ -393,10 +405,6 @@ def validate_release(folder: Path, categories: list[Category]) -> list[str]:
             problems.append(f"{path}: unreadable: {exc}")
             return None
 
-    try:
-        _validate_datasets(folder, categories, problems)
-    except (OSError, _Malformed) as exc:
-        problems.append(f"{FULL_DATASET}: unreadable: {exc}")
     index = load(CATEGORY_INDEX)
     if index is not None:
         _check_document("CategoryIndex", CATEGORY_INDEX, index, problems)
