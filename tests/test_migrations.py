@@ -32,6 +32,7 @@ from pipeline.store.tables import (
     PipelineRun,
     ProbeRow,
     ReleaseRow,
+    RolledDay,
     StateChange,
     active_base_urls,
     as_utc,
@@ -302,3 +303,26 @@ def test_the_db_commands_show_and_upgrade_the_schema(database_url: str) -> None:
     assert upgraded.returncode == 0, upgraded.stderr
     assert f"upgraded the store from schema revision 0001 to {head_revision()}" in upgraded.stdout
     assert apidir("db", "current").returncode == 0
+
+
+def test_the_days_rolled_up_before_keep_no_evidence_and_are_kept_both_ways(
+    database_url: str,
+) -> None:
+    """Revision 0018 gives each rolled-up day two columns for its evidence, empty for the days
+    already rolled up (read from their rows until they leave the window); going back drops
+    them and keeps the days."""
+    engine = entries_stored_at(database_url, "0017", [("weather", "{}", "weather.yaml")])
+    with engine.begin() as connection:
+        connection.execute(text("INSERT INTO rolled_day (day, rolled_at) VALUES (:day, :at)"),
+                           {"day": T0.date(), "at": T0 + timedelta(days=1)})
+    assert upgrade_store(engine) == ("0017", head_revision())
+    with Session(engine) as session:
+        [day] = session.exec(select(RolledDay)).all()
+    assert (day.day, day.evidence_entries, day.evidence) == (T0.date(), None, None)
+    with engine.begin() as connection:  # and back, the day kept
+        command.downgrade(alembic_config(connection), "0017")
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM rolled_day")).scalar() == 1
+        assert "evidence" not in {
+            column["name"] for column in inspect(connection).get_columns("rolled_day")}
+    engine.dispose()
