@@ -264,21 +264,20 @@ def roll_up_days(
         entries, endpoints = _store_rows(
             session, _day_rows(session, day, entry_ids, judged), entry_ids)
         # The day's evidence in columns, from the rows as now stored, in the same transaction.
-        evidence = day_evidence(session, day)
         if entry_ids is None:  # every entry's row of the day is as of now
-            session.merge(RolledDay(day=day, rolled_at=utcnow(), **evidence))
+            session.merge(RolledDay(day=day, rolled_at=utcnow(), **day_evidence(session, day)))
         else:  # some entries' rows changed: a complete day's evidence with them
-            keep_evidence(session, day, evidence)
+            keep_evidence(session, day)
         session.commit()
         rollups.append(RolledUp(day, entries, endpoints))
     return rollups
 
 
-def keep_evidence(session: Session, day: date, evidence: dict[str, Any] | None = None) -> None:
-    """Keep `day`'s rollup evidence (`day_evidence`, from its rows as stored, unless given)
-    with its `RolledDay`, where it has one; not committed."""
+def keep_evidence(session: Session, day: date) -> None:
+    """Keep `day`'s rollup evidence (`day_evidence`, from its rows as stored) with its
+    `RolledDay`, where it has one; not committed."""
     session.execute(update(RolledDay).where(col(RolledDay.day) == day).values(
-        **(day_evidence(session, day) if evidence is None else evidence)))
+        **day_evidence(session, day)))
 
 
 def days_to_roll(session: Session, day: date, now: datetime) -> list[date]:
