@@ -361,6 +361,9 @@ def test_a_days_kept_evidence_is_read_back_exactly_and_refused_cut_short() -> No
     for broken in (packed["evidence"][:-8], packed["evidence"] + b"\0" * 8):
         with pytest.raises(ValueError, match="cut short or too long"):
             DayEvidence.unpacked("alpha,beta", broken)
+    miscounted = kept._replace(sizes=np.array([1, 0]), timed=np.array([1.0, 2.0])).packed()
+    with pytest.raises(ValueError, match="other timed responses than its rows"):
+        DayEvidence.unpacked("alpha,beta", miscounted["evidence"])
 
 
 def test_samples_joined_by_code_give_latency_the_figures_they_give_by_name() -> None:

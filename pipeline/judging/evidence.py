@@ -176,12 +176,16 @@ class DayEvidence(NamedTuple):
 
     @classmethod
     def unpacked(cls, entries: str, packed: bytes) -> DayEvidence:
-        """What `packed` gave, its arrays read in place; a byte string of another length is
-        refused."""
+        """What `packed` gave, its arrays read in place; a byte string of another length, or
+        whose rows do not hold its timed responses, is refused (`_day_timed` refuses the same
+        of a day read from its rows)."""
         rows, samples = (int(n) for n in np.frombuffer(packed, dtype="<i8", count=2))
         if len(packed) != 8 * (2 + 3 * rows + samples):
             raise ValueError("a day's kept rollup evidence is cut short or too long")
         counts = np.frombuffer(packed, dtype="<i8", count=3 * rows, offset=16).reshape(3, rows)
+        if counts[2].sum() != samples:
+            raise ValueError("a day's kept rollup evidence holds other timed responses than its "
+                             "rows")
         timed = np.frombuffer(packed, dtype="<f8", offset=16 + 24 * rows)
         return cls(entries, counts[0], counts[1], timed, counts[2])
 
@@ -261,7 +265,7 @@ def _rollup_evidence(session: Session, days: list[date], week_starts: date,
     at_days, probed, responded, timed_ms, timed_at, weeks = [], [], [], [], [], []
     for day, evidence in read:
         if not (evidence.row_count() == len(evidence.sizes) == len(evidence.probes)
-                == len(evidence.responses)) or evidence.sizes.sum() != len(evidence.timed):
+                == len(evidence.responses)):
             raise ValueError(f"the rollups of {day} do not line up row by row")
         taken, at = taken_of.get(evidence.entries) or taken_of.setdefault(
             evidence.entries, _coded(evidence.entries, span, wanted, codes))
