@@ -535,6 +535,27 @@ def test_markdown_escaping_and_fences() -> None:
     assert markdown_text(None) == "" and markdown_text(72) == "72"
     assert code_span("a ` b") == "``a ` b``" and code_span("`x`") == "`` `x` ``"
     assert code_block("a\n```\nb", "sh") == "````sh\na\n```\nb\n````"
+    assert code_span("GET /v1/items") == "`GET /v1/items`" and code_span(" a\n b ") == "`a b`"
+
+
+def test_escaped_markdown_texts_are_kept_apart_from_markdown_and_bounded(monkeypatch) -> None:
+    """A text escaped once is read back escaped the same; Markdown equal to it stays as it is;
+    the kept texts never pass their bound; long ones are not kept."""
+    from pipeline.release import markdown
+    from pipeline.release.markdown import Markdown, markdown_text
+
+    monkeypatch.setattr(markdown, "_ESCAPED", {})
+    monkeypatch.setattr(markdown, "_ESCAPED_LIMIT", 3)
+    for _ in range(2):
+        assert markdown_text("*bold* [x](y)") == r"\*bold\* \[x\](y)"
+        assert markdown_text(Markdown("*bold* [x](y)")) == "*bold* [x](y)"
+        assert markdown_text("1. first") == r"1\. first"
+    assert markdown_text(1.5) == "1.5" and markdown_text(True) == "True"
+    for n in range(10):
+        assert markdown_text(f"_{n}_") == rf"\_{n}\_"
+        assert 0 < len(markdown._ESCAPED) <= 3
+    long = "*" + "a" * markdown._ESCAPED_LENGTH
+    assert markdown_text(long) == r"\*" + long[1:] and long not in markdown._ESCAPED
 
 
 def test_the_markdown_check_finds_links_to_missing_files() -> None:

@@ -54,6 +54,13 @@ _ORDERED_START = re.compile(r"^(\d{1,9})([.)])(?=\s|$)")
 _MARKUP_CHARACTER = re.compile(r"[\\`*_\[\]<>|~&]")
 _MARKUP_START = re.compile(r"[#+=-]|\d")
 _SAFE_PATH = re.compile(r"^[a-z0-9][a-z0-9./-]*$")
+_BACKTICKS = re.compile(r"`+")
+
+
+# Texts escaped already (`markdown_text`): labels, reasons, dates and states recur on every
+# entry's Markdown, some 40 texts each. Only short ones are kept, at most `_ESCAPED_LIMIT`.
+_ESCAPED: dict[str, str] = {}
+_ESCAPED_LIMIT, _ESCAPED_LENGTH = 16_384, 200
 
 
 def markdown_text(value: Any) -> str:
@@ -66,7 +73,20 @@ def markdown_text(value: Any) -> str:
         return ""
     if type(value) is int:  # digits, perhaps after a minus: never markup
         return str(value)
-    text = " ".join(str(value).split())
+    if type(value) is not str:
+        return _escaped(str(value))
+    if (escaped := _ESCAPED.get(value)) is None:
+        escaped = _escaped(value)
+        if len(value) <= _ESCAPED_LENGTH:
+            if len(_ESCAPED) >= _ESCAPED_LIMIT:
+                _ESCAPED.clear()
+            _ESCAPED[value] = escaped
+    return escaped
+
+
+def _escaped(value: str) -> str:
+    """`markdown_text` of a text."""
+    text = " ".join(value.split())
     if not _MARKUP_CHARACTER.search(text):
         if not _MARKUP_START.match(text):
             return text
@@ -90,7 +110,9 @@ def strong_mention(mention: tuple[str, str, str]) -> Markdown:
 def code_span(value: Any) -> Markdown:
     """`value` on one line as inline code, fenced by more backticks than any run inside."""
     text = " ".join(str(value).split())
-    fence = "`" * (max(map(len, re.findall(r"`+", text)), default=0) + 1)
+    if "`" not in text:  # most: a method and path, an address
+        return Markdown(f"`{text}`")
+    fence = "`" * (max(map(len, _BACKTICKS.findall(text)), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return Markdown(f"{fence}{pad}{text}{pad}{fence}")
 
@@ -98,7 +120,7 @@ def code_span(value: Any) -> Markdown:
 def code_block(value: Any, info: str = "") -> Markdown:
     """`value` as a fenced code block, its lines kept, with a fence no line inside can close."""
     text = str(value).replace("\r\n", "\n").strip("\n")
-    fence = "`" * max(3, max(map(len, re.findall(r"`+", text)), default=0) + 1)
+    fence = "`" * max(3, max(map(len, _BACKTICKS.findall(text)), default=0) + 1)
     return Markdown(f"{fence}{info}\n{text}\n{fence}")
 
 
