@@ -207,18 +207,11 @@ def add_past_nights(nights: int) -> None:
 
 
 def _keep_evidence(session: Any) -> None:
-    """Each complete day's rollup evidence kept with it, as the rollup stage keeps it, where
-    it is not kept yet."""
-    from sqlmodel import col, select
+    """The rollup evidence of the complete days the score stage reads kept with them, as the
+    rollup stage keeps it (`keep_missing_evidence`), where it is not kept yet."""
+    from pipeline.judging.rollup import keep_missing_evidence
 
-    from pipeline.judging.rollup import keep_evidence
-    from pipeline.store.tables import RolledDay
-
-    days = session.exec(select(RolledDay.day).where(col(RolledDay.evidence).is_(None))).all()
-    for day in days:
-        keep_evidence(session, day)
-        session.commit()
-    if days:
+    if days := keep_missing_evidence(session, _as_of().date()):
         print(f"  the evidence of {len(days)} rolled-up days kept with them")
 
 

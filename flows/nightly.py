@@ -99,6 +99,9 @@ async def rollup(settings: Settings, days: list[date], chosen: stages.Selection 
     rows = sum(r.entries + r.endpoints for r in rollups)
     named = ", ".join(day.isoformat() for day in days) if days else "no day (none ended since)"
     get_run_logger().info("rolled up %s: %d rows", named, rows)
+    if kept := stages.keep_missing_evidence(settings):
+        get_run_logger().info("kept the rollup evidence of %s, rolled up before it was kept",
+                              ", ".join(day.isoformat() for day in kept))
     return rows
 
 

@@ -19,7 +19,7 @@ from pipeline.contract import Uptime
 from pipeline.judging.content_scores import content_scores, store_content_scores
 from pipeline.judging.evidence import bounded_scores, day_bounds, days_between, evidence_days
 from pipeline.judging.present import Presented, present_each, present_entries
-from pipeline.judging.rollup import roll_up_days
+from pipeline.judging.rollup import keep_missing_evidence, roll_up_days
 from pipeline.judging.score import entry_uptimes, score_entries
 from pipeline.operations import score_parts
 from pipeline.operations.handover import discard, handed_over, handover_dir
@@ -132,6 +132,38 @@ def test_a_complete_days_kept_evidence_is_its_rows_and_follows_a_backfill(
     history.commit()
     assert judged_now() == from_kept  # every day from its rows
     assert any(score["latency"] is not None for score in from_kept[0].values())
+
+
+def test_days_rolled_up_before_their_evidence_was_kept_get_it_once(history: Session) -> None:
+    """A store migrated to 0018 keeps no evidence for the days it rolled up before: the rollup
+    stage keeps it, once, for the complete days the score stage may read, newest first, as
+    rolling them up keeps it. A day before the window or rolled up before it ended is left as
+    it is; the scores are the same."""
+    today = TODAY.date()
+    as_of = TODAY.replace(hour=12)
+    evidence_of = {day.day: (day.evidence_entries, day.evidence)
+                   for day in history.exec(select(RolledDay))}
+    from_kept = bounded_scores(history, content_scores(history), as_of)
+    incomplete = today - timedelta(days=4)
+    history.exec(update(RolledDay).values(evidence=None, evidence_entries=None))
+    history.exec(update(RolledDay).where(col(RolledDay.day) == incomplete).values(
+        rolled_at=datetime.combine(incomplete, datetime.min.time(), tzinfo=UTC)))
+    history.commit()
+
+    kept = keep_missing_evidence(history, today)
+    window = days_between(today - timedelta(days=30), today)
+    assert kept == sorted((set(window) & evidence_of.keys()) - {incomplete}, reverse=True)
+    assert len(kept) == 30 and min(evidence_of) < kept[-1]  # days before the window exist
+    history.expire_all()
+    for day in history.exec(select(RolledDay)):
+        if day.day in kept:
+            assert (day.evidence_entries, day.evidence) == evidence_of[day.day], day.day
+        else:
+            assert day.evidence is None and day.evidence_entries is None, day.day
+    assert keep_missing_evidence(history, today) == []
+    scores, uptimes = bounded_scores(history, content_scores(history), as_of)
+    assert ({k: v.json_form() for k, v in scores.items()}, uptimes) == (
+        {k: v.json_form() for k, v in from_kept[0].items()}, from_kept[1])
 
 
 @pytest.mark.parametrize("which", ["rolled", "cut"])

@@ -49,6 +49,7 @@ from pipeline.judging.content_scores import store_content_scores
 from pipeline.judging.health import LifecycleRules
 from pipeline.judging.present import Presented, PresentedValues, present_entries
 from pipeline.judging.rollup import RolledUp, days_to_roll, roll_up_days
+from pipeline.judging.rollup import keep_missing_evidence as rollup_evidence
 from pipeline.operations.handover import handed_over
 from pipeline.operations.score_parts import hand_over_presented
 from pipeline.probing.probe import probe_all
@@ -436,6 +437,13 @@ def roll_up(
     collector is paused, as in the score stage (a fifth of its CPU at 100,000 entries)."""
     with paused_garbage_collection(), session_scope(engine_for(settings.database_url)) as session:
         return roll_up_days(session, days, entry_ids)
+
+
+def keep_missing_evidence(settings: Settings) -> list[date]:
+    """Keep the rollup evidence of the days the score stage reads that were rolled up before
+    it was kept with them (`rollup.keep_missing_evidence`); the days kept."""
+    with paused_garbage_collection(), session_scope(engine_for(settings.database_url)) as session:
+        return rollup_evidence(session, utcnow().date())
 
 
 class UnknownSelectionError(ValueError):
