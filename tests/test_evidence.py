@@ -19,7 +19,7 @@ from pipeline.contract import Uptime
 from pipeline.judging.content_scores import content_scores, store_content_scores
 from pipeline.judging.evidence import bounded_scores, day_bounds, days_between, evidence_days
 from pipeline.judging.present import Presented, present_each, present_entries
-from pipeline.judging.rollup import keep_missing_evidence, roll_up_days
+from pipeline.judging.rollup import keep_evidence, keep_missing_evidence, roll_up_days
 from pipeline.judging.score import entry_uptimes, score_entries
 from pipeline.operations import score_parts
 from pipeline.operations.handover import discard, handed_over, handover_dir
@@ -148,6 +148,14 @@ def test_days_rolled_up_before_their_evidence_was_kept_get_it_once(history: Sess
     history.exec(update(RolledDay).values(evidence=None, evidence_entries=None))
     history.exec(update(RolledDay).where(col(RolledDay.day) == incomplete).values(
         rolled_at=datetime.combine(incomplete, datetime.min.time(), tzinfo=UTC)))
+    history.commit()
+    for day in sorted(evidence_of)[::2]:  # every other day kept: both kinds read in turn
+        keep_evidence(history, day)
+    history.commit()
+    scores, uptimes = bounded_scores(history, content_scores(history), as_of)
+    assert ({k: v.json_form() for k, v in scores.items()}, uptimes) == (
+        {k: v.json_form() for k, v in from_kept[0].items()}, from_kept[1])
+    history.exec(update(RolledDay).values(evidence=None, evidence_entries=None))
     history.commit()
 
     kept = keep_missing_evidence(history, today)
