@@ -14,6 +14,7 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, text
 from sqlmodel import Session, SQLModel, func, select
 
@@ -135,6 +136,42 @@ def test_a_first_release_store_is_upgraded_with_every_row_kept(database_url: str
         presented = present_entries(session, T0 + timedelta(days=NIGHTS))
     assert {status["state"] for status in presented.statuses.values()} == {"live"}
     assert presented.uptimes["entry-0"]["last7d"] == 1.0
+    engine.dispose()
+
+
+def test_a_store_full_of_history_goes_back_to_the_first_revision_and_up_keeping_every_row(
+    database_url: str,
+) -> None:
+    """Every migration goes back on a store whose entries and runs are named by endpoints,
+    probes and releases, one revision at a time: the columns they added to those tables are
+    dropped in place (a batch copy of a table would drop the table their foreign keys name,
+    which SQLite refuses while they hold); then the store is upgraded again, every row kept."""
+    counts = fill_first_release_store(database_url)
+    engine = make_engine(database_url)
+    assert store_revision(engine) == head_revision()
+    tables = {"entries": EntryRow, "runs": PipelineRun, "probes": ProbeRow, "releases": ReleaseRow}
+
+    def stored() -> dict[str, int]:
+        with engine.connect() as connection:
+            return {name: connection.execute(select(func.count()).select_from(
+                table.__table__)).scalar() for name, table in tables.items()}
+
+    with engine.connect() as connection:
+        script = ScriptDirectory.from_config(alembic_config(connection))
+    revisions = [revision for revision in script.walk_revisions() if revision.down_revision]
+    assert len(revisions) == int(head_revision()) - 1
+    for revision in revisions:  # from the head down, one at a time
+        with engine.begin() as connection:
+            command.downgrade(alembic_config(connection), revision.down_revision)
+        assert store_revision(engine) == revision.down_revision
+        assert stored() == {name: counts[name] for name in tables}, revision.revision
+    with engine.connect() as connection:
+        assert "base_url" not in {c["name"] for c in inspect(connection).get_columns("entry")}
+        assert connection.execute(text("SELECT count(*) FROM probe")).scalar() == counts["probes"]
+    assert upgrade_store(engine) == ("0001", head_revision())
+    assert stored() == {name: counts[name] for name in tables}
+    with Session(engine) as session:
+        assert set(active_base_urls(session).values()) == {"https://api.example.com/v1"}
     engine.dispose()
 
 

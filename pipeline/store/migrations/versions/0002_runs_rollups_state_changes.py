@@ -85,6 +85,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     for table in ("entry_state", "state_change", "daily_endpoint", "daily_entry"):
         op.drop_table(table)
-    with op.batch_alter_table("pipeline_run") as batch:
-        batch.drop_index("ix_pipeline_run_flow_run_id")
-        batch.drop_column("flow_run_id")
+    # Dropped in place (SQLite 3.35 on): a batch copy of the table would drop the table that
+    # every probe's and release's foreign key names, which SQLite refuses while they hold.
+    op.drop_index("ix_pipeline_run_flow_run_id", table_name="pipeline_run")
+    op.drop_column("pipeline_run", "flow_run_id")

@@ -24,5 +24,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("entry") as batch:
-        batch.drop_column("file_hash")
+    # Dropped in place (SQLite 3.35 on): a batch copy of the table would drop the table that
+    # every endpoint's and probe's foreign key names, which SQLite refuses while they hold.
+    op.drop_column("entry", "file_hash")

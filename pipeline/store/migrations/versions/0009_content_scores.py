@@ -31,7 +31,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("entry") as batch:
-        batch.drop_column("scored_rubric")
-        batch.drop_column("scored_hash")
-        batch.drop_column("content_scores")
+    # Dropped in place (SQLite 3.35 on): a batch copy of the table would drop the table that
+    # every endpoint's and probe's foreign key names, which SQLite refuses while they hold.
+    for column in ("scored_rubric", "scored_hash", "content_scores"):
+        op.drop_column("entry", column)

@@ -40,7 +40,8 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_entry_compared", table_name="entry")
-    with op.batch_alter_table("entry") as batch:
-        batch.drop_column("successor")
-        batch.drop_column("file_stat")
+    # Dropped in place (SQLite 3.35 on): a batch copy of the table would drop the table that
+    # every endpoint's and probe's foreign key names, which SQLite refuses while they hold.
+    op.drop_column("entry", "successor")
+    op.drop_column("entry", "file_stat")
     op.create_index("ix_entry_compared", "entry", BEFORE)

@@ -30,5 +30,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_entry_base_url", table_name="entry")
-    with op.batch_alter_table("entry") as batch:
-        batch.drop_column("base_url")
+    # Dropped in place (SQLite 3.35 on): a batch copy of the table would drop the table that
+    # every endpoint's and probe's foreign key names, which SQLite refuses while they hold.
+    op.drop_column("entry", "base_url")
