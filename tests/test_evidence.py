@@ -16,6 +16,7 @@ from sqlalchemy import func, null
 from sqlmodel import Session, col, delete, select, update
 
 from pipeline.contract import Uptime
+from pipeline.judging import rollup
 from pipeline.judging.content_scores import content_scores, store_content_scores
 from pipeline.judging.evidence import bounded_scores, day_bounds, days_between, evidence_days
 from pipeline.judging.present import Presented, present_each, present_entries
@@ -134,7 +135,9 @@ def test_a_complete_days_kept_evidence_is_its_rows_and_follows_a_backfill(
     assert any(score["latency"] is not None for score in from_kept[0].values())
 
 
-def test_days_rolled_up_before_their_evidence_was_kept_get_it_once(history: Session) -> None:
+def test_days_rolled_up_before_their_evidence_was_kept_get_it_once(
+    history: Session, monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A store migrated to 0018 keeps no evidence for the days it rolled up before: the rollup
     stage keeps it, once, for the complete days the score stage may read, newest first, as
     rolling them up keeps it. A day before the window or rolled up before it ended is left as
@@ -172,6 +175,18 @@ def test_days_rolled_up_before_their_evidence_was_kept_get_it_once(history: Sess
     scores, uptimes = bounded_scores(history, content_scores(history), as_of)
     assert ({k: v.json_form() for k, v in scores.items()}, uptimes) == (
         {k: v.json_form() for k, v in from_kept[0].items()}, from_kept[1])
+
+    # A day found lacking whose evidence a backfill kept meanwhile keeps the backfill's.
+    monkeypatch.setattr(rollup, "complete_days", lambda session, days: {kept[0], kept[1]})
+    history.exec(update(RolledDay).where(col(RolledDay.day) == kept[1]).values(
+        evidence=None, evidence_entries=None))
+    history.exec(update(RolledDay).where(col(RolledDay.day) == kept[0]).values(
+        evidence=b"kept by a backfill", evidence_entries="alpha"))
+    history.commit()
+    assert keep_missing_evidence(history, today) == [kept[1]]
+    history.expire_all()
+    assert history.get(RolledDay, kept[0]).evidence == b"kept by a backfill"
+    assert history.get(RolledDay, kept[1]).evidence == evidence_of[kept[1]][1]
 
 
 @pytest.mark.parametrize("which", ["rolled", "cut"])

@@ -285,13 +285,16 @@ def keep_missing_evidence(session: Session, today: date) -> list[date]:
     from today on that have none: days rolled up before their evidence was kept with them
     (migration 0018). The score stage reads each from its rows until then, some 2 s of CPU a
     span at 100,000 entries for 30 of them; keeping it costs some 0.2-1 s a day, once. Newest
-    first, each committed on its own; the days kept."""
+    first, each committed on its own, and only while the day still has none: a backfill rolling
+    it up meanwhile keeps its own, from its new rows. The days kept."""
+    missing = col(RolledDay.evidence).is_(None)
     lacking = session.exec(select(RolledDay.day).where(
-        col(RolledDay.evidence).is_(None),
-        col(RolledDay.day) >= today - timedelta(days=WINDOW_DAYS))).all()
-    kept = sorted(complete_days(session, lacking), reverse=True)
-    for day in kept:
-        keep_evidence(session, day)
+        missing, col(RolledDay.day) >= today - timedelta(days=WINDOW_DAYS))).all()
+    kept = []
+    for day in sorted(complete_days(session, lacking), reverse=True):
+        if session.execute(update(RolledDay).where(col(RolledDay.day) == day, missing).values(
+                **day_evidence(session, day))).rowcount:
+            kept.append(day)
         session.commit()
     return kept
 
