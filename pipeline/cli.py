@@ -346,7 +346,8 @@ def serve(
         typer.echo("stopped")
 
 
-db = typer.Typer(help="The store's schema: show it, upgrade it.", no_args_is_help=True)
+db = typer.Typer(help="The store's schema: show it, upgrade it, take it back.",
+                 no_args_is_help=True)
 app.add_typer(db, name="db")
 
 
@@ -381,6 +382,32 @@ def db_upgrade() -> None:
         typer.echo(f"schema revision {after}: already up to date")
     else:
         typer.echo(f"upgraded the store from schema revision {before or 'none'} to {after}")
+
+
+@db.command("downgrade")
+def db_downgrade(
+    revision: Annotated[str, typer.Argument(
+        metavar="REVISION",
+        help="The older version's schema revision, e.g. 0017 (its `apidir db current` names "
+             "it).")],
+) -> None:
+    """Take the store back to an older version's schema, before installing that version: every
+    row its schema holds is kept; what later revisions added is dropped (a newer version
+    builds it again on upgrade). Back the store up first."""
+    from pipeline.store.migrate import RevisionRefusedError, downgrade_store
+    from pipeline.store.tables import open_engine
+
+    engine = open_engine(Settings().database_url)
+    try:
+        before, after = downgrade_store(engine, revision)
+    except RevisionRefusedError as exc:
+        fail(str(exc))
+    finally:
+        engine.dispose()
+    if before == after:
+        typer.echo(f"schema revision {after}: already there")
+    else:
+        typer.echo(f"took the store back from schema revision {before} to {after}")
 
 
 @app.command()

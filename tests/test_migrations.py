@@ -20,8 +20,10 @@ from sqlmodel import Session, SQLModel, func, select
 
 from pipeline.judging.present import present_entries
 from pipeline.store.migrate import (
+    RevisionRefusedError,
     StoreOutOfDateError,
     alembic_config,
+    downgrade_store,
     head_revision,
     store_revision,
     upgrade_store,
@@ -340,6 +342,44 @@ def test_the_db_commands_show_and_upgrade_the_schema(database_url: str) -> None:
     assert upgraded.returncode == 0, upgraded.stderr
     assert f"upgraded the store from schema revision 0001 to {head_revision()}" in upgraded.stdout
     assert apidir("db", "current").returncode == 0
+
+
+def test_the_store_is_taken_back_to_an_older_schema_and_refused_what_it_cannot_be(
+    database_url: str, tmp_path,
+) -> None:
+    """`apidir db downgrade` takes a store full of history back to an older version's schema,
+    every row kept; a revision unknown, newer than the store's or the empty schema before the
+    first is refused in one line, the store unchanged; an empty store has nothing to take back."""
+    counts = fill_first_release_store(database_url)
+    make_engine(database_url).dispose()  # upgraded as the pipeline opens it
+    env = {**os.environ, "APIDIR_DATABASE_URL": database_url,
+           "APIDIR_BASE_URL": "https://directory.test"}
+
+    def apidir(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    back = apidir("db", "downgrade", "0015")
+    assert back.returncode == 0, back.stderr
+    assert f"took the store back from schema revision {head_revision()} to 0015" in back.stdout
+    assert "schema revision 0015; this version needs" in apidir("db", "current").stdout
+    for revision, said in (("0099", "no schema revision '0099': this version knows 0001 to"),
+                           ("base", "no schema revision 'base'"),
+                           ("0016", "schema revision 0015, older than 0016: run `apidir db")):
+        refused = apidir("db", "downgrade", revision)
+        assert refused.returncode == 2, refused.stdout
+        assert refused.stderr.strip().count("\n") == 0 and "Traceback" not in refused.stderr
+        assert said in refused.stderr, refused.stderr
+    assert "schema revision 0015: already there" in apidir("db", "downgrade", "0015").stdout
+    engine = open_engine(database_url)
+    assert store_revision(engine) == "0015"
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM probe")).scalar() == counts["probes"]
+        assert connection.execute(text("SELECT count(*) FROM entry")).scalar() == counts["entries"]
+    assert upgrade_store(engine) == ("0015", head_revision())
+    engine.dispose()
+    with pytest.raises(RevisionRefusedError, match="the store is empty"):
+        downgrade_store(open_engine(f"sqlite:///{tmp_path / 'empty.db'}"), "0015")
 
 
 def test_the_days_rolled_up_before_keep_no_evidence_and_are_kept_both_ways(

@@ -95,6 +95,37 @@ def upgrade_store(engine: Engine) -> tuple[str | None, str]:
     return before, head_revision()
 
 
+class RevisionRefusedError(ValueError):
+    """A schema revision the store cannot be taken back to."""
+
+
+def downgrade_store(engine: Engine, revision: str) -> tuple[str, str]:
+    """Take the store back to an older version's schema `revision`, one revision at a time:
+    every row that schema holds is kept; what later revisions added (columns, tables, and
+    what they held) is dropped. (from, to) revisions; RevisionRefusedError, saying why, for a
+    revision this version does not know, newer than the store's, or an empty store."""
+    known = [script.revision for script in
+             ScriptDirectory.from_config(alembic_config()).walk_revisions()]  # newest first
+    if revision not in known:
+        raise RevisionRefusedError(f"no schema revision {revision!r}: this version knows "
+                                   f"{known[-1]} to {known[0]}")
+    with _migrating(engine) as connection:
+        before = stored_revision(connection)
+        if before is None:
+            raise RevisionRefusedError("the store is empty: there is no schema to take back")
+        if before not in known:
+            raise RevisionRefusedError(f"the store has schema revision {before}, which this "
+                                       "version does not know: use the version that made it")
+        if known.index(revision) < known.index(before):
+            raise RevisionRefusedError(f"the store has schema revision {before}, older than "
+                                       f"{revision}: run `{UPGRADE_COMMAND}` to go forward")
+        if MigrationContext.configure(connection).get_current_revision() is None:
+            command.stamp(alembic_config(connection), before)  # made before migrations
+        command.downgrade(alembic_config(connection), revision)
+        connection.commit()
+    return before, revision
+
+
 def prepare_store(engine: Engine, mode: UpgradeMode = "auto") -> None:
     """Make the store ready for this version: upgraded (`auto`), or checked (`check`: an
     older schema is refused with StoreOutOfDateError; an empty database is created)."""
