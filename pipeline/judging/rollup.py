@@ -273,11 +273,14 @@ def roll_up_days(
     return rollups
 
 
-def keep_evidence(session: Session, day: date) -> None:
+def keep_evidence(session: Session, day: date, missing_only: bool = False) -> bool:
     """Keep `day`'s rollup evidence (`day_evidence`, from its rows as stored) with its
-    `RolledDay`, where it has one; not committed."""
-    session.execute(update(RolledDay).where(col(RolledDay.day) == day).values(
-        **day_evidence(session, day)))
+    `RolledDay`, where it has one (and, `missing_only`, where it keeps none yet); whether it
+    was written. Not committed."""
+    statement = update(RolledDay).where(col(RolledDay.day) == day)
+    if missing_only:
+        statement = statement.where(col(RolledDay.evidence).is_(None))
+    return bool(session.execute(statement.values(**day_evidence(session, day))).rowcount)
 
 
 def keep_missing_evidence(session: Session, today: date) -> list[date]:
@@ -287,13 +290,12 @@ def keep_missing_evidence(session: Session, today: date) -> list[date]:
     span at 100,000 entries for 30 of them; keeping it costs some 0.2-1 s a day, once. Newest
     first, each committed on its own, and only while the day still has none: a backfill rolling
     it up meanwhile keeps its own, from its new rows. The days kept."""
-    missing = col(RolledDay.evidence).is_(None)
     lacking = session.exec(select(RolledDay.day).where(
-        missing, col(RolledDay.day) >= today - timedelta(days=WINDOW_DAYS))).all()
+        col(RolledDay.evidence).is_(None),
+        col(RolledDay.day) >= today - timedelta(days=WINDOW_DAYS))).all()
     kept = []
     for day in sorted(complete_days(session, lacking), reverse=True):
-        if session.execute(update(RolledDay).where(col(RolledDay.day) == day, missing).values(
-                **day_evidence(session, day))).rowcount:
+        if keep_evidence(session, day, missing_only=True):
             kept.append(day)
         session.commit()
     return kept
