@@ -84,12 +84,18 @@ def _migrating(engine: Engine) -> Iterator[Connection]:
                 connection.commit()
 
 
+def _stamp_unversioned(connection: Connection, revision: str | None) -> None:
+    """Write the version table of a store made before migrations, at `revision`, the one its
+    tables match (`stored_revision`)."""
+    if revision and MigrationContext.configure(connection).get_current_revision() is None:
+        command.stamp(alembic_config(connection), revision)
+
+
 def upgrade_store(engine: Engine) -> tuple[str | None, str]:
     """Bring the store to the newest schema, keeping every row; (from, to) revisions."""
     with _migrating(engine) as connection:
         before = stored_revision(connection)
-        if MigrationContext.configure(connection).get_current_revision() is None and before:
-            command.stamp(alembic_config(connection), before)  # made before migrations
+        _stamp_unversioned(connection, before)
         command.upgrade(alembic_config(connection), "head")
         connection.commit()
     return before, head_revision()
@@ -119,8 +125,7 @@ def downgrade_store(engine: Engine, revision: str) -> tuple[str, str]:
         if known.index(revision) < known.index(before):
             raise RevisionRefusedError(f"the store has schema revision {before}, older than "
                                        f"{revision}: run `{UPGRADE_COMMAND}` to go forward")
-        if MigrationContext.configure(connection).get_current_revision() is None:
-            command.stamp(alembic_config(connection), before)  # made before migrations
+        _stamp_unversioned(connection, before)
         command.downgrade(alembic_config(connection), revision)
         connection.commit()
     return before, revision
