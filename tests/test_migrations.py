@@ -109,6 +109,14 @@ def fill_first_release_store(database_url: str) -> dict[str, int]:
     return {"entries": 3, "runs": NIGHTS, "probes": 3 * NIGHTS, "releases": NIGHTS}
 
 
+def run_apidir(database_url: str, *args: str, **settings: str) -> subprocess.CompletedProcess[str]:
+    """`apidir *args` in a process of its own on the store at `database_url`."""
+    env = {**os.environ, "APIDIR_DATABASE_URL": database_url,
+           "APIDIR_BASE_URL": "https://directory.test", **settings}
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
 def test_a_first_release_store_is_upgraded_with_every_row_kept(database_url: str) -> None:
     counts = fill_first_release_store(database_url)
     engine = make_engine(database_url)  # the pipeline opens it: upgraded on start
@@ -323,12 +331,9 @@ def test_an_empty_store_is_created_in_check_mode_too(database_url: str) -> None:
 
 def test_the_db_commands_show_and_upgrade_the_schema(database_url: str) -> None:
     fill_first_release_store(database_url)
-    env = {**os.environ, "APIDIR_DATABASE_URL": database_url, "APIDIR_DATABASE_UPGRADE": "check",
-           "APIDIR_BASE_URL": "https://directory.test"}
 
     def apidir(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=REPO, env=env,
-                              capture_output=True, text=True, timeout=120)
+        return run_apidir(database_url, *args, APIDIR_DATABASE_UPGRADE="check")
 
     current = apidir("db", "current")
     assert current.returncode == 1
@@ -352,12 +357,9 @@ def test_the_store_is_taken_back_to_an_older_schema_and_refused_what_it_cannot_b
     first is refused in one line, the store unchanged; an empty store has nothing to take back."""
     counts = fill_first_release_store(database_url)
     make_engine(database_url).dispose()  # upgraded as the pipeline opens it
-    env = {**os.environ, "APIDIR_DATABASE_URL": database_url,
-           "APIDIR_BASE_URL": "https://directory.test"}
 
     def apidir(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=REPO, env=env,
-                              capture_output=True, text=True, timeout=120)
+        return run_apidir(database_url, *args)
 
     back = apidir("db", "downgrade", "0015")
     assert back.returncode == 0, back.stderr
