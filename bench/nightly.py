@@ -214,7 +214,10 @@ def age_store(database_url: str, days: int = 1) -> int:
             for column in table.columns:
                 name = f'"{column.name}"'
                 if isinstance(column.type, DateTime):
-                    steps = [f"datetime({name}, '-{days} day') || substr({name}, 20)" if sqlite
+                    # whole seconds moved, the fraction kept as written: datetime() would
+                    # round a fraction past .9995 up into the next second
+                    steps = [f"datetime(substr({name}, 1, 19), '-{days} day') || substr({name}, 20)"
+                             if sqlite
                              else f"{name} - interval '{days} day'"]
                 elif isinstance(column.type, Date):  # a key: moved out of the way and back
                     steps = ([f"date({name}, '+5000 years')",

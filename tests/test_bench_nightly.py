@@ -203,7 +203,7 @@ def test_aging_the_store_moves_every_time_and_day_back_and_keeps_the_rest(
     session = ingested_store()
     url = plan_targets(session)[0].url
     today, yesterday = date(2026, 11, 27), date(2026, 11, 26)
-    probed = datetime(2026, 11, 27, 3, 4, 5, 678901, tzinfo=UTC)
+    probed = datetime(2026, 11, 27, 3, 4, 5, 999901, tzinfo=UTC)  # a fraction SQLite would round
     record_probes(session, start_run(session, "nightly"), [result(url, "live", 200, at=probed)])
     for day in (today, yesterday):  # neighbouring keys: moving one onto the other must not clash
         session.add(DailyEntryRollup(day=day, entry_id="example-weather", probes=day.day))
