@@ -390,16 +390,21 @@ def db_downgrade(
         metavar="REVISION",
         help="The older version's schema revision, e.g. 0017 (its `apidir db current` names "
              "it).")],
+    ignore_running: Annotated[bool, typer.Option(
+        "--ignore-running",
+        help="Go on although the store marks runs as running: for a run whose machine or "
+             "process is gone.")] = False,
 ) -> None:
     """Take the store back to an older version's schema, before installing that version: every
     row its schema holds is kept; what later revisions added is dropped (a newer version
-    builds it again on upgrade). Back the store up first."""
+    builds it again on upgrade). Back the store up and pause the schedule first: a store a run
+    is still using is refused."""
     from pipeline.store.migrate import RevisionRefusedError, downgrade_store
     from pipeline.store.tables import open_engine
 
     engine = open_engine(Settings().database_url)
     try:
-        before, after = downgrade_store(engine, revision)
+        before, after = downgrade_store(engine, revision, ignore_running)
     except RevisionRefusedError as exc:
         fail(str(exc))
     finally:

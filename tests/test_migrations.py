@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -382,6 +383,44 @@ def test_the_store_is_taken_back_to_an_older_schema_and_refused_what_it_cannot_b
     engine.dispose()
     with pytest.raises(RevisionRefusedError, match="the store is empty"):
         downgrade_store(open_engine(f"sqlite:///{tmp_path / 'empty.db'}"), "0015")
+
+
+def test_a_store_a_run_is_still_using_is_not_taken_back(database_url: str) -> None:
+    """`apidir db downgrade` refuses in one line while the store marks a run running whose
+    process is alive here, or that runs on another machine, naming the run, and leaves the
+    store as it was; a run here whose process is gone does not count, and `--ignore-running`
+    goes on past one on another machine."""
+    make_engine(database_url).dispose()
+    engine = open_engine(database_url)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    with engine.begin() as connection:
+        for host, pid in ((socket.gethostname(), os.getpid()), ("elsewhere", 4242),
+                          (socket.gethostname(), int(gone.stdout))):
+            connection.execute(text(
+                "INSERT INTO pipeline_run (flow, started_at, state, entries_seen,"
+                " entries_published, entries_added, entries_updated, entries_retired,"
+                " entries_invalid, probes, probes_failed, network_suspect, host, pid) VALUES"
+                " ('nightly', :at, 'running', 0, 0, 0, 0, 0, 0, 0, 0, false, :host, :pid)"),
+                {"at": datetime(2026, 11, 28, 3, 0, 1, tzinfo=UTC), "host": host, "pid": pid})
+
+    def refused(*flags: str) -> str:
+        answer = run_apidir(database_url, "db", "downgrade", "0015", *flags)
+        assert answer.returncode == 2, answer.stdout
+        assert answer.stderr.strip().count("\n") == 0 and "Traceback" not in answer.stderr
+        assert store_revision(engine) == head_revision()
+        return answer.stderr
+
+    here = f"run 1 (nightly, since 2026-11-28 03:00:01, on {socket.gethostname()})"
+    assert f"{here} is still running (and 1 more): wait for it to end" in refused()
+    with engine.begin() as connection:
+        connection.execute(text("UPDATE pipeline_run SET state = 'completed' WHERE id = 1"))
+    assert "run 2 (nightly, since 2026-11-28 03:00:01, on elsewhere) is still running: " in (
+        refused())  # run 3's process is gone: not counted
+    back = run_apidir(database_url, "db", "downgrade", "0015", "--ignore-running")
+    assert back.returncode == 0, back.stderr
+    assert store_revision(engine) == "0015"
+    engine.dispose()
 
 
 def test_the_days_rolled_up_before_keep_no_evidence_and_are_kept_both_ways(

@@ -34,9 +34,9 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from pipeline.catalogue.entries import Category
+from pipeline.processes import process_alive
 from pipeline.release.layout import CATEGORY_INDEX, Completion
 from pipeline.release.validate import ReleaseValidationError, dataset_problems, validate_release
-from pipeline.store.tables import process_alive
 
 
 def _exchange(first: Path, second: Path) -> bool:

@@ -8,6 +8,7 @@ tables, marked with the revision it matches, then upgraded, so its history is ke
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from functools import cache
@@ -21,6 +22,8 @@ from alembic.script import ScriptDirectory
 from filelock import FileLock
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, Engine
+
+from pipeline.processes import process_alive
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 UPGRADE_COMMAND = "apidir db upgrade"
@@ -105,11 +108,13 @@ class RevisionRefusedError(ValueError):
     """A schema revision the store cannot be taken back to."""
 
 
-def downgrade_store(engine: Engine, revision: str) -> tuple[str, str]:
+def downgrade_store(engine: Engine, revision: str, ignore_running: bool = False,
+                    ) -> tuple[str, str]:
     """Take the store back to an older version's schema `revision`, one revision at a time:
     every row that schema holds is kept; what later revisions added (columns, tables, and
     what they held) is dropped. (from, to) revisions; RevisionRefusedError, saying why, for a
-    revision this version does not know, newer than the store's, or an empty store."""
+    revision this version does not know, newer than the store's, an empty store, or a store
+    a run is still using (`running_runs`) unless `ignore_running`."""
     known = [script.revision for script in
              ScriptDirectory.from_config(alembic_config()).walk_revisions()]  # newest first
     if revision not in known:
@@ -125,10 +130,31 @@ def downgrade_store(engine: Engine, revision: str) -> tuple[str, str]:
         if known.index(revision) < known.index(before):
             raise RevisionRefusedError(f"the store has schema revision {before}, older than "
                                        f"{revision}: run `{UPGRADE_COMMAND}` to go forward")
+        if before != revision and not ignore_running and (running := running_runs(connection)):
+            more = f" (and {len(running) - 1} more)" if len(running) > 1 else ""
+            raise RevisionRefusedError(
+                f"{running[0]} is still running{more}: wait for it to end and pause the "
+                "schedule first, or pass --ignore-running if its process is gone")
         _stamp_unversioned(connection, before)
         command.downgrade(alembic_config(connection), revision)
         connection.commit()
     return before, revision
+
+
+def running_runs(connection: Connection) -> list[str]:
+    """The runs the store marks running, as "run N (flow, since …, on host)": a newer version
+    still writing would fail on the columns a downgrade drops. A run on this machine whose
+    process is gone is not counted (the next run marks it crashed); one on another machine
+    cannot be told from a live one."""
+    owner = {"host", "pid"} <= {column["name"] for column in
+                                inspect(connection).get_columns("pipeline_run")}
+    rows = connection.execute(text(
+        "SELECT id, flow, started_at" + (", host, pid" if owner else ", NULL, NULL")
+        + " FROM pipeline_run WHERE state = 'running' ORDER BY id"))
+    here = socket.gethostname()
+    return [f"run {run_id} ({flow}, since {str(started)[:19]}{f', on {host}' if host else ''})"
+            for run_id, flow, started, host, pid in rows
+            if not (host == here and pid is not None and not process_alive(pid))]
 
 
 def prepare_store(engine: Engine, mode: UpgradeMode = "auto") -> None:

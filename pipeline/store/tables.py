@@ -42,6 +42,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
+from pipeline.processes import process_alive
 from pipeline.settings import Settings
 from pipeline.store.migrate import UpgradeMode, prepare_store
 
@@ -417,17 +418,6 @@ def content_hash(content: dict[str, Any]) -> str:
 
 
 ABANDONED = "abandoned: the process running it"
-
-
-def process_alive(pid: int) -> bool:
-    """Whether a process of this machine runs under `pid` (another user's counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def reap_abandoned_runs(session: Session) -> list[PipelineRun]:
