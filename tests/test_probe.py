@@ -541,7 +541,9 @@ async def test_a_redirect_chain_ends_within_one_deadline_per_attempt(web: FakeSe
     assert (result.outcome, result.error_class, result.attempts) == (
         "unreachable", "read_timeout", 2)
     assert result.redirects < 6
-    assert took < 2 * settings.total_timeout + 1.0  # the documented bound, with backoff
+    # without the attempt's deadline each attempt would follow all six hops (7.2 s); the
+    # bound is one attempt's whole chain, loose enough for a loaded machine
+    assert took < 6 * 0.6
 
 
 async def closed_by_the_client(server: FakeServer, within: float = 2.0) -> bool:
