@@ -28,7 +28,12 @@ from pipeline.operations.runs import (
     run_stage,
     with_retries,
 )
-from pipeline.operations.stages import Selection, changes_of_run, warm_workers
+from pipeline.operations.stages import (
+    Selection,
+    changes_of_run,
+    refuse_pruned_days,
+    warm_workers,
+)
 from pipeline.settings import Settings
 from pipeline.store.tables import utcnow
 
@@ -52,6 +57,7 @@ async def backfill(
     try:  # the hand-over file goes however the run ends
         try:
             selection = Selection(tuple(entries or ()), tuple(categories or ()))
+            await run_stage("select", asyncio.to_thread(refuse_pruned_days, settings, days))
             chosen = await run_stage(
                 "select", asyncio.to_thread(selection.entry_ids, settings)
             )

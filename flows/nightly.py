@@ -102,6 +102,10 @@ async def rollup(settings: Settings, days: list[date], chosen: stages.Selection 
     if kept := stages.keep_missing_evidence(settings):
         get_run_logger().info("kept the rollup evidence of %s, rolled up before it was kept",
                               ", ".join(day.isoformat() for day in kept))
+    if pruned := stages.prune_probes(settings):
+        get_run_logger().info("pruned the raw probes of %s (%d probes), older than %d days",
+                              ", ".join(day.isoformat() for day, _ in pruned),
+                              sum(count for _, count in pruned), settings.probes_kept_days)
     return rows
 
 

@@ -6,10 +6,14 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.probing.probe import ProbeSettings
+
+# The fewest days of raw probes a store may keep: the score stage's longest window (30 days)
+# and the day it starts in, which it reads raw (`judging.evidence.evidence_days`).
+PROBES_KEPT_MIN_DAYS = 31
 
 
 class Settings(BaseSettings):
@@ -116,6 +120,11 @@ class Settings(BaseSettings):
     changes_days: int = Field(
         default=30, ge=1, description="Days of state changes listed in api/changes.json."
     )
+    probes_kept_days: int = Field(
+        default=0, ge=0,
+        description="Days of raw probes kept: the probes of an older day, once it is rolled up, "
+        "are deleted, its daily rollups kept (0: every probe is kept).",
+    )
     alert_webhook_url: str | None = Field(
         default=None,
         description="Webhook POSTed a JSON alert when a run fails or crashes or entries "
@@ -138,6 +147,14 @@ class Settings(BaseSettings):
     retry_delay: float = Field(
         default=10.0, ge=0, description="Seconds before a stage's first retry; doubles after."
     )
+
+    @field_validator("probes_kept_days")
+    @classmethod
+    def _probes_kept_for_the_scores(cls, days: int) -> int:
+        if 0 < days < PROBES_KEPT_MIN_DAYS:
+            raise ValueError(f"0 (every probe kept) or at least {PROBES_KEPT_MIN_DAYS}: the "
+                             f"scores read the raw probes of the last {PROBES_KEPT_MIN_DAYS} days")
+        return days
 
     def probe_settings(self) -> ProbeSettings:
         """The prober's limits, with a User-Agent naming the directory's address."""

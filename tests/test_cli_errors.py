@@ -94,6 +94,14 @@ def test_a_bad_setting_is_one_line_naming_the_variable(settings_env: dict[str, s
     assert one_line(done).startswith("apidir: invalid setting: APIDIR_PROBE_TIMEOUT:")
 
 
+def test_too_few_days_of_probes_kept_for_the_scores_is_one_line(
+        settings_env: dict[str, str]) -> None:
+    done = apidir("publish", env=settings_env | {"APIDIR_PROBES_KEPT_DAYS": "7"})
+    assert done.returncode == 2
+    assert one_line(done).startswith("apidir: invalid setting: APIDIR_PROBES_KEPT_DAYS: ")
+    assert "0 (every probe kept) or at least 31" in one_line(done)
+
+
 def test_publishing_over_a_file_is_refused_in_one_line_and_the_file_kept(
     write_entry: WriteEntry, settings_env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -159,6 +159,36 @@ async def test_backfill_of_chosen_entries_leaves_the_others_alone(
         await backfill(DAYS[0], DAYS[0], entries=["no-such-api"])
 
 
+async def test_a_nightly_prunes_old_rolled_up_days_and_a_backfill_of_them_is_refused(
+    prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With APIDIR_PROBES_KEPT_DAYS, the nightly deletes the raw probes of the days rolled up
+    that ended longer ago (their rollups kept), and a backfill of such a day is refused before
+    it writes anything, naming the day."""
+    write_entry()
+    url = quiet_env["APIDIR_DATABASE_URL"]
+    await nightly()
+    today = datetime.now(UTC).date()
+    old, recent = today - timedelta(days=40), today - timedelta(days=20)
+    for day in (old, recent):
+        record_day(url, day, {"example-weather": ("live", 200, 100.0)})
+    await backfill(old, old)
+    rolled = rollup_rows(url)
+    monkeypatch.setenv("APIDIR_PROBES_KEPT_DAYS", "31")
+    await nightly()
+    with Session(engine_for(url)) as session:
+        days = {moment.date() for moment in session.exec(select(ProbeRow.checked_at))}
+    assert old not in days and recent in days
+    assert [row for row in rollup_rows(url)[0] if row["day"] == old] == [
+        row for row in rolled[0] if row["day"] == old]
+    with pytest.raises(StageFailed, match=f"select stage failed: ProbesPrunedError: the raw "
+                                          f"probes of {old.isoformat()} were pruned"):
+        await backfill(old, recent)
+    assert [row for row in rollup_rows(url)[0] if row["day"] <= old] == [
+        row for row in rolled[0] if row["day"] <= old]
+
+
 async def test_a_failed_stage_keeps_the_release_records_the_run_and_alerts(
     prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str], tmp_path: Path,
     hook: WebhookReceiver, data_dir: Path,

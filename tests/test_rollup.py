@@ -9,14 +9,24 @@ from sqlmodel import Session, select
 
 from pipeline.judging import rollup as rollup_module
 from pipeline.judging.evidence import WINDOW_DAYS, day_bounds, days_between
-from pipeline.judging.rollup import compute_day, days_to_roll, roll_up_days
+from pipeline.judging.rollup import (
+    ProbesPrunedError,
+    compute_day,
+    days_to_roll,
+    prune_probes,
+    pruned_days,
+    roll_up_days,
+)
 from pipeline.judging.score import score_entries
+from pipeline.settings import PROBES_KEPT_MIN_DAYS
 from pipeline.store.history import history_frame, plan_targets, record_probes
 from pipeline.store.tables import (
     DailyEndpointRollup,
     DailyEntryRollup,
+    ProbeRow,
     RolledDay,
     active_entries,
+    as_utc,
     start_run,
 )
 from tests.conftest import WriteEntry, make_entry
@@ -230,3 +240,34 @@ def test_a_backfill_of_more_entries_than_one_statement_may_bind_replaces_their_r
     roll_up_days(session, days_between(DAY1, DAY3),
                  entry_ids=chosen | {"example-weather", "quiet-maps"})
     assert stored(session) == first
+
+
+def test_old_days_rolled_up_lose_their_raw_probes_and_keep_their_rollups(
+    session: Session, history: dict[str, str],
+) -> None:
+    """With N days of probes kept, each day that ended more than N days ago and was rolled up
+    after it ended loses its raw probes and kept evidence; its rollups stay, and rolling it up
+    again is refused, as it would count none. A day never rolled up, or a newer one, keeps its
+    probes. Pruning again deletes nothing."""
+    kept_days = PROBES_KEPT_MIN_DAYS
+    today = DAY2 + timedelta(days=kept_days + 1)  # DAY2 ended kept_days + 1 days ago
+    newest, lone = today - timedelta(days=kept_days), DAY1 - timedelta(days=1)
+    run = start_run(session, "nightly")
+    record_probes(session, run, [result(history["forecast"], "live", 200, 80.0, at=at(day, 3),
+                                        entry="example-weather") for day in (lone, newest)])
+    roll_up_days(session, [DAY1, DAY2, newest])  # now: each after it ended; `lone` never
+    rolled = stored(session)
+
+    assert prune_probes(session, today, kept_days) == [(DAY1, 3), (DAY2, 15)]
+    left = session.exec(select(ProbeRow.checked_at).order_by(ProbeRow.checked_at)).all()
+    assert [as_utc(checked).date() for checked in left] == [lone, newest]
+    assert stored(session) == rolled
+    evidence = {day.day: day.evidence for day in session.exec(select(RolledDay))}
+    assert evidence[DAY1] is None and evidence[DAY2] is None and evidence[newest] is not None
+    assert prune_probes(session, today, kept_days) == []
+
+    assert pruned_days(session, [lone, DAY1, DAY2, newest, DAY3]) == [DAY1, DAY2]
+    with pytest.raises(ProbesPrunedError, match="raw probes of 2026-11-10, 2026-11-11 were"):
+        roll_up_days(session, [DAY2, newest, DAY1])
+    assert stored(session) == rolled
+    assert prune_probes(session, today + timedelta(days=1), kept_days) == [(newest, 1)]

@@ -258,6 +258,7 @@ def roll_up_days(
     days = list(days)
     if not days:
         return []
+    refuse_pruned_days(session, days)
     judged = content_scores(session, entry_ids)
     rollups = []
     for day in days:
@@ -299,6 +300,65 @@ def keep_missing_evidence(session: Session, today: date) -> list[date]:
             kept.append(day)
         session.commit()
     return kept
+
+
+class ProbesPrunedError(ValueError):
+    """Days were asked to be rolled up again whose raw probes were pruned (`prune_probes`)."""
+
+
+def _named(days: list[date]) -> str:
+    shown = ", ".join(day.isoformat() for day in days[:3])
+    return shown + (f" and {len(days) - 3} more days" if len(days) > 3 else "")
+
+
+def _has_probes(session: Session, day: date) -> bool:
+    start, end = day_bounds(day)
+    return session.exec(select(ProbeRow.id).where(
+        col(ProbeRow.checked_at) >= start, col(ProbeRow.checked_at) <= end).limit(1)).first() \
+        is not None
+
+
+def pruned_days(session: Session, days: Iterable[date]) -> list[date]:
+    """Those of `days` whose rollups count probes the store no longer holds: rolling one up
+    again would replace its figures with those of a day without probes."""
+    counted = set(session.exec(select(DailyEntryRollup.day).distinct().where(
+        col(DailyEntryRollup.day).in_(sorted(set(days))), col(DailyEntryRollup.probes) > 0)))
+    return [day for day in sorted(counted) if not _has_probes(session, day)]
+
+
+def refuse_pruned_days(session: Session, days: Iterable[date]) -> None:
+    """Raise ProbesPrunedError, naming them, if any of `days` had its raw probes pruned."""
+    if pruned := pruned_days(session, days):
+        raise ProbesPrunedError(
+            f"the raw probes of {_named(pruned)} were pruned (APIDIR_PROBES_KEPT_DAYS): their "
+            "rollups stand as they are and cannot be computed again")
+
+
+def prune_probes(session: Session, today: date, kept_days: int) -> list[tuple[date, int]]:
+    """Delete the raw probes of each day that ended more than `kept_days` days before `today`
+    and was rolled up after it ended (its rollups stand in for them: trends, uptime and
+    scores read those), with the rollup evidence kept for the score stage, whose window such
+    a day has left. A day never rolled up completely keeps its probes, its only record. Oldest
+    first, each day committed on its own; (day, probes deleted) of each day pruned."""
+    first = session.exec(select(func.min(ProbeRow.checked_at))).one()
+    last = today - timedelta(days=kept_days + 1)
+    if first is None or last < as_utc(first).date():
+        return []
+    days = days_between(as_utc(first).date(), last)
+    complete = complete_days(session, days)
+    pruned = []
+    for day in days:
+        if day not in complete:
+            continue
+        start, end = day_bounds(day)
+        deleted = session.execute(delete(ProbeRow).where(
+            col(ProbeRow.checked_at) >= start, col(ProbeRow.checked_at) <= end)).rowcount
+        session.execute(update(RolledDay).where(col(RolledDay.day) == day).values(
+            evidence=None, evidence_entries=None))
+        session.commit()
+        if deleted:
+            pruned.append((day, deleted))
+    return pruned
 
 
 def days_to_roll(session: Session, day: date, now: datetime) -> list[date]:

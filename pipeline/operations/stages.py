@@ -36,6 +36,7 @@ from pipeline.catalogue.ingest import (
     stored_files,
 )
 from pipeline.catalogue.spool import entry_spool
+from pipeline.judging import rollup
 from pipeline.judging.changes import (
     Change,
     curated_deprecations,
@@ -49,7 +50,6 @@ from pipeline.judging.content_scores import store_content_scores
 from pipeline.judging.health import LifecycleRules
 from pipeline.judging.present import Presented, PresentedValues, present_entries
 from pipeline.judging.rollup import RolledUp, days_to_roll, roll_up_days
-from pipeline.judging.rollup import keep_missing_evidence as rollup_evidence
 from pipeline.operations.handover import handed_over
 from pipeline.operations.score_parts import hand_over_presented
 from pipeline.probing.probe import probe_all
@@ -443,7 +443,22 @@ def keep_missing_evidence(settings: Settings) -> list[date]:
     """Keep the rollup evidence of the days the score stage reads that were rolled up before
     it was kept with them (`rollup.keep_missing_evidence`); the days kept."""
     with paused_garbage_collection(), session_scope(engine_for(settings.database_url)) as session:
-        return rollup_evidence(session, utcnow().date())
+        return rollup.keep_missing_evidence(session, utcnow().date())
+
+
+def prune_probes(settings: Settings) -> list[tuple[date, int]]:
+    """Delete the raw probes older than `APIDIR_PROBES_KEPT_DAYS` of the days rolled up
+    (`rollup.prune_probes`), if a limit is set; (day, probes deleted) of each day pruned."""
+    if not settings.probes_kept_days:
+        return []
+    with session_scope(engine_for(settings.database_url)) as session:
+        return rollup.prune_probes(session, utcnow().date(), settings.probes_kept_days)
+
+
+def refuse_pruned_days(settings: Settings, days: list[date]) -> None:
+    """Refuse a backfill of days whose raw probes were pruned, before it probes or writes."""
+    with session_scope(engine_for(settings.database_url)) as session:
+        rollup.refuse_pruned_days(session, days)
 
 
 class UnknownSelectionError(ValueError):
