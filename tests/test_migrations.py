@@ -385,6 +385,20 @@ def test_the_store_is_taken_back_to_an_older_schema_and_refused_what_it_cannot_b
         downgrade_store(open_engine(f"sqlite:///{tmp_path / 'empty.db'}"), "0015")
 
 
+def test_a_sqlite_too_old_to_drop_columns_is_refused_before_the_store_is_touched(
+        tmp_path) -> None:
+    """The downgrades drop columns in place, which SQLite does from 3.35 on: an older library
+    (as the engine reports it) is refused in one sentence, the store left at its revision."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    with engine.connect():
+        engine.dialect.server_version_info = (3, 31, 1)
+    with pytest.raises(RevisionRefusedError,
+                       match=r"needs SQLite 3\.35 or later; this Python has 3\.31\.1$"):
+        downgrade_store(engine, "0015")
+    assert store_revision(engine) == head_revision()
+    engine.dispose()
+
+
 def test_a_store_a_run_is_still_using_is_not_taken_back(database_url: str) -> None:
     """`apidir db downgrade` refuses in one line while the store marks a run running whose
     process is alive here, or that runs on another machine, naming the run, and leaves the

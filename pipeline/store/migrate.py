@@ -121,6 +121,11 @@ def downgrade_store(engine: Engine, revision: str, ignore_running: bool = False,
         raise RevisionRefusedError(f"no schema revision {revision!r}: this version knows "
                                    f"{known[-1]} to {known[0]}")
     with _migrating(engine) as connection:
+        version = connection.dialect.server_version_info or ()  # known once connected
+        if connection.dialect.name == "sqlite" and version < (3, 35):
+            raise RevisionRefusedError(  # the downgrades drop columns in place
+                f"taking a SQLite store back needs SQLite 3.35 or later; this Python has "
+                f"{'.'.join(map(str, version))}")
         before = stored_revision(connection)
         if before is None:
             raise RevisionRefusedError("the store is empty: there is no schema to take back")
