@@ -112,13 +112,14 @@ def running_server(folder: Path) -> Iterator[str | None]:
 
 
 @contextmanager
-def scratch_database(server_url: str) -> Iterator[str]:
-    """A new, empty database on the server for the block's length, then dropped."""
+def scratch_database(server_url: str, options: str = "") -> Iterator[str]:
+    """A new, empty database on the server for the block's length (made with `options` of
+    CREATE DATABASE, such as its collation), then dropped."""
     name = f"apidir_test_{uuid.uuid4().hex[:12]}"
     admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as connection:
-            connection.execute(text(f'CREATE DATABASE "{name}"'))
+            connection.execute(text(f'CREATE DATABASE "{name}" {options}'))
         yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
     finally:
         with admin.connect() as connection:

@@ -47,7 +47,7 @@ from pipeline.release.validate import (
     validate_release,
 )
 from pipeline.store.tables import EntryRow, active_entries, make_engine
-from tests.conftest import REPO
+from tests.conftest import REPO, make_entry
 
 NOW = datetime(2026, 11, 21, 3, 0, tzinfo=UTC)
 CATEGORIES = load_categories(REPO / "data" / "categories.yaml")
@@ -458,6 +458,32 @@ def test_publish_release_streams_the_store(tmp_path: Path, stored_catalogue) -> 
     on_disk = read_catalog([REPO / "data" / "entries"]).entries
     assert record.total_apis == len(contents) == len(on_disk)
     assert {path: (out / path).read_bytes() for path in expected} == expected
+
+
+def test_a_database_that_sorts_ids_its_own_way_is_read_in_code_point_order(
+    postgres_server: str, write_entry, data_dir: Path,
+) -> None:
+    """A PostgreSQL database whose collation ignores punctuation (as glibc's en_US.UTF-8 does)
+    sorts `openai` before `open-meteo`; the release reads the entries in code-point order
+    all the same, the order it streams them in."""
+    from sqlalchemy import text
+
+    from pipeline.release.publish import _active_contents
+    from tests.postgres_server import scratch_database
+
+    ids = ["openai", "open-meteo", "open-ai2", "a0-api"]
+    for entry_id in ids:
+        write_entry(make_entry(id=entry_id))
+    shifted = "LOCALE_PROVIDER icu ICU_LOCALE 'en-u-ka-shifted' LOCALE 'C' TEMPLATE template0"
+    with scratch_database(postgres_server, shifted) as url:
+        engine = make_engine(url)
+        with Session(engine) as session:
+            entries = data_dir / "entries"
+            ingest_catalog(session, read_catalog([entries], entries))
+            by_server = session.exec(text("SELECT id FROM entry ORDER BY id")).scalars().all()
+            assert by_server == ["a0-api", "openai", "open-ai2", "open-meteo"]
+            assert [entry_id for entry_id, _ in _active_contents(session)] == sorted(ids)
+        engine.dispose()
 
 
 def test_a_release_is_staged_in_the_release_before_last_its_entry_files_written_in_place(

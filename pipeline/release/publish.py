@@ -77,7 +77,7 @@ from pipeline.release.swap import (
     write_file,
     write_release,
 )
-from pipeline.store.tables import EntryRow, ReleaseRow
+from pipeline.store.tables import EntryRow, ReleaseRow, in_lists
 
 DEFAULT_RELEASES_KEPT = 30
 
@@ -412,15 +412,18 @@ def assemble_entries(
 
 
 def _active_contents(session: Session) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(id, curated content) of every published entry, by id, streamed from the store."""
-    statement = (
-        select(EntryRow.id, type_coerce(EntryRow.content, Text))  # the JSON text, parsed below
-        .where(col(EntryRow.retired_at).is_(None))
-        .order_by(EntryRow.id)
-        .execution_options(yield_per=2000)
-    )
-    for entry_id, content in session.exec(statement):
-        yield entry_id, orjson.loads(content) if isinstance(content, str | bytes) else content
+    """(id, curated content) of every published entry, by id, streamed from the store an IN
+    list at a time. The ids are ordered here, by code points: a PostgreSQL database in a
+    collation that ignores punctuation (glibc's en_US.UTF-8) sorts `openai` before
+    `open-meteo`, and the release is written in code-point order (`stream_release`)."""
+    ids = sorted(session.exec(select(EntryRow.id).where(col(EntryRow.retired_at).is_(None))))
+    for chunk in in_lists(ids):
+        statement = select(EntryRow.id, type_coerce(EntryRow.content, Text)).where(
+            col(EntryRow.id).in_(chunk))  # the JSON text, parsed below
+        contents = dict(session.exec(statement).all())
+        for entry_id in chunk:
+            content = contents[entry_id]  # an entry retired meanwhile keeps its row
+            yield entry_id, orjson.loads(content) if isinstance(content, str | bytes) else content
 
 
 def release_summary(
