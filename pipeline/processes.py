@@ -10,6 +10,7 @@ import gc
 import logging
 import multiprocessing
 import os
+import socket
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -157,3 +158,10 @@ def process_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def process_gone(host: str | None, pid: int | None) -> bool:
+    """Whether the process `pid` of machine `host` provably runs no more: one of this machine,
+    not this process, and not alive. Another machine's cannot be told from here."""
+    return (host == socket.gethostname() and pid is not None and pid != os.getpid()
+            and not process_alive(pid))

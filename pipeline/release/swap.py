@@ -34,7 +34,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from pipeline.catalogue.entries import Category
-from pipeline.processes import process_alive
+from pipeline.processes import process_gone
 from pipeline.release.layout import CATEGORY_INDEX, Completion
 from pipeline.release.validate import ReleaseValidationError, dataset_problems, validate_release
 
@@ -159,10 +159,7 @@ def owner_is_dead(folder: Path) -> bool:
     match = _OWNER.search(folder.name)
     if match is None:
         return True
-    if match["host"] != socket.gethostname():
-        return False  # another machine's run: nothing here proves it dead
-    pid = int(match["pid"])
-    return pid != os.getpid() and not process_alive(pid)
+    return process_gone(match["host"], int(match["pid"]))
 
 
 def _owned_here(folder: Path) -> bool:

@@ -8,7 +8,6 @@ tables, marked with the revision it matches, then upgraded, so its history is ke
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from functools import cache
@@ -23,7 +22,7 @@ from filelock import FileLock
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, Engine
 
-from pipeline.processes import process_alive
+from pipeline.processes import process_gone
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 UPGRADE_COMMAND = "apidir db upgrade"
@@ -156,10 +155,8 @@ def running_runs(connection: Connection) -> list[str]:
     rows = connection.execute(text(
         "SELECT id, flow, started_at" + (", host, pid" if owner else ", NULL, NULL")
         + " FROM pipeline_run WHERE state = 'running' ORDER BY id"))
-    here = socket.gethostname()
     return [f"run {run_id} ({flow}, since {str(started)[:19]}{f', on {host}' if host else ''})"
-            for run_id, flow, started, host, pid in rows
-            if not (host == here and pid is not None and not process_alive(pid))]
+            for run_id, flow, started, host, pid in rows if not process_gone(host, pid)]
 
 
 def prepare_store(engine: Engine, mode: UpgradeMode = "auto") -> None:

@@ -43,7 +43,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
-from pipeline.processes import process_alive
+from pipeline.processes import process_gone
 from pipeline.settings import Settings
 from pipeline.store.migrate import UpgradeMode, prepare_store
 
@@ -429,7 +429,7 @@ def reap_abandoned_runs(session: Session) -> list[PipelineRun]:
                                           PipelineRun.host == host)
     reaped = []
     for run in session.exec(statement):
-        if run.pid is not None and run.pid != os.getpid() and not process_alive(run.pid):
+        if process_gone(run.host, run.pid):
             finish_run(session, run, "crashed",
                        f"{ABANDONED} (pid {run.pid} on {host}) is gone")
             reaped.append(run)
