@@ -526,19 +526,6 @@ def test_a_release_is_staged_in_the_release_before_last_its_entry_files_written_
         f"{entry_id}.{suffix}" for entry_id in ids for suffix in ("html", "md")}
 
 
-def test_publish_release_sorts_entries_the_store_returns_out_of_order(
-    tmp_path: Path, stored_catalogue, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    in_order = publish_module._active_contents
-    monkeypatch.setattr(publish_module, "_active_contents",
-                        lambda session: reversed(list(in_order(session))))
-    out = tmp_path / "public"
-    record = publish_release(stored_catalogue, out, "https://directory.test", CATEGORIES,
-                             NOW).release
-    ids = [api["id"] for api in read(out, FULL_DATASET)["apis"]]
-    assert record.total_apis == len(ids) >= 70 and ids == sorted(ids)
-
-
 def test_a_release_broken_everywhere_lists_a_bounded_number_of_problems(
     tmp_path: Path, catalogue_entries
 ) -> None:

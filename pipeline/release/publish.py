@@ -75,7 +75,6 @@ from pipeline.release.swap import (
     publish_lock,
     stage_and_swap,
     write_file,
-    write_release,
 )
 from pipeline.store.tables import EntryRow, ReleaseRow, in_lists
 
@@ -569,16 +568,12 @@ def publish_release(
                 drawn = write_site(staging, base_url, entry_trends(session, now.date()),
                                    previous=output_dir)
 
-        try:
-            # The entry documents and, with the pages, each entry's page and Markdown are
-            # written over the files of the release before last (`put_file`).
-            reuse = (ENTRY_DOCUMENTS, ENTRY_PAGES) if pages else (ENTRY_DOCUMENTS,)
-            total = stream_release(output_dir, entries(), categories, version, now, base_url,
-                                   complete, carry, reuse if spare else (), spare)
-        except EntriesOutOfOrderError:  # the database sorts ids another way: sort them here
-            files = build_release(entries(), categories, version, now, base_url)
-            write_release(output_dir, files, categories, complete, carry, spare)
-            total = json.loads(files[CATEGORY_INDEX])["meta"]["totalAPIs"]
+        # The entries come in code-point order on every database (`_active_contents`). The
+        # entry documents and, with the pages, each entry's page and Markdown are written
+        # over the files of the release before last (`put_file`).
+        reuse = (ENTRY_DOCUMENTS, ENTRY_PAGES) if pages else (ENTRY_DOCUMENTS,)
+        total = stream_release(output_dir, entries(), categories, version, now, base_url,
+                               complete, carry, reuse if spare else (), spare)
         release = ReleaseRow(version=version, generated=now, total_apis=total, run_id=run_id)
         session.add(release)
         session.commit()
