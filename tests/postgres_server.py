@@ -111,6 +111,12 @@ def running_server(folder: Path) -> Iterator[str | None]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+# CREATE DATABASE options of a collation that ignores punctuation, as glibc's en_US.UTF-8 does:
+# it sorts `openai` before `open-meteo`, against their code points.
+PUNCTUATION_IGNORED = (
+    "LOCALE_PROVIDER icu ICU_LOCALE 'en-u-ka-shifted' LOCALE 'C' TEMPLATE template0")
+
+
 @contextmanager
 def scratch_database(server_url: str, options: str = "") -> Iterator[str]:
     """A new, empty database on the server for the block's length (made with `options` of

@@ -469,13 +469,12 @@ def test_a_database_that_sorts_ids_its_own_way_is_read_in_code_point_order(
     from sqlalchemy import text
 
     from pipeline.release.publish import _active_contents
-    from tests.postgres_server import scratch_database
+    from tests.postgres_server import PUNCTUATION_IGNORED, scratch_database
 
     ids = ["openai", "open-meteo", "open-ai2", "a0-api"]
     for entry_id in ids:
         write_entry(make_entry(id=entry_id))
-    shifted = "LOCALE_PROVIDER icu ICU_LOCALE 'en-u-ka-shifted' LOCALE 'C' TEMPLATE template0"
-    with scratch_database(postgres_server, shifted) as url:
+    with scratch_database(postgres_server, PUNCTUATION_IGNORED) as url:
         engine = make_engine(url)
         with Session(engine) as session:
             entries = data_dir / "entries"

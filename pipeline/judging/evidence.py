@@ -51,7 +51,14 @@ from pipeline.judging.score import (
     window_counts,
 )
 from pipeline.store.history import history_frame
-from pipeline.store.tables import EVERY_ENTRY, DailyEntryRollup, EntrySpan, RolledDay, as_utc
+from pipeline.store.tables import (
+    EVERY_ENTRY,
+    DailyEntryRollup,
+    EntryRow,
+    EntrySpan,
+    RolledDay,
+    as_utc,
+)
 
 WINDOW_DAYS = max(WINDOWS.values())  # the longest window
 
@@ -253,8 +260,12 @@ def _rollup_evidence(session: Session, days: list[date], week_starts: date,
 
     A day is read from the evidence its `RolledDay` keeps (one row of the day's every entry,
     those of `wanted` taken), else from its rows (`_aggregated_days`), a day at a time: each
-    day's evidence goes as the next day's comes.
+    day's evidence goes as the next day's comes. Without `wanted`, a span's entries are those
+    the store holds in it, compared in the store's own order as the rows are: a PostgreSQL
+    collation may sort ids otherwise than their code points.
     """
+    if wanted is None and span != EVERY_ENTRY:
+        wanted = set(session.exec(select(EntryRow.id).where(span.holds(EntryRow.id))))
     kept_days = set(session.exec(select(RolledDay.day).where(
         col(RolledDay.day).in_(days), col(RolledDay.evidence).is_not(None))))
     read = heapq.merge(_kept_days(session, sorted(kept_days)),
@@ -269,7 +280,7 @@ def _rollup_evidence(session: Session, days: list[date], week_starts: date,
                 == len(evidence.responses)):
             raise ValueError(f"the rollups of {day} do not line up row by row")
         taken, at = taken_of.get(evidence.entries) or taken_of.setdefault(
-            evidence.entries, _coded(evidence.entries, span, wanted, codes))
+            evidence.entries, _coded(evidence.entries, wanted, codes))
         ms, sizes = evidence.timed, evidence.sizes
         if taken is None:
             probed.append(evidence.probes)
@@ -314,17 +325,16 @@ def _rollup_evidence(session: Session, days: list[date], week_starts: date,
     return sampled, counted
 
 
-def _coded(entries: str, span: EntrySpan, wanted: Collection[str] | None,
+def _coded(entries: str, wanted: Collection[str] | None,
            codes: dict[str, int]) -> tuple[np.ndarray | None, np.ndarray]:
     """The rows of a day's `entries` (ids joined by commas) to take (None: every one): those
-    of `wanted` where it is given (the span's entries, as the store read them), else those in
-    `span`; and their entries' codes (`codes`, given as first met)."""
+    of `wanted` where it is given (the span's entries, as the store read them); and their
+    entries' codes (`codes`, given as first met)."""
     ids = entries.split(",") if entries else []
-    if wanted is None and span == EVERY_ENTRY:
+    if wanted is None:
         taken, kept = None, ids
     else:
-        held = span.has if wanted is None else wanted.__contains__
-        taken = np.fromiter(map(held, ids), dtype=bool, count=len(ids))
+        taken = np.fromiter(map(wanted.__contains__, ids), dtype=bool, count=len(ids))
         kept = [entry_id for entry_id, take in zip(ids, taken, strict=True) if take]
     return taken, np.array([codes.setdefault(entry_id, len(codes)) for entry_id in kept],
                            dtype=np.int64)

@@ -462,7 +462,9 @@ def active_entries(session: Session) -> list[EntryRow]:
 @dataclass(frozen=True)
 class EntrySpan:
     """The entries whose ids lie from `first` (included) to `past` (excluded), an end of None
-    left open: the part of the entries one process of the score stage reads."""
+    left open: the part of the entries one process of the score stage reads. Its ids are
+    compared by the store alone, in its own order: a PostgreSQL collation may sort them
+    otherwise than their code points."""
 
     first: str | None = None
     past: str | None = None
@@ -475,12 +477,6 @@ class EntrySpan:
         value = entry_id if indexed else entry_id.concat("")
         return and_(true(), *([] if self.first is None else [value >= self.first]),
                     *([] if self.past is None else [value < self.past]))
-
-    def has(self, entry_id: str) -> bool:
-        """Whether the span holds `entry_id`, compared here by code points (as SQLite compares
-        text, and PostgreSQL in the C collation the store's tests use)."""
-        return ((self.first is None or entry_id >= self.first)
-                and (self.past is None or entry_id < self.past))
 
 
 EVERY_ENTRY = EntrySpan()
