@@ -103,9 +103,12 @@ async def rollup(settings: Settings, days: list[date], chosen: stages.Selection 
         get_run_logger().info("kept the rollup evidence of %s, rolled up before it was kept",
                               ", ".join(day.isoformat() for day in kept))
     if pruned := stages.prune_probes(settings):
-        get_run_logger().info("pruned the raw probes of %s (%d probes), older than %d days",
+        most = len(pruned) == stages.PRUNED_DAYS_A_NIGHT
+        get_run_logger().info("pruned the raw probes of %s (%d probes), older than %d days%s",
                               ", ".join(day.isoformat() for day, _ in pruned),
-                              sum(count for _, count in pruned), settings.probes_kept_days)
+                              sum(count for _, count in pruned), settings.probes_kept_days,
+                              "; the most a night: the next nights prune any newer days due"
+                              if most else "")
     return rows
 
 

@@ -271,3 +271,28 @@ def test_old_days_rolled_up_lose_their_raw_probes_and_keep_their_rollups(
         roll_up_days(session, [DAY2, newest, DAY1])
     assert stored(session) == rolled
     assert prune_probes(session, today + timedelta(days=1), kept_days) == [(newest, 1)]
+
+
+def test_a_long_history_is_pruned_a_few_days_a_night_oldest_first(
+    session: Session, history: dict[str, str],
+) -> None:
+    """A call deletes the probes of at most so many days (a day without probes not counted),
+    the oldest due first: the next call goes on where it stopped."""
+    kept_days = PROBES_KEPT_MIN_DAYS
+    day4, day5 = DAY3 + timedelta(days=1), DAY3 + timedelta(days=2)  # DAY3 without probes
+    today = day5 + timedelta(days=kept_days + 1)  # every day is due
+    run = start_run(session, "nightly")
+    record_probes(session, run, [result(history["forecast"], "live", 200, 80.0, at=at(day, 3),
+                                        entry="example-weather") for day in (day4, day5)])
+    roll_up_days(session, days_between(DAY1, day5))
+
+    def days_left() -> list[date]:
+        checked = session.exec(select(ProbeRow.checked_at)).all()
+        return sorted({as_utc(at).date() for at in checked})
+
+    assert days_left() == [DAY1, DAY2, day4, day5]
+    assert [day for day, _ in prune_probes(session, today, kept_days, at_most=3)] == [
+        DAY1, DAY2, day4]
+    assert days_left() == [day5]
+    assert [day for day, _ in prune_probes(session, today, kept_days, at_most=3)] == [day5]
+    assert days_left() == []

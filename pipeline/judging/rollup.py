@@ -334,12 +334,21 @@ def refuse_pruned_days(session: Session, days: Iterable[date]) -> None:
             "rollups stand as they are and cannot be computed again")
 
 
-def prune_probes(session: Session, today: date, kept_days: int) -> list[tuple[date, int]]:
+# The most days whose raw probes one nightly deletes (some seconds a day at 100,000 entries):
+# a year of history is pruned in some seven weeks of nights, each a little longer, and a night
+# that pruned nothing for a few nights catches up on the next.
+PRUNED_DAYS_A_NIGHT = 7
+
+
+def prune_probes(session: Session, today: date, kept_days: int,
+                 at_most: int = PRUNED_DAYS_A_NIGHT) -> list[tuple[date, int]]:
     """Delete the raw probes of each day that ended more than `kept_days` days before `today`
     and was rolled up after it ended (its rollups stand in for them: trends, uptime and
     scores read those), with the rollup evidence kept for the score stage, whose window such
     a day has left. A day never rolled up completely keeps its probes, its only record. Oldest
-    first, each day committed on its own; (day, probes deleted) of each day pruned."""
+    first, each day committed on its own, at most `at_most` days with probes a call: a long
+    history is pruned over several nights rather than in one long first night; (day, probes
+    deleted) of each day pruned."""
     first = session.exec(select(func.min(ProbeRow.checked_at))).one()
     last = today - timedelta(days=kept_days + 1)
     if first is None or last < as_utc(first).date():
@@ -358,6 +367,8 @@ def prune_probes(session: Session, today: date, kept_days: int) -> list[tuple[da
         session.commit()
         if deleted:
             pruned.append((day, deleted))
+            if len(pruned) == at_most:
+                break
     return pruned
 
 

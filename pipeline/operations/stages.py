@@ -49,7 +49,7 @@ from pipeline.judging.changes import (
 from pipeline.judging.content_scores import store_content_scores
 from pipeline.judging.health import LifecycleRules
 from pipeline.judging.present import Presented, PresentedValues, present_entries
-from pipeline.judging.rollup import RolledUp, days_to_roll, roll_up_days
+from pipeline.judging.rollup import PRUNED_DAYS_A_NIGHT, RolledUp, days_to_roll, roll_up_days
 from pipeline.operations.handover import handed_over
 from pipeline.operations.score_parts import hand_over_presented
 from pipeline.probing.probe import probe_all
@@ -452,7 +452,8 @@ def prune_probes(settings: Settings) -> list[tuple[date, int]]:
     if not settings.probes_kept_days:
         return []
     with session_scope(engine_for(settings.database_url)) as session:
-        return rollup.prune_probes(session, utcnow().date(), settings.probes_kept_days)
+        return rollup.prune_probes(session, utcnow().date(), settings.probes_kept_days,
+                                   at_most=PRUNED_DAYS_A_NIGHT)
 
 
 def refuse_pruned_days(settings: Settings, days: list[date]) -> None:
