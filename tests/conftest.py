@@ -9,6 +9,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -169,6 +170,25 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         return
     with scratch_database(request.getfixturevalue("postgres_server")) as url:
         yield url
+
+
+@contextmanager
+def ingested_session(database_url: str, entries: Path) -> Iterator[Session]:
+    """A session on the store at `database_url` once it ingested the entry files under
+    `entries`; its engine disposed when the block ends."""
+    from sqlmodel import Session
+
+    from pipeline.catalogue.entries import read_catalog
+    from pipeline.catalogue.ingest import ingest_catalog
+    from pipeline.store.tables import make_engine
+
+    engine = make_engine(database_url)
+    try:
+        with Session(engine) as session:
+            ingest_catalog(session, read_catalog([entries], entries))
+            yield session
+    finally:
+        engine.dispose()
 
 
 @pytest.fixture

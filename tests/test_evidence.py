@@ -38,7 +38,7 @@ from pipeline.store.tables import (
     entry_spans,
     start_run,
 )
-from tests.conftest import WriteEntry, make_entry, model_json_of
+from tests.conftest import WriteEntry, ingested_session, make_entry, model_json_of
 
 TODAY = datetime(2026, 11, 23, tzinfo=UTC)
 ENTRIES = ("alpha", "beta", "gamma")
@@ -295,40 +295,36 @@ def test_a_span_of_a_database_that_sorts_ids_its_own_way_takes_its_own_kept_evid
     """On a PostgreSQL database whose collation ignores punctuation, a span's bounds lie in
     the database's order; a day's kept evidence (one text of every entry) is cut into spans
     in that order too, as the day's rows are: each entry in exactly one span."""
-    from pipeline.catalogue.entries import read_catalog
-    from pipeline.catalogue.ingest import ingest_catalog
     from pipeline.judging.evidence import _rollup_evidence, day_evidence
-    from pipeline.store.tables import insert_rows, make_engine
+    from pipeline.store.tables import insert_rows
     from tests.postgres_server import PUNCTUATION_IGNORED, scratch_database
 
     ids = ["a0-api", "openai", "open-meteo", "zeta"]  # the database's order
     for entry_id in ids:
         write_entry(make_entry(id=entry_id))
     day = TODAY.date() - timedelta(days=1)
-    with scratch_database(postgres_server, PUNCTUATION_IGNORED) as url:
-        engine = make_engine(url)
-        with Session(engine) as session:
-            entries = data_dir / "entries"
-            ingest_catalog(session, read_catalog([entries], entries))
-            insert_rows(session, DailyEntryRollup.__table__, [
-                {"day": day, "entry_id": entry_id, "probes": 2, "responses": 1, "live": 1,
-                 "timed_ms": [float(n)], "state": "live", "percent": 50, "grade": "C",
-                 "rubric": "r"} for n, entry_id in enumerate(ids)])
-            session.commit()
-            spans = entry_spans(session, 2)
-            assert spans == [EntrySpan(None, "open-meteo"), EntrySpan("open-meteo", None)]
+    with (
+        scratch_database(postgres_server, PUNCTUATION_IGNORED) as url,
+        ingested_session(url, data_dir / "entries") as session,
+    ):
+        insert_rows(session, DailyEntryRollup.__table__, [
+            {"day": day, "entry_id": entry_id, "probes": 2, "responses": 1, "live": 1,
+             "timed_ms": [float(n)], "state": "live", "percent": 50, "grade": "C",
+             "rubric": "r"} for n, entry_id in enumerate(ids)])
+        session.commit()
+        spans = entry_spans(session, 2)
+        assert spans == [EntrySpan(None, "open-meteo"), EntrySpan("open-meteo", None)]
 
-            def read(span: EntrySpan) -> list[str]:
-                samples, counts = _rollup_evidence(session, [day], day, span)
-                assert sorted(samples["entry_id"]) == sorted(counts["entry_id"])
-                return sorted(counts["entry_id"])
+        def read(span: EntrySpan) -> list[str]:
+            samples, counts = _rollup_evidence(session, [day], day, span)
+            assert sorted(samples["entry_id"]) == sorted(counts["entry_id"])
+            return sorted(counts["entry_id"])
 
-            from_rows = [read(span) for span in spans]
-            assert from_rows == [["a0-api", "openai"], ["open-meteo", "zeta"]]
-            session.merge(RolledDay(day=day, rolled_at=TODAY, **day_evidence(session, day)))
-            session.commit()
-            assert [read(span) for span in spans] == from_rows
-        engine.dispose()
+        from_rows = [read(span) for span in spans]
+        assert from_rows == [["a0-api", "openai"], ["open-meteo", "zeta"]]
+        session.merge(RolledDay(day=day, rolled_at=TODAY, **day_evidence(session, day)))
+        session.commit()
+        assert [read(span) for span in spans] == from_rows
 
 
 def test_the_stage_in_worker_processes_hands_over_the_file_of_one_process(

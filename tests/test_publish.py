@@ -14,7 +14,6 @@ import pytest
 from sqlmodel import Session
 
 from pipeline.catalogue.entries import load_categories, read_catalog
-from pipeline.catalogue.ingest import ingest_catalog
 from pipeline.contract import CATEGORY_IDS, EntryDocument, FullDataset, SearchIndex
 from pipeline.release import publish as publish_module
 from pipeline.release import search as search_module
@@ -46,8 +45,8 @@ from pipeline.release.validate import (
     ReleaseValidationError,
     validate_release,
 )
-from pipeline.store.tables import EntryRow, active_entries, make_engine
-from tests.conftest import REPO, make_entry
+from pipeline.store.tables import EntryRow, active_entries
+from tests.conftest import REPO, ingested_session, make_entry
 
 NOW = datetime(2026, 11, 21, 3, 0, tzinfo=UTC)
 CATEGORIES = load_categories(REPO / "data" / "categories.yaml")
@@ -441,12 +440,9 @@ def test_a_stream_out_of_id_order_leaves_the_old_release(
 @pytest.fixture
 def stored_catalogue(tmp_path: Path) -> Iterator[Session]:
     """The real catalogue ingested into a SQLite file."""
-    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
-    entries = REPO / "data" / "entries"
-    with Session(engine) as session:
-        ingest_catalog(session, read_catalog([entries], entries))
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    with ingested_session(url, REPO / "data" / "entries") as session:
         yield session
-    engine.dispose()
 
 
 def test_publish_release_streams_the_store(tmp_path: Path, stored_catalogue) -> None:
@@ -474,15 +470,13 @@ def test_a_database_that_sorts_ids_its_own_way_is_read_in_code_point_order(
     ids = ["openai", "open-meteo", "open-ai2", "a0-api"]
     for entry_id in ids:
         write_entry(make_entry(id=entry_id))
-    with scratch_database(postgres_server, PUNCTUATION_IGNORED) as url:
-        engine = make_engine(url)
-        with Session(engine) as session:
-            entries = data_dir / "entries"
-            ingest_catalog(session, read_catalog([entries], entries))
-            by_server = session.exec(text("SELECT id FROM entry ORDER BY id")).scalars().all()
-            assert by_server == ["a0-api", "openai", "open-ai2", "open-meteo"]
-            assert [entry_id for entry_id, _ in _active_contents(session)] == sorted(ids)
-        engine.dispose()
+    with (
+        scratch_database(postgres_server, PUNCTUATION_IGNORED) as url,
+        ingested_session(url, data_dir / "entries") as session,
+    ):
+        by_server = session.exec(text("SELECT id FROM entry ORDER BY id")).scalars().all()
+        assert by_server == ["a0-api", "openai", "open-ai2", "open-meteo"]
+        assert [entry_id for entry_id, _ in _active_contents(session)] == sorted(ids)
 
 
 def test_a_release_is_staged_in_the_release_before_last_its_entry_files_written_in_place(
@@ -545,13 +539,9 @@ def test_provenance_is_published_and_flagged_stale_past_its_age(
     write_entry(make_entry(id="fresh", verified="2026-11-01"), name="fresh")
     write_entry(make_entry(id="old", verified="2026-01-02"), name="old")
     write_entry(make_entry(id="undated", verified=None), name="undated")
-    entries = data_dir / "entries"
-    engine = make_engine(f"sqlite:///{tmp_path / 'apidir.db'}")
-    with Session(engine) as session:
-        ingest_catalog(session, read_catalog([entries], entries))
+    with ingested_session(f"sqlite:///{tmp_path / 'apidir.db'}", data_dir / "entries") as session:
         publish_release(session, tmp_path / "public", "https://directory.test", CATEGORIES,
                         NOW, stale_days=180)
-    engine.dispose()
     published = {a["id"]: a for a in read(tmp_path / "public", FULL_DATASET)["apis"]}
     assert published["fresh"]["provenance"] == {
         "verified": "2026-11-01", "sources": ["https://docs.example.com/api"], "stale": False}
@@ -589,18 +579,14 @@ def test_each_endpoint_is_published_with_its_own_status(
     from tests.conftest import make_entry
 
     write_entry(make_entry())
-    entries = data_dir / "entries"
-    engine = make_engine(f"sqlite:///{tmp_path / 'apidir.db'}")
     presented = Presented(endpoints={"example-weather": {
         0: EndpointStatus(state="live", http_status=200, response_time_ms=120,
                           checked_at=NOW).model_dump(mode="json"),
         2: EndpointStatus(note="path has placeholders").model_dump(mode="json"),
     }})
-    with Session(engine) as session:
-        ingest_catalog(session, read_catalog([entries], entries))
+    with ingested_session(f"sqlite:///{tmp_path / 'apidir.db'}", data_dir / "entries") as session:
         publish_release(session, tmp_path / "public", "https://directory.test", CATEGORIES,
                         NOW, presented)
-    engine.dispose()
     [api] = read(tmp_path / "public", FULL_DATASET)["apis"]
     first, second, third = api["endpoints"]
     assert first["status"]["state"] == "live" and first["status"]["httpStatus"] == 200
@@ -628,18 +614,14 @@ def test_a_presented_value_outside_the_contract_fails_the_release_before_its_swa
     from tests.conftest import make_entry
 
     write_entry(make_entry())
-    entries = data_dir / "entries"
-    engine = make_engine(f"sqlite:///{tmp_path / 'apidir.db'}")
     out = tmp_path / "public"
     plural = {"status": "statuses", "uptime": "uptimes"}.get(field, field)
-    with Session(engine) as session:
-        ingest_catalog(session, read_catalog([entries], entries))
+    with ingested_session(f"sqlite:///{tmp_path / 'apidir.db'}", data_dir / "entries") as session:
         publish_release(session, out, "https://directory.test", CATEGORIES, NOW, Presented())
         before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
         with pytest.raises(ReleaseValidationError) as failure:
             publish_release(session, out, "https://directory.test", CATEGORIES, NOW,
                             Presented(**{plural: {"example-weather": value}}))
-    engine.dispose()
     assert any("example-weather" in problem and where in problem
                for problem in failure.value.problems), failure.value.problems
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
