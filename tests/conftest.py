@@ -9,7 +9,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -173,7 +173,8 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 
 
 @contextmanager
-def ingested_session(database_url: str, entries: Path) -> Iterator[Session]:
+def ingested_session(database_url: str, entries: Path,
+                     expire_on_commit: bool = True) -> Iterator[Session]:
     """A session on the store at `database_url` once it ingested the entry files under
     `entries`; its engine disposed when the block ends."""
     from sqlmodel import Session
@@ -184,7 +185,7 @@ def ingested_session(database_url: str, entries: Path) -> Iterator[Session]:
 
     engine = make_engine(database_url)
     try:
-        with Session(engine) as session:
+        with Session(engine, expire_on_commit=expire_on_commit) as session:
             ingest_catalog(session, read_catalog([entries], entries))
             yield session
     finally:
@@ -194,25 +195,13 @@ def ingested_session(database_url: str, entries: Path) -> Iterator[Session]:
 @pytest.fixture
 def ingested_store(database_url: str, data_dir: Path) -> Iterator[Callable[[], Session]]:
     """Call it once the test's entries are written: a session on a store that ingested them."""
-    from sqlmodel import Session
+    with ExitStack() as opened:
 
-    from pipeline.catalogue.entries import read_catalog
-    from pipeline.catalogue.ingest import ingest_catalog
-    from pipeline.store.tables import make_engine
+        def ingest() -> Session:
+            return opened.enter_context(
+                ingested_session(database_url, data_dir / "entries", expire_on_commit=False))
 
-    opened: list[Session] = []
-
-    def ingest() -> Session:
-        session = Session(make_engine(database_url), expire_on_commit=False)
-        opened.append(session)
-        entries = data_dir / "entries"
-        ingest_catalog(session, read_catalog([entries], entries))
-        return session
-
-    yield ingest
-    for session in opened:
-        session.close()
-        session.get_bind().dispose()
+        yield ingest
 
 
 @pytest.fixture
