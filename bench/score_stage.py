@@ -5,8 +5,11 @@ online, a few failures confirmed by a second look; TLS and CORS seen on some ans
 
     python -m bench.score_stage [--entries 100000] [--keep] [--repeat 2]
     python -m bench.score_stage --store var/bench-nightly/sqlite-100000 [--repeat 2]
+    python -m bench.score_stage --database postgres [--entries 100000] [--nights 30]
 
 The store is built once (kept with `--keep`, and reused while its entry count matches);
+with `--database postgres` it is built in a PostgreSQL server of its own (beside the work
+folder), started for the bench run and thrown away after it;
 then each measurement runs in a fresh process, so its CPU and peak RSS are its own:
 
 - `score`: what the flow's score task does, `stages.hand_over_scores`, which writes the
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -58,6 +62,7 @@ from bench.catalogue import warmed_workers, workers_usage
 REPO = Path(__file__).resolve().parent.parent
 WORK = Path(os.environ.get("APIDIR_BENCH_WORK", REPO / "var" / "bench-score-stage"))
 MEASURES = ("score", "publish", "record", "rollup")
+DATABASE_URL = "APIDIR_BENCH_DATABASE_URL"  # the store's URL, handed to each measurement
 ON_A_NIGHT = ("score", "publish", "rollup")  # with --store: after a real night of probes
 PUBLISH_PARTS = (("record_state_changes", "state changes"), ("record_lifecycles", "lifecycles"),
                  ("publish_release", "release and pages"))
@@ -335,12 +340,39 @@ def main() -> None:
                         help="nights of history: the days before the store's night rolled up")
     parser.add_argument("--measures", nargs="+", choices=MEASURES)
     parser.add_argument("--measure", choices=MEASURES)
+    parser.add_argument("--database", choices=("sqlite", "postgres"), default="sqlite",
+                        help="the synthetic store's database")
     args = parser.parse_args()
     data_dir = args.store / "catalogue" if args.store else WORK / "data"
-    _environment(f"sqlite:///{WORK / 'apidir.db'}", data_dir)
-    if args.measure:
+    if args.measure:  # the URL the run chose, handed down
+        _environment(os.environ.get(DATABASE_URL, f"sqlite:///{WORK / 'apidir.db'}"), data_dir)
         print(json.dumps(measure(args.measure)))
         return
+    if args.database == "postgres" and (args.store or args.keep):
+        sys.exit("--database postgres builds a synthetic store for the run alone: "
+                 "no --store or --keep")
+    with contextlib.ExitStack() as stack:
+        if args.database == "postgres":
+            os.environ[DATABASE_URL] = _postgres_store(stack)
+        _environment(os.environ.get(DATABASE_URL, f"sqlite:///{WORK / 'apidir.db'}"), data_dir)
+        run_measures(args)
+
+
+def _postgres_store(stack: contextlib.ExitStack) -> str:
+    """A fresh PostgreSQL server's URL for the run, its folder beside the work folder (which
+    the run empties)."""
+    from tests.postgres_server import running_server
+
+    shutil.rmtree(WORK, ignore_errors=True)
+    WORK.mkdir(parents=True)
+    url = stack.enter_context(running_server(WORK.with_name(f"{WORK.name}-postgres")))
+    if url is None:
+        sys.exit("PostgreSQL is not installed (make test installs it)")
+    return url
+
+
+def run_measures(args: argparse.Namespace) -> None:
+    """Build or copy the store, then each measurement in a fresh process."""
     measures = args.measures or (ON_A_NIGHT if args.store else MEASURES)
     if args.store:
         if "record" in measures:
@@ -355,8 +387,9 @@ def main() -> None:
     else:
         built = WORK / "entries.txt"
         if not (built.exists() and built.read_text() == str(args.entries)):
-            shutil.rmtree(WORK, ignore_errors=True)
-            WORK.mkdir(parents=True)
+            if args.database == "sqlite":  # a PostgreSQL store's folder is fresh
+                shutil.rmtree(WORK, ignore_errors=True)
+                WORK.mkdir(parents=True)
             started = time.perf_counter()
             build_store(args.entries)
             built.write_text(str(args.entries))
