@@ -446,8 +446,9 @@ def test_states_as_of_a_moment_are_those_of_the_latest_run_by_then_for_the_entri
 
 
 def test_rows_inserted_at_once_are_stored_as_sqlalchemy_stores_them(session) -> None:
-    """`insert_rows` (one statement compiled once, on SQLite) stores every kind of value as
-    SQLAlchemy's own executemany does: dates, UTC times, JSON and its null, booleans, None."""
+    """`insert_rows` (one statement compiled once on SQLite, copied in on PostgreSQL) stores
+    every kind of value as SQLAlchemy's own executemany does: dates, UTC times, JSON and its
+    null, booleans, None, a server default left to the database."""
     from datetime import date
 
     from sqlalchemy import insert, text
@@ -492,6 +493,27 @@ def test_rows_inserted_at_once_are_stored_as_sqlalchemy_stores_them(session) -> 
     assert [row[1:] for row in probes[:2]] == [row[1:] for row in probes[2:]]
     assert {row[0] for row in probes} == {run.id, other.id}
     assert session.exec(text("SELECT count(*) FROM probe WHERE confirmation")).one()[0] == 2
+
+
+def test_rows_inserted_at_once_get_the_defaults_sqlalchemy_fills_in(database_url: str) -> None:
+    """A column left out whose default SQLAlchemy computes in Python is filled in, as its own
+    executemany fills it: neither copied in nor inserted as the database's null."""
+    from sqlalchemy import Column, Integer, MetaData, String, Table, select
+    from sqlmodel import Session
+
+    from pipeline.store.tables import engine_for, insert_rows
+
+    table = Table("defaulted", MetaData(), Column("id", Integer, primary_key=True),
+                  Column("name", String(20)), Column("kind", String(20), default="plain"))
+    engine = engine_for(database_url)  # the store, made as the product makes it
+    table.create(engine)
+    with Session(engine) as session:
+        insert_rows(session, table, [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}])
+        insert_rows(session, table, [{"id": 3, "name": "c", "kind": "given"}])
+        session.commit()
+        stored = session.connection().execute(select(table).order_by(table.c.id)).all()
+    assert [tuple(row) for row in stored] == [(1, "a", "plain"), (2, "b", "plain"),
+                                              (3, "c", "given")]
 
 
 @pytest.fixture
