@@ -346,7 +346,13 @@ def serve(
         typer.echo("stopped")
 
 
-db = typer.Typer(help="The store's schema: show it, upgrade it, take it back.",
+# `db downgrade` and `db compact` refuse a store a run is still using, unless told to go on.
+IgnoreRunning = Annotated[bool, typer.Option(
+    "--ignore-running",
+    help="Go on although the store marks runs as running: for a run whose machine or "
+         "process is gone.")]
+
+db = typer.Typer(help="The store: show its schema, upgrade it, take it back, compact it.",
                  no_args_is_help=True)
 app.add_typer(db, name="db")
 
@@ -390,10 +396,7 @@ def db_downgrade(
         metavar="REVISION",
         help="The older version's schema revision, e.g. 0017 (its `apidir db current` names "
              "it).")],
-    ignore_running: Annotated[bool, typer.Option(
-        "--ignore-running",
-        help="Go on although the store marks runs as running: for a run whose machine or "
-             "process is gone.")] = False,
+    ignore_running: IgnoreRunning = False,
 ) -> None:
     """Take the store back to an older version's schema, before installing that version: every
     row its schema holds is kept; what later revisions added is dropped (a newer version
@@ -413,6 +416,28 @@ def db_downgrade(
         typer.echo(f"schema revision {after}: already there")
     else:
         typer.echo(f"took the store back from schema revision {before} to {after}")
+
+
+@db.command("compact")
+def db_compact(
+    ignore_running: IgnoreRunning = False,
+) -> None:
+    """Give the disk back the space deleted rows left, such as raw probes pruned past
+    APIDIR_PROBES_KEPT_DAYS (later nights reuse it, but no file shrinks by itself). SQLite
+    rewrites its file, and needs free disk of the file's size meanwhile; PostgreSQL rewrites
+    each table, locked while it runs. Pause the schedule first: a store a run is still using
+    is refused."""
+    from pipeline.store.compact import CompactRefusedError, compact_store
+    from pipeline.store.tables import open_engine
+
+    engine = open_engine(Settings().database_url)
+    try:
+        compacted = compact_store(engine, ignore_running)
+    except CompactRefusedError as exc:
+        fail(str(exc))
+    finally:
+        engine.dispose()
+    typer.echo(f"compacted the store from {compacted.before:,} to {compacted.after:,} bytes")
 
 
 @app.command()

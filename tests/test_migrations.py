@@ -10,16 +10,18 @@ import socket
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, inspect, text
+from sqlalchemy import Engine, inspect, make_url, text
 from sqlmodel import Session, SQLModel, func, select
 
 from pipeline.judging.present import present_entries
+from pipeline.store import compact
 from pipeline.store.migrate import (
     RevisionRefusedError,
     StoreOutOfDateError,
@@ -43,7 +45,7 @@ from pipeline.store.tables import (
     make_engine,
     open_engine,
 )
-from tests.conftest import REPO, make_entry
+from tests.conftest import REPO, WriteEntry, make_entry
 
 FIRST_RELEASE_SCHEMA = REPO / "tests" / "fixtures" / "store-schema-first-release.sql"
 T0 = datetime(2026, 11, 15, 3, 0, tzinfo=UTC)
@@ -435,6 +437,63 @@ def test_a_store_a_run_is_still_using_is_not_taken_back(database_url: str) -> No
     assert back.returncode == 0, back.stderr
     assert store_revision(engine) == "0015"
     engine.dispose()
+
+
+def test_compacting_gives_the_disk_back_the_space_of_deleted_rows(
+    database_url: str, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """Deleted probes leave the store its size; `apidir db compact` gives the space back, in
+    one line, every other row kept. A store a run is still using is refused in one line
+    unless `--ignore-running`; a SQLite file that is not there is refused, not made."""
+    from pipeline.probing.probe import ProbeResult
+    from pipeline.store.history import add_probes
+    from pipeline.store.tables import ProbeRow, start_run
+    from tests.conftest import ingested_session
+
+    write_entry(make_entry())
+    at = datetime(2026, 11, 20, 3, 0, tzinfo=UTC)
+    with ingested_session(database_url, data_dir / "entries") as session:
+        run = start_run(session, "nightly")
+        add_probes(session, run.id, [ProbeResult(
+            url=f"https://api.example.com/{'x' * 200}/{n}", entry_id="example-weather",
+            endpoint_id=None, checked_at=at, outcome="live", reason=None, error_class=None,
+            http_status=200, total_ms=12.5, dns_ms=None, connect_ms=None, ttfb_ms=None,
+            final_url=None, attempts=1, redirects=0, error="e" * 200) for n in range(20_000)])
+        run.state = "completed"
+        session.commit()
+        session.execute(ProbeRow.__table__.delete())
+        session.commit()
+    engine = open_engine(database_url)
+    with engine.connect() as connection:
+        filled = compact.store_size(connection)
+
+    done = run_apidir(database_url, "db", "compact")
+    assert done.returncode == 0, done.stderr
+    line = re.fullmatch(r"compacted the store from ([\d,]+) to ([\d,]+) bytes\n", done.stdout)
+    assert line is not None, done.stdout
+    before, after = (int(group.replace(",", "")) for group in line.groups())
+    assert before >= filled > after + 4_000_000  # some 8 MB of probes deleted
+    with engine.connect() as connection:
+        assert compact.store_size(connection) == after
+        assert connection.execute(text("SELECT id FROM entry")).scalars().all() == [
+            "example-weather"]
+        assert connection.execute(text("SELECT count(*) FROM pipeline_run")).scalar_one() == 1
+        connection.execute(text("UPDATE pipeline_run SET state = 'running', host = :host, "
+                                "pid = :pid"), {"host": socket.gethostname(), "pid": os.getpid()})
+        connection.commit()
+    refused = run_apidir(database_url, "db", "compact")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.startswith("apidir: run 1 (nightly, since ") and (
+        "is still running: wait for it to end and pause the schedule first" in refused.stderr)
+    assert run_apidir(database_url, "db", "compact", "--ignore-running").returncode == 0
+    engine.dispose()
+    if database_url.startswith("sqlite"):
+        missing = Path(make_url(database_url).database).with_name("none.db")
+        gone = run_apidir(f"sqlite:///{missing}", "db", "compact")
+        assert gone.returncode == 2
+        assert gone.stderr == f"apidir: no store at {missing}: nothing to compact\n"
+        assert not missing.exists()
 
 
 def test_the_days_rolled_up_before_keep_no_evidence_and_are_kept_both_ways(

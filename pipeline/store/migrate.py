@@ -134,15 +134,23 @@ def downgrade_store(engine: Engine, revision: str, ignore_running: bool = False,
         if known.index(revision) < known.index(before):
             raise RevisionRefusedError(f"the store has schema revision {before}, older than "
                                        f"{revision}: run `{UPGRADE_COMMAND}` to go forward")
-        if before != revision and not ignore_running and (running := running_runs(connection)):
-            more = f" (and {len(running) - 1} more)" if len(running) > 1 else ""
-            raise RevisionRefusedError(
-                f"{running[0]} is still running{more}: wait for it to end and pause the "
-                "schedule first, or pass --ignore-running if its process is gone")
+        if before != revision and not ignore_running and (
+                refusal := running_refusal(connection)):
+            raise RevisionRefusedError(refusal)
         _stamp_unversioned(connection, before)
         command.downgrade(alembic_config(connection), revision)
         connection.commit()
     return before, revision
+
+
+def running_refusal(connection: Connection) -> str | None:
+    """Why a store a run is still using (`running_runs`) is refused, in one line; None when
+    no run is using it."""
+    if not (running := running_runs(connection)):
+        return None
+    more = f" (and {len(running) - 1} more)" if len(running) > 1 else ""
+    return (f"{running[0]} is still running{more}: wait for it to end and pause the schedule "
+            "first, or pass --ignore-running if its process is gone")
 
 
 def running_runs(connection: Connection) -> list[str]:
