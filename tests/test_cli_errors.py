@@ -167,17 +167,20 @@ def test_a_temporary_server_that_does_not_start_in_time_is_told_in_one_line(
 def test_the_command_waits_longer_for_the_temporary_server_unless_told(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """`apidir` sets the product's wait for Prefect's temporary server before any command
-    runs, and keeps the operator's own."""
+    """`apidir` sets the product's wait for Prefect's temporary server, and turns its
+    telemetry off, before any command runs, and keeps the operator's own settings."""
     import pipeline.cli as cli
-    from pipeline.operations.local_mode import STARTUP_WAIT, STARTUP_WAIT_SECONDS
+    from pipeline.operations.local_mode import STARTUP_WAIT, STARTUP_WAIT_SECONDS, TELEMETRY
 
     seen = []
-    monkeypatch.setattr(cli, "app", lambda: seen.append(os.environ.get(STARTUP_WAIT)))
-    for given, expected in ((None, STARTUP_WAIT_SECONDS), ("7", "7")):
-        monkeypatch.setenv(STARTUP_WAIT, given or "")  # restored as it was after the test
-        if given is None:
-            monkeypatch.delenv(STARTUP_WAIT)
+    monkeypatch.setattr(cli, "app", lambda: seen.append(
+        (os.environ.get(STARTUP_WAIT), os.environ.get(TELEMETRY))))
+    for given, expected in (((None, None), (STARTUP_WAIT_SECONDS, "false")),
+                            (("7", "true"), ("7", "true"))):
+        for name, value in zip((STARTUP_WAIT, TELEMETRY), given, strict=True):
+            monkeypatch.setenv(name, value or "")  # restored as it was after the test
+            if value is None:
+                monkeypatch.delenv(name)
         cli.main()
         assert seen.pop() == expected
     assert int(STARTUP_WAIT_SECONDS) > 20  # Prefect's own wait, too short for a cold start

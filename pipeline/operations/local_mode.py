@@ -1,8 +1,10 @@
 """Prefect's local mode as the product runs it: with no PREFECT_API_URL, Prefect starts a
 temporary server for the process, and waits for it 20 s by default. A cold start takes about
 that on two busy cores, so a run that would have worked failed before its first stage; the
-product waits longer, unless the operator set the wait. No Prefect import here: the command
-line sets this before Prefect reads its settings."""
+product waits longer, unless the operator set the wait. Nor does the temporary server send
+Prefect's telemetry, as under `make run`: its heartbeat, failing on a busy new server's
+database, printed a traceback among a run's lines. No Prefect import here: the command line
+sets these before Prefect reads its settings."""
 
 from __future__ import annotations
 
@@ -11,11 +13,14 @@ from collections.abc import MutableMapping
 
 STARTUP_WAIT = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
 STARTUP_WAIT_SECONDS = "120"
+TELEMETRY = "PREFECT_SERVER_ANALYTICS_ENABLED"
 
 
 def patient_startup(environ: MutableMapping[str, str] = os.environ) -> None:
-    """The product's wait for the temporary server, where the operator set none."""
+    """The product's wait for the temporary server, and no telemetry from it, where the
+    operator set neither."""
     environ.setdefault(STARTUP_WAIT, STARTUP_WAIT_SECONDS)
+    environ.setdefault(TELEMETRY, "false")
 
 
 def started_too_late(error: BaseException) -> bool:
