@@ -168,7 +168,7 @@ def add_past_nights(nights: int) -> None:
     window's evidence as a store kept that long gives it (past days from their rollups alone;
     the raw probes of those days, which the stage does not read, are left out). Written once,
     kept with the store."""
-    from sqlalchemy import delete, func, insert
+    from sqlalchemy import delete, func
     from sqlmodel import col, select
 
     from pipeline.judging.rollup import roll_up_days
@@ -178,6 +178,7 @@ def add_past_nights(nights: int) -> None:
         ProbeRow,
         RolledDay,
         engine_for,
+        insert_rows,
         session_scope,
     )
 
@@ -196,9 +197,9 @@ def add_past_nights(nights: int) -> None:
         for table in (DailyEntryRollup, DailyEndpointRollup):
             rows = [dict(row._mapping) for row in session.connection().execute(
                 select(table.__table__).where(col(table.day) == night))]
-            for back in range(1, nights):
+            for back in range(1, nights):  # copied in on PostgreSQL
                 day = night - timedelta(days=back)
-                session.execute(insert(table), [row | {"day": day} for row in rows])
+                insert_rows(session, table.__table__, [row | {"day": day} for row in rows])
             session.execute(delete(table).where(col(table.day) == night))
         session.execute(delete(RolledDay))
         session.add_all(RolledDay(day=night - timedelta(days=back),

@@ -448,7 +448,7 @@ def test_states_as_of_a_moment_are_those_of_the_latest_run_by_then_for_the_entri
 def test_rows_inserted_at_once_are_stored_as_sqlalchemy_stores_them(session) -> None:
     """`insert_rows` (one statement compiled once on SQLite, copied in on PostgreSQL) stores
     every kind of value as SQLAlchemy's own executemany does: dates, UTC times, JSON and its
-    null, booleans, None, a server default left to the database."""
+    null, booleans, None, ids the database draws."""
     from datetime import date
 
     from sqlalchemy import insert, text
