@@ -346,7 +346,7 @@ def main() -> None:
     args = parser.parse_args()
     data_dir = args.store / "catalogue" if args.store else WORK / "data"
     if args.measure:  # the URL the run chose, handed down
-        _environment(os.environ.get(DATABASE_URL, f"sqlite:///{WORK / 'apidir.db'}"), data_dir)
+        _environment(_store_url(), data_dir)
         print(json.dumps(measure(args.measure)))
         return
     if args.database == "postgres" and (args.store or args.keep):
@@ -355,8 +355,14 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         if args.database == "postgres":
             os.environ[DATABASE_URL] = _postgres_store(stack)
-        _environment(os.environ.get(DATABASE_URL, f"sqlite:///{WORK / 'apidir.db'}"), data_dir)
+        _environment(_store_url(), data_dir)
         run_measures(args)
+
+
+def _store_url() -> str:
+    """The store's URL: the PostgreSQL server's the run started, or the work folder's SQLite
+    file."""
+    return os.environ.get(DATABASE_URL, f"sqlite:///{WORK / 'apidir.db'}")
 
 
 def _postgres_store(stack: contextlib.ExitStack) -> str:
