@@ -426,7 +426,7 @@ def db_compact(
     APIDIR_PROBES_KEPT_DAYS (later nights reuse it, but no file shrinks by itself). SQLite
     rewrites its file, and needs free disk of the file's size meanwhile; PostgreSQL rewrites
     each table, locked while it runs. Pause the schedule first: a store a run is still using
-    is refused."""
+    is refused; a `db upgrade` or `db downgrade` under way is waited for."""
     from pipeline.store.compact import CompactRefusedError, compact_store
     from pipeline.store.tables import open_engine
 

@@ -4,6 +4,7 @@ build exactly the models' schema; `check` mode refuses an old store with the com
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -494,6 +495,38 @@ def test_compacting_gives_the_disk_back_the_space_of_deleted_rows(
         assert gone.returncode == 2
         assert gone.stderr == f"apidir: no store at {missing}: nothing to compact\n"
         assert not missing.exists()
+
+
+def test_compacting_waits_for_a_schema_change_under_way(
+    database_url: str, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """`apidir db compact` started while another process holds the store's migrate lock, as
+    `db upgrade` and `db downgrade` do, waits for it to end, then compacts."""
+    from pipeline.store.migrate import migrating
+    from tests.conftest import ingested_session
+
+    write_entry(make_entry())
+    with ingested_session(database_url, data_dir / "entries"):
+        pass
+    engine = open_engine(database_url)
+    env = {**os.environ, "APIDIR_DATABASE_URL": database_url,
+           "APIDIR_BASE_URL": "https://directory.test"}
+    with migrating(engine):
+        waiting = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "db", "compact"],
+                                   cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            waiting.wait(timeout=8)  # the command alone takes some 2 s here
+        assert waiting.poll() is None, waiting.communicate()
+        if database_url.startswith("postgresql"):
+            with engine.connect() as connection:
+                assert connection.execute(text(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                )).scalar_one() == 1
+    out, err = waiting.communicate(timeout=120)
+    assert waiting.returncode == 0, err
+    assert out.startswith("compacted the store from ")
+    engine.dispose()
 
 
 def test_the_days_rolled_up_before_keep_no_evidence_and_are_kept_both_ways(

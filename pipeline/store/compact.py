@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine, inspect, text
 
-from pipeline.store.migrate import running_refusal
+from pipeline.store.migrate import migrating, running_refusal
 
 
 class CompactRefusedError(ValueError):
@@ -32,23 +32,25 @@ def compact_store(engine: Engine, ignore_running: bool = False) -> Compacted:
     PostgreSQL database's tables with VACUUM FULL (each locked while it is rewritten), and
     their statistics renewed. CompactRefusedError for a SQLite file that is not there (none is
     made), or while a run is using the store, unless `ignore_running` (a run whose process is
-    gone)."""
+    gone). One process at a time with schema changes (`migrating`): either waits for the
+    other."""
     database = engine.url.database or ""
     if engine.dialect.name == "sqlite" and not os.path.isfile(database):
         raise CompactRefusedError(f"no store at {database}: nothing to compact")
-    with engine.connect() as connection:
-        in_use = (running_refusal(connection) if inspect(connection).has_table("pipeline_run")
-                  else None)
+    # Held throughout, so that a `db upgrade` or `db downgrade` started meanwhile waits for it.
+    with migrating(engine) as held:
+        in_use = running_refusal(held) if inspect(held).has_table("pipeline_run") else None
         if in_use and not ignore_running:
             raise CompactRefusedError(in_use)
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
-        before = store_size(connection)
-        if connection.dialect.name == "sqlite":
-            connection.exec_driver_sql("VACUUM")
-            connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-        else:
-            connection.exec_driver_sql("VACUUM (FULL, ANALYZE)")
-        return Compacted(before, store_size(connection))
+        held.rollback()  # no read left open: VACUUM waits for none
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            before = store_size(connection)
+            if connection.dialect.name == "sqlite":
+                connection.exec_driver_sql("VACUUM")
+                connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+            else:
+                connection.exec_driver_sql("VACUUM (FULL, ANALYZE)")
+            return Compacted(before, store_size(connection))
 
 
 def store_size(connection: Connection) -> int:

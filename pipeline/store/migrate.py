@@ -64,9 +64,10 @@ def store_revision(engine: Engine) -> str | None:
 
 
 @contextmanager
-def _migrating(engine: Engine) -> Iterator[Connection]:
-    """A connection held by one migrating process at a time (a lock file beside a SQLite
-    file, an advisory lock on PostgreSQL)."""
+def migrating(engine: Engine) -> Iterator[Connection]:
+    """A connection held by one process at a time that changes the store's schema or files
+    (`db upgrade`, `db downgrade`, `db compact`): a lock file beside a SQLite file, an
+    advisory lock on PostgreSQL."""
     database = engine.url.database
     sqlite_file = engine.url.get_backend_name() == "sqlite" and database not in (None, "",
                                                                                  ":memory:")
@@ -95,7 +96,7 @@ def _stamp_unversioned(connection: Connection, revision: str | None) -> None:
 
 def upgrade_store(engine: Engine) -> tuple[str | None, str]:
     """Bring the store to the newest schema, keeping every row; (from, to) revisions."""
-    with _migrating(engine) as connection:
+    with migrating(engine) as connection:
         before = stored_revision(connection)
         _stamp_unversioned(connection, before)
         command.upgrade(alembic_config(connection), "head")
@@ -119,7 +120,7 @@ def downgrade_store(engine: Engine, revision: str, ignore_running: bool = False,
     if revision not in known:
         raise RevisionRefusedError(f"no schema revision {revision!r}: this version knows "
                                    f"{known[-1]} to {known[0]}")
-    with _migrating(engine) as connection:
+    with migrating(engine) as connection:
         version = connection.dialect.server_version_info or ()  # known once connected
         if connection.dialect.name == "sqlite" and version < (3, 35):
             raise RevisionRefusedError(  # the downgrades drop columns in place
