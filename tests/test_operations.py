@@ -7,19 +7,22 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from prefect import flow, task
 from prefect.blocks.system import Secret
 from prefect.client.orchestration import get_client
 from sqlmodel import Session, select
 
 from flows.nightly import RUN_TIMEOUT, nightly
 from pipeline.operations.events import ENTRY_STATE_CHANGED, RUN_FAILED, RUN_NETWORK_SUSPECT
-from pipeline.operations.runs import StageFailed
+from pipeline.operations.runs import StageFailed, with_retries
+from pipeline.release.swap import PublishLockTimeout
 from pipeline.settings import Settings
 from pipeline.store.tables import PipelineRun, engine_for
 from tests.conftest import WriteEntry, make_entry
@@ -271,3 +274,43 @@ async def test_a_nightly_among_hostile_files_publishes_the_rest_within_its_memor
     stored = json.dumps(run.errors)
     released = "".join(p.read_text(errors="replace") for p in release.rglob("*") if p.is_file())
     assert marker not in output and marker not in stored and marker not in released
+
+
+async def test_a_wait_for_the_publish_lock_given_up_is_not_retried(prefect_backend: None) -> None:
+    """A stage that gave up waiting for the publish lock fails at once, its wait having been
+    the retry (APIDIR_PUBLISH_LOCK_TIMEOUT bounds the whole of it); another failure of the
+    same stage is retried."""
+    tried: list[str] = []
+
+    @task
+    async def publishing(error: type[Exception]) -> None:
+        tried.append(error.__name__)
+        raise error("held")
+
+    @flow
+    async def stage_with_retries(error: type[Exception]) -> None:
+        with pytest.raises(error):
+            await with_retries(publishing, Settings(stage_retries=2, retry_delay=0))(error)
+
+    await stage_with_retries(PublishLockTimeout)
+    assert tried == ["PublishLockTimeout"]
+    tried.clear()
+    await stage_with_retries(OSError)
+    assert tried == ["OSError"] * 3
+
+
+def test_a_wait_for_the_prefect_publish_slot_is_bounded_too(prefect_backend: None) -> None:
+    """With a Prefect server in use, a publisher waiting for the `apidir-publish` slot that
+    another holds gives up after its wait (APIDIR_PUBLISH_LOCK_TIMEOUT), in one clear line, as
+    it does for the output folder's lock; the slot is free again once let go."""
+    from pipeline.operations.stages import publisher_slot
+
+    with publisher_slot(timeout=10):
+        started = time.monotonic()
+        with pytest.raises(PublishLockTimeout, match=(
+                r"^another publisher has held the Prefect concurrency limit apidir-publish for "
+                r"more than 0.5 s; try again when it has finished$")), publisher_slot(0.5):
+            pass
+        assert time.monotonic() - started >= 0.5
+    with publisher_slot(timeout=10):
+        pass

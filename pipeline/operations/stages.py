@@ -10,7 +10,7 @@ import os
 import resource
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -56,7 +56,7 @@ from pipeline.probing.probe import probe_all
 from pipeline.probing.shards import Shard, split_by_host
 from pipeline.processes import usable_cores
 from pipeline.release.publish import Published, publish_release
-from pipeline.release.swap import publish_lock
+from pipeline.release.swap import PublishLockTimeout, publish_lock
 from pipeline.settings import Settings
 from pipeline.store.history import (
     ProbeTally,
@@ -362,16 +362,24 @@ PUBLISH_LIMIT = "apidir-publish"
 
 
 @contextmanager
-def publisher_slot() -> Iterator[None]:
+def publisher_slot(timeout: float | None = None) -> Iterator[None]:
     """The one slot of the Prefect global concurrency limit `apidir-publish` (made with limit 1
-    when missing), where a Prefect server is in use: publishers on other machines wait too.
+    when missing), where a Prefect server is in use: publishers on other machines wait too,
+    at most `timeout` seconds (None: for ever), then PublishLockTimeout as for the file lock.
     Prefect's local mode serves one process alone, where the file lock is what counts."""
     if not PREFECT_API_URL.value():
         yield
         return
     with get_client(sync_client=True) as client:
         client.upsert_global_concurrency_limit_by_name(PUBLISH_LIMIT, 1)
-    with concurrency(PUBLISH_LIMIT, occupy=1, strict=True):
+    with ExitStack() as held:
+        try:
+            held.enter_context(concurrency(PUBLISH_LIMIT, occupy=1, timeout_seconds=timeout,
+                                           strict=True))
+        except TimeoutError:
+            raise PublishLockTimeout(
+                f"another publisher has held the Prefect concurrency limit {PUBLISH_LIMIT} for "
+                f"more than {timeout:g} s; try again when it has finished") from None
         yield
 
 
@@ -383,7 +391,7 @@ def publish_now(
     categories = load_categories(settings.categories_file)
     with (
         paused_garbage_collection(),
-        publisher_slot(),
+        publisher_slot(settings.publish_lock_timeout),
         publish_lock(settings.output_dir, settings.publish_lock_timeout),
         session_scope(engine_for(settings.database_url)) as session,
     ):
