@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -493,6 +494,46 @@ def test_rows_inserted_at_once_are_stored_as_sqlalchemy_stores_them(session) -> 
     assert [row[1:] for row in probes[:2]] == [row[1:] for row in probes[2:]]
     assert {row[0] for row in probes} == {run.id, other.id}
     assert session.exec(text("SELECT count(*) FROM probe WHERE confirmation")).one()[0] == 2
+
+
+def test_rows_given_one_at_a_time_are_stored_and_let_go_as_they_are_bound(
+    database_url: str,
+) -> None:
+    """`insert_rows` given a generator reads each row once, as it binds it, and holds none of
+    them: a row is gone by the time the next but one is made (a night's probes at 100k, as
+    dicts, are some 150 MiB never held at once), and every row is stored."""
+    import weakref
+    from datetime import date
+
+    from sqlalchemy import JSON, Column, Date, Integer, MetaData, String, Table, select
+    from sqlmodel import Session
+
+    from pipeline.store.tables import engine_for, insert_rows
+
+    table = Table("streamed", MetaData(), Column("id", Integer, primary_key=True),
+                  Column("name", String(20)), Column("day", Date), Column("figures", JSON))
+    engine = engine_for(database_url)
+    table.create(engine)
+
+    class Row(dict):  # a dict that a weak reference can follow
+        pass
+
+    made: list[weakref.ref] = []
+
+    def rows() -> Iterator[Row]:
+        for n in range(50):
+            if n >= 2:
+                assert made[n - 2]() is None, f"row {n - 2} still held when row {n} is made"
+            row = Row(id=n, name=f"row-{n}", day=date(2026, 11, 20), figures=[n, 0.5])
+            made.append(weakref.ref(row))
+            yield row
+
+    with Session(engine) as session:
+        insert_rows(session, table, rows())
+        session.commit()
+        stored = session.connection().execute(select(table).order_by(table.c.id)).all()
+    assert [tuple(row) for row in stored] == [
+        (n, f"row-{n}", date(2026, 11, 20), [n, 0.5]) for n in range(50)]
 
 
 def test_rows_inserted_at_once_get_the_defaults_sqlalchemy_fills_in(database_url: str) -> None:

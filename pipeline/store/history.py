@@ -203,8 +203,8 @@ def add_probes(session: Session, run_id: int, results: Iterable[ProbeResult]) ->
     if results:
         columns = ("run_id", *PROBE_COLUMNS)
         insert_rows(session, ProbeRow.__table__,
-                    [dict(zip(columns, (run_id, *_probe_values(r)), strict=True))
-                     for r in results])
+                    (dict(zip(columns, (run_id, *_probe_values(r)), strict=True))
+                     for r in results))
         _widen_checked_bounds(session, run_id, min(r.checked_at for r in results),
                               max(r.checked_at for r in results))
     return ProbeTally.of(results)

@@ -14,7 +14,7 @@ import json
 import operator
 import os
 import socket
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -512,9 +512,10 @@ def release_versions(session: Session) -> list[str]:
     return list(session.exec(select(ReleaseRow.version)))
 
 
-def insert_rows(session: Session, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
+def insert_rows(session: Session, table: Table, rows: Iterable[Mapping[str, Any]]) -> None:
     """Insert `rows` (each with the same columns) into `table` at once, in the session's
-    transaction.
+    transaction. Each row is read once, as it is bound: given one at a time, they are never
+    held all together (on PostgreSQL neither are their values).
 
     SQLAlchemy's executemany builds every row's parameters in Python, some 15 µs a row on
     SQLite: half the time a day's rollup (370,000 rows at 100k) took to store. There the
@@ -524,27 +525,37 @@ def insert_rows(session: Session, table: Table, rows: Sequence[Mapping[str, Any]
     executemany sends an INSERT a row, which the server runs one by one (a day's rollup at
     100k took some 4.5 s more of the client's CPU). Where SQLAlchemy would fill in a default
     in Python, or on any other database, its executemany runs as it is."""
-    if not rows:
+    rows = iter(rows)
+    if (first := next(rows, None)) is None:
         return
+    keys = list(first)
+    rows = _again_from(first, rows)
+    del first  # each row read once, then let go
     connection = session.connection()
     dialect = connection.dialect
-    keys = list(rows[0])
     compiled = insert(table).compile(dialect=dialect, column_keys=keys)
     if dialect.name == "sqlite" and sorted(order := compiled.positiontup or []) == sorted(keys):
-        connection.exec_driver_sql(compiled.string, _bound(dialect, table, order, rows))
+        connection.exec_driver_sql(compiled.string, list(_bound(dialect, table, order, rows)))
     elif dialect.name == "postgresql" and not compiled.insert_prefetch:
         columns = ", ".join(dialect.identifier_preparer.quote(key) for key in keys)
         cursor = connection.connection.driver_connection.cursor()
         copy_in = f"COPY {dialect.identifier_preparer.format_table(table)} ({columns}) FROM STDIN"
-        with cursor, cursor.copy(copy_in) as copy:
+        with cursor, cursor.copy(copy_in) as copy:  # each row bound as it is sent, none kept
             for values in _bound(dialect, table, keys, rows):
                 copy.write_row(values)
     else:  # a default to fill in, or another database
         connection.execute(insert(table), list(rows))
 
 
+def _again_from(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
+    """`first`, then `rest`, holding `first` no longer once it is read (`chain` would)."""
+    yield first
+    del first
+    yield from rest
+
+
 def _bound(dialect: Any, table: Table, order: Sequence[str],
-           rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+           rows: Iterable[Mapping[str, Any]]) -> Iterator[tuple[Any, ...]]:
     """Each row's values in `order`, those of a column with a bind processor through it."""
     processors = []
     for n, name in enumerate(order):
@@ -555,14 +566,13 @@ def _bound(dialect: Any, table: Table, order: Sequence[str],
                                else processor))
     values = operator.itemgetter(*order) if len(order) > 1 else (lambda row: (row[order[0]],))
     if not processors:
-        return [tuple(values(row)) for row in rows]
-    parameters = []
+        yield from (tuple(values(row)) for row in rows)
+        return
     for row in rows:
         value = list(values(row))
         for n, processor in processors:
             value[n] = processor(value[n])
-        parameters.append(tuple(value))
-    return parameters
+        yield tuple(value)
 
 
 def write_rows(session: Session, table: Table, new: Sequence[dict[str, Any]],
