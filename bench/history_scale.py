@@ -26,6 +26,7 @@ sys.path.insert(0, str(REPO))
 from sqlalchemy import Engine, text  # noqa: E402
 from sqlmodel import select  # noqa: E402
 
+from bench.catalogue import peak_rss_mb, reset_peak_rss  # noqa: E402
 from pipeline.probing.probe import ProbeResult  # noqa: E402
 from pipeline.store.history import add_probes, history_frame, latest_statuses  # noqa: E402
 from pipeline.store.tables import (  # noqa: E402
@@ -56,7 +57,7 @@ def fill(database_url: str, entries: int, runs: int) -> None:
         session.add_all(EndpointRow(entry_id=entry_id, method="GET", path="/") for entry_id in ids)
     with session_scope(engine) as session:
         endpoint_of = dict(session.exec(select(EndpointRow.entry_id, EndpointRow.id)).all())
-    written = 0.0
+    written, growth = 0.0, 0.0
     for night in range(runs):
         checked = now - timedelta(days=runs - night)
         results = [
@@ -67,14 +68,19 @@ def fill(database_url: str, entries: int, runs: int) -> None:
                         final_url=None, attempts=1, redirects=0, error=None)
             for entry_id in ids
         ]
+        reset_peak_rss()
+        before = peak_rss_mb()
         started = time.perf_counter()
         with session_scope(engine) as session:
             run_id = start_run(session, "bench").id
             add_probes(session, run_id, results)
         written += time.perf_counter() - started
+        growth = max(growth, peak_rss_mb() - before)
+        del results
     rows = entries * runs
     print(f"  write: {rows} probe rows in {written:6.2f} s = {rows / written:7.0f} rows/s "
-          f"({entries} per run, one commit each)")
+          f"({entries} per run, one commit each); peak RSS while writing a run's rows "
+          f"+{growth:.0f} MiB over the rows' results")
     for name, read in (("latest_statuses", lambda s: latest_statuses(s)),
                        ("history_frame", lambda s: history_frame(s, since=now - timedelta(30)))):
         started = time.perf_counter()
