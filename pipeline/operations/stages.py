@@ -377,6 +377,8 @@ def publisher_slot(timeout: float | None = None) -> Iterator[None]:
             held.enter_context(concurrency(PUBLISH_LIMIT, occupy=1, timeout_seconds=timeout,
                                            strict=True))
         except TimeoutError:
+            if timeout is None:  # not a wait given up: no wait was bounded
+                raise
             raise PublishLockTimeout(
                 f"another publisher has held the Prefect concurrency limit {PUBLISH_LIMIT} for "
                 f"more than {timeout:g} s; try again when it has finished") from None
