@@ -12,6 +12,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic import command
@@ -113,12 +114,18 @@ def fill_first_release_store(database_url: str) -> dict[str, int]:
     return {"entries": 3, "runs": NIGHTS, "probes": 3 * NIGHTS, "releases": NIGHTS}
 
 
-def run_apidir(database_url: str, *args: str, **settings: str) -> subprocess.CompletedProcess[str]:
-    """`apidir *args` in a process of its own on the store at `database_url`."""
+def apidir_call(database_url: str, *args: str, **settings: str) -> dict[str, Any]:
+    """The command line, folder and environment of `apidir *args` on the store at
+    `database_url`, for a process of its own."""
     env = {**os.environ, "APIDIR_DATABASE_URL": database_url,
            "APIDIR_BASE_URL": "https://directory.test", **settings}
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return {"args": [sys.executable, "-m", "pipeline.cli", *args], "cwd": REPO, "env": env}
+
+
+def run_apidir(database_url: str, *args: str, **settings: str) -> subprocess.CompletedProcess[str]:
+    """`apidir *args` in a process of its own on the store at `database_url`."""
+    return subprocess.run(**apidir_call(database_url, *args, **settings), capture_output=True,
+                          text=True, timeout=120)
 
 
 def test_a_first_release_store_is_upgraded_with_every_row_kept(database_url: str) -> None:
@@ -509,12 +516,9 @@ def test_compacting_waits_for_a_schema_change_under_way(
     with ingested_session(database_url, data_dir / "entries"):
         pass
     engine = open_engine(database_url)
-    env = {**os.environ, "APIDIR_DATABASE_URL": database_url,
-           "APIDIR_BASE_URL": "https://directory.test"}
     with migrating(engine):
-        waiting = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "db", "compact"],
-                                   cwd=REPO, env=env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
+        waiting = subprocess.Popen(**apidir_call(database_url, "db", "compact"),
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         with contextlib.suppress(subprocess.TimeoutExpired):
             waiting.wait(timeout=8)  # the command alone takes some 2 s here
         assert waiting.poll() is None, waiting.communicate()
