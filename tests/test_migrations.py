@@ -23,6 +23,7 @@ from sqlalchemy import Engine, inspect, make_url, text
 from sqlmodel import Session, SQLModel, func, select
 
 from pipeline.judging.present import present_entries
+from pipeline.judging.rollup import pruned_days
 from pipeline.store import compact
 from pipeline.store.migrate import (
     RevisionRefusedError,
@@ -547,10 +548,52 @@ def test_the_days_rolled_up_before_keep_no_evidence_and_are_kept_both_ways(
     with Session(engine) as session:
         [day] = session.exec(select(RolledDay)).all()
     assert (day.day, day.evidence_entries, day.evidence) == (T0.date(), None, None)
-    with engine.begin() as connection:  # and back, the day kept
-        command.downgrade(alembic_config(connection), "0017")
+    assert rolled_days_back_at(engine, "0017") == (1, False)  # and back, the day kept
+    engine.dispose()
+
+
+def rolled_days_back_at(engine: Engine, revision: str) -> tuple[int, bool]:
+    """Take the store back to `revision`: how many rolled-up days it then holds, and whether
+    their table still has the column the revision after it added."""
+    added = {"0017": "evidence", "0018": "probes_pruned"}[revision]
+    with engine.begin() as connection:
+        command.downgrade(alembic_config(connection), revision)
     with engine.connect() as connection:
-        assert connection.execute(text("SELECT count(*) FROM rolled_day")).scalar() == 1
-        assert "evidence" not in {
-            column["name"] for column in inspect(connection).get_columns("rolled_day")}
+        return (connection.execute(text("SELECT count(*) FROM rolled_day")).scalar_one(),
+                added in {column["name"] for column in inspect(connection).get_columns(
+                    "rolled_day")})
+
+
+def test_the_days_already_pruned_are_marked_pruned_and_kept_both_ways(
+    database_url: str,
+) -> None:
+    """Revision 0019 marks pruned the rolled-up days whose rollups counted probes and which
+    hold none (pruned before pruning kept an entry's latest probes): a backfill still refuses
+    them. A day holding probes, or whose rollups counted none, is not marked; going back drops
+    the mark and keeps the days."""
+    engine = entries_stored_at(database_url, "0018", [("weather", "{}", "weather.yaml")])
+    pruned, held, quiet = (T0.date() + timedelta(days=n) for n in range(3))
+    with engine.begin() as connection:
+        connection.execute(text(
+            "INSERT INTO pipeline_run (id, flow, started_at, state, entries_seen,"
+            " entries_published, entries_added, entries_updated, entries_retired,"
+            " entries_invalid, probes, probes_failed, network_suspect) VALUES (1,"
+            " 'nightly', :at, 'completed', 0, 0, 0, 0, 0, 0, 0, 0, false)"), {"at": T0})
+        connection.execute(text(
+            "INSERT INTO probe (run_id, entry_id, url, checked_at, outcome, attempts,"
+            " redirects) VALUES (1, 'weather', 'https://api.weather.example', :at,"
+            " 'live', 1, 0)"), {"at": T0 + timedelta(days=1)})
+        for day, probes in ((pruned, 2), (held, 1), (quiet, 0)):
+            connection.execute(text("INSERT INTO rolled_day (day, rolled_at) VALUES (:day, :at)"),
+                               {"day": day, "at": T0 + timedelta(days=5)})
+            connection.execute(text(
+                "INSERT INTO daily_entry (day, entry_id, probes, responses, live, state,"
+                " percent, grade, rubric) VALUES (:day, 'weather', :probes, 0, 0, 'unchecked',"
+                " 0, '', '')"), {"day": day, "probes": probes})
+    assert upgrade_store(engine) == ("0018", head_revision())
+    with Session(engine) as session:
+        assert dict(session.exec(select(RolledDay.day, RolledDay.probes_pruned)).all()) == {
+            pruned: True, held: False, quiet: False}
+        assert pruned_days(session, [pruned, held, quiet]) == [pruned]
+    assert rolled_days_back_at(engine, "0018") == (3, False)  # and back, the days kept
     engine.dispose()

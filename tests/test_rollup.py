@@ -19,10 +19,16 @@ from pipeline.judging.rollup import (
 )
 from pipeline.judging.score import score_entries
 from pipeline.settings import PROBES_KEPT_MIN_DAYS
-from pipeline.store.history import history_frame, plan_targets, record_probes
+from pipeline.store.history import (
+    history_frame,
+    latest_statuses,
+    plan_targets,
+    record_probes,
+)
 from pipeline.store.tables import (
     DailyEndpointRollup,
     DailyEntryRollup,
+    EntryRow,
     ProbeRow,
     RolledDay,
     active_entries,
@@ -242,6 +248,13 @@ def test_a_backfill_of_more_entries_than_one_statement_may_bind_replaces_their_r
     assert stored(session) == first
 
 
+def probe_today(session: Session, history: dict[str, str], today: date) -> None:
+    """A trusted run probes example-weather `today`: its older runs are no longer its latest."""
+    run = start_run(session, "nightly")
+    record_probes(session, run, [result(history["forecast"], "live", 200, 70.0, at=at(today, 1),
+                                        entry="example-weather")])
+
+
 def test_old_days_rolled_up_lose_their_raw_probes_and_keep_their_rollups(
     session: Session, history: dict[str, str],
 ) -> None:
@@ -257,10 +270,11 @@ def test_old_days_rolled_up_lose_their_raw_probes_and_keep_their_rollups(
                                         entry="example-weather") for day in (lone, newest)])
     roll_up_days(session, [DAY1, DAY2, newest])  # now: each after it ended; `lone` never
     rolled = stored(session)
+    probe_today(session, history, today)
 
     assert prune_probes(session, today, kept_days) == [(DAY1, 3), (DAY2, 15)]
     left = session.exec(select(ProbeRow.checked_at).order_by(ProbeRow.checked_at)).all()
-    assert [as_utc(checked).date() for checked in left] == [lone, newest]
+    assert [as_utc(checked).date() for checked in left] == [lone, newest, today]
     assert stored(session) == rolled
     evidence = {day.day: day.evidence for day in session.exec(select(RolledDay))}
     assert evidence[DAY1] is None and evidence[DAY2] is None and evidence[newest] is not None
@@ -271,6 +285,51 @@ def test_old_days_rolled_up_lose_their_raw_probes_and_keep_their_rollups(
         roll_up_days(session, [DAY2, newest, DAY1])
     assert stored(session) == rolled
     assert prune_probes(session, today + timedelta(days=1), kept_days) == [(newest, 1)]
+
+
+def test_an_entry_s_latest_trusted_run_keeps_its_probes_past_the_limit(
+    session: Session, history: dict[str, str],
+) -> None:
+    """While the prober's network is down for longer than the probes are kept, each active
+    entry keeps the probes of its latest trusted run, and so its published status; the rest
+    of their day is pruned, the day is marked pruned and a backfill of it refused. Once a
+    trusted run probes the entry again, the next pruning deletes them. A retired entry keeps
+    nothing."""
+    kept_days = PROBES_KEPT_MIN_DAYS
+    today = DAY2 + timedelta(days=kept_days + 1)
+    maps = next(t.url for t in plan_targets(session) if t.entry_id == "quiet-maps")
+    alone = start_run(session, "nightly")  # quiet-maps' latest trusted run
+    record_probes(session, alone, [result(maps, "live", 200, 90.0, at=at(DAY1, 4),
+                                          entry="quiet-maps")])
+    roll_up_days(session, [DAY1, DAY2])
+    before = latest_statuses(session)["example-weather"]
+    assert before.state == "online" and before.checked_at is not None
+    session.exec(select(EntryRow).where(EntryRow.id == "quiet-maps")).one().retired_at = at(
+        DAY3, 1)
+    down = start_run(session, "nightly")  # tonight: the network down, nothing trusted
+    record_probes(session, down, [result(history["forecast"], "unreachable", None, None,
+                                         error_class="dns", at=at(today, 1))])
+    down.network_suspect = True
+    session.add(down)
+    session.commit()
+
+    assert prune_probes(session, today, kept_days) == [(DAY1, 4), (DAY2, 12)]
+    left = session.exec(select(ProbeRow.url, ProbeRow.checked_at).where(
+        ProbeRow.checked_at <= day_bounds(DAY2)[1])).all()
+    assert sorted(url for url, _ in left) == sorted(history.values())
+    assert {as_utc(checked) for _, checked in left} == {at(DAY2, 3)}
+    assert latest_statuses(session)["example-weather"] == before
+    assert pruned_days(session, [DAY1, DAY2, DAY3]) == [DAY1, DAY2]
+    with pytest.raises(ProbesPrunedError, match="raw probes of 2026-11-11 were"):
+        roll_up_days(session, [DAY2])
+    assert prune_probes(session, today + timedelta(days=1), kept_days) == []
+
+    tomorrow = today + timedelta(days=1)
+    probe_today(session, history, tomorrow)
+    assert prune_probes(session, tomorrow, kept_days) == [(DAY2, 3)]
+    assert session.exec(select(ProbeRow.id).where(
+        ProbeRow.checked_at <= day_bounds(DAY2)[1])).all() == []
+    assert latest_statuses(session)["example-weather"].checked_at == at(tomorrow, 1)
 
 
 def test_a_long_history_is_pruned_a_few_days_a_night_oldest_first(
@@ -285,9 +344,11 @@ def test_a_long_history_is_pruned_a_few_days_a_night_oldest_first(
     record_probes(session, run, [result(history["forecast"], "live", 200, 80.0, at=at(day, 3),
                                         entry="example-weather") for day in (day4, day5)])
     roll_up_days(session, days_between(DAY1, day5))
+    probe_today(session, history, today)
 
     def days_left() -> list[date]:
-        checked = session.exec(select(ProbeRow.checked_at)).all()
+        checked = session.exec(select(ProbeRow.checked_at).where(
+            ProbeRow.checked_at < day_bounds(today)[0])).all()
         return sorted({as_utc(at).date() for at in checked})
 
     assert days_left() == [DAY1, DAY2, day4, day5]

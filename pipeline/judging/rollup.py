@@ -28,11 +28,12 @@ from pipeline.judging.evidence import (
     days_between,
 )
 from pipeline.judging.score import ContentScores
-from pipeline.store.history import latest_states, probed_entries
+from pipeline.store.history import latest_runs, latest_states, probed_entries
 from pipeline.store.tables import (
     DailyEndpointRollup,
     DailyEntryRollup,
     EntryRow,
+    PipelineRun,
     ProbeRow,
     RolledDay,
     as_utc,
@@ -319,11 +320,10 @@ def _has_probes(session: Session, day: date) -> bool:
 
 
 def pruned_days(session: Session, days: Iterable[date]) -> list[date]:
-    """Those of `days` whose rollups count probes the store no longer holds: rolling one up
-    again would replace its figures with those of a day without probes."""
-    counted = set(session.exec(select(DailyEntryRollup.day).distinct().where(
-        col(DailyEntryRollup.day).in_(sorted(set(days))), col(DailyEntryRollup.probes) > 0)))
-    return [day for day in sorted(counted) if not _has_probes(session, day)]
+    """Those of `days` whose raw probes were pruned (`prune_probes`): rolling one up again
+    would replace its figures with those of a day without its probes."""
+    return sorted(session.exec(select(RolledDay.day).where(
+        col(RolledDay.day).in_(sorted(set(days))), col(RolledDay.probes_pruned))))
 
 
 def refuse_pruned_days(session: Session, days: Iterable[date]) -> None:
@@ -345,31 +345,67 @@ def prune_probes(session: Session, today: date, kept_days: int,
     """Delete the raw probes of each day that ended more than `kept_days` days before `today`
     and was rolled up after it ended (its rollups stand in for them: trends, uptime and
     scores read those), with the rollup evidence kept for the score stage, whose window such
-    a day has left. A day never rolled up completely keeps its probes, its only record. Oldest
-    first, each day committed on its own, at most `at_most` days with probes a call: a long
-    history is pruned over several nights rather than in one long first night; (day, probes
-    deleted) of each day pruned."""
+    a day has left, and mark the day pruned. A day never rolled up completely keeps its
+    probes, its only record. The probes of an active entry's latest trusted run stay while
+    it is its latest: its published status is read from them, and a prober whose network was
+    down for longer than `kept_days` still publishes each entry's last trusted status. Oldest
+    first, each day committed on its own, at most `at_most` days with probes deleted a call:
+    a long history is pruned over several nights rather than in one long first night; (day,
+    probes deleted) of each day pruned."""
     first = session.exec(select(func.min(ProbeRow.checked_at))).one()
     last = today - timedelta(days=kept_days + 1)
     if first is None or last < as_utc(first).date():
         return []
     days = days_between(as_utc(first).date(), last)
     complete = complete_days(session, days)
+    kept: dict[int, set[str]] | None = None  # read once a day holds probes to delete
     pruned = []
     for day in days:
-        if day not in complete:
+        if day not in complete or not _has_probes(session, day):
             continue
-        start, end = day_bounds(day)
-        deleted = session.execute(delete(ProbeRow).where(
-            col(ProbeRow.checked_at) >= start, col(ProbeRow.checked_at) <= end)).rowcount
+        if kept is None:
+            kept = _latest_kept(session, day_bounds(last)[1])
+        deleted = _delete_probes(session, day, kept)
         session.execute(update(RolledDay).where(col(RolledDay.day) == day).values(
-            evidence=None, evidence_entries=None))
+            evidence=None, evidence_entries=None, probes_pruned=True))
         session.commit()
         if deleted:
             pruned.append((day, deleted))
             if len(pruned) == at_most:
                 break
     return pruned
+
+
+def _latest_kept(session: Session, until: datetime) -> dict[int, set[str]]:
+    """The runs with probes checked by `until` that are some active entries' latest trusted
+    run, with those entries: the probes pruning keeps. On a night like any other none are (each
+    entry's latest run is the night's own), and no probe is read."""
+    active = session.exec(select(EntryRow.id).where(col(EntryRow.retired_at).is_(None))).all()
+    latest = latest_runs(session, active)
+    early = set(session.exec(select(PipelineRun.id).where(
+        col(PipelineRun.id).in_(sorted(set(latest.values()))),
+        col(PipelineRun.first_checked_at) <= until)))
+    kept: dict[int, set[str]] = {run_id: set() for run_id in early}
+    for entry_id, run_id in latest.items():
+        if run_id in early:
+            kept[run_id].add(entry_id)
+    return kept
+
+
+def _delete_probes(session: Session, day: date, kept: Mapping[int, set[str]]) -> int:
+    """Delete `day`'s probes but those of the runs in `kept` of the entries named with them;
+    how many were deleted. Not committed."""
+    start, end = day_bounds(day)
+    of_day = (col(ProbeRow.checked_at) >= start, col(ProbeRow.checked_at) <= end)
+    deleted = session.execute(delete(ProbeRow).where(
+        *of_day, col(ProbeRow.run_id).not_in(sorted(kept)))).rowcount
+    for run_id, entry_ids in kept.items():
+        probed = session.exec(select(ProbeRow.entry_id).distinct().where(
+            *of_day, ProbeRow.run_id == run_id)).all()
+        for chunk in in_lists(sorted(set(probed) - entry_ids)):
+            deleted += session.execute(delete(ProbeRow).where(
+                *of_day, ProbeRow.run_id == run_id, col(ProbeRow.entry_id).in_(chunk))).rowcount
+    return deleted
 
 
 def days_to_roll(session: Session, day: date, now: datetime) -> list[date]:

@@ -303,6 +303,10 @@ class RolledDay(SQLModel, table=True):
     # one row, not from its 100,000 rows; None for a day rolled up before they were kept.
     evidence_entries: str | None = Field(default=None, sa_column=Column(Text))
     evidence: bytes | None = Field(default=None, sa_column=Column(LargeBinary))
+    # Whether the day's raw probes were pruned (`rollup.prune_probes`): its rows stand as they
+    # are and cannot be computed again. The probes of a run that is still an entry's latest
+    # trusted run may stay on such a day (its published status is read from them).
+    probes_pruned: bool = Field(default=False, sa_column_kwargs={"server_default": "0"})
 
 
 class StateChange(SQLModel, table=True):
