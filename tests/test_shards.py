@@ -26,6 +26,7 @@ from prefect.client.schemas.filters import (
 from prefect.client.schemas.sorting import FlowRunSort, TaskRunSort
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.task_runners import ProcessPoolTaskRunner
+from sqlalchemy import Connection, event
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, select
 
@@ -365,6 +366,47 @@ async def test_probes_the_store_refuses_at_first_are_stored_again_not_probed_aga
     refused = [record.getMessage() for record in caplog.records
                if "storing them again in" in record.getMessage()]
     assert refused and all("without probing again" in message for message in refused)
+
+
+async def test_probes_whose_commit_answer_is_lost_are_stored_once_and_not_probed_again(
+    hosts: FakeServer, write_entry: WriteEntry, data_dir: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The run probing in one process commits its probes, but the commit's answer is lost
+    (the connection drops once the server committed): storing them again finds them stored
+    and adds none. Run again whole (the stage's retry), the stage neither probes nor stores
+    again, and says what the stored probes came to."""
+    database = tmp_path / "var" / "apidir.db"
+    settings, run_id = store_with_a_short_wait(hosts, write_entry, data_dir, database,
+                                               monkeypatch, shards=1, wait=5, retries=2,
+                                               delay=0.1)
+    requests = len(HOSTS) * len(PATHS)
+    engine = engine_for(settings.database_url)
+    lost: list[int] = []
+
+    def answer_lost(connection: Connection) -> None:
+        """The database commits, and the answer never reaches the client."""
+        if len(hosts.requests) >= requests and not lost:  # the commit of the probes
+            connection.connection.dbapi_connection.commit()
+            lost.append(len(hosts.requests))
+            raise OperationalError("COMMIT", {}, ConnectionResetError(
+                "server closed the connection unexpectedly"))
+
+    event.listen(engine, "commit", answer_lost)
+    try:
+        with caplog.at_level(logging.WARNING, logger="pipeline.operations.stages"):
+            first = await probe_entries(settings, run_id)
+    finally:
+        event.remove(engine, "commit", answer_lost)
+    again = await probe_entries(settings, run_id)
+
+    assert lost == [requests] and len(hosts.requests) == requests
+    with session_scope(engine) as session:
+        urls = session.exec(select(ProbeRow.url).where(ProbeRow.run_id == run_id)).all()
+        run = session.get(PipelineRun, run_id)
+    assert len(urls) == len(set(urls)) == requests == run.probes
+    assert first == again and first.probes == requests and first.outcomes == {"live": requests}
+    assert any("storing them again in" in record.getMessage() for record in caplog.records)
 
 
 async def test_a_shard_whose_probes_the_store_keeps_refusing_fails_after_the_stage_retries(

@@ -65,6 +65,7 @@ from pipeline.store.history import (
     plan_targets,
     record_probes,
     redirect_links,
+    stored_run_tally,
 )
 from pipeline.store.shards import (
     finish_shard,
@@ -138,22 +139,38 @@ async def probe_entries(
     settings: Settings, run_id: int, entry_ids: Collection[str] | None = None
 ) -> ProbeOutcome:
     """Probe the published entries' URLs (or only `entry_ids`') as coroutines, then record
-    every probe in the history (`stored_again_if_refused`)."""
+    every probe in the history (`stored_again_if_refused`), once: a run whose probes an
+    earlier attempt stored (its commit's answer lost on the way, or the stage run again
+    after it) is neither probed nor stored again, as a shard is not."""
     engine = engine_for(settings.database_url)
     with session_scope(engine) as session:
+        if (stored := _stored_outcome(session, run_id)) is not None:
+            return stored
         targets = plan_targets(session, entry_ids)
     results = await probe_all(targets, settings.probe_settings())
 
-    def store() -> PipelineRun:
+    def store() -> ProbeOutcome:
         with session_scope(engine) as session:
+            if (stored := _stored_outcome(session, run_id)) is not None:
+                return stored
             run = session.get(PipelineRun, run_id)
             record_probes(session, run, results)
-        return run
+            return _outcome(ProbeTally.of(results), run)
 
-    run = await stored_again_if_refused(settings, f"run {run_id}", len(results), store)
-    tally = ProbeTally.of(results)  # each target by its conclusion, not by both looks
+    return await stored_again_if_refused(settings, f"run {run_id}", len(results), store)
+
+
+def _outcome(tally: ProbeTally, run: PipelineRun) -> ProbeOutcome:
+    """Each target by its conclusion, not by both looks."""
     return ProbeOutcome(tally.probes, dict(sorted(tally.outcomes.items())),
                         bool(run.network_suspect))
+
+
+def _stored_outcome(session: Session, run_id: int) -> ProbeOutcome | None:
+    """What the run's stored probes came to, if it stored any (None: not yet)."""
+    run = session.get(PipelineRun, run_id)
+    tally = stored_run_tally(session, run)
+    return None if tally is None else _outcome(tally, run)
 
 
 class ShardsFailedError(RuntimeError):

@@ -210,6 +210,15 @@ def add_probes(session: Session, run_id: int, results: Iterable[ProbeResult]) ->
     return ProbeTally.of(results)
 
 
+def stored_run_tally(session: Session, run: PipelineRun) -> ProbeTally | None:
+    """What the probes `run` stored came to (`ProbeTally.of` them); None if it stored none."""
+    if run.first_checked_at is None:  # kept with every part of the run's probes stored
+        return None
+    return ProbeTally.of(session.exec(select(
+        ProbeRow.entry_id, ProbeRow.url, ProbeRow.outcome, ProbeRow.confirmation,
+        ProbeRow.error_class).where(ProbeRow.run_id == run.id)))
+
+
 def _widen_checked_bounds(session: Session, run_id: int, first: datetime, last: datetime) -> None:
     """The run's first and last check time widened to hold `first` and `last`, in the
     database (shards store their parts at once, each in its own transaction)."""
