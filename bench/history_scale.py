@@ -5,9 +5,10 @@ stage, SQLite against PostgreSQL.
 
 Synthetic entries (one endpoint each) go straight into the tables; then `--runs` nightly
 runs each add one probe row per entry (`add_probes`, one commit per run, as a shard does)
-and the reads the score stage makes are timed over the whole history: `latest_statuses`
-and `history_frame`. PostgreSQL is a throwaway server started as the tests start it.
-Prints figures only.
+and the reads the score stage makes are timed over the whole history: each entry's status
+from its latest trusted run, as the stage reads it (`latest_probes`, then `status_form`,
+no model per entry), and `history_frame`. PostgreSQL is a throwaway server started as the
+tests start it. Prints figures only.
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ from sqlmodel import select  # noqa: E402
 
 from bench.catalogue import peak_rss_mb, reset_peak_rss  # noqa: E402
 from pipeline.probing.probe import ProbeResult  # noqa: E402
-from pipeline.store.history import add_probes, history_frame, latest_statuses  # noqa: E402
+from pipeline.store.history import (  # noqa: E402
+    add_probes,
+    history_frame,
+    latest_probes,
+    status_form,
+)
 from pipeline.store.tables import (  # noqa: E402
     EndpointRow,
     EntryRow,
@@ -81,7 +87,8 @@ def fill(database_url: str, entries: int, runs: int) -> None:
     print(f"  write: {rows} probe rows in {written:6.2f} s = {rows / written:7.0f} rows/s "
           f"({entries} per run, one commit each); peak RSS while writing a run's rows "
           f"+{growth:.0f} MiB over the rows' results")
-    for name, read in (("latest_statuses", lambda s: latest_statuses(s)),
+    for name, read in (("statuses", lambda s: {entry_id: status_form(probes) for
+                                                entry_id, probes in latest_probes(s).items()}),
                        ("history_frame", lambda s: history_frame(s, since=now - timedelta(30)))):
         started = time.perf_counter()
         with session_scope(engine) as session:
