@@ -69,14 +69,17 @@ class _WithoutTraceback(logging.Filter):
 
 
 def terminal_logs_without_tracebacks() -> None:
-    """A failed run ends in one line on the terminal, not in Prefect's tracebacks."""
+    """A failed run ends in one line on the terminal, not in Prefect's tracebacks; nor does a
+    warning logged where no handler is set (Python's last resort prints it)."""
     if os.environ.get("APIDIR_DEBUG"):
         return
     names = [name for name in logging.root.manager.loggerDict if name.startswith("prefect")]
-    for logger in [logging.root, *map(logging.getLogger, names)]:
-        for handler in logger.handlers:
-            if isinstance(handler, logging.StreamHandler):
-                handler.addFilter(_WithoutTraceback())
+    handlers = [handler for logger in [logging.root, *map(logging.getLogger, names)]
+                for handler in logger.handlers]
+    for handler in [*handlers, logging.lastResort]:
+        if isinstance(handler, logging.StreamHandler) and not any(
+                isinstance(kept, _WithoutTraceback) for kept in handler.filters):
+            handler.addFilter(_WithoutTraceback())
 
 
 def warn_if_local(settings: Settings) -> None:
@@ -234,6 +237,7 @@ def probe(
 ) -> None:
     """Probe entries or URLs now and print each result; nothing is stored. Exit status 1
     when any probe got no HTTP response (unreachable, blocked, malformed), else 0."""
+    terminal_logs_without_tracebacks()
     settings = Settings()
     targets = [ProbeTarget(url) for url in urls or []]
     if entry:

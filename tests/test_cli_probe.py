@@ -84,3 +84,18 @@ async def test_a_failed_url_gets_its_second_look_and_is_counted_once(loopback: s
     assert len(lines) == 2 and "[second look: transient]" in lines[1]
     assert "second look" not in lines[0]
     assert "1 of 2 probe(s) got no HTTP response" in err
+
+
+async def test_a_warning_with_an_error_shows_on_the_terminal_as_its_line_alone() -> None:
+    """`apidir probe` sets no log handler: a warning the prober logs with its error (an
+    unexpected one) goes to Python's last resort, which shows its message, not a traceback."""
+    script = ("import logging; from pipeline.cli import terminal_logs_without_tracebacks; "
+              "terminal_logs_without_tracebacks(); terminal_logs_without_tracebacks(); "
+              "logging.getLogger('pipeline.probing.probe').warning("
+              "'unexpected error probing %s', 'http://a..b/', exc_info=ValueError('label'))")
+    environment = {key: value for key, value in os.environ.items() if key != "APIDIR_DEBUG"}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, cwd=REPO, env=environment,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    _, err = await asyncio.wait_for(process.communicate(), timeout=120)
+    assert (process.returncode, err.decode()) == (0, "unexpected error probing http://a..b/\n")
