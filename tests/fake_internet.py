@@ -367,6 +367,30 @@ class RawServer(_StreamServer):
 
 
 @dataclass
+class CannedServer(_StreamServer):
+    """A TCP server that answers every request, on kept-alive connections, with the same bytes
+    (`answer`: a status line and headers as a hostile server may send them, never checked),
+    and counts the requests."""
+
+    answer: bytes
+    host: str = "127.0.0.1"
+    requests: int = 0
+    port: int = 0
+    _server: asyncio.AbstractServer | None = None
+    _writers: list[asyncio.StreamWriter] = field(default_factory=list)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.append(writer)
+        with suppress(asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            while True:
+                await reader.readuntil(b"\r\n\r\n")
+                self.requests += 1
+                writer.write(self.answer)
+                await writer.drain()
+        writer.close()
+
+
+@dataclass
 class SilentCloseServer(_StreamServer):
     """An HTTPS server that never answers a client's TLS close (its close_notify), as some
     servers on the internet do. It speaks TLS itself over the TCP stream (an SSLObject), so it

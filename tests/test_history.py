@@ -619,3 +619,27 @@ def test_a_stored_time_is_written_as_the_contract_writes_it(moment: datetime) ->
     written = TypeAdapter(AwareDatetime).dump_json(as_utc(moment)).decode()
     assert utc_text(moment) == json_time(moment) == written.strip('"')
     assert written.endswith('Z"') and json_time(None) is None
+
+
+async def test_a_header_that_is_not_utf8_is_stored_with_the_night_s_other_probes(
+    session,
+) -> None:
+    """A server's `Access-Control-Allow-Origin` in bytes that are not UTF-8 (as aiohttp
+    decodes them, lone surrogates) reaches the store as text it takes: the run's probes,
+    stored in one statement, are all kept."""
+    from fake_internet import CannedServer
+
+    from pipeline.probing.probe import ProbeSettings, probe_url
+
+    server = await CannedServer(b"HTTP/1.1 200 OK\r\nAccess-Control-Allow-Origin: caf\xe9\r\n"
+                                b"Content-Length: 0\r\n\r\n").start()
+    try:
+        odd = await probe_url(server.url(), ProbeSettings(allow_private=True))
+    finally:
+        await server.close()
+    run = start_run(session, "nightly")
+    fine = result("https://api.example.com/v1/current", "live", 200)
+    record_probes(session, run, [replace(odd, entry_id="example-weather"), fine])
+    stored = dict(session.exec(select(ProbeRow.url, ProbeRow.cors_allow_origin).where(
+        ProbeRow.run_id == run.id)).all())
+    assert stored == {server.url(): "caf?", fine.url: None}

@@ -17,6 +17,7 @@ import pytest
 import pytest_asyncio
 from fake_internet import (
     HUGE_BODY,
+    CannedServer,
     FakeDNS,
     FakeServer,
     RawServer,
@@ -37,6 +38,7 @@ from pipeline.probing.probe import (
     probe_targets_for,
     probe_url,
     retry_after_seconds,
+    storable,
 )
 
 FAST = ProbeSettings(
@@ -144,6 +146,9 @@ def test_retry_after_reads_seconds_and_http_dates() -> None:
     assert retry_after_seconds("Thu, 01 Jan 2026 11:00:00 GMT", now) == 0
     assert retry_after_seconds("soon", now) is None
     assert retry_after_seconds(None, now) is None
+    # digits float() refuses, and a date past datetime's last year: unreadable, not an error
+    assert retry_after_seconds("\u00b2", now) is None
+    assert retry_after_seconds("1 Jan 99999999999999999999 00:00 GMT", now) is None
 
 
 # --- outcomes -------------------------------------------------------------------------------
@@ -293,6 +298,102 @@ async def test_garbage_instead_of_http_is_a_protocol_error() -> None:
         await server.close()
     assert (result.error_class, result.attempts) == ("protocol", 1)
     assert result.error and "\n" not in result.error
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def canned() -> AsyncIterator[Any]:
+    """Start CannedServers answering with the bytes given (on 127.0.0.1 unless a host is
+    given); each is closed after the test."""
+    servers: list[CannedServer] = []
+
+    async def start(answer: bytes, host: str = "127.0.0.1") -> CannedServer:
+        servers.append(await CannedServer(answer, host).start())
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        await server.close()
+
+
+async def test_what_a_hostile_server_answers_ends_as_a_result_never_an_error(
+    canned: Any, web: FakeServer, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A Retry-After that is no number and no date, a redirect to a host name that cannot be
+    encoded, a status line outside HTTP's, and a header that is not UTF-8: each probe ends in
+    a result of its own, the run goes on, nothing is logged with a traceback, and every text
+    of a result is one a store takes."""
+    busy = await canned(b"HTTP/1.1 503 Busy\r\nRetry-After: \xc2\xb2\r\nContent-Length: 0\r\n\r\n")
+    far = await canned(b"HTTP/1.1 503 Busy\r\nRetry-After: 1 Jan 99999999999999999999 00:00 "
+                       b"GMT\r\nContent-Length: 0\r\n\r\n")
+    odd_host = await canned(b"HTTP/1.1 302 Found\r\nLocation: http://a..b/\r\n"
+                            b"Content-Length: 0\r\n\r\n")
+    zero = await canned(b"HTTP/1.1 000 Zero\r\nContent-Length: 0\r\n\r\n")
+    latin = await canned(b"HTTP/1.1 200 OK\r\nAccess-Control-Allow-Origin: caf\xe9\r\n"
+                         b"Content-Length: 0\r\n\r\n")
+    urls = [server.url() for server in (busy, far, odd_host, zero, latin)] + [web.url("/ok")]
+    with caplog.at_level("WARNING", logger="pipeline.probing.probe"):
+        results = await probe_all([ProbeTarget(url) for url in urls], FAST)
+    by_url = {result.url: result for result in results}
+    assert [by_url[url].outcome for url in urls] == [
+        "online", "online", "unreachable", "unreachable", "live", "live"]
+    assert (by_url[busy.url()].reason, by_url[busy.url()].attempts) == ("server_error", 3)
+    assert by_url[far.url()].http_status == 503
+    assert (by_url[odd_host.url()].error_class, by_url[odd_host.url()].attempts) == (
+        "malformed", 1)
+    assert (by_url[zero.url()].error_class, by_url[zero.url()].error) == (
+        "protocol", "not an HTTP status: 0")
+    assert by_url[latin.url()].cors_allow_origin == "caf?"
+    for result in results:
+        for text in (result.url, result.error, result.final_url, result.cors_allow_origin):
+            assert text is None or (text.encode("utf-8") and "\x00" not in text)
+    assert not [record for record in caplog.records if record.exc_info]
+
+
+async def test_a_fault_of_the_prober_s_own_ends_its_url_not_the_run(
+    web: FakeServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An error no probe foresaw (here the reading of a 404's reason fails) ends that URL's
+    probe as a protocol error, logged once; the other URLs' results are kept."""
+    from pipeline.probing import probe as prober
+
+    def failing(status: int, headers: Any) -> str | None:
+        if status == 404:
+            raise RuntimeError("a fault of the prober's own")
+        return http_reason(status, headers)
+
+    monkeypatch.setattr(prober, "http_reason", failing)
+    with caplog.at_level("WARNING", logger="pipeline.probing.probe"):
+        results = await probe_all([ProbeTarget(web.url("/missing")), ProbeTarget(web.url("/ok"))],
+                                  FAST)
+    assert [(r.outcome, r.error_class, r.error) for r in results] == [
+        ("unreachable", "protocol", "RuntimeError: a fault of the prober's own"),
+        ("live", None, None)]
+    assert [record.getMessage() for record in caplog.records] == [
+        f"unexpected error probing {web.url('/missing')}: RuntimeError: a fault of the "
+        "prober's own"]
+
+
+def test_storable_text_loses_what_no_store_takes() -> None:
+    assert storable("caf\udce9 \ud800x\x00y") == "caf? ?xy"
+    assert storable("café") == "café"
+    assert storable(None) is None
+
+
+async def test_waiting_out_a_redirect_target_s_retry_after_is_no_part_of_the_deadline(
+    canned: Any,
+) -> None:
+    """A redirects to B, which asks to be left alone for 2 s (503, Retry-After): the next
+    attempt waits out B's time, then asks it again and reads its answer; the wait is not
+    counted in the attempt's deadline (1 s), which would throw the answer away."""
+    later = await canned(b"HTTP/1.1 503 Busy\r\nRetry-After: 2\r\nContent-Length: 0\r\n\r\n",
+                         host="127.0.0.2")
+    redirecting = await canned(f"HTTP/1.1 302 Found\r\nLocation: {later.url()}\r\n"
+                               "Content-Length: 0\r\n\r\n".encode())
+    settings = replace(FAST, total_timeout=1.0, max_attempts=2)
+    started = asyncio.get_running_loop().time()
+    result = await probe_url(redirecting.url(), settings)
+    assert (result.outcome, result.http_status, result.attempts) == ("online", 503, 2)
+    assert later.requests == 2 and asyncio.get_running_loop().time() - started >= 2
 
 
 async def test_reset_connection_is_retried() -> None:

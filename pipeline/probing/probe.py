@@ -308,6 +308,8 @@ def classify_error(exc: BaseException, phase: str = "read") -> str:
         return "reset"
     if has(aiohttp.ClientConnectorError):  # unreachable network or host
         return "refused"
+    if has(UnicodeError):  # a host name IDNA cannot encode (`a..b`, a label over 63)
+        return "malformed"
     return "protocol"
 
 
@@ -326,11 +328,11 @@ def retry_after_seconds(value: str | None, now: datetime | None = None) -> float
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # `isdigit` alone takes "²", which float() refuses
         return float(value)
     try:
         moment = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):  # a year past datetime's
         return None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
@@ -440,6 +442,15 @@ def _trace_config() -> aiohttp.TraceConfig:
     return trace
 
 
+def storable(text: str | None) -> str | None:
+    """`text` as any store takes it: a server's bytes that are not UTF-8 (aiohttp keeps them as
+    lone surrogates) become `?`, and NUL, which PostgreSQL refuses in text, is dropped. One
+    such header must not make a night's probes impossible to store."""
+    if text is None or (text.isascii() and "\x00" not in text):
+        return text
+    return text.encode("utf-8", "replace").decode("utf-8").replace("\x00", "")
+
+
 def _ms_sum(values: Iterable[float | None]) -> float | None:
     present = [value for value in values if value is not None]
     return sum(present) * 1000.0 if present else None
@@ -477,7 +488,7 @@ class _Attempt:
         ]
         reached = outcome != "unreachable" and len(spans) == len(self.hops)
         return ProbeResult(
-            url=redact_userinfo(url),
+            url=storable(redact_userinfo(url)),
             entry_id=None,
             endpoint_id=None,
             checked_at=self.checked_at,
@@ -493,11 +504,13 @@ class _Attempt:
                 for hop in self.hops
                 if hop.sent is not None and hop.headers is not None
             ),
-            final_url=self.final_url,
+            final_url=storable(self.final_url),
             attempts=attempts,
             redirects=self.redirects,
-            error=self.error,
-            cors_allow_origin=self.cors_allow_origin if outcome != "unreachable" else None,
+            error=storable(self.error),
+            cors_allow_origin=(
+                storable(self.cors_allow_origin) if outcome != "unreachable" else None
+            ),
             cors_allow_credentials=(
                 self.cors_allow_credentials if outcome != "unreachable" else None
             ),
@@ -749,7 +762,13 @@ class Prober:
         self._host(host).pending += 1
         final_host = host
         try:
-            result = await self._probe(url)
+            try:
+                result = await self._probe(url)
+            except Exception as exc:  # a fault of the prober's own ends this URL, not the run
+                log.warning("unexpected error probing %s: %s", redact_userinfo(url),
+                            _message(exc), exc_info=exc)
+                result = _Attempt(datetime.now(UTC), error_class="protocol",
+                                  error=_message(exc)).result(url, 1)
             if result.final_url and result.final_url != url:  # a redirect may have moved host
                 final_host = target_host(result.final_url)
             return result
@@ -804,11 +823,16 @@ class Prober:
             try:
                 self.policy.check_url(url)
                 host = _host_key(url)
+                loop = asyncio.get_running_loop()
+                waiting = loop.time()
                 async with self._turn(host) as start:
                     hop.on_sent = start.sent
                     if attempt.redirects == 0:
                         attempt.checked_at = datetime.now(UTC)
-                        deadline = asyncio.get_running_loop().time() + settings.total_timeout
+                        deadline = loop.time() + settings.total_timeout
+                    else:  # the wait for a later hop's host (its interval, a Retry-After)
+                        assert deadline is not None  # set on the first hop
+                        deadline += loop.time() - waiting
                     status, headers = await self._request(url, hop, deadline)
             except asyncio.CancelledError:
                 raise
@@ -822,6 +846,10 @@ class Prober:
                     log.warning(
                         "unexpected error probing %s", redact_userinfo(str(url)), exc_info=exc
                     )
+                return attempt
+            if not 100 <= status <= 999:  # `HTTP/1.1 000`: no status a reader could use
+                attempt.error_class = "protocol"
+                attempt.error = f"not an HTTP status: {status}"
                 return attempt
             attempt.status = status
             allowed = headers.get("access-control-allow-origin")
