@@ -27,13 +27,16 @@ from pipeline.catalogue.draft import todo_fields
 from pipeline.catalogue.guard import (
     DEFAULT_MAX_BYTES,
     UNREAD_RULES,
+    VALUE_ERRORS,
     YAML_LOADER,
+    DuplicateKey,
     UnsafeEntryFile,
     check_place,
     check_structure,
     read_placed,
     read_text,
     stat_placed,
+    unreadable_value,
 )
 from pipeline.catalogue.lint import lint_entry
 from pipeline.contract import CATEGORY_IDS, EntryContent, Uri
@@ -270,12 +273,24 @@ def read_entry_file(
         return stem, None, [Problem(file, None, stem, None, "unreadable", reason)]
     except RecursionError:
         return stem, None, [Problem(file, None, stem, None, "too-deep", "nested too deeply")]
+    except DuplicateKey as exc:
+        mark = exc.problem_mark
+        return stem, None, [Problem(file, mark.line + 1 if mark else None, stem, None,
+                                    "duplicate-key", f"{exc.problem}: the first would be lost")]
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, ...)
+        line = text.count("\n", 0, exc.position) + 1
+        message = f"YAML does not allow the character #x{exc.character:04x}"
+        return stem, None, [Problem(file, line, stem, None, "yaml-syntax", message)]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         reason = getattr(exc, "problem", None) or str(exc)
-        message = f"YAML syntax error: {reason}"
+        message = " ".join(f"YAML syntax error: {reason}".split())
         return stem, None, [Problem(file, line, stem, None, "yaml-syntax", message)]
+    except VALUE_ERRORS as exc:  # a value that parses but cannot be built, as `2026-02-30`
+        line, place, reason = unreadable_value(text, exc)
+        return stem, None, [Problem(file, line, stem, _field_name(place) if place else None,
+                                    "yaml-value", reason)]
     if not isinstance(raw, dict):
         return (
             stem,

@@ -13,6 +13,7 @@ import os
 import re
 import stat
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -24,8 +25,85 @@ MAX_NODES = 20_000  # nodes after every alias (and merge key) is expanded
 _ANCHOR = re.compile(r"(?:^|[\s\[\]{},:-])&[^\s\[\]{},]")
 _DEEP_INDENT = re.compile(r"^(?: {24,}|(?:- *){8,})", re.MULTILINE)
 # libyaml's safe parser when PyYAML was built with it (the wheels are): ~10x faster on big
-# catalogues. The one loader of every YAML file the catalogue reads.
-YAML_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# catalogues.
+_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class DuplicateKey(yaml.constructor.ConstructorError):
+    """A key given twice in one mapping: YAML forbids it, and PyYAML would keep the last one
+    without a word (a second `description:` silently replacing the first)."""
+
+
+class CatalogueLoader(_SAFE_LOADER):
+    """The one loader of every YAML file the catalogue reads: the safe one, refusing a key
+    given twice in a mapping (some 18 µs a file; a key a merge (`<<`) brings may be given
+    again, as YAML means)."""
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            seen: set[str] = set()
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag != _MERGE_TAG:
+                    if key.value in seen:
+                        raise DuplicateKey(None, None, f"key {key.value!r} is given twice",
+                                           key.start_mark)
+                    seen.add(key.value)
+        return super().construct_mapping(node, deep)
+
+
+YAML_LOADER: type[yaml.SafeLoader] = CatalogueLoader
+
+# What a YAML value that parses but cannot be built raises (`2026-02-30`, `!!int abc`,
+# `!!bool abc`, `!!timestamp abc`): the loader gives no line for it.
+VALUE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, OverflowError)
+
+
+class _Pinpointing(CatalogueLoader):
+    """The loader again, naming the node of a value that cannot be built: read only once a
+    file failed so, since the check costs on every node."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except yaml.YAMLError:
+            raise
+        except VALUE_ERRORS as exc:
+            kind = node.tag.rsplit(":", 1)[-1]
+            shown = node.value if isinstance(node.value, str) else ""
+            raise yaml.constructor.ConstructorError(
+                None, None, " ".join(f"{shown[:80]!r} cannot be read as a YAML {kind} "
+                                     f"({exc})".split()), node.start_mark) from None
+
+
+def unreadable_value(text: str, error: Exception) -> tuple[int | None, list[str | int], str]:
+    """The line, the place (keys and item indexes) and a one-line message of the value in
+    `text` that made the loader raise `error` (one of VALUE_ERRORS)."""
+    try:
+        yaml.load(text, Loader=_Pinpointing)
+    except yaml.constructor.ConstructorError as found:
+        mark = found.problem_mark
+        if mark is not None:
+            place = _place_of(yaml.compose(text, Loader=CatalogueLoader), mark.index)
+            return mark.line + 1, place, str(found.problem)
+    except Exception:  # a failure of another kind says no more than the first one did
+        pass
+    return None, [], " ".join(f"{type(error).__name__}: {error}".split())
+
+
+def _place_of(root: yaml.Node | None, index: int) -> list[str | int]:
+    """The keys and item indexes leading from `root` to the node that starts at `index`
+    (a walk with a stack of its own: no recursion on depth)."""
+    todo: list[tuple[yaml.Node, list[str | int]]] = [] if root is None else [(root, [])]
+    while todo:
+        node, place = todo.pop()
+        if node.start_mark.index == index and isinstance(node, yaml.ScalarNode):
+            return place
+        if isinstance(node, yaml.MappingNode):
+            todo.extend((value, [*place, str(key.value)]) for key, value in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            todo.extend((item, [*place, number]) for number, item in enumerate(node.value))
+    return []
 
 
 # The rules of files that were refused or could not be read: no id of theirs is known.

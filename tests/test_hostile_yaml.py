@@ -1,0 +1,110 @@
+"""Hostile YAML inside an entry file that keeps every limit: values YAML parses but cannot
+build, a key given twice, a character YAML forbids, JSON nested past any parser, text that
+drives a pattern to backtrack. Each is one problem of its file, in one line naming the field
+where there is one; `validate` and the ingest go on with the other files."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline.catalogue.entries import read_catalog
+from tests.conftest import REPO, WriteEntry, make_entry
+
+
+def problems_of(data_dir: Path) -> list:
+    entries = data_dir / "entries"
+    return read_catalog([entries], entries).problems
+
+
+def entry_text(**changes: object) -> str:
+    return yaml.safe_dump(make_entry(**changes), sort_keys=False)
+
+
+@pytest.mark.parametrize(
+    ("value", "field", "message"),
+    [
+        ("verified: 2026-02-30", "verified",
+         "'2026-02-30' cannot be read as a YAML timestamp (day is out of range for month)"),
+        ("verified: !!int abc", "verified", "'abc' cannot be read as a YAML int"),
+        ("verified: !!bool abc", "verified", "'abc' cannot be read as a YAML bool"),
+        ("sources:\n  - url: https://example.com/docs\n    checked: !!timestamp abc",
+         "sources[0].checked", "'abc' cannot be read as a YAML timestamp"),
+    ],
+)
+def test_a_value_yaml_cannot_build_is_a_problem_of_its_field(
+    write_entry: WriteEntry, data_dir: Path, value: str, field: str, message: str
+) -> None:
+    """A value that parses but cannot be built (a date past its month's end, a tag that does
+    not fit its text) is one problem naming its line and field; the other files are read."""
+    entry = make_entry()
+    del entry["verified"], entry["sources"]
+    text = yaml.safe_dump(entry, sort_keys=False).rstrip("\n")
+    path = write_entry(text=f"{text}\n{value}\n", name="example-weather")
+    write_entry(make_entry(id="fine"), name="fine")
+    report = read_catalog([data_dir / "entries"], data_dir / "entries")
+    [problem] = report.problems
+    assert (problem.file, problem.rule, problem.field) == (str(path), "yaml-value", field)
+    assert problem.message.startswith(message) and "\n" not in problem.message
+    assert problem.line == len(text.splitlines()) + value.count("\n") + 1
+    assert [entry.id for entry in report.entries.values()] == ["fine"]
+
+
+def test_a_key_given_twice_is_refused_not_silently_replaced(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """YAML forbids a key given twice; PyYAML would keep the second `description`. A key a
+    merge (`<<`) brings may be given again, as YAML means."""
+    text = entry_text()
+    path = write_entry(text=f"{text}description: A second one.\n", name="example-weather")
+    merged = "base: &base {a: 1, b: 2}\nother:\n  <<: *base\n  a: 3\n"
+    write_entry(text=entry_text(id="merged").replace("id: merged\n", f"id: merged\n{merged}"),
+                name="merged")
+    problems = problems_of(data_dir)
+    twice = [p for p in problems if p.rule == "duplicate-key"]
+    assert [(p.file, p.line, p.message) for p in twice] == [
+        (str(path), len(text.splitlines()) + 1,
+         "key 'description' is given twice: the first would be lost")]
+    assert not [p for p in problems if p.file.endswith("merged.yaml")
+                and p.rule in ("duplicate-key", "yaml-syntax")]
+
+
+def test_a_character_yaml_forbids_is_one_line_with_its_line(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    text = entry_text()
+    path = write_entry(text=text.replace("name: Example Weather", "name: Example\x00Weather"),
+                       name="example-weather")
+    [problem] = problems_of(data_dir)
+    line = next(n for n, row in enumerate(text.splitlines(), 1) if row.startswith("name:"))
+    assert (problem.file, problem.line, problem.rule, problem.message) == (
+        str(path), line, "yaml-syntax", "YAML does not allow the character #x0000")
+
+
+def test_a_sample_response_nested_past_any_parser_is_a_problem_of_its_field(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """JSON nested 50,000 deep in `sampleResponse` (a block of text, which the file's own
+    nesting limit does not see) is reported, and its credential check goes on."""
+    write_entry(make_entry(sampleResponse="[" * 50_000 + "]" * 50_000))
+    problems = problems_of(data_dir)
+    assert [(p.field, p.rule, p.message) for p in problems] == [
+        ("sampleResponse", "sample-response-json", "nests too deeply to parse as JSON")]
+
+
+def test_a_long_text_of_address_like_words_is_checked_in_linear_time(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """`ab.ab.ab.…` made the hedge pattern try every label from every label (a 100 KB field
+    took 36 s, a 256 KB file minutes). `validate` of a 240 KB one ends within a generous
+    bound (a guard against the square, not a speed target) and finds nothing to say."""
+    write_entry(make_entry(longDescription="ab." * 80_000))
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "validate", str(data_dir / "entries")],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+        env={"APIDIR_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stdout + done.stderr
