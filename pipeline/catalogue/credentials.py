@@ -127,8 +127,9 @@ def credential_findings(field: str, text: str) -> list[Finding]:
     elif field == "sampleResponse":
         try:
             document = json.loads(text)
-        except ValueError:
-            document = None
-        for value in _secret_valued(document):
+            values = list(_secret_valued(document))
+        except (ValueError, RecursionError):  # not JSON, or nested too deeply to walk (lint
+            values = []  # says so); its known credential formats are found above all the same
+        for value in values:
             findings.extend(random_tokens(value))
     return list(dict.fromkeys(findings))
