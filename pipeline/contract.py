@@ -67,6 +67,9 @@ SEMVER_PATTERN = (
     r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$"
 )
 ONLINE_NOTE = "path returned an error or may require auth"
+# The largest integer every JSON reader holds exactly (JavaScript's numbers are doubles); a
+# larger one also fails the release's check ("exceeded maximum size"), so no field takes one.
+MAX_SAFE_INTEGER = 2**53 - 1
 
 
 # The common shape, whose scheme and host `urlsplit` would find as the rule wants, is read
@@ -130,6 +133,9 @@ class ContractModel(BaseModel):
         validate_by_name=True,
         validate_by_alias=True,
         field_title_generator=field_title,
+        # JSON has no NaN or infinity: the store would keep one and every run that reads it
+        # back, and the release written from it, would fail.
+        allow_inf_nan=False,
     )
     always_written: ClassVar[tuple[str, ...]] = ()
     never_null: ClassVar[tuple[str, ...]] = ()
@@ -332,15 +338,17 @@ class PricingTier(ContractModel):
     """One published price tier."""
 
     name: str = Field(description="The tier's name, as the provider calls it.")
-    monthly_cents: int = Field(ge=0, description="Price per month, in US cents (0: free).")
+    monthly_cents: int = Field(ge=0, le=MAX_SAFE_INTEGER,
+                               description="Price per month, in US cents (0: free).")
     included: str = Field(description="What the tier includes, as the provider states it.")
 
 
 class UnitCost(ContractModel):
     """A price per use, e.g. 79 cents per 10,000 SMS."""
 
-    amount_cents: int = Field(ge=0, description="Price of `per` units, in US cents.")
-    per: int = Field(ge=1, description="How many units that price buys.")
+    amount_cents: int = Field(ge=0, le=MAX_SAFE_INTEGER,
+                              description="Price of `per` units, in US cents.")
+    per: int = Field(ge=1, le=MAX_SAFE_INTEGER, description="How many units that price buys.")
     unit: str = Field(description="What is counted, e.g. requests or sms.")
 
 
@@ -348,8 +356,9 @@ class TransactionFee(ContractModel):
     """A fee per transaction, as payment APIs charge: e.g. 2.9 % + 30¢."""
 
     percent: float = Field(ge=0, le=100, description="Share of each transaction, in percent.")
-    fixed_cents: int = Field(default=0, ge=0, description="Fixed part per transaction, in US "
-                             "cents (or the provider's main currency's cents).")
+    fixed_cents: int = Field(default=0, ge=0, le=MAX_SAFE_INTEGER,
+                             description="Fixed part per transaction, in US cents (or the "
+                             "provider's main currency's cents).")
     note: str | None = Field(default=None, description="What the fee applies to, as stated.")
 
 
@@ -362,8 +371,8 @@ class Pricing(ContractModel):
         default=None, description="Pricing model: free, freemium, subscription, pay-as-you-go "
         "or enterprise.")
     starting_cents_per_month: int | None = Field(
-        default=None, ge=0, description="Lowest monthly price in US cents; 0 means free; null "
-        "means enterprise or unknown.")
+        default=None, ge=0, le=MAX_SAFE_INTEGER, description="Lowest monthly price in US "
+        "cents; 0 means free; null means enterprise or unknown.")
     free_quota: FreeQuota | None = Field(
         default=None, description="The free allowance; null when there is no free tier.")
     tiers: list[PricingTier] | None = Field(
@@ -379,7 +388,7 @@ class Pricing(ContractModel):
         default=None, description="A free sandbox or test mode to build against, without paying."
     )
     monthly_minimum_cents: int | None = Field(
-        default=None, ge=0,
+        default=None, ge=0, le=MAX_SAFE_INTEGER,
         description="The least a builder pays per month once live, in US cents (0: none).",
     )
 
@@ -394,8 +403,9 @@ class EndpointStatus(ContractModel):
                                "or unchecked (not probed, or not yet).")
     http_status: int | None = Field(default=None, ge=100, le=999, description="The HTTP "
                                     "status it answered with; null without an answer.")
-    response_time_ms: int | None = Field(default=None, ge=0, description="Time to response "
-                                         "headers, in milliseconds; null without an answer.")
+    response_time_ms: int | None = Field(default=None, ge=0, le=MAX_SAFE_INTEGER,
+                                         description="Time to response headers, in "
+                                         "milliseconds; null without an answer.")
     checked_at: AwareDatetime | None = Field(default=None, description="The check date (UTC); "
                                              "null when not probed.")
     reason: str | None = Field(default=None, description="Why it answered as it did (auth, "
@@ -507,8 +517,9 @@ class Status(ContractModel):
                                "or unchecked (never probed).")
     http_status: int | None = Field(default=None, ge=100, le=999, description="HTTP status of "
                                     "the deciding answer; null when nothing answered.")
-    response_time_ms: int | None = Field(default=None, ge=0, description="Time to response "
-                                         "headers, in milliseconds; null without an answer.")
+    response_time_ms: int | None = Field(default=None, ge=0, le=MAX_SAFE_INTEGER,
+                                         description="Time to response headers, in "
+                                         "milliseconds; null without an answer.")
     checked_at: AwareDatetime | None = Field(default=None, description="The check date (UTC); "
                                              "null when never checked.")
     note: str | None = Field(default=None, description="For online: 'path returned an error "

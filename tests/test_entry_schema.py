@@ -75,6 +75,25 @@ def test_the_schema_is_draft_07_with_every_field_described() -> None:
                                          in EntryFile.model_fields.items()}
 
 
+def integer_fields(node: Any, at: str = "") -> list[tuple[str, Any]]:
+    """Every integer field of a schema, by where it is, with its maximum (None: none)."""
+    if isinstance(node, list):
+        return [found for item in node for found in integer_fields(item, at)]
+    if not isinstance(node, dict):
+        return []
+    found = [(at, node.get("maximum"))] if node.get("type") == "integer" else []
+    return found + [item for key, value in node.items()
+                    for item in integer_fields(value, f"{at}/{key}")]
+
+
+def test_every_integer_field_is_bounded_to_what_json_readers_hold_exactly() -> None:
+    """A JavaScript reader holds integers exactly up to 2**53 - 1 only; a larger one passed
+    validate and then refused every publish."""
+    found = integer_fields(entry_schema())
+    assert len(found) >= 6
+    assert [(at, top) for at, top in found if top is None or top > 2**53 - 1] == []
+
+
 def test_every_entry_file_validates_as_an_editor_reads_it(validator: Any) -> None:
     files = entry_files([ENTRIES])
     assert len(files) > 50
@@ -103,6 +122,8 @@ def test_the_template_validates(validator: Any) -> None:
         {"endpoints": [{"method": "FETCH", "path": "/a"}]},
         {"pricing": {"model": "cheap"}},
         {"pricing": {"startingCentsPerMonth": -1}},
+        {"pricing": {"startingCentsPerMonth": 2**53}},  # past what JSON readers hold exactly
+        {"pricing": {"tiers": [{"name": "Pro", "monthlyCents": 10**20, "included": "All"}]}},
         {"pricing": {"freeQuota": {"amount": 5}}},  # its period is required
         {"sdks": [{"language": "Python"}]},
         {"verified": "last week"},

@@ -228,3 +228,38 @@ def test_no_entry_of_the_catalogue_has_an_unknown_field() -> None:
     entries = REPO / "data" / "entries"
     report = read_catalog([entries], entries)
     assert [str(p) for p in report.problems if p.rule == "unknown-field"] == []
+
+
+@pytest.mark.parametrize(
+    ("yaml_value", "field", "rule"),
+    [
+        (".nan", "pricing.freeQuota.amount", "not-finite"),
+        (".inf", "pricing.freeQuota.amount", "not-finite"),
+        ("-.inf", "pricing.freeQuota.amount", "not-finite"),
+        ("100000000000000000000", "pricing.tiers[1].monthlyCents", "out-of-range"),
+        ("9007199254740992", "pricing.tiers[1].monthlyCents", "out-of-range"),
+    ],
+)
+def test_a_number_json_cannot_hold_is_one_problem_naming_its_field(
+    write_entry: WriteEntry, data_dir: Path, yaml_value: str, field: str, rule: str
+) -> None:
+    """NaN, infinities and integers past 2**53 - 1 once passed validate, then broke every run
+    (the score stage cannot read NaN back) or every publish (the release check refuses them)."""
+    path = write_entry()
+    key = field.rsplit(".", 1)[-1]
+    text = path.read_text()
+    old = {"amount": "amount: 1000", "monthlyCents": "monthlyCents: 2900"}[key]
+    path.write_text(text.replace(old, f"{key}: {yaml_value}"))
+    [problem] = problems_of(data_dir)
+    assert (problem.entry, problem.field, problem.rule) == ("example-weather", field, rule)
+    assert path.read_text().splitlines()[problem.line - 1].strip().startswith(key)
+    assert "\n" not in str(problem) and str(path) in str(problem)
+
+
+def test_the_largest_exact_integer_is_still_valid(write_entry: WriteEntry,
+                                                  data_dir: Path) -> None:
+    pricing = make_entry()["pricing"]
+    pricing["tiers"][1]["monthlyCents"] = 2**53 - 1
+    write_entry(make_entry(pricing=pricing))
+    assert problems_of(data_dir) == []
+

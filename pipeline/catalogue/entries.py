@@ -246,6 +246,8 @@ def _rule_of(error: dict[str, Any]) -> str:
         return {"id": "bad-slug", "color": "bad-colour"}.get(str(top), "bad-format")
     if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
         return "out-of-range"
+    if kind == "finite_number":
+        return "not-finite"
     if kind == "value_error" and top in ("baseUrl", "docsUrl", "sources", "openapiUrl",
                                          "statusPageUrl", "sdks"):
         return "bad-url"
