@@ -70,6 +70,9 @@ ONLINE_NOTE = "path returned an error or may require auth"
 # The largest integer every JSON reader holds exactly (JavaScript's numbers are doubles); a
 # larger one also fails the release's check ("exceeded maximum size"), so no field takes one.
 MAX_SAFE_INTEGER = 2**53 - 1
+# Characters XML 1.0 forbids (C0 controls other than tab, LF and CR; lone surrogates; U+FFFE,
+# U+FFFF): a text holding one cannot be written into the Atom feed, which a release carries.
+XML_FORBIDDEN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 # The common shape, whose scheme and host `urlsplit` would find as the rule wants, is read
@@ -88,6 +91,12 @@ def _absolute_uri(value: str) -> str:
     if _NOT_IN_URIS.search(value):
         raise ValueError("must not hold spaces, braces or other characters URLs do not allow")
     return value
+
+
+def xml_safe(text: str) -> str:
+    """`text` without the characters XML 1.0 forbids: what a writer of XML keeps of a text
+    stored before the catalogue refused them."""
+    return XML_FORBIDDEN.sub("", text)
 
 
 Slug = Annotated[str, StringConstraints(pattern=SLUG_PATTERN, min_length=1, max_length=100)]

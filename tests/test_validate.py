@@ -263,3 +263,49 @@ def test_the_largest_exact_integer_is_still_valid(write_entry: WriteEntry,
     write_entry(make_entry(pricing=pricing))
     assert problems_of(data_dir) == []
 
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"name": "Bright Sky \x01 API"}, "name"),
+        ({"description": "Forecasts\x0b for any place."}, "description"),
+        ({"pricing": make_entry()["pricing"] | {"tiers": [
+            {"name": "Free", "monthlyCents": 0, "included": "1,000\x1f requests/day"}]}},
+         "pricing.tiers[0].included"),
+        ({"endpoints": [{"method": "GET", "path": "/a", "description": "A\ufffe."}]},
+         "endpoints[0].description"),
+        ({"rateLimit": "60 requests\uffff/minute"}, "rateLimit"),
+        ({"authExample": "X-Api-Key: \x00YOUR_API_KEY"}, "authExample"),
+    ],
+)
+def test_a_character_xml_forbids_is_one_problem_with_its_line(
+    write_entry: WriteEntry, data_dir: Path, changes: dict, field: str
+) -> None:
+    """Such a character once passed validate and then broke the Atom feed, so no release
+    could be published; YAML's double-quoted escapes (`"\\x01"`) let a file hold one."""
+    path = write_entry(make_entry(**changes))
+    [problem] = problems_of(data_dir)
+    assert (problem.entry, problem.field, problem.rule) == (
+        "example-weather", field, "control-character")
+    assert "\\" in path.read_text().splitlines()[problem.line - 1]  # the escape's line
+    text = str(problem)
+    assert "\n" not in text and str(path) in text and "[control-character]" in text
+    assert all(ord(c) >= 0x20 for c in text)  # the message names the character, not holds it
+
+
+def test_tabs_and_line_breaks_stay_allowed(write_entry: WriteEntry, data_dir: Path) -> None:
+    write_entry(make_entry(longDescription="A forecast API.\n\tUsed by the tests.\r\n"))
+    assert problems_of(data_dir) == []
+
+
+def test_cli_validate_refuses_a_control_character_in_one_line(
+    write_entry: WriteEntry, data_dir: Path, settings_env: dict[str, str]
+) -> None:
+    import os
+
+    path = write_entry(text=yaml.safe_dump(make_entry(), sort_keys=False).replace(
+        "name: Example Weather", 'name: "Bright Sky \\x01 API"'))
+    done = run_cli("validate", str(path), env=os.environ | settings_env)
+    assert done.returncode == 1, done.stderr
+    [line] = [line for line in done.stderr.splitlines() if "[control-character]" in line]
+    assert line.startswith(f"{path}:2: entry example-weather: field name: ")

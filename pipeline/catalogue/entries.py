@@ -39,7 +39,7 @@ from pipeline.catalogue.guard import (
     unreadable_value,
 )
 from pipeline.catalogue.lint import lint_entry
-from pipeline.contract import CATEGORY_IDS, EntryContent, Uri
+from pipeline.contract import CATEGORY_IDS, XML_FORBIDDEN, EntryContent, Uri
 from pipeline.processes import paused_garbage_collection, worker_count, worker_pool
 
 log = logging.getLogger(__name__)
@@ -340,6 +340,9 @@ def read_entry_file(
     if entry is not None:
         for loc, rule, message in lint_entry(entry):
             problem(loc, rule, message)
+    for loc, character in xml_forbidden(raw, text):
+        problem(loc, "control-character", f"holds U+{ord(character):04X}, a character XML "
+                "forbids (the Atom feed could not carry it): remove it")
     for loc in unknown_fields(raw, EntryFile, nested_only=True):
         problem(loc, "unknown-field", f"unknown field {loc[-1]!r} (in a {{...}} mapping, "
                 "text with a comma must be quoted, or YAML cuts it there)")
@@ -356,6 +359,31 @@ def read_entry_file(
                 f"category {raw.get('category')!r} must equal its folder {folder!r}",
             )
     return entry_id, (entry if not problems else None), problems
+
+
+def xml_forbidden(raw: Any, text: str) -> Iterator[tuple[tuple[int | str, ...], str]]:
+    """Each text of the file (a value or a key, at any depth) that holds a character XML 1.0
+    forbids, with the first such character: it would pass the models and later break the
+    Atom feed, and so every release. YAML refuses them written as they are, so they come only
+    from a double-quoted escape (`"\\x01"`): a file without a backslash is not walked."""
+    if "\\" in text:
+        yield from _forbidden_in(raw, ())
+
+
+def _forbidden_in(value: Any, loc: tuple[int | str, ...]
+                  ) -> Iterator[tuple[tuple[int | str, ...], str]]:
+    if isinstance(value, str):
+        found = XML_FORBIDDEN.search(value)
+        if found is not None:
+            yield loc, found.group()
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and (found := XML_FORBIDDEN.search(key)) is not None:
+                yield (*loc, key), found.group()
+            yield from _forbidden_in(item, (*loc, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _forbidden_in(item, (*loc, index))
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
