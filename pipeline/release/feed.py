@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from xml.etree import ElementTree
 
+from pipeline.contract import xml_safe
+
 ATOM = "http://www.w3.org/2005/Atom"
 ElementTree.register_namespace("", ATOM)
 FEED_TITLE = "API Directory: changes"
@@ -25,9 +27,13 @@ def _q(name: str) -> str:
 
 def _sub(parent: ElementTree.Element, name: str, text: str | None = None,
          **attributes: str) -> ElementTree.Element:
-    element = ElementTree.SubElement(parent, _q(name), attributes)
+    """A child element; its texts lose the characters XML 1.0 forbids, which ElementTree
+    would write as they are (a name stored before `validate` refused them would otherwise
+    make the feed, and so the release, not well-formed)."""
+    safe = {key: xml_safe(value) for key, value in attributes.items()}
+    element = ElementTree.SubElement(parent, _q(name), safe)
     if text is not None:
-        element.text = text
+        element.text = xml_safe(text)
     return element
 
 
