@@ -199,3 +199,15 @@ def test_a_run_with_many_invalid_files_names_the_first_and_counts_the_rest() -> 
     assert line.startswith("250 invalid entry file(s) kept their last valid version: api-00000, ")
     assert line.endswith(f"api-{LISTED - 1:05d} and 50 more (see `apidir validate`)")
     assert invalid_files_line(asdict(IngestBrief.of(IngestSummary()))) is None
+
+
+def test_validate_names_a_link_to_nothing(
+    write_entry: WriteEntry, settings_env: dict[str, str]
+) -> None:
+    fine = write_entry()
+    (fine.parent / "x.yaml").symlink_to("/nonexistent/x.yaml")
+    done = apidir("validate", env=settings_env)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"{fine.parent}/x.yaml: entry x: field -: links to nothing (to /nonexistent/x.yaml) "
+        "[unreadable]", "1 problem(s) in 2 file(s)"]

@@ -184,3 +184,56 @@ def test_the_nightly_ingest_goes_on_past_every_hostile_file(
     added, rules = done.stdout.splitlines()
     assert added == "['fine'] ['deep', 'huge', 'latin', 'lol', 'merge']"
     assert rules == "['alias-bomb', 'not-utf8', 'too-deep', 'too-large']"
+
+
+# A symlink to nothing, in a loop or to no file: a problem of its file, whose entry is kept.
+
+@pytest.mark.parametrize("target", ["/nonexistent/example-weather.yaml", "gone.yaml", "loop"])
+def test_a_link_to_nothing_is_a_problem_and_its_entry_is_kept(
+    write_entry: WriteEntry, data_dir: Path, settings_env: dict[str, str], target: str
+) -> None:
+    """Through the nightly ingest stage, twice: the second pass finds the link (a file it
+    knows by its stat and hash) where the valid file was."""
+    from pipeline.operations.stages import ingest_entries
+    from pipeline.settings import Settings
+    from pipeline.store.tables import engine_for, session_scope, start_run
+
+    path = write_entry()
+    write_entry(make_entry(id="fine"), name="fine")
+    settings = Settings()
+
+    def ingest() -> tuple:
+        with session_scope(engine_for(settings.database_url)) as session:
+            run_id = start_run(session, "nightly").id
+        return ingest_entries(settings, run_id)
+
+    assert ingest()[0].added == ["example-weather", "fine"]
+    path.unlink()
+    if target == "loop":
+        (path.parent / "other.yml").symlink_to(path.name)
+    path.symlink_to(path.name.replace("example-weather.yaml", "other.yml")
+                    if target == "loop" else target)
+    summary, report = ingest()
+    assert "example-weather" in summary.invalid and summary.retired == []
+    assert {(p.file, p.rule) for p in report.problems} >= {(str(path), "unreadable")}
+    message = next(p.message for p in report.problems if p.file == str(path))
+    assert message == ("links in a loop" if target == "loop" else
+                       f"links to nothing (to {path.parent / target})")
+    with session_scope(engine_for(settings.database_url)) as session:
+        stored = session.get(EntryRow, "example-weather")
+        assert stored.retired_at is None
+        assert stored.content["description"] == make_entry()["description"]
+
+
+def test_a_link_to_a_folder_or_a_pipe_is_a_problem_never_a_wait(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    write_entry()
+    folder = data_dir / "entries" / "weather"
+    os.mkfifo(data_dir / "pipe")
+    (folder / "piped.yaml").symlink_to(data_dir / "pipe")
+    (folder / "folder.yaml").symlink_to(data_dir / "entries")
+    report = read_catalog([data_dir / "entries"], data_dir / "entries")
+    assert sorted((Path(p.file).name, p.rule, p.message) for p in report.problems) == [
+        ("folder.yaml", "unreadable", f"links to {data_dir / 'entries'}, which is not a file"),
+        ("piped.yaml", "unreadable", f"links to {data_dir / 'pipe'}, which is not a file")]

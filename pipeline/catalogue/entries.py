@@ -196,14 +196,17 @@ def file_stem(name: str) -> str:
 
 def _walk(folder: str) -> Iterator[str]:
     """The entry files under `folder`, from the directory listings alone (a catalogue of
-    100,000 files is walked every night)."""
+    100,000 files is walked every night). A symlink is listed whatever it leads to: one to
+    nothing (or to no file) is a problem of its file, which keeps its entry; skipped, it
+    would look deleted and its entry be retired."""
     folders = [folder]
     while folders:
         with os.scandir(folders.pop()) as listing:
             for item in listing:
                 if item.is_dir(follow_symlinks=False):
                     folders.append(item.path)
-                elif os.path.splitext(item.name)[1] in ENTRY_SUFFIXES and item.is_file():
+                elif os.path.splitext(item.name)[1] in ENTRY_SUFFIXES and (
+                        item.is_symlink() or item.is_file()):
                     yield item.path
 
 

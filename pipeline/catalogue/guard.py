@@ -128,16 +128,43 @@ def inside(path: Path, root: Path) -> bool:
 
 def check_place(path: Path, entries_root: Path | None) -> None:
     """A file under the entries folder must really be there: a symlink (of the file or of a
-    folder on its way) that leads outside the data folder is refused, never read."""
+    folder on its way) that leads outside the data folder is refused, never read; one that
+    leads to nothing (or to no file) is a problem of its own, never skipped."""
     if entries_root is None:
         return
     root = entries_root.absolute()
     if not inside(path.absolute(), root):
         return  # a file named outside the folder on purpose (`apidir validate FILE`)
-    data = root.resolve().parent
-    target = path.resolve() if os.path.islink(path) else path.parent.resolve() / path.name
+    check_within(path, Path(os.path.realpath(root)).parent)
+
+
+def check_within(path: Path, data: Path) -> None:
+    """`path`, every symlink on its way followed, is inside the folder `data` (given resolved),
+    and a symlink leads to a file. Paths are resolved by `os.path.realpath`, which ends where a
+    link leads nowhere or in a loop (`Path.resolve` raises on a loop before Python 3.13)."""
+    link = os.path.islink(path)
+    target = (Path(os.path.realpath(path)) if link
+              else Path(os.path.realpath(path.parent)) / path.name)
+    found = _link_target(path, target) if link else None
     if not inside(target, data):
         raise UnsafeEntryFile("outside-data", f"links outside the data folder (to {target})")
+    if found is not None and not stat.S_ISREG(found.st_mode):
+        raise UnsafeEntryFile("unreadable", f"links to {target}, which is not a file")
+
+
+def _link_target(path: Path, target: Path) -> os.stat_result:
+    """What the symlink `path` leads to: a link to nothing or in a loop is told as such (a
+    file the listing found, so its entry is kept as stored, never taken for deleted)."""
+    try:
+        return os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            message = "links in a loop"
+        elif exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            message = f"links to nothing (to {target})"
+        else:
+            message = f"link cannot be followed: {exc.strerror or exc}"
+        raise UnsafeEntryFile("unreadable", message) from None
 
 
 # Opening without following a symlink (where the system can): a file that is one is checked in
