@@ -201,6 +201,58 @@ def test_a_run_with_many_invalid_files_names_the_first_and_counts_the_rest() -> 
     assert invalid_files_line(asdict(IngestBrief.of(IngestSummary()))) is None
 
 
+def break_categories(data_dir: Path, how: str) -> Path:
+    """Make the data folder's categories file hostile or wrong in one way; its path."""
+    path = data_dir / "categories.yaml"
+    if how == "outside":
+        outside = data_dir.parent / "categories.yaml"
+        outside.write_text(path.read_text().replace("label: ", "label: leaked "))
+        path.unlink()
+        path.symlink_to(outside)
+    elif how == "dev-zero":
+        path.unlink()
+        path.symlink_to("/dev/zero")
+    elif how == "latin-1":
+        path.write_bytes(path.read_bytes().replace(b"label: Weather", b"label: Caf\xe9"))
+    else:  # a category without its label
+        path.write_text(path.read_text().replace("  label: Weather\n", ""))
+    return path
+
+
+CATEGORY_FAULTS = ["outside", "dev-zero", "latin-1", "missing-field"]
+CATEGORY_LINES = {"outside": "[outside-data]", "dev-zero": "[outside-data]",
+                  "latin-1": "[not-utf8]",
+                  "missing-field": "category weather: field label: Field required"}
+
+
+@pytest.mark.parametrize("how", CATEGORY_FAULTS)
+def test_validate_tells_a_bad_categories_file_in_one_line(
+    write_entry: WriteEntry, data_dir: Path, settings_env: dict[str, str], how: str
+) -> None:
+    write_entry()
+    path = break_categories(data_dir, how)
+    done = apidir("validate", env=settings_env)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr and "leaked" not in done.stderr
+    problem, count = done.stderr.strip().splitlines()
+    assert problem.startswith(f"{path}:") and CATEGORY_LINES[how] in problem
+    assert count == "1 problem(s) in 1 file(s)"
+
+
+@pytest.mark.parametrize("how", ["outside", "latin-1"])
+def test_publish_tells_a_bad_categories_file_in_one_line(
+    write_entry: WriteEntry, data_dir: Path, settings_env: dict[str, str], tmp_path: Path,
+    how: str
+) -> None:
+    write_entry()
+    path = break_categories(data_dir, how)
+    done = apidir("publish", env=settings_env)
+    assert done.returncode == 2
+    line = one_line(done)
+    assert line.startswith(f"apidir: {path}:") and line.endswith(CATEGORY_LINES[how])
+    assert not (tmp_path / "public").exists()
+
+
 def test_validate_names_a_link_to_nothing(
     write_entry: WriteEntry, settings_env: dict[str, str]
 ) -> None:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from sqlmodel import Session
 
-from pipeline.catalogue.entries import read_catalog
+from pipeline.catalogue.entries import CategoryError, load_categories, read_catalog
 from pipeline.catalogue.guard import MAX_DEPTH, check_structure
 from pipeline.catalogue.ingest import ingest_catalog
 from pipeline.store.tables import EntryRow, make_engine
@@ -184,6 +184,88 @@ def test_the_nightly_ingest_goes_on_past_every_hostile_file(
     added, rules = done.stdout.splitlines()
     assert added == "['fine'] ['deep', 'huge', 'latin', 'lol', 'merge']"
     assert rules == "['alias-bomb', 'not-utf8', 'too-deep', 'too-large']"
+
+
+# `data/categories.yaml` keeps the limits of an entry file: its problem is one line naming it.
+
+def categories_error(data_dir: Path) -> str:
+    """The one line `load_categories` refuses the data folder's categories file with."""
+    with pytest.raises(CategoryError) as raised:
+        load_categories(data_dir / "categories.yaml")
+    message = str(raised.value)
+    assert "\n" not in message, message
+    assert message.startswith(f"{data_dir / 'categories.yaml'}:"), message
+    return message
+
+
+def link_categories(data_dir: Path, target: Path) -> None:
+    (data_dir / "categories.yaml").unlink()
+    (data_dir / "categories.yaml").symlink_to(target)
+
+
+def test_a_categories_file_linked_out_of_the_data_folder_is_never_read(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "secrets" / "categories.yaml"
+    outside.parent.mkdir()
+    outside.write_text((REPO / "data" / "categories.yaml").read_text()
+                       .replace("label: ", "label: leaked "))
+    link_categories(data_dir, outside)
+    message = categories_error(data_dir)
+    assert message.endswith(f"links outside the data folder (to {outside}) [outside-data]")
+    assert "leaked" not in message
+
+
+def test_a_categories_file_linked_to_dev_zero_is_refused_at_once(data_dir: Path) -> None:
+    link_categories(data_dir, Path("/dev/zero"))
+    started = time.perf_counter()
+    assert categories_error(data_dir).endswith("[outside-data]")
+    assert time.perf_counter() - started < 5
+
+
+def test_a_categories_file_linked_inside_the_data_folder_is_read(data_dir: Path) -> None:
+    shared = data_dir / "shared" / "categories.yaml"
+    shared.parent.mkdir()
+    shared.write_text((REPO / "data" / "categories.yaml").read_text())
+    link_categories(data_dir, shared)
+    assert len(load_categories(data_dir / "categories.yaml")) == 14
+
+
+@pytest.mark.parametrize(("text", "rule"), [
+    (BILLION_LAUGHS, "alias-bomb"),
+    ("- " * 50 + "x\n", "too-deep"),
+    ("#" * (3 * 1024 * 1024), "too-large"),
+])
+def test_a_hostile_categories_file_is_one_problem(data_dir: Path, text: str, rule: str) -> None:
+    (data_dir / "categories.yaml").write_text(text)
+    assert categories_error(data_dir).endswith(f"[{rule}]")
+
+
+def test_a_categories_file_not_utf8_names_its_line(data_dir: Path) -> None:
+    path = data_dir / "categories.yaml"
+    path.write_bytes(path.read_bytes().replace(b"label: Weather", b"label: Caf\xe9"))
+    line = next(i for i, text in enumerate(path.read_bytes().splitlines(), 1) if b"\xe9" in text)
+    message = categories_error(data_dir)
+    assert message.startswith(f"{path}:{line}: not UTF-8: byte 0xe9 at offset ")
+    assert message.endswith("[not-utf8]")
+
+
+def test_a_category_missing_a_field_is_one_line_naming_the_category_and_field(
+    data_dir: Path
+) -> None:
+    path = data_dir / "categories.yaml"
+    lines = path.read_text().splitlines(keepends=True)
+    at = next(i for i, text in enumerate(lines) if text.startswith("- id: weather"))
+    del lines[at + 1]  # its label
+    path.write_text("".join(lines))
+    assert categories_error(data_dir) == (
+        f"{path}:{at + 1}: category weather: field label: Field required")
+
+
+@pytest.mark.parametrize("text", ["", "ai: AI\n", "- ai\n", "[1, 2\n"])
+def test_a_categories_file_of_the_wrong_shape_is_one_line(data_dir: Path, text: str) -> None:
+    (data_dir / "categories.yaml").write_text(text)
+    categories_error(data_dir)
 
 
 # A symlink to nothing, in a loop or to no file: a problem of its file, whose entry is kept.

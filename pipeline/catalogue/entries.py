@@ -31,6 +31,7 @@ from pipeline.catalogue.guard import (
     YAML_LOADER,
     DuplicateKey,
     UnsafeEntryFile,
+    check_data_file,
     check_place,
     check_structure,
     read_placed,
@@ -152,22 +153,61 @@ class CatalogReport:
 
 
 class CategoryError(ValueError):
-    """`categories.yaml` does not define exactly the 14 categories of the contract."""
+    """`categories.yaml` does not define exactly the 14 categories of the contract; the
+    message is one line naming the file (and its line, category and field where known)."""
 
 
 def load_categories(path: Path) -> list[Category]:
-    """The 14 categories in reading order; raises CategoryError naming the file when wrong."""
+    """The 14 categories in reading order; raises CategoryError naming the file when wrong.
+
+    The file keeps the entry files' limits (`guard`): inside the data folder that holds it
+    (symlinks followed), a bounded size, UTF-8, a bounded nesting and alias expansion."""
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=YAML_LOADER)
-        categories = [Category.model_validate(item) for item in raw]
-    except (OSError, yaml.YAMLError, TypeError, ValidationError) as exc:
-        raise CategoryError(f"{path}: {exc}") from exc
+        check_data_file(path, path.parent)
+        text = read_text(path)
+        check_structure(text)
+        raw = yaml.load(text, Loader=YAML_LOADER)
+    except UnsafeEntryFile as exc:
+        raise _category_error(path, exc.line, f"{exc} [{exc.rule}]") from None
+    except OSError as exc:
+        raise _category_error(path, None, f"cannot be read: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        reason = getattr(exc, "problem", None) or str(exc)
+        raise _category_error(path, mark.line + 1 if mark is not None else None,
+                              f"YAML syntax error: {reason}") from None
+    if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
+        raise _category_error(path, None, "must be a list of categories, each a mapping of "
+                              "id, label and description")
+    categories = [_category(path, text, index, item) for index, item in enumerate(raw)]
     ids = [c.id for c in categories]
     if sorted(ids) != sorted(CATEGORY_IDS):
         raise CategoryError(
             f"{path}: must list each of {', '.join(CATEGORY_IDS)} once; found {', '.join(ids)}"
         )
     return categories
+
+
+def _category(path: Path, text: str, index: int, item: dict[str, Any]) -> Category:
+    """One category of the file; its first problem as a CategoryError naming its line,
+    category and field (pydantic's own message spans lines)."""
+    try:
+        return Category.model_validate(item)
+    except ValidationError as exc:
+        errors = exc.errors()
+        first = errors[0]
+        name = item.get("id") if isinstance(item.get("id"), str) else f"#{index + 1}"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        got = (f" (got {first['input']!r})" if first["type"] != "missing"
+               and not isinstance(first.get("input"), dict | list) else "")
+        line = _node_line(_compose(text), (index, *first["loc"]))
+        raise _category_error(path, line, f"category {name}: field {_field_name(first['loc'])}: "
+                              f"{first['msg']}{got}{more}") from None
+
+
+def _category_error(path: Path, line: int | None, message: str) -> CategoryError:
+    where = str(path) if line is None else f"{path}:{line}"
+    return CategoryError(f"{where}: {message}")
 
 
 def entry_files(paths: Iterable[Path]) -> list[Path]:

@@ -167,6 +167,14 @@ def _link_target(path: Path, target: Path) -> os.stat_result:
         raise UnsafeEntryFile("unreadable", message) from None
 
 
+def check_data_file(path: Path, data: Path) -> None:
+    """A file the data folder `data` holds besides the entries (`categories.yaml`) keeps the
+    entry files' place (`check_within`) and is a regular file: a pipe would never end."""
+    check_within(path, Path(os.path.realpath(data)))
+    if not os.path.islink(path) and not stat.S_ISREG(os.stat(path).st_mode):
+        raise UnsafeEntryFile("unreadable", "not a file")
+
+
 # Opening without following a symlink (where the system can): a file that is one is checked in
 # full before it is read; for the others, their folder's check holds.
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
