@@ -263,3 +263,17 @@ def test_validate_names_a_link_to_nothing(
     assert done.stderr.splitlines() == [
         f"{fine.parent}/x.yaml: entry x: field -: links to nothing (to /nonexistent/x.yaml) "
         "[unreadable]", "1 problem(s) in 2 file(s)"]
+
+
+def test_validate_names_a_file_whose_name_is_not_utf8(
+    write_entry: WriteEntry, settings_env: dict[str, str]
+) -> None:
+    fine = write_entry()
+    with open(os.fsencode(fine.parent) + b"/bad\xffname.yaml", "wb") as file:
+        file.write(fine.read_bytes())
+    done = apidir("validate", env=settings_env)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"{fine.parent}/bad\\xffname.yaml: entry bad\\xffname: field -: the file name is not "
+        "UTF-8: rename the file to its entry's id [bad-file-name]",
+        "1 problem(s) in 2 file(s)"]

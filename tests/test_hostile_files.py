@@ -5,10 +5,12 @@ entry keeps its last valid version."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -319,3 +321,33 @@ def test_a_link_to_a_folder_or_a_pipe_is_a_problem_never_a_wait(
     assert sorted((Path(p.file).name, p.rule, p.message) for p in report.problems) == [
         ("folder.yaml", "unreadable", f"links to {data_dir / 'entries'}, which is not a file"),
         ("piped.yaml", "unreadable", f"links to {data_dir / 'pipe'}, which is not a file")]
+
+
+# An entry file's name that is not UTF-8: a problem of that file, under its name escaped.
+
+def not_utf8_name(folder: Path, data: bytes) -> str:
+    """Write a file named `bad\\xffname.yaml` in `folder`; the name a report gives it."""
+    with open(os.fsencode(folder) + b"/bad\xffname.yaml", "wb") as file:
+        file.write(data)
+    return f"{folder}/bad\\xffname.yaml"
+
+
+def test_a_file_name_not_utf8_is_a_problem_of_that_file(
+    write_entry: WriteEntry, data_dir: Path, tmp_path: Path
+) -> None:
+    fine = write_entry()
+    shown = not_utf8_name(fine.parent, fine.read_bytes())
+    entries = data_dir / "entries"
+    report = read_catalog([entries], entries)
+    assert [(p.file, p.entry, p.rule) for p in report.problems] == [
+        (shown, "bad\\xffname", "bad-file-name")]
+    assert str(report.problems[0]).encode("utf-8")  # storable, printable: no lone surrogate
+    assert "not UTF-8" in report.problems[0].message
+    # never read: its copy of a valid entry makes that one no duplicate
+    assert [entry.id for entry in report.entries.values()] == ["example-weather"]
+    engine = make_engine(f"sqlite:///{tmp_path / 'apidir.db'}")
+    with Session(engine) as session:
+        summary = ingest_catalog(session, report)
+        assert (summary.added, summary.invalid) == (["example-weather"], ["bad\\xffname"])
+        json.dumps(asdict(summary), ensure_ascii=False).encode("utf-8")
+    engine.dispose()

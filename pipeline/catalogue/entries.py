@@ -554,12 +554,12 @@ def read_catalog(
     by_id: dict[str, list[str]] = defaultdict(list)  # the files of each id, by name
     deprecated: list[tuple[Path, str, str]] = []  # (file, id, successor)
     valid: set[str] = set()  # of the files read, with no entries_root to list the others
-    to_read = report.files
+    listed = to_read = _refuse_misnamed(report)
     if known is not None:
         settled_before = (time.time_ns() if started_ns is None else started_ns) - SETTLE_NS
         folders: dict[str, bool] = {}
         to_read = []
-        for name in report.files:
+        for name in listed:
             stored = known.get(report.stored_name(name))
             if stored is not None and stored.stat is not None:
                 found = stat_placed(name, entries_root, folders)
@@ -617,6 +617,35 @@ def read_catalog(
                       report.files if whole else None)
     report.problems.sort(key=Problem.sort_key)
     return report
+
+
+def _refuse_misnamed(report: CatalogReport) -> list[str]:
+    """The files of `report` to read: all but those whose name is not UTF-8, each of which is
+    a problem of its own under its name with the bytes escaped (`bad\\xffname.yaml`), and
+    listed so. Never read: its id cannot be its name, and the name as Python holds it (lone
+    surrogates) could be neither stored, logged nor printed."""
+    misnamed = [index for index, name in enumerate(report.files) if not _utf8(name)]
+    if not misnamed:
+        return report.files
+    to_read = [name for name in report.files if _utf8(name)]
+    for index in misnamed:
+        report.files[index] = shown = os.fsencode(report.files[index]).decode(
+            "utf-8", "backslashreplace")
+        report.problems.append(Problem(shown, None, file_stem(shown), None, "bad-file-name",
+                                       "the file name is not UTF-8: rename the file to its "
+                                       "entry's id"))
+    return to_read
+
+
+def _utf8(name: str) -> bool:
+    """A name the file system gave as UTF-8 (one that is not holds lone surrogates)."""
+    if name.isascii():
+        return True
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _unchanged(report: CatalogReport, name: str, stored: KnownFile,

@@ -108,7 +108,7 @@ def _place_of(root: yaml.Node | None, index: int) -> list[str | int]:
 
 # The rules of files that were refused or could not be read: no id of theirs is known.
 UNREAD_RULES = frozenset({"outside-data", "too-large", "not-utf8", "too-deep", "alias-bomb",
-                          "unreadable"})
+                          "unreadable", "bad-file-name"})
 
 
 class UnsafeEntryFile(ValueError):
