@@ -108,3 +108,27 @@ def test_a_long_text_of_address_like_words_is_checked_in_linear_time(
         cwd=REPO, capture_output=True, text=True, timeout=60,
         env={"APIDIR_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("  label: AI & Machine Learning\n", "  label: AI & Machine Learning\n  label: AI\n"),
+         ":4: key 'label' is given twice: the first would be lost [duplicate-key]"),
+        (("  label: AI & Machine Learning\n", "  label: !!int abc\n"),
+         ":3: field [0].label: 'abc' cannot be read as a YAML int (invalid literal for int() "
+         "with base 10: 'abc') [yaml-value]"),
+    ],
+)
+def test_categories_yaml_refuses_the_same_yaml_in_one_line(
+    data_dir: Path, change: tuple[str, str], message: str
+) -> None:
+    from pipeline.catalogue.entries import CategoryError, load_categories
+
+    path = data_dir / "categories.yaml"
+    text = path.read_text()
+    assert "\n- id: ai\n" + change[0] in text  # the first category, after one comment line
+    path.write_text(text.replace(change[0], change[1], 1))
+    with pytest.raises(CategoryError) as refused:
+        load_categories(path)
+    assert str(refused.value) == f"{path}{message}"

@@ -171,11 +171,11 @@ def load_categories(path: Path) -> list[Category]:
         raise _category_error(path, exc.line, f"{exc} [{exc.rule}]") from None
     except OSError as exc:
         raise _category_error(path, None, f"cannot be read: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        reason = getattr(exc, "problem", None) or str(exc)
-        raise _category_error(path, mark.line + 1 if mark is not None else None,
-                              f"YAML syntax error: {reason}") from None
+    except (yaml.YAMLError, *VALUE_ERRORS) as exc:
+        found = yaml_problem(text, exc)
+        field = f"field {found.field}: " if found.field else ""
+        raise _category_error(path, found.line, f"{field}{found.message} [{found.rule}]"
+                              ) from None
     if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
         raise _category_error(path, None, "must be a list of categories, each a mapping of "
                               "id, label and description")
@@ -186,6 +186,35 @@ def load_categories(path: Path) -> list[Category]:
             f"{path}: must list each of {', '.join(CATEGORY_IDS)} once; found {', '.join(ids)}"
         )
     return categories
+
+
+class YamlProblem(NamedTuple):
+    """What a YAML file's loader refused, in one line: its line and field where known."""
+
+    line: int | None
+    field: str | None
+    rule: str
+    message: str
+
+
+def yaml_problem(text: str, error: Exception) -> YamlProblem:
+    """`error`, which the loader raised reading `text` (a YAMLError or one of VALUE_ERRORS), as
+    one problem: a key given twice, a character YAML does not allow, a syntax error, or a
+    value that parses but cannot be built (`2026-02-30`, `!!int abc`)."""
+    if isinstance(error, DuplicateKey):
+        mark = error.problem_mark
+        return YamlProblem(mark.line + 1 if mark else None, None, "duplicate-key",
+                           f"{error.problem}: the first would be lost")
+    if isinstance(error, yaml.reader.ReaderError):  # NUL and the like
+        return YamlProblem(text.count("\n", 0, error.position) + 1, None, "yaml-syntax",
+                           f"YAML does not allow the character #x{error.character:04x}")
+    if isinstance(error, yaml.YAMLError):
+        mark = getattr(error, "problem_mark", None)
+        reason = getattr(error, "problem", None) or str(error)
+        return YamlProblem(mark.line + 1 if mark is not None else None, None, "yaml-syntax",
+                           " ".join(f"YAML syntax error: {reason}".split()))
+    line, place, reason = unreadable_value(text, error)
+    return YamlProblem(line, _field_name(place) if place else None, "yaml-value", reason)
 
 
 def _category(path: Path, text: str, index: int, item: dict[str, Any]) -> Category:
@@ -318,24 +347,10 @@ def read_entry_file(
         return stem, None, [Problem(file, None, stem, None, "unreadable", reason)]
     except RecursionError:
         return stem, None, [Problem(file, None, stem, None, "too-deep", "nested too deeply")]
-    except DuplicateKey as exc:
-        mark = exc.problem_mark
-        return stem, None, [Problem(file, mark.line + 1 if mark else None, stem, None,
-                                    "duplicate-key", f"{exc.problem}: the first would be lost")]
-    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, ...)
-        line = text.count("\n", 0, exc.position) + 1
-        message = f"YAML does not allow the character #x{exc.character:04x}"
-        return stem, None, [Problem(file, line, stem, None, "yaml-syntax", message)]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        reason = getattr(exc, "problem", None) or str(exc)
-        message = " ".join(f"YAML syntax error: {reason}".split())
-        return stem, None, [Problem(file, line, stem, None, "yaml-syntax", message)]
-    except VALUE_ERRORS as exc:  # a value that parses but cannot be built, as `2026-02-30`
-        line, place, reason = unreadable_value(text, exc)
-        return stem, None, [Problem(file, line, stem, _field_name(place) if place else None,
-                                    "yaml-value", reason)]
+    except (yaml.YAMLError, *VALUE_ERRORS) as exc:
+        found = yaml_problem(text, exc)
+        return stem, None, [Problem(file, found.line, stem, found.field, found.rule,
+                                    found.message)]
     if not isinstance(raw, dict):
         return (
             stem,
