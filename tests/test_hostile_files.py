@@ -323,6 +323,42 @@ def test_a_link_to_a_folder_or_a_pipe_is_a_problem_never_a_wait(
         ("piped.yaml", "unreadable", f"links to {data_dir / 'pipe'}, which is not a file")]
 
 
+def test_a_pipe_named_like_an_entry_file_is_a_problem_and_its_entry_is_kept(
+    write_entry: WriteEntry, data_dir: Path, settings_env: dict[str, str]
+) -> None:
+    """A pipe where an entry file was (not a link: the file itself) is listed and refused
+    without a wait for a writer that never comes; its entry is kept as stored."""
+    from pipeline.operations.stages import ingest_entries
+    from pipeline.settings import Settings
+    from pipeline.store.tables import engine_for, session_scope, start_run
+
+    path = write_entry()
+    settings = Settings()
+
+    def ingest() -> tuple:
+        with session_scope(engine_for(settings.database_url)) as session:
+            run_id = start_run(session, "nightly").id
+        return ingest_entries(settings, run_id)
+
+    assert ingest()[0].added == ["example-weather"]
+    path.unlink()
+    os.mkfifo(path)
+    summary, report = ingest()
+    assert (summary.invalid, summary.retired) == (["example-weather"], [])
+    assert [(p.file, p.rule, p.message) for p in report.problems] == [
+        (str(path), "unreadable", "not a file (a pipe, socket or device)")]
+    with session_scope(engine_for(settings.database_url)) as session:
+        assert session.get(EntryRow, "example-weather").retired_at is None
+
+
+def test_a_too_large_categories_file_names_no_entry_setting(data_dir: Path) -> None:
+    path = data_dir / "categories.yaml"
+    path.write_text(path.read_text() + "#" * (300 * 1024) + "\n")
+    with pytest.raises(CategoryError, match="larger than 262,144 bytes") as refused:
+        load_categories(path)
+    assert "APIDIR_ENTRY_MAX_BYTES" not in str(refused.value)
+
+
 # An entry file's name that is not UTF-8: a problem of that file, under its name escaped.
 
 def not_utf8_name(folder: Path, data: bytes) -> str:

@@ -164,7 +164,7 @@ def load_categories(path: Path) -> list[Category]:
     (symlinks followed), a bounded size, UTF-8, a bounded nesting and alias expansion."""
     try:
         check_data_file(path, path.parent)
-        text = read_text(path)
+        text = read_text(path, setting=None)
         check_structure(text)
         raw = yaml.load(text, Loader=YAML_LOADER)
     except UnsafeEntryFile as exc:
@@ -265,17 +265,16 @@ def file_stem(name: str) -> str:
 
 def _walk(folder: str) -> Iterator[str]:
     """The entry files under `folder`, from the directory listings alone (a catalogue of
-    100,000 files is walked every night). A symlink is listed whatever it leads to: one to
-    nothing (or to no file) is a problem of its file, which keeps its entry; skipped, it
-    would look deleted and its entry be retired."""
+    100,000 files is walked every night). Whatever is named like one is listed: a symlink to
+    nothing (or to no file), a pipe, a socket, a device is a problem of its file, which keeps
+    its entry; skipped, it would look deleted and its entry be retired."""
     folders = [folder]
     while folders:
         with os.scandir(folders.pop()) as listing:
             for item in listing:
                 if item.is_dir(follow_symlinks=False):
                     folders.append(item.path)
-                elif os.path.splitext(item.name)[1] in ENTRY_SUFFIXES and (
-                        item.is_symlink() or item.is_file()):
+                elif os.path.splitext(item.name)[1] in ENTRY_SUFFIXES:
                     yield item.path
 
 

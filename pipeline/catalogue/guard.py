@@ -178,6 +178,8 @@ def check_data_file(path: Path, data: Path) -> None:
 # Opening without following a symlink (where the system can): a file that is one is checked in
 # full before it is read; for the others, their folder's check holds.
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# Opened without waiting: a pipe named like an entry file would block its reader for ever.
+_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
 _SYMLINK_ERRORS = (errno.ELOOP, errno.EMLINK)  # Linux and macOS; FreeBSD
 
 
@@ -195,23 +197,34 @@ def read_placed(path: str | Path, entries_root: Path | None, limit: int,
     descriptor = None
     if _judged(name, entries_root, folders) and _NOFOLLOW:
         try:
-            descriptor = os.open(name, os.O_RDONLY | _NOFOLLOW)
+            descriptor = os.open(name, _READ | _NOFOLLOW)
         except OSError as exc:
             if exc.errno not in _SYMLINK_ERRORS:
                 raise
     own = descriptor is not None
     if descriptor is None:
         check_place(Path(name), entries_root)
-        descriptor = os.open(name, os.O_RDONLY)
+        descriptor = os.open(name, _READ)
     try:
+        found = _regular(descriptor)
         blocks: list[bytes] = []
         size = 0
         while size < limit and (block := os.read(descriptor, min(limit - size, 1 << 16))):
             blocks.append(block)
             size += len(block)
-        return b"".join(blocks), os.fstat(descriptor) if own else None
+        return b"".join(blocks), found if own else None
     finally:
         os.close(descriptor)
+
+
+
+def _regular(descriptor: int) -> os.stat_result:
+    """The stat of the file open as `descriptor`, which must be a regular file: a pipe, a
+    socket or a device is a problem of its file, never read."""
+    found = os.fstat(descriptor)
+    if not stat.S_ISREG(found.st_mode):
+        raise UnsafeEntryFile("unreadable", "not a file (a pipe, socket or device)")
+    return found
 
 
 def stat_placed(path: str | Path, entries_root: Path | None,
@@ -248,14 +261,17 @@ def _folder_inside(folder: str, entries_root: Path | None) -> bool:
     return inside(absolute, root) and inside(absolute.resolve(), root.resolve().parent)
 
 
-def read_text(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
-    """The file's text, read no further than the size limit; UTF-8 only."""
-    with path.open("rb") as handle:
+def read_text(path: Path, max_bytes: int = DEFAULT_MAX_BYTES,
+              setting: str | None = "APIDIR_ENTRY_MAX_BYTES") -> str:
+    """The file's text, read no further than the size limit (named by its `setting`, if one
+    sets it); UTF-8 only."""
+    descriptor = os.open(path, _READ)
+    with open(descriptor, "rb") as handle:
+        _regular(descriptor)
         data = handle.read(max_bytes + 1)
     if len(data) > max_bytes:
-        raise UnsafeEntryFile(
-            "too-large", f"file is larger than {max_bytes:,} bytes (APIDIR_ENTRY_MAX_BYTES)"
-        )
+        named = f" ({setting})" if setting else ""
+        raise UnsafeEntryFile("too-large", f"file is larger than {max_bytes:,} bytes{named}")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
