@@ -160,3 +160,16 @@ async def test_a_description_at_a_url_is_fetched_and_named(settings_env: dict[st
     entry = yaml.safe_load(done.stdout)
     assert entry["openapiUrl"] == url and entry["sources"] == [url]
     assert entry["name"] == "Swagger Petstore"
+
+
+@pytest.mark.parametrize("value", ["!!bool abc", "!!timestamp abc", "2026-02-30"])
+def test_a_description_with_a_value_yaml_cannot_build_is_one_line(
+    tmp_path: Path, value: str
+) -> None:
+    """`!!bool abc` raised a KeyError, `!!timestamp abc` an AttributeError: each is told as
+    the description's own problem, in one line."""
+    path = tmp_path / "openapi.yaml"
+    path.write_text(f"openapi: 3.0.0\ninfo:\n  title: X\n  version: {value}\npaths: {{}}\n")
+    with pytest.raises(DraftError, match=r"neither JSON nor YAML: .+") as refused:
+        load_description(str(path))
+    assert "\n" not in str(refused.value)

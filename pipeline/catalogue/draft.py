@@ -17,7 +17,7 @@ from urllib.parse import urljoin, urlsplit
 
 import yaml
 
-from pipeline.catalogue.guard import YAML_LOADER, read_text
+from pipeline.catalogue.guard import VALUE_ERRORS, YAML_LOADER, read_text
 
 TODO = "TODO:"
 MAX_ENDPOINTS = 8
@@ -43,14 +43,15 @@ def load_description(source: str, timeout: float = 20.0) -> dict[str, Any]:
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 text = response.read(MAX_DESCRIPTION_BYTES + 1).decode("utf-8")
         else:
-            text = read_text(Path(source), MAX_DESCRIPTION_BYTES)
+            text = read_text(Path(source), MAX_DESCRIPTION_BYTES, setting=None)
     except (OSError, ValueError) as exc:
         raise DraftError(f"{source}: cannot read it: {exc}") from exc
     try:
         document = (json.loads(text) if text.lstrip().startswith("{")
                     else yaml.load(text, Loader=YAML_LOADER))
-    except (ValueError, yaml.YAMLError) as exc:
-        raise DraftError(f"{source}: neither JSON nor YAML: {exc}") from exc
+    except (yaml.YAMLError, *VALUE_ERRORS) as exc:
+        reason = " ".join(str(exc).split())
+        raise DraftError(f"{source}: neither JSON nor YAML: {reason}") from exc
     if not isinstance(document, dict) or not (
         str(document.get("openapi", "")).startswith("3.") or document.get("swagger") == "2.0"
     ):
