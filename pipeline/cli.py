@@ -527,14 +527,14 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from pipeline.operations.automations import AutomationError
     from pipeline.operations.runs import StageFailed
     from pipeline.operations.stages import UnknownSelectionError
-    from pipeline.release.swap import PublishLockTimeout
+    from pipeline.release.swap import PublishLockTimeout, UnsafeOutputFolder
     from pipeline.release.validate import ReleaseValidationError
     from pipeline.store.migrate import StoreOutOfDateError
 
     return (ValidationError, ArgumentError, OperationalError, EmptyCatalogError, StageFailed,
             AutomationError, DraftError,
             UnknownSelectionError, PublishLockTimeout, ReleaseValidationError,
-            StoreOutOfDateError, CategoryError, OSError)
+            StoreOutOfDateError, CategoryError, OSError, UnsafeOutputFolder)
 
 
 def one_line(error: BaseException) -> str:

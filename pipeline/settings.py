@@ -148,6 +148,13 @@ class Settings(BaseSettings):
         default=10.0, ge=0, description="Seconds before a stage's first retry; doubles after."
     )
 
+    @field_validator("output_dir", mode="before")
+    @classmethod
+    def _a_named_folder(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():  # Path("") is the working folder
+            raise ValueError("empty: name the folder the release is published to")
+        return value
+
     @field_validator("probes_kept_days")
     @classmethod
     def _probes_kept_for_the_scores(cls, days: int) -> int:

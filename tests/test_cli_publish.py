@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from pipeline.cli import app
+from pipeline.release.swap import UnsafeOutputFolder, live_folder
 from pipeline.store.history import plan_targets, record_probes
 from pipeline.store.tables import start_run
-from tests.conftest import WriteEntry
+from tests.conftest import REPO, WriteEntry
 from tests.test_history import result
 
 
@@ -56,3 +60,73 @@ def test_pages_can_be_left_out(stored: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert outcome.exit_code == 0 and "entries" in outcome.output and "pages" not in outcome.output
     assert (stored / "api" / "apis.json").is_file()
     assert not (stored / "index.html").exists() and not (stored / "apis").exists()
+
+
+def apidir_publish(**settings: str) -> subprocess.CompletedProcess[str]:
+    """`apidir publish` in a process of its own, as a user runs it (its one-line errors)."""
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", "publish"], cwd=REPO,
+                          env=os.environ | {"APIDIR_BASE_URL": "https://apis.example.org",
+                                            **settings},
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_folder_holding_files_but_no_release_is_never_replaced(stored: Path) -> None:
+    """An output folder that holds other files (a mistyped APIDIR_OUTPUT_DIR) is refused in
+    one line before anything moves: the swap would have moved them aside, and the next
+    publish deleted them."""
+    stored.mkdir(parents=True)
+    (stored / "thesis.txt").write_text("years of work\n")
+    done = apidir_publish()
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        f"apidir: output folder {stored} holds files but no release (no api/categories.json); "
+        "refusing to replace it: set APIDIR_OUTPUT_DIR to a new or empty folder")
+    assert sorted(path.name for path in stored.parent.iterdir()
+                  if path.name.startswith(f".{stored.name}.") and "lock" not in path.name) == []
+    assert [path.name for path in stored.iterdir()] == ["thesis.txt"]
+
+
+def test_a_symlinked_output_folder_stays_a_link_to_the_live_release(
+    stored: Path, tmp_path: Path
+) -> None:
+    """The swap happens where the folder really is: the link keeps leading to the live
+    release, publish after publish, and the folder it leads to is the release."""
+    real = tmp_path / "site"
+    stored.parent.mkdir(parents=True, exist_ok=True)
+    stored.symlink_to(real, target_is_directory=True)
+    versions = []
+    for _ in range(3):
+        done = apidir_publish()
+        assert done.returncode == 0, done.stderr
+        assert stored.is_symlink() and stored.resolve() == real
+        versions.append(json.loads((real / "api" / "apis.json").read_text())["meta"]["version"])
+    assert len(set(versions)) == 3
+    assert not [path for path in stored.parent.iterdir() if path.name.startswith(".public.")
+                and "lock" not in path.name]
+
+
+def test_an_empty_store_leaves_the_live_release_as_it_is(stored: Path, tmp_path: Path) -> None:
+    """A store holding no entry (a mistyped APIDIR_DATABASE_URL makes a new one) publishes
+    nothing: its release would have replaced the live one with an empty one."""
+    assert apidir_publish().returncode == 0
+    live = (stored / "api" / "apis.json").read_bytes()
+    done = apidir_publish(APIDIR_DATABASE_URL=f"sqlite:///{tmp_path / 'typo.db'}")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1].startswith(
+        f"apidir: the store sqlite:///{tmp_path / 'typo.db'} holds no entries: nothing to "
+        "publish, and the live release is left as it is")
+    assert (stored / "api" / "apis.json").read_bytes() == live
+
+
+def test_the_file_system_s_root_is_no_output_folder() -> None:
+    with pytest.raises(UnsafeOutputFolder, match="is the file system's root"):
+        live_folder(Path("/"))
+
+
+def test_an_empty_output_folder_setting_is_refused(stored: Path) -> None:
+    """`APIDIR_OUTPUT_DIR=` would mean the working folder: refused in one line naming it."""
+    done = apidir_publish(APIDIR_OUTPUT_DIR="")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "apidir: invalid setting: APIDIR_OUTPUT_DIR: Value error, empty: name the folder the "
+        "release is published to")

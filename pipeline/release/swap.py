@@ -115,8 +115,38 @@ class PublishLockTimeout(RuntimeError):
     """Another publisher held the output folder's lock for longer than the wait allowed."""
 
 
+class UnsafeOutputFolder(ValueError):
+    """The output folder is a place a release must never replace: the file system's root, or
+    a folder holding files but no release (the swap would move them aside, then delete them)."""
+
+
+def live_folder(output_dir: Path) -> Path:
+    """Where the output folder really is, every symlink on its way followed: the swap renames
+    that folder (a link to it stays a link to the live release), and every publisher, however
+    it names the folder, takes the same lock."""
+    folder = Path(os.path.realpath(output_dir))
+    if not folder.name:
+        raise UnsafeOutputFolder(f"output folder {output_dir} is the file system's root; "
+                                 "refusing to publish over it")
+    return folder
+
+
+def check_replaceable(output_dir: Path) -> None:
+    """A release may replace only a release, or a folder that is empty or missing: one
+    holding other files (a typo in APIDIR_OUTPUT_DIR, an empty one meaning the working folder)
+    is refused before anything is moved."""
+    if output_dir.exists() and not output_dir.is_dir():  # never swap a file of its own aside
+        raise NotADirectoryError(f"output folder {output_dir} is a file, not a folder; "
+                                 "refusing to publish over it")
+    if (output_dir.is_dir() and not (output_dir / CATEGORY_INDEX).is_file()
+            and any(output_dir.iterdir())):
+        raise UnsafeOutputFolder(
+            f"output folder {output_dir} holds files but no release (no {CATEGORY_INDEX}); "
+            "refusing to replace it: set APIDIR_OUTPUT_DIR to a new or empty folder")
+
+
 def lock_file(output_dir: Path) -> Path:
-    output_dir = output_dir.absolute()
+    output_dir = live_folder(output_dir)
     return output_dir.with_name(f".{output_dir.name}.publish.lock")
 
 
@@ -148,7 +178,7 @@ def staging_folders(output_dir: Path) -> list[Path]:
 
 def side_folders(output_dir: Path, kind: str) -> list[Path]:
     """The `kind` folders (staging, retired) beside `output_dir`."""
-    output_dir = output_dir.absolute()
+    output_dir = live_folder(output_dir)
     return sorted(output_dir.parent.glob(f".{output_dir.name}.{kind}-*"))
 
 
@@ -236,10 +266,8 @@ def stage_and_swap(
     `reuse` names folders whose files `write` overwrites in place (`put_file`), removing those
     it does not write (`keep_only`); otherwise a new one. Without `keep_spare`, the release
     swapped out is deleted rather than kept as the next spare."""
-    output_dir = output_dir.absolute()
-    if output_dir.exists() and not output_dir.is_dir():  # never swap a file of its own aside
-        raise NotADirectoryError(f"output folder {output_dir} is a file, not a folder; "
-                                 "refusing to publish over it")
+    output_dir = live_folder(output_dir)
+    check_replaceable(output_dir)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     with publish_lock(output_dir):
         return _stage_and_swap_locked(output_dir, categories, write, carry, reuse, keep_spare)
