@@ -79,6 +79,7 @@ from pipeline.store.tables import (
     PipelineRun,
     active_categories,
     engine_for,
+    holds_entries,
     session_scope,
     utcnow,
 )
@@ -402,12 +403,25 @@ def publisher_slot(timeout: float | None = None) -> Iterator[None]:
         yield
 
 
+class NothingToPublish(EmptyCatalogError):
+    """The store holds no entry: publishing would replace the live release with an empty one."""
+
+
 def publish_now(
     settings: Settings, presented: PresentedValues, now: datetime, run_id: int | None = None
 ) -> tuple[Published, list[Change]]:
     """Record the state changes, then write a new release of the static files and record it
-    (in the run's record too, with a run); one publisher at a time, here and elsewhere."""
+    (in the run's record too, with a run); one publisher at a time, here and elsewhere.
+    A store holding no entry publishes nothing: its release would replace the live one with
+    an empty one (a new store, from a mistyped APIDIR_DATABASE_URL)."""
     categories = load_categories(settings.categories_file)
+    engine = engine_for(settings.database_url)
+    with session_scope(engine) as session:
+        if not holds_entries(session):
+            raise NothingToPublish(
+                f"the store {engine.url.render_as_string(hide_password=True)} holds no entries: "
+                "nothing to publish, and the live release is left as it is (`apidir run` "
+                "ingests the catalogue first)")
     with (
         paused_garbage_collection(),
         publisher_slot(settings.publish_lock_timeout),

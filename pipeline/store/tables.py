@@ -512,6 +512,12 @@ def active_categories(session: Session) -> dict[str, str]:
     return dict(session.exec(statement).all())
 
 
+def holds_entries(session: Session) -> bool:
+    """Whether the store holds any published entry (one row read)."""
+    return session.exec(select(EntryRow.id).where(EntryRow.retired_at.is_(None)).limit(1)
+                        ).first() is not None
+
+
 def release_versions(session: Session) -> list[str]:
     return list(session.exec(select(ReleaseRow.version)))
 
