@@ -290,15 +290,16 @@ def serving_in_thread(server: FakeServer) -> Iterator[FakeServer]:
         loop.close()
 
 
+@dataclass(kw_only=True)
 class _StreamServer:
     """What the servers spoken by hand over asyncio streams share: a loopback port of their
-    own, their URLs, and a close that ends every connection they hold."""
+    own (`host` given by name), their URLs, and a close that ends every connection they hold."""
 
     scheme = "http"
-    host: str
-    port: int
-    _server: asyncio.AbstractServer | None
-    _writers: list[asyncio.StreamWriter]
+    host: str = "127.0.0.1"
+    port: int = 0
+    _server: asyncio.AbstractServer | None = None
+    _writers: list[asyncio.StreamWriter] = field(default_factory=list)
 
     async def start(self) -> Self:
         self._server = await asyncio.start_server(self._serve, self.host, 0)
@@ -326,12 +327,8 @@ class RawServer(_StreamServer):
     when the next request arrives on it, unanswered; `/ok` on a fresh connection answers 200)."""
 
     mode: str
-    host: str = "127.0.0.1"
     connections: int = 0
     dropped: int = 0  # requests closed unanswered
-    port: int = 0
-    _server: asyncio.AbstractServer | None = None
-    _writers: list[asyncio.StreamWriter] = field(default_factory=list)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -373,11 +370,7 @@ class CannedServer(_StreamServer):
     and counts the requests."""
 
     answer: bytes
-    host: str = "127.0.0.1"
     requests: int = 0
-    port: int = 0
-    _server: asyncio.AbstractServer | None = None
-    _writers: list[asyncio.StreamWriter] = field(default_factory=list)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.append(writer)
@@ -399,11 +392,7 @@ class SilentCloseServer(_StreamServer):
 
     scheme = "https"
     context: ssl.SSLContext
-    host: str = "127.0.0.1"
-    port: int = 0
     ended: int = 0
-    _server: asyncio.AbstractServer | None = None
-    _writers: list[asyncio.StreamWriter] = field(default_factory=list)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.append(writer)

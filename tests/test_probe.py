@@ -307,7 +307,7 @@ async def canned() -> AsyncIterator[Any]:
     servers: list[CannedServer] = []
 
     async def start(answer: bytes, host: str = "127.0.0.1") -> CannedServer:
-        servers.append(await CannedServer(answer, host).start())
+        servers.append(await CannedServer(answer, host=host).start())
         return servers[-1]
 
     yield start
