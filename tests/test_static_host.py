@@ -434,3 +434,35 @@ def test_every_refusal_carries_the_security_headers(host: Host) -> None:
     status, head = raw_request(host, "/api/apis.json", method="DELETE")
     assert status == 405
     assert "content-security-policy" in head.lower() and "nosniff" in head.lower()
+
+
+# Names no file system takes: a name over 255 bytes, a path over 4096.
+UNTAKEABLE_PATHS = ["/api/" + "a" * 300 + ".json", "/" + "a/" * 2100, "/" + "a" * 300]
+
+
+def test_a_path_the_file_system_refuses_is_a_404(host: Host) -> None:
+    """ENAMETOOLONG from the file system is a missing file, as for nginx, not a bare 500."""
+    for target in UNTAKEABLE_PATHS:
+        status, head = raw_request(host, target)
+        assert status == 404, (host.name, target[:20], status)
+        assert "nosniff" in head.lower(), (host.name, target[:20])
+    answer = host.get(UNTAKEABLE_PATHS[0])
+    assert answer.body == (host.release / NOT_FOUND_JSON).read_bytes()
+    assert answer.header("Access-Control-Allow-Origin") == "*"
+
+
+def test_a_symlink_loop_in_the_release_is_a_404_and_logs_no_traceback(tmp_path: Path) -> None:
+    release = tmp_path / "public"
+    (release / "api").mkdir(parents=True)
+    (release / "index.html").write_text("<!doctype html>\n")
+    (release / "self").symlink_to("self")
+    (release / "api" / "loop.json").symlink_to("loop.json")
+    with run_serve(release, tmp_path / "serve") as base_url:
+        host = Host("apidir-serve", base_url, release)
+        for target in ("/self", "/self/", "/api/loop.json", "/self/x.json"):
+            answer = host.get(target)
+            assert answer.status == 404, (target, answer.status)
+            assert answer.header("X-Content-Type-Options") == "nosniff", target
+        assert host.get("/api/loop.json").header("Access-Control-Allow-Origin") == "*"
+    log = (tmp_path / "serve" / "serve.log").read_text()
+    assert "Traceback" not in log and "Error" not in log, log

@@ -66,16 +66,19 @@ def release_file(folder: Path, url_path: str) -> Path | None:
     if "\x00" in decoded:
         raise BadPath("a NUL byte in the path")
     relative = decoded.lstrip("/")
-    candidate = (folder / relative).resolve()
-    if not candidate.is_relative_to(folder):
-        return None
-    if candidate.relative_to(folder).as_posix() in HIDDEN:
-        return None
-    if candidate.is_dir() and (decoded.endswith("/") or not relative):
-        candidate = candidate / "index.html"
-    elif decoded.endswith("/"):
-        return None  # a file is not a folder
-    return candidate if candidate.is_file() else None
+    try:
+        candidate = (folder / relative).resolve()
+        if not candidate.is_relative_to(folder):
+            return None
+        if candidate.relative_to(folder).as_posix() in HIDDEN:
+            return None
+        if candidate.is_dir() and (decoded.endswith("/") or not relative):
+            candidate = candidate / "index.html"
+        elif decoded.endswith("/"):
+            return None  # a file is not a folder
+        return candidate if candidate.is_file() else None
+    except (OSError, RuntimeError):  # a name too long, a symlink loop (RuntimeError before 3.13)
+        return None  # no file the host can open: missing, as for nginx
 
 
 def accepts_gzip(accept_encoding: str) -> bool:
@@ -133,7 +136,11 @@ def preview_app(folder: Path) -> web.Application:
             found = release_file(folder, target) if target else None
             if found is not None:  # as hosts do: the rules of the document served fill in
                 headers = {**headers_for(str(target), rules), **headers}
-        if found is None:
+        try:
+            handle = found.open("rb") if found is not None else None
+        except OSError:  # unreadable, or gone since it was found: no file to send
+            handle = None
+        if found is None or handle is None:
             return web.Response(status=404, text="404 not found\n", headers=headers)
         headers = {"Content-Type": content_type(found), **headers}
         compressed = headers["Content-Type"].startswith(COMPRESSIBLE)
@@ -141,7 +148,7 @@ def preview_app(folder: Path) -> web.Application:
             headers["Vary"] = "Accept-Encoding"
             compressed = accepts_gzip(request.headers.get("Accept-Encoding", ""))
         data = None
-        with found.open("rb") as handle:  # one open file: its version, tag and bytes agree
+        with handle:  # one open file: its version, tag and bytes agree
             if status == 200:
                 stat = os.fstat(handle.fileno())
                 etag = etags.get(stat)
