@@ -466,3 +466,30 @@ def test_a_symlink_loop_in_the_release_is_a_404_and_logs_no_traceback(tmp_path: 
         assert host.get("/api/loop.json").header("Access-Control-Allow-Origin") == "*"
     log = (tmp_path / "serve" / "serve.log").read_text()
     assert "Traceback" not in log and "Error" not in log, log
+
+
+def test_headers_are_those_of_the_path_served(host: Host) -> None:
+    """The path is decoded and normalised once, as nginx does, and that one path picks both
+    the file and its header rules: an encoded slash does not borrow another folder's rules."""
+    page = host.get("/api/..%2Findex.html")
+    assert page.status == 200 and page.body == (host.release / "index.html").read_bytes()
+    assert page.header("Content-Type") == "text/html; charset=utf-8", host.name
+    assert page.header("Access-Control-Allow-Origin") is None, host.name
+    assert page.header("Cache-Control") == LIVE_CACHE, host.name
+    live = host.get("/assets/..%2Fapi/categories.json")
+    assert live.status == 200
+    assert live.body == (host.release / "api" / "categories.json").read_bytes()
+    assert live.header("Cache-Control") == LIVE_CACHE, host.name
+    assert live.header("Access-Control-Allow-Origin") == "*", host.name
+    missing = host.get("/index.html%2F..%2Fapi/nosuch.json")
+    assert missing.status == 404
+    assert missing.body == (host.release / NOT_FOUND_JSON).read_bytes(), host.name
+
+
+def test_a_request_in_absolute_form_is_served_as_its_path(host: Host) -> None:
+    """RFC 9112 §3.2.2: a server MUST accept the absolute form of a request target."""
+    for target, kind in (("http://x/index.html", "text/html"), ("http://x/", "text/html"),
+                         ("http://x/api/apis.json?a=b", "application/json")):
+        status, head = raw_request(host, target)
+        assert status == 200, (host.name, target, status)
+        assert f"content-type: {kind}" in head.lower(), (host.name, target)

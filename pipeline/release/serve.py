@@ -52,29 +52,50 @@ def content_type(path: Path) -> str:
 
 
 class BadPath(ValueError):
-    """A request path no file can have (a NUL byte)."""
+    """A request path no file can have (a NUL byte, a `..` above the root)."""
 
 
-def release_file(folder: Path, url_path: str) -> Path | None:
-    """The file of the release at `url_path` (a folder's index.html), or None.
+def normalised_path(raw_path: str) -> str:
+    """The path a request names, as nginx reads it before it picks a file or a rule: decoded
+    once (`%2F` is a slash), then `.`, `..` and repeated slashes resolved.
 
-    The path is decoded and resolved once, then decided on: every spelling of a hidden host
-    file (`/./_headers`, `/x/../_headers`, `/%5Fheaders`, `/_headers/`) is the same file, and
-    hidden; nothing outside the folder is served.
+    One path, used both to find the file and to pick its header and redirect rules, so that
+    `/api/..%2Findex.html` is the page /index.html with the page's headers, not the /api/ ones.
+    A trailing slash (or a last `.` or `..`) is kept: it asks for a folder.
     """
-    decoded = unquote(url_path)
+    decoded = unquote(raw_path)
     if "\x00" in decoded:
         raise BadPath("a NUL byte in the path")
-    relative = decoded.lstrip("/")
+    parts: list[str] = []
+    for part in decoded.split("/"):
+        if part == "..":
+            if not parts:
+                raise BadPath("a path above the root")
+            parts.pop()
+        elif part not in ("", "."):
+            parts.append(part)
+    path = "/" + "/".join(parts)
+    folder = decoded.endswith("/") or decoded.rsplit("/", 1)[-1] in (".", "..")
+    return path + "/" if folder and parts else path
+
+
+def release_file(folder: Path, path: str) -> Path | None:
+    """The file of the release at the normalised URL `path` (a folder's index.html), or None.
+
+    Every spelling of a hidden host file (`/./_headers`, `/x/../_headers`, `/%5Fheaders`,
+    `/_headers/`) normalises to one path and resolves to one file, which stays hidden; nothing
+    outside the folder is served, a symlink leading out of it neither.
+    """
+    relative = path.lstrip("/")
     try:
         candidate = (folder / relative).resolve()
         if not candidate.is_relative_to(folder):
             return None
         if candidate.relative_to(folder).as_posix() in HIDDEN:
             return None
-        if candidate.is_dir() and (decoded.endswith("/") or not relative):
+        if candidate.is_dir() and (path.endswith("/") or not relative):
             candidate = candidate / "index.html"
-        elif decoded.endswith("/"):
+        elif path.endswith("/"):
             return None  # a file is not a folder
         return candidate if candidate.is_file() else None
     except (OSError, RuntimeError):  # a name too long, a symlink loop (RuntimeError before 3.13)
@@ -114,28 +135,41 @@ def preview_app(folder: Path) -> web.Application:
     )
     etags = EtagCache()
 
+    def redirected_file(path: str) -> tuple[str, Path] | None:
+        """The document a 404 rule of `_redirects` gives `path` where no file matches, with
+        its own normalised path."""
+        for source, target, code in redirects:
+            if code == 404 and fnmatch.fnmatchcase(path, source):
+                try:
+                    target = normalised_path(target)
+                except BadPath:
+                    return None
+                found = release_file(folder, target)
+                return (target, found) if found is not None else None
+        return None
+
     async def serve_path(request: web.Request) -> web.StreamResponse:
-        path = request.path
+        # The path of the target, in origin form or absolute form (`http://host/index.html`,
+        # which RFC 9112 §3.2.2 says a server MUST accept): rel_url keeps it percent-encoded.
+        try:
+            path = normalised_path(request.rel_url.raw_path or "/")
+        except BadPath as exc:
+            log.info("400 for %r: %s", request.raw_path, exc)
+            return web.Response(status=400, text=f"400 bad request: {exc}\n",
+                                headers=headers_for("/", rules))
         if request.method == "OPTIONS":  # a CORS preflight, or a client asking what it may do
             return web.Response(status=204, headers={
                 **without_content_type(headers_for(path, rules)), "Allow": ALLOWED_METHODS})
         if request.method not in ("GET", "HEAD"):
             return web.Response(status=405, text="405 method not allowed\n",
                                 headers={**headers_for(path, rules), "Allow": ALLOWED_METHODS})
-        try:
-            status, found = 200, release_file(folder, request.raw_path.split("?", 1)[0])
-        except BadPath as exc:
-            log.info("400 for %r: %s", request.raw_path, exc)
-            return web.Response(status=400, text=f"400 bad request: {exc}\n",
-                                headers=headers_for("/", rules))
+        status, found = 200, release_file(folder, path)
         headers = headers_for(path, rules)
         if found is None:
-            status = 404
-            target = next((t for s, t, code in redirects
-                           if code == 404 and fnmatch.fnmatchcase(path, s)), None)
-            found = release_file(folder, target) if target else None
-            if found is not None:  # as hosts do: the rules of the document served fill in
-                headers = {**headers_for(str(target), rules), **headers}
+            status, redirected = 404, redirected_file(path)
+            if redirected is not None:  # as hosts do: the rules of the document served fill in
+                target, found = redirected
+                headers = {**headers_for(target, rules), **headers}
         try:
             handle = found.open("rb") if found is not None else None
         except OSError:  # unreadable, or gone since it was found: no file to send
