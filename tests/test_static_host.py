@@ -493,3 +493,17 @@ def test_a_request_in_absolute_form_is_served_as_its_path(host: Host) -> None:
         status, head = raw_request(host, target)
         assert status == 200, (host.name, target, status)
         assert f"content-type: {kind}" in head.lower(), (host.name, target)
+
+
+def test_targets_that_name_no_path_carry_the_security_headers(sample: SampleRelease,
+                                                             tmp_path: Path) -> None:
+    with run_serve(sample.folder, tmp_path / "serve") as base_url:
+        host = Host("apidir-serve", base_url, sample.folder)
+        status, head = raw_request(host, "*", method="OPTIONS")
+        assert status == 404
+        assert "nosniff" in head.lower() and "content-security-policy" in head.lower()
+        status, head = raw_request(host, "example.org:443", method="CONNECT")
+        assert status == 405
+        assert "nosniff" in head.lower() and "allow: get, head, options" in head.lower()
+        status, head = raw_request(host, "http://x")  # absolute form, no path: the root
+        assert status == 200 and "content-type: text/html" in head.lower()

@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from aiohttp.web_response import ContentCoding
 
 from pipeline.release.conditional import EtagCache, Validators, content_etag, not_modified
@@ -149,6 +150,9 @@ def preview_app(folder: Path) -> web.Application:
         return None
 
     async def serve_path(request: web.Request) -> web.StreamResponse:
+        if request.rel_url.raw_path.startswith("*"):  # `OPTIONS *` asks of no file
+            return web.Response(status=404, text="404 not found\n",
+                                headers=headers_for("/", rules))
         # The path of the target, in origin form or absolute form (`http://host/index.html`,
         # which RFC 9112 §3.2.2 says a server MUST accept): rel_url keeps it percent-encoded.
         try:
@@ -204,7 +208,16 @@ def preview_app(folder: Path) -> web.Application:
             response.enable_compression(ContentCoding.gzip)
         return response
 
-    app = web.Application()
+    @web.middleware
+    async def every_target(request: web.Request, handler: Handler) -> web.StreamResponse:
+        """The router matches paths only: a target that is none (`OPTIONS *`, `CONNECT
+        host:443`, `http://x` with no path) would get aiohttp's bare 404, without the site's
+        headers."""
+        if request.match_info.http_exception is not None:
+            return await serve_path(request)
+        return await handler(request)
+
+    app = web.Application(middlewares=[every_target])
     # Every path, a newline (%0A) in it too: `.` would leave it to aiohttp's bare 404.
     app.router.add_route("*", r"/{tail:[\s\S]*}", serve_path)
     return app
