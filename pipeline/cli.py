@@ -333,7 +333,7 @@ def serve(
                                       help="Port to listen on.")] = 8000,
 ) -> None:
     """Preview the published release locally with the headers its static host sends."""
-    from pipeline.release.serve import serve_release
+    from pipeline.release.serve import HostFileError, serve_release
 
     folder = folder or Settings().output_dir
     if not folder.is_dir():
@@ -344,6 +344,8 @@ def serve(
 
     try:
         serve_release(folder, host, port, ready)
+    except HostFileError as exc:  # before OSError: an unreadable file is not the address's fault
+        fail(str(exc))
     except OSError as exc:
         fail(f"cannot serve on {host}:{port}: {exc.strerror or exc}")
     except KeyboardInterrupt:

@@ -4,6 +4,7 @@ standard error (never a traceback), with an exit status that says what happened.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, WriteEntry
+from tests.static_host import free_port
 
 
 def apidir(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO
@@ -66,6 +68,51 @@ def test_serve_on_a_busy_port_is_one_line_and_never_claims_to_serve(tmp_path: Pa
     assert done.returncode == 2
     assert "serving" not in done.stdout
     assert f"cannot serve on 127.0.0.1:{port}" in one_line(done)
+
+
+def serve_refused(folder: Path) -> subprocess.CompletedProcess[str]:
+    """`apidir serve` on `folder`, which must refuse it before serving (the old code served
+    on, so a short timeout ends the test)."""
+    port = str(free_port())
+    command = [sys.executable, "-m", "pipeline.cli", "serve", "--dir", str(folder),
+               "--port", port]
+    if os.geteuid() == 0:  # root reads a file of mode 000 unless it loses the capability
+        command = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *command]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize(("name", "content", "problem"), [
+    ("_headers", b"/*\n  X-Bad: a\x00b\n", "line 2: a control character in the value"),
+    ("_headers", b"/*\n  X-Bad: a\x1cb\n", "line 2: a control character in the value"),
+    ("_headers", b"/*\n  Bad Name: v\n", "line 2: 'Bad Name' is not a header name"),
+    ("_headers", b"# rules\n/*\n  : empty\n", "line 3: '' is not a header name"),
+    ("_headers", b"  X-Early: v\n", "line 1: expected 'Name: value' under a path"),
+    ("_headers", b"/*\n  X-Latin: caf\xe9\n", "not UTF-8 text"),
+    ("_redirects", b"/api/*  /api/404.json\n", "line 1: expected 'source target status'"),
+    ("_redirects", b"/api/*  /api/404.json  \xb2\n", "not UTF-8 text"),
+    ("_redirects", b"/api/*  /api/404.json  \xc2\xb2\n",
+     "line 1: expected 'source target status'"),
+])
+def test_serve_names_a_broken_host_file_in_one_line(tmp_path: Path, name: str, content: bytes,
+                                                    problem: str) -> None:
+    (tmp_path / "index.html").write_text("<!doctype html>")
+    (tmp_path / name).write_bytes(content)
+    done = serve_refused(tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "serving" not in done.stdout
+    assert one_line(done).startswith(f"apidir: {tmp_path / name}: {problem}")
+
+
+def test_serve_names_an_unreadable_host_file_not_the_address(tmp_path: Path) -> None:
+    if os.geteuid() == 0 and not shutil.which("setpriv"):
+        pytest.skip("root reads any file; setpriv, which would drop that, is missing")
+    (tmp_path / "index.html").write_text("<!doctype html>")
+    headers = tmp_path / "_headers"
+    headers.write_text("/*\n  X-Frame-Options: DENY\n")
+    headers.chmod(0)
+    done = serve_refused(tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert one_line(done) == f"apidir: {headers}: cannot read: Permission denied"
 
 
 def test_a_malformed_url_is_reported_as_malformed_and_fails_the_probe() -> None:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from pipeline.contract import ErrorBody, NotFoundError
@@ -127,19 +128,42 @@ def render_headers_file(rules: Iterable[HeaderRule] = HEADER_RULES) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+# RFC 9110 §5.1 and §5.5: a name is a token; a value holds no control character but a tab.
+HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+CONTROL_CHARACTER = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def numbered_lines(text: str) -> Iterator[tuple[int, str]]:
+    """The lines of a host file with their numbers as an editor counts them: split at line
+    feeds only (str.splitlines also splits at \\x1c or \\x85, which would then go unseen)."""
+    for number, line in enumerate(text.split("\n"), 1):
+        yield number, line.removesuffix("\r")
+
+
 def parse_headers_file(text: str) -> list[HeaderRule]:
-    """Rules from a `_headers` file: a path line, then indented `Name: value` lines."""
+    """Rules from a `_headers` file: a path line, then indented `Name: value` lines.
+
+    A header no client could read is refused here, with its line, rather than sent: a name
+    that is not a token, a value with a control character (which aiohttp refuses to send,
+    closing every connection).
+    """
     rules: list[tuple[str, list[tuple[str, str]]]] = []
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in numbered_lines(text):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         if not line[0].isspace():
             rules.append((line.strip(), []))
             continue
-        name, colon, value = line.strip().partition(":")
+        name, colon, value = line.strip(" \t").partition(":")
+        name, value = name.strip(" \t"), value.strip(" \t")
         if not colon or not rules:
-            raise ValueError(f"{HEADERS_FILE}: line {number}: expected 'Name: value' under a path")
-        rules[-1][1].append((name.strip(), value.strip()))
+            raise ValueError(f"line {number}: expected 'Name: value' under a path")
+        if not HEADER_NAME.fullmatch(name):
+            raise ValueError(f"line {number}: {name!r} is not a header name (letters, digits "
+                             "and !#$%&'*+-.^_`|~ only)")
+        if CONTROL_CHARACTER.search(value):
+            raise ValueError(f"line {number}: a control character in the value of {name}")
+        rules[-1][1].append((name, value))
     return [HeaderRule(pattern, tuple(headers)) for pattern, headers in rules]
 
 
@@ -150,13 +174,14 @@ def render_redirects_file(rules: Iterable[tuple[str, str, int]] = REDIRECT_RULES
 
 
 def parse_redirects_file(text: str) -> list[tuple[str, str, int]]:
+    """Rules from a `_redirects` file: `source target status` on each line."""
     rules = []
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in numbered_lines(text):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         parts = line.split()
-        if len(parts) != 3 or not parts[2].isdigit():
-            raise ValueError(f"{REDIRECTS_FILE}: line {number}: expected 'source target status'")
+        if len(parts) != 3 or not re.fullmatch(r"[0-9]{3}", parts[2]):
+            raise ValueError(f"line {number}: expected 'source target status'")
         rules.append((parts[0], parts[1], int(parts[2])))
     return rules
 

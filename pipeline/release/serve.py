@@ -15,8 +15,9 @@ import fnmatch
 import logging
 import mimetypes
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import unquote
 
 from aiohttp import web
@@ -37,6 +38,7 @@ from pipeline.release.hosting import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 HIDDEN = frozenset({HEADERS_FILE, REDIRECTS_FILE})
 TEXT_TYPES = ("application/json", "application/javascript", "text/javascript", "image/svg+xml",
               "application/atom+xml")
@@ -121,19 +123,35 @@ def without_content_type(headers: dict[str, str]) -> dict[str, str]:
     return {name: value for name, value in headers.items() if name.lower() != "content-type"}
 
 
+class HostFileError(ValueError):
+    """A `_headers` or `_redirects` file of the release that cannot be read or understood."""
+
+
+def host_file(path: Path, parse: Callable[[str], T], default: T) -> T:
+    """The rules of the host file `path` (`default` where the release has none), read once at
+    start-up: a file the preview cannot read or parse stops it with the file named, before
+    any answer goes out with rules the host would read otherwise."""
+    if not path.is_file():
+        return default
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise HostFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise HostFileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise HostFileError(f"{path}: {exc}") from None
+
+
 def preview_app(folder: Path) -> web.Application:
     folder = folder.resolve()
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no published release here (run `apidir run` first)")
-    headers_file, redirects_file = folder / HEADERS_FILE, folder / REDIRECTS_FILE
-    rules: list[HeaderRule] | tuple[HeaderRule, ...] = (
-        parse_headers_file(headers_file.read_text()) if headers_file.is_file() else HEADER_RULES
-    )
-    redirects = (
-        parse_redirects_file(redirects_file.read_text())
-        if redirects_file.is_file()
-        else list(REDIRECT_RULES)
-    )
+    rules: Sequence[HeaderRule] = host_file(folder / HEADERS_FILE, parse_headers_file,
+                                            HEADER_RULES)
+    redirects = host_file(folder / REDIRECTS_FILE, parse_redirects_file, list(REDIRECT_RULES))
     etags = EtagCache()
 
     def redirected_file(path: str) -> tuple[str, Path] | None:
