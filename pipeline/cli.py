@@ -333,7 +333,7 @@ def serve(
                                       help="Port to listen on.")] = 8000,
 ) -> None:
     """Preview the published release locally with the headers its static host sends."""
-    from pipeline.release.serve import HostFileError, serve_release
+    from pipeline.release.serve import HostFileError, host_and_port, serve_release
 
     folder = folder or Settings().output_dir
     if not folder.is_dir():
@@ -347,7 +347,7 @@ def serve(
     except HostFileError as exc:  # before OSError: an unreadable file is not the address's fault
         fail(str(exc))
     except OSError as exc:
-        fail(f"cannot serve on {host}:{port}: {exc.strerror or exc}")
+        fail(f"cannot serve on {host_and_port(host, port)}: {exc.strerror or exc}")
     except KeyboardInterrupt:
         typer.echo("stopped")
 

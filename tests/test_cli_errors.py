@@ -4,6 +4,7 @@ standard error (never a traceback), with an exit status that says what happened.
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import socket
 import subprocess
@@ -113,6 +114,27 @@ def test_serve_names_an_unreadable_host_file_not_the_address(tmp_path: Path) -> 
     done = serve_refused(tmp_path)
     assert done.returncode == 2, done.stderr
     assert one_line(done) == f"apidir: {headers}: cannot read: Permission denied"
+
+
+def test_serve_prints_an_ipv6_address_in_brackets(tmp_path: Path) -> None:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+            port = probe.getsockname()[1]
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    (tmp_path / "index.html").write_text("<!doctype html>")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "serve", "--dir", str(tmp_path),
+         "--host", "::1", "--port", str(port)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready, _, _ = select.select([process.stdout], [], [], 30)
+        line = process.stdout.readline() if ready else ""
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert f"at http://[::1]:{port}/ " in line, line
 
 
 def test_a_malformed_url_is_reported_as_malformed_and_fails_the_probe() -> None:

@@ -241,6 +241,12 @@ def preview_app(folder: Path) -> web.Application:
     return app
 
 
+def host_and_port(host: str, port: int) -> str:
+    """`host:port` as a URL writes it: an IPv6 address in brackets (`[::1]:8000`), or its
+    colons would read as the port's."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def serve_release(
     folder: Path, host: str, port: int, ready: Callable[[str], None] | None = None
 ) -> None:
@@ -254,7 +260,7 @@ def serve_release(
             site = web.TCPSite(runner, host, port)
             await site.start()
             if ready is not None:
-                ready(f"http://{host}:{port}/")
+                ready(f"http://{host_and_port(host, port)}/")
             await asyncio.Event().wait()
         finally:
             await runner.cleanup()
