@@ -187,9 +187,10 @@ def test_publishing_over_a_file_is_refused_in_one_line_and_the_file_kept(
 
 
 def test_publishing_for_localhost_warns(
-    write_entry: WriteEntry, settings_env: dict[str, str]
+    write_entry: WriteEntry, settings_env: dict[str, str], ingested_store
 ) -> None:
     write_entry()
+    ingested_store()  # a store holding no entry publishes nothing
     env = {key: value for key, value in settings_env.items() if key != "APIDIR_BASE_URL"}
     local = subprocess.run(
         [sys.executable, "-m", "pipeline.cli", "publish"], cwd=REPO, capture_output=True,
