@@ -366,13 +366,16 @@ app.add_typer(db, name="db")
 @db.command("current")
 def db_current() -> None:
     """Print the store's schema revision and the one this version needs; exit status 1 when
-    the store needs `apidir db upgrade`."""
-    from pipeline.store.migrate import head_revision, store_revision
+    the store needs `apidir db upgrade`, 2 when a newer version wrote it."""
+    from pipeline.store.migrate import head_revision, refuse_too_new, store_name, store_revision
     from pipeline.store.tables import open_engine
 
     engine = open_engine(Settings().database_url)
-    current, head = store_revision(engine), head_revision()
-    engine.dispose()
+    try:
+        current, head = store_revision(engine), head_revision()
+        refuse_too_new(current, store_name(engine))
+    finally:
+        engine.dispose()
     if current == head:
         typer.echo(f"schema revision {current} (up to date)")
         return
@@ -531,12 +534,13 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from pipeline.operations.stages import UnknownSelectionError
     from pipeline.release.swap import PublishLockTimeout, UnsafeOutputFolder
     from pipeline.release.validate import ReleaseValidationError
-    from pipeline.store.migrate import StoreOutOfDateError
+    from pipeline.store.migrate import StoreOutOfDateError, StoreTooNewError
 
     return (ValidationError, ArgumentError, OperationalError, EmptyCatalogError, StageFailed,
             AutomationError, DraftError,
             UnknownSelectionError, PublishLockTimeout, ReleaseValidationError,
-            StoreOutOfDateError, CategoryError, OSError, UnsafeOutputFolder)
+            StoreOutOfDateError, StoreTooNewError, CategoryError, OSError,
+            UnsafeOutputFolder)
 
 
 def one_line(error: BaseException) -> str:

@@ -36,6 +36,11 @@ class StoreOutOfDateError(RuntimeError):
     """The store's schema is older than this version's and upgrading on start is off."""
 
 
+class StoreTooNewError(RuntimeError):
+    """The store's schema revision is one this version does not know: a newer version wrote
+    it, and no upgrade of this version can go forward from it (nor any command read it)."""
+
+
 def alembic_config(connection: Connection | None = None) -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
@@ -46,6 +51,34 @@ def alembic_config(connection: Connection | None = None) -> Config:
 @cache
 def head_revision() -> str:
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+@cache
+def known_revisions() -> tuple[str, ...]:
+    """Every schema revision this version knows, newest first."""
+    return tuple(script.revision for script in
+                 ScriptDirectory.from_config(alembic_config()).walk_revisions())
+
+
+def too_new_line(revision: str, store: str = "the store") -> str:
+    """Why a store at `revision`, which this version does not know, is refused: the one
+    wording of `db current`, `db upgrade`, `db downgrade` and every command opening it."""
+    known = known_revisions()
+    return (f"{store} has schema revision {revision}, which this version does not know (it "
+            f"knows {known[-1]} to {known[0]}): a newer version wrote it; install that version, "
+            f"or take the store back to {known[0]} with that version's "
+            f"`apidir db downgrade {known[0]}`")
+
+
+def refuse_too_new(revision: str | None, store: str = "the store") -> None:
+    """StoreTooNewError when `revision` is one this version does not know."""
+    if revision is not None and revision not in known_revisions():
+        raise StoreTooNewError(too_new_line(revision, store))
+
+
+def store_name(engine: Engine) -> str:
+    """The store as a line names it: its URL, with any password hidden."""
+    return f"the store {engine.url.render_as_string(hide_password=True)}"
 
 
 def stored_revision(connection: Connection) -> str | None:
@@ -98,6 +131,7 @@ def upgrade_store(engine: Engine) -> tuple[str | None, str]:
     """Bring the store to the newest schema, keeping every row; (from, to) revisions."""
     with migrating(engine) as connection:
         before = stored_revision(connection)
+        refuse_too_new(before, store_name(engine))
         _stamp_unversioned(connection, before)
         command.upgrade(alembic_config(connection), "head")
         connection.commit()
@@ -115,8 +149,7 @@ def downgrade_store(engine: Engine, revision: str, ignore_running: bool = False,
     what they held) is dropped. (from, to) revisions; RevisionRefusedError, saying why, for a
     revision this version does not know, newer than the store's, an empty store, or a store
     a run is still using (`running_runs`) unless `ignore_running`."""
-    known = [script.revision for script in
-             ScriptDirectory.from_config(alembic_config()).walk_revisions()]  # newest first
+    known = list(known_revisions())  # newest first
     if revision not in known:
         raise RevisionRefusedError(f"no schema revision {revision!r}: this version knows "
                                    f"{known[-1]} to {known[0]}")
@@ -130,8 +163,7 @@ def downgrade_store(engine: Engine, revision: str, ignore_running: bool = False,
         if before is None:
             raise RevisionRefusedError("the store is empty: there is no schema to take back")
         if before not in known:
-            raise RevisionRefusedError(f"the store has schema revision {before}, which this "
-                                       "version does not know: use the version that made it")
+            raise RevisionRefusedError(too_new_line(before, store_name(engine)))
         if known.index(revision) < known.index(before):
             raise RevisionRefusedError(f"the store has schema revision {before}, older than "
                                        f"{revision}: run `{UPGRADE_COMMAND}` to go forward")
@@ -170,14 +202,15 @@ def running_runs(connection: Connection) -> list[str]:
 
 def prepare_store(engine: Engine, mode: UpgradeMode = "auto") -> None:
     """Make the store ready for this version: upgraded (`auto`), or checked (`check`: an
-    older schema is refused with StoreOutOfDateError; an empty database is created)."""
+    older schema is refused with StoreOutOfDateError; an empty database is created). A
+    schema newer than this version's is refused either way, with StoreTooNewError."""
     current = store_revision(engine)
     if current == head_revision():
         return
+    refuse_too_new(current, store_name(engine))
     if mode == "check" and current is not None:
         raise StoreOutOfDateError(
-            f"the store {engine.url.render_as_string(hide_password=True)} has schema "
-            f"revision {current}, this version needs {head_revision()}: run "
-            f"`{UPGRADE_COMMAND}` (or set APIDIR_DATABASE_UPGRADE=auto)"
+            f"{store_name(engine)} has schema revision {current}, this version needs "
+            f"{head_revision()}: run `{UPGRADE_COMMAND}` (or set APIDIR_DATABASE_UPGRADE=auto)"
         )
     upgrade_store(engine)
