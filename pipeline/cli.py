@@ -535,11 +535,13 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from pipeline.release.swap import PublishLockTimeout, UnsafeOutputFolder
     from pipeline.release.validate import ReleaseValidationError
     from pipeline.store.migrate import StoreOutOfDateError, StoreTooNewError
+    from pipeline.store.tables import StoreUnreadableError
 
     return (ValidationError, ArgumentError, OperationalError, EmptyCatalogError, StageFailed,
             AutomationError, DraftError,
             UnknownSelectionError, PublishLockTimeout, ReleaseValidationError,
-            StoreOutOfDateError, StoreTooNewError, CategoryError, OSError,
+            StoreOutOfDateError, StoreTooNewError, StoreUnreadableError, CategoryError,
+            OSError,
             UnsafeOutputFolder)
 
 

@@ -8,12 +8,52 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
 
 from pipeline.probing.probe import ProbeSettings
 
 # The fewest days of raw probes a store may keep: the score stage's longest window (30 days)
 # and the day it starts in, which it reads raw (`judging.evidence.evidence_days`).
 PROBES_KEPT_MIN_DAYS = 31
+
+# (backend, driver) pairs the store runs on: the default driver of each backend (`sqlite://`
+# and `postgresql://` name them), synchronous, and installed with the pipeline.
+SUPPORTED_DRIVERS = {("sqlite", "pysqlite"), ("postgresql", "psycopg")}
+SUPPORTED_FORMS = "sqlite:///FILE or postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE"
+
+
+def shown(url: URL) -> str:
+    """A URL as a line may show it: its password hidden."""
+    return url.render_as_string(hide_password=True)
+
+
+def database_url_problem(database_url: str) -> str | None:
+    """Checked when the settings are read, so a URL this version cannot use is one line naming
+    APIDIR_DATABASE_URL, not an error of the driver in the middle of a command (a missing
+    module, an async driver's MissingGreenlet, a port or timeout that is not a number).
+
+    What makes `database_url` one the store cannot open, in a few words (with the URL,
+    its password hidden); None when it is one. Only what is known without connecting: a
+    server that does not answer is told when a command connects."""
+    try:
+        url = make_url(database_url)
+    except ArgumentError:
+        return f"not a database URL; use {SUPPORTED_FORMS}"
+    except ValueError:  # SQLAlchemy reads a port as a number
+        return f"not a database URL: its port is not a number; use {SUPPORTED_FORMS}"
+    try:
+        driver = (url.get_backend_name(), url.get_driver_name())
+    except (ArgumentError, ImportError):  # a backend SQLAlchemy does not know at all
+        driver = (url.get_backend_name(), None)
+    if driver not in SUPPORTED_DRIVERS:
+        return (f"{shown(url)}: the store runs on SQLite and on PostgreSQL through psycopg, "
+                f"not {url.drivername}; use {SUPPORTED_FORMS}")
+    try:
+        url.get_dialect()().create_connect_args(url)
+    except (ArgumentError, ValueError, TypeError) as exc:
+        return f"{shown(url)}: an option of the URL is wrong ({exc})"
+    return None
 
 
 class Settings(BaseSettings):
@@ -162,6 +202,13 @@ class Settings(BaseSettings):
             raise ValueError(f"0 (every probe kept) or at least {PROBES_KEPT_MIN_DAYS}: the "
                              f"scores read the raw probes of the last {PROBES_KEPT_MIN_DAYS} days")
         return days
+
+    @field_validator("database_url")
+    @classmethod
+    def _a_store_this_version_opens(cls, database_url: str) -> str:
+        if problem := database_url_problem(database_url):
+            raise ValueError(problem)
+        return database_url
 
     def probe_settings(self) -> ProbeSettings:
         """The prober's limits, with a User-Agent naming the directory's address."""

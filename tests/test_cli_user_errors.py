@@ -11,6 +11,13 @@ import pytest
 from tests.test_cli_errors import apidir, one_line
 
 
+def sqlite_env(tmp_path: Path, data_dir: Path) -> dict[str, str]:
+    """APIDIR_* variables for a scratch SQLite store (var/apidir.db), data and output folder."""
+    return {"APIDIR_DATA_DIR": str(data_dir), "APIDIR_OUTPUT_DIR": str(tmp_path / "public"),
+            "APIDIR_BASE_URL": "https://directory.test",
+            "APIDIR_DATABASE_URL": f"sqlite:///{tmp_path / 'var' / 'apidir.db'}"}
+
+
 def store_of_a_newer_version(settings_env: dict[str, str], tmp_path: Path) -> str:
     """A SQLite store a newer version wrote (schema revision 0099); its URL."""
     assert apidir("db", "upgrade", env=settings_env).returncode == 0
@@ -29,9 +36,7 @@ def test_a_store_of_a_newer_version_says_so_in_one_line(
 ) -> None:
     from pipeline.store.migrate import head_revision
 
-    env = {"APIDIR_DATA_DIR": str(data_dir), "APIDIR_OUTPUT_DIR": str(tmp_path / "public"),
-           "APIDIR_BASE_URL": "https://directory.test",
-           "APIDIR_DATABASE_URL": f"sqlite:///{tmp_path / 'var' / 'apidir.db'}"}
+    env = sqlite_env(tmp_path, data_dir)
     url = store_of_a_newer_version(env, tmp_path)
     done = apidir(*command, env=env | extra)
     assert done.returncode == 2
@@ -42,3 +47,54 @@ def test_a_store_of_a_newer_version_says_so_in_one_line(
         f"version, or take the store back to {head_revision()} with that version's "
         f"`apidir db downgrade {head_revision()}`")
     assert "db upgrade" not in line
+
+
+@pytest.mark.parametrize(("url", "said"), [
+    ("sqlite:///{tmp}/x.db?timeout=abc", "an option of the URL is wrong (could not convert"),
+    ("postgresql://u:secret@127.0.0.1:notaport/db", "its port is not a number"),
+    ("mysql://u:secret@127.0.0.1/db", "not mysql;"),
+    ("postgresql+psycopg2://u:secret@127.0.0.1/db", "not postgresql+psycopg2;"),
+    ("sqlite+aiosqlite:///{tmp}/x.db", "not sqlite+aiosqlite;"),
+    ("postgresql+asyncpg://u:secret@127.0.0.1/db", "not postgresql+asyncpg;"),
+])
+def test_a_database_url_the_store_cannot_use_is_one_setting_line(
+    tmp_path: Path, data_dir: Path, url: str, said: str
+) -> None:
+    done = apidir("db", "current", env=sqlite_env(tmp_path, data_dir) | {
+        "APIDIR_DATABASE_URL": url.format(tmp=tmp_path)})
+    assert done.returncode == 2
+    line = one_line(done)
+    assert line.startswith("apidir: invalid setting: APIDIR_DATABASE_URL: ") and said in line
+    assert "secret" not in done.stderr
+    if said.startswith("not "):
+        assert line.endswith("; use sqlite:///FILE or "
+                             "postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE")
+
+
+@pytest.mark.parametrize("command", [["db", "current"], ["db", "compact"], ["db", "upgrade"],
+                                     ["publish"]])
+@pytest.mark.parametrize("damage", ["not-sqlite", "malformed"])
+def test_a_store_file_that_is_not_sqlite_or_is_damaged_is_one_line(
+    tmp_path: Path, data_dir: Path, command: list[str], damage: str
+) -> None:
+    database = tmp_path / "var" / "apidir.db"
+    env = sqlite_env(tmp_path, data_dir)
+    if damage == "not-sqlite":
+        database.parent.mkdir()
+        database.write_text("these are my notes, not a database\n" * 200)
+    else:
+        assert apidir("db", "upgrade", env=env).returncode == 0
+        with sqlite3.connect(database) as connection:
+            connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            connection.execute("PRAGMA journal_mode=DELETE")
+        connection.close()
+        damaged = bytearray(database.read_bytes())
+        damaged[8192::7] = b"\x55" * len(damaged[8192::7])  # every page but the first two
+        database.write_bytes(damaged)
+    done = apidir(*command, env=env)
+    assert done.returncode == 2
+    said = "file is not a database" if damage == "not-sqlite" else "disk image is malformed"
+    assert one_line(done) == (
+        f"apidir: {database} (APIDIR_DATABASE_URL) is not a SQLite database, or is damaged "
+        f"(database {said}): restore it from a backup, or set APIDIR_DATABASE_URL to another "
+        "file".replace("database file is", "file is"))

@@ -14,6 +14,7 @@ import json
 import operator
 import os
 import socket
+import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from sqlalchemy import (
     true,
     update,
 )
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Engine, ExceptionContext, make_url
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
 from pipeline.processes import process_gone
@@ -378,6 +379,7 @@ def open_engine(database_url: str) -> Engine:
         waits = {} if "timeout" in url.query else {"timeout": SQLITE_BUSY_SECONDS}
         engine = create_engine(database_url, connect_args=waits)
         event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "handle_error", _damaged_sqlite_file)
         return engine
     # A server may close idle connections while a long probe stage runs: test each one
     # before use rather than fail the next stage.
@@ -390,6 +392,30 @@ def make_engine(database_url: str, upgrade: UpgradeMode = "auto") -> Engine:
     engine = open_engine(database_url)
     prepare_store(engine, upgrade)
     return engine
+
+
+class StoreUnreadableError(RuntimeError):
+    """The store's SQLite file is not a SQLite database, or is damaged: a matter of the file
+    APIDIR_DATABASE_URL names, not of the pipeline."""
+
+
+# What SQLite says of a file that is not one of its databases, or whose pages are damaged.
+DAMAGED_SQLITE = ("file is not a database", "database disk image is malformed")
+
+
+def _damaged_sqlite_file(context: ExceptionContext) -> None:
+    """A SQLite file that is not a database, or is damaged, told as StoreUnreadableError
+    naming the file and the setting, wherever it is first read (connecting, a query, VACUUM)."""
+    error = context.original_exception
+    said = str(error)
+    if not isinstance(error, sqlite3.DatabaseError) or not any(
+            damage in said for damage in DAMAGED_SQLITE):
+        return
+    engine = context.engine
+    name = engine.url.database if engine is not None else "the store's file"
+    raise StoreUnreadableError(
+        f"{name} (APIDIR_DATABASE_URL) is not a SQLite database, or is damaged ({said}): "
+        "restore it from a backup, or set APIDIR_DATABASE_URL to another file")
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
