@@ -16,6 +16,9 @@ from pipeline.probing.probe import ProbeSettings
 # The fewest days of raw probes a store may keep: the score stage's longest window (30 days)
 # and the day it starts in, which it reads raw (`judging.evidence.evidence_days`).
 PROBES_KEPT_MIN_DAYS = 31
+# The largest size limit of an entry file: a few KiB is an entry with samples; a limit past
+# this is a mistake (and one beyond memory would have each file's read ask for all of it).
+ENTRY_MAX_BYTES_LIMIT = 64 * 1024 * 1024
 
 # (backend, driver) pairs the store runs on: the default driver of each backend (`sqlite://`
 # and `postgresql://` name them), synchronous, and installed with the pipeline.
@@ -65,7 +68,7 @@ class Settings(BaseSettings):
         default=Path("data"), description="Curated input: categories and entries."
     )
     entry_max_bytes: int = Field(
-        default=256 * 1024, ge=1024,
+        default=256 * 1024, ge=1024, le=ENTRY_MAX_BYTES_LIMIT,
         description="Size limit of one entry file; a larger file is reported, never read.",
     )
     database_url: str = Field(

@@ -4,10 +4,12 @@ line naming what is wrong and where (exit status 2), never an unexpected error."
 from __future__ import annotations
 
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import WriteEntry
 from tests.test_cli_errors import apidir, one_line
 
 
@@ -98,3 +100,28 @@ def test_a_store_file_that_is_not_sqlite_or_is_damaged_is_one_line(
         f"apidir: {database} (APIDIR_DATABASE_URL) is not a SQLite database, or is damaged "
         f"(database {said}): restore it from a backup, or set APIDIR_DATABASE_URL to another "
         "file".replace("database file is", "file is"))
+
+
+def test_an_entry_size_limit_past_reason_is_one_setting_line(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    done = apidir("validate", env=sqlite_env(tmp_path, data_dir) | {
+        "APIDIR_ENTRY_MAX_BYTES": "9223372036854775807"})
+    assert done.returncode == 2
+    assert one_line(done) == ("apidir: invalid setting: APIDIR_ENTRY_MAX_BYTES: Input should be "
+                              "less than or equal to 67108864")
+
+
+@pytest.mark.parametrize("limit", [sys.maxsize, 2**62, 10**15])
+def test_an_entry_file_is_read_whole_under_a_limit_beyond_memory(
+    write_entry: WriteEntry, data_dir: Path, limit: int
+) -> None:
+    """The reader never asks for the whole limit at once: a limit past memory or an index reads
+    the file as any other (read_catalog reads each file so too)."""
+    from pipeline.catalogue.entries import read_catalog, read_entry_file
+
+    path = write_entry()
+    entry_id, entry, problems = read_entry_file(path, data_dir / "entries", limit)
+    assert (entry_id, problems) == ("example-weather", []) and entry is not None
+    report = read_catalog([data_dir / "entries"], data_dir / "entries", max_bytes=limit)
+    assert not report.problems and len(report.entries) == 1

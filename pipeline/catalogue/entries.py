@@ -334,6 +334,7 @@ def read_entry_file(
     """
     file = str(path)
     stem = path.stem
+    text: str | None = None  # None until the file is read: what a YAML problem points into
     try:
         check_place(path, entries_root)
         text = read_text(path, max_bytes)
@@ -346,7 +347,12 @@ def read_entry_file(
         return stem, None, [Problem(file, None, stem, None, "unreadable", reason)]
     except RecursionError:
         return stem, None, [Problem(file, None, stem, None, "too-deep", "nested too deeply")]
-    except (yaml.YAMLError, *VALUE_ERRORS) as exc:
+    except (yaml.YAMLError, *VALUE_ERRORS, MemoryError) as exc:
+        if text is None:  # the read itself failed: a size limit beyond memory, say
+            return stem, None, [Problem(file, None, stem, None, "unreadable",
+                                        f"cannot be read ({type(exc).__name__}: {exc})")]
+        if isinstance(exc, MemoryError):
+            raise
         found = yaml_problem(text, exc)
         return stem, None, [Problem(file, found.line, stem, found.field, found.rule,
                                     found.message)]

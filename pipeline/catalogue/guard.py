@@ -13,7 +13,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 
@@ -261,14 +261,32 @@ def _folder_inside(folder: str, entries_root: Path | None) -> bool:
     return inside(absolute, root) and inside(absolute.resolve(), root.resolve().parent)
 
 
+_PART = 1 << 20  # the most a read of a file larger than its stat said asks for at once
+
+
+def _read_at_most(handle: BinaryIO, limit: int, size: int) -> bytes:
+    """At most `limit` bytes of an open file whose stat gave `size`: asked for in parts no
+    larger than the file (one read, as a rule) or a MiB, so a limit beyond memory or an
+    index (an APIDIR_ENTRY_MAX_BYTES of 2**63) is never asked of the allocator at once."""
+    parts: list[bytes] = []
+    asked = min(limit, size + 1)
+    while asked > 0:
+        part = handle.read(asked)
+        parts.append(part)
+        limit -= len(part)
+        if len(part) < asked:  # the end of the file
+            break
+        asked = min(limit, _PART)
+    return b"".join(parts)
+
+
 def read_text(path: Path, max_bytes: int = DEFAULT_MAX_BYTES,
               setting: str | None = "APIDIR_ENTRY_MAX_BYTES") -> str:
     """The file's text, read no further than the size limit (named by its `setting`, if one
     sets it); UTF-8 only."""
     descriptor = os.open(path, _READ)
     with open(descriptor, "rb") as handle:
-        _regular(descriptor)
-        data = handle.read(max_bytes + 1)
+        data = _read_at_most(handle, max_bytes + 1, _regular(descriptor).st_size)
     if len(data) > max_bytes:
         named = f" ({setting})" if setting else ""
         raise UnsafeEntryFile("too-large", f"file is larger than {max_bytes:,} bytes{named}")
