@@ -149,6 +149,7 @@ def backfill(
     terminal_logs_without_tracebacks()
     if end < start:
         fail(f"END {end} is before START {start}")
+    check_backfill_days(start, end)
     for name in category or ():
         if name not in CATEGORY_IDS:
             close = get_close_matches(name, CATEGORY_IDS, n=1)
@@ -163,6 +164,25 @@ def backfill(
         f"rolled up {len(result['days'])} days ({result['rows']} rows); "
         f"published release {result['version']} with {result['published']} entries"
     )
+
+
+# The first day a backfill may roll up: no probe is older, and a day's windows reach back a
+# month from it, which the first days a date can hold cannot.
+FIRST_BACKFILL_DAY = date(1970, 1, 1)
+
+
+def check_backfill_days(start: date, end: date) -> None:
+    """Refuse, naming the date, a range reaching past today (UTC: a day not yet begun has
+    nothing to roll up, and the last days a date can hold have no next day) or before
+    FIRST_BACKFILL_DAY."""
+    from datetime import UTC, datetime
+
+    today = datetime.now(UTC).date()
+    if end > today:
+        fail(f"END {end} is after today ({today}, UTC): a backfill rolls up days that have "
+             "begun")
+    if start < FIRST_BACKFILL_DAY:
+        fail(f"START {start} is before {FIRST_BACKFILL_DAY}: no probe is that old")
 
 
 @app.command()

@@ -19,6 +19,9 @@ PROBES_KEPT_MIN_DAYS = 31
 # The largest size limit of an entry file: a few KiB is an entry with samples; a limit past
 # this is a mistake (and one beyond memory would have each file's read ask for all of it).
 ENTRY_MAX_BYTES_LIMIT = 64 * 1024 * 1024
+# The most days a setting counting days may hold (ten years): the days are subtracted from
+# today, and a count past what a date can reach back to is a mistake, not a wish.
+MAX_DAYS = 3660
 
 # (backend, driver) pairs the store runs on: the default driver of each backend (`sqlite://`
 # and `postgresql://` name them), synchronous, and installed with the pipeline.
@@ -135,7 +138,7 @@ class Settings(BaseSettings):
         "lifecycle is `failing`.",
     )
     dead_days: int = Field(
-        default=14, ge=1,
+        default=14, ge=1, le=MAX_DAYS,
         description="Days an entry must be confirmed dead (404/410 or no such host on every "
         "target) before its lifecycle is `dead`.",
     )
@@ -161,10 +164,11 @@ class Settings(BaseSettings):
         default=30, ge=1, description="Releases kept under api/releases/ (the newest N)."
     )
     changes_days: int = Field(
-        default=30, ge=1, description="Days of state changes listed in api/changes.json."
+        default=30, ge=1, le=MAX_DAYS,
+        description="Days of state changes listed in api/changes.json."
     )
     probes_kept_days: int = Field(
-        default=0, ge=0,
+        default=0, ge=0, le=MAX_DAYS,
         description="Days of raw probes kept: the probes of an older day, once it is rolled up, "
         "are deleted, its daily rollups kept (0: every probe is kept).",
     )

@@ -125,3 +125,30 @@ def test_an_entry_file_is_read_whole_under_a_limit_beyond_memory(
     assert (entry_id, problems) == ("example-weather", []) and entry is not None
     report = read_catalog([data_dir / "entries"], data_dir / "entries", max_bytes=limit)
     assert not report.problems and len(report.entries) == 1
+
+
+@pytest.mark.parametrize("variable", ["APIDIR_CHANGES_DAYS", "APIDIR_PROBES_KEPT_DAYS",
+                                      "APIDIR_DEAD_DAYS"])
+def test_days_past_what_a_date_reaches_are_one_setting_line(
+    write_entry: WriteEntry, tmp_path: Path, data_dir: Path, variable: str
+) -> None:
+    write_entry()
+    done = apidir("publish", env=sqlite_env(tmp_path, data_dir) | {variable: "1000000"})
+    assert done.returncode == 2
+    assert one_line(done) == (f"apidir: invalid setting: {variable}: Input should be less "
+                              "than or equal to 3660")
+
+
+@pytest.mark.parametrize(("start", "end", "line"), [
+    ("9999-12-30", "9999-12-31", "END 9999-12-31 is after today ({today}, UTC): a backfill "
+                                 "rolls up days that have begun"),
+    ("0001-01-01", "0001-01-02", "START 0001-01-01 is before 1970-01-01: no probe is that old"),
+])
+def test_a_backfill_of_days_no_probe_can_have_names_the_date(
+    tmp_path: Path, data_dir: Path, start: str, end: str, line: str
+) -> None:
+    from datetime import UTC, datetime
+
+    done = apidir("backfill", start, end, env=sqlite_env(tmp_path, data_dir))
+    assert done.returncode == 2
+    assert one_line(done) == "apidir: " + line.format(today=datetime.now(UTC).date())
