@@ -59,6 +59,14 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def write_out(text: str) -> None:
+    """Write a document to standard output; one line when there is none to write to (the
+    command started with it closed, `apidir openapi >&-`: Python's sys.stdout is None)."""
+    if sys.stdout is None:
+        fail("standard output is closed")
+    sys.stdout.write(text)
+
+
 class _WithoutTraceback(logging.Filter):
     """Log lines on the terminal keep their message and lose the traceback (the run's record,
     Prefect's UI and APIDIR_DEBUG=1 keep it)."""
@@ -488,7 +496,7 @@ def draft(
     entry = draft_entry(load_description(source), source, category, entry_id)
     text = render_draft(entry)
     if category is None:
-        sys.stdout.write(text)
+        write_out(text)
         return
     target = Settings().entries_dir / category / f"{entry['id']}.yaml"
     if target.exists():
@@ -529,7 +537,7 @@ def openapi() -> None:
     """Print the OpenAPI 3.1 document of the public interface."""
     from pipeline.release.openapi import render_openapi
 
-    sys.stdout.write(render_openapi())
+    write_out(render_openapi())
 
 
 @app.command("entry-schema")
@@ -538,7 +546,7 @@ def entry_schema() -> None:
     docs/entry.schema.json)."""
     from pipeline.catalogue.schema import render_entry_schema
 
-    sys.stdout.write(render_entry_schema())
+    write_out(render_entry_schema())
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:

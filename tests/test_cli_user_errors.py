@@ -4,12 +4,13 @@ line naming what is wrong and where (exit status 2), never an unexpected error."
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import WriteEntry
+from tests.conftest import REPO, WriteEntry
 from tests.test_cli_errors import apidir, one_line
 
 
@@ -152,3 +153,13 @@ def test_a_backfill_of_days_no_probe_can_have_names_the_date(
     done = apidir("backfill", start, end, env=sqlite_env(tmp_path, data_dir))
     assert done.returncode == 2
     assert one_line(done) == "apidir: " + line.format(today=datetime.now(UTC).date())
+
+
+@pytest.mark.parametrize("command", [["openapi"], ["entry-schema"],
+                                     ["draft", "docs/openapi.json"]])
+def test_a_document_for_a_closed_standard_output_is_one_line(command: list[str]) -> None:
+    done = subprocess.run(["sh", "-c", 'exec "$0" -m pipeline.cli "$@" >&-', sys.executable,
+                           *command], cwd=REPO, capture_output=False, stderr=subprocess.PIPE,
+                          text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == ["apidir: standard output is closed"]
