@@ -580,11 +580,15 @@ def one_line(error: BaseException) -> str:
 
     from pipeline.release.validate import ReleaseValidationError
 
-    if isinstance(error, ValidationError):
+    if isinstance(error, ValidationError) and error.title == Settings.__name__:
         fields = "; ".join(
             f"APIDIR_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in error.errors()
         )
         return f"invalid setting: {fields}"
+    if isinstance(error, ValidationError):  # a model built from them: no setting of that name
+        fields = "; ".join(f"{'.'.join(map(str, e['loc'])) or '-'}: {e['msg']}"
+                           for e in error.errors())
+        return f"invalid {error.title}: {fields}"
     if isinstance(error, ReleaseValidationError):
         return (f"release failed validation ({len(error.problems)} problems; the live release "
                 f"is unchanged), first: {error.problems[0]}")

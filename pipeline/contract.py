@@ -93,6 +93,10 @@ def _absolute_uri(value: str) -> str:
     return value
 
 
+# The rule of every URL of the public JSON, for the settings whose value one is built from.
+absolute_uri = _absolute_uri
+
+
 def xml_safe(text: str) -> str:
     """`text` without the characters XML 1.0 forbids: what a writer of XML keeps of a text
     stored before the catalogue refused them."""

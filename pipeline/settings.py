@@ -210,6 +210,16 @@ class Settings(BaseSettings):
                              f"scores read the raw probes of the last {PROBES_KEPT_MIN_DAYS} days")
         return days
 
+    @field_validator("base_url")
+    @classmethod
+    def _an_address_the_release_can_name(cls, base_url: str) -> str:
+        """meta.source and every absolute address of a release are built from it: a value
+        their rule refuses is told here, naming this setting, not as the field of the
+        release's document it ends up in."""
+        from pipeline.contract import absolute_uri
+
+        return absolute_uri(base_url)
+
     @field_validator("database_url")
     @classmethod
     def _a_store_this_version_opens(cls, database_url: str) -> str:

@@ -163,3 +163,30 @@ def test_a_document_for_a_closed_standard_output_is_one_line(command: list[str])
                           text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == ["apidir: standard output is closed"]
+
+
+@pytest.mark.parametrize("base_url", ["", "not a url", "ftp://directory.test",
+                                      "https://directory.test/a b"])
+@pytest.mark.parametrize("command", ["publish", "validate"])
+def test_a_base_url_the_release_cannot_name_is_told_as_its_setting(
+    write_entry: WriteEntry, tmp_path: Path, data_dir: Path, base_url: str, command: str
+) -> None:
+    write_entry()
+    done = apidir(command, env=sqlite_env(tmp_path, data_dir) | {"APIDIR_BASE_URL": base_url})
+    assert done.returncode == 2
+    line = one_line(done)
+    assert line.startswith("apidir: invalid setting: APIDIR_BASE_URL: Value error, must ")
+    assert "APIDIR_SOURCE" not in line and not (tmp_path / "public").exists()
+
+
+def test_a_model_that_is_not_the_settings_is_never_named_as_a_setting() -> None:
+    from pydantic import ValidationError
+
+    from pipeline.cli import one_line as told
+    from pipeline.contract import Meta
+
+    with pytest.raises(ValidationError) as refused:
+        Meta.model_validate({"source": "not a url"})
+    line = told(refused.value)
+    assert line.startswith("invalid Meta: ") and "source: Value error, must be an absolute" \
+        in line and "APIDIR_" not in line
