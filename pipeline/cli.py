@@ -596,6 +596,19 @@ def one_line(error: BaseException) -> str:
     return text
 
 
+def interrupted(error: BaseException) -> bool:
+    """Whether a KeyboardInterrupt (Ctrl-C) is what `error` came from: Typer turns one into a
+    quiet exit with status 130, the interrupt kept as its cause."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
 def main() -> None:
     """The `apidir` command, with every error a user can cause told in one line (exit 2)
     and any other in one line too, with the way to see its traceback (exit 1)."""
@@ -607,6 +620,10 @@ def main() -> None:
     except KeyboardInterrupt:
         typer.echo("apidir: interrupted", err=True)
         sys.exit(130)
+    except SystemExit as done:
+        if done.code == 130 and interrupted(done):  # Typer's Exit(130) for Ctrl-C, silent
+            typer.echo("apidir: interrupted", err=True)
+        raise
     except Exception as error:
         if os.environ.get("APIDIR_DEBUG"):
             raise

@@ -3,9 +3,12 @@ line naming what is wrong and where (exit status 2), never an unexpected error."
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -190,3 +193,32 @@ def test_a_model_that_is_not_the_settings_is_never_named_as_a_setting() -> None:
     line = told(refused.value)
     assert line.startswith("invalid Meta: ") and "source: Value error, must be an absolute" \
         in line and "APIDIR_" not in line
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time process `pid` has used so far (Linux: /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_ctrl_c_during_validate_says_interrupted(tmp_path: Path) -> None:
+    """Typer turns Ctrl-C into a quiet exit 130; the command still says why it stopped."""
+    from bench.synthetic import write_catalogue
+
+    write_catalogue(REPO / "data", tmp_path / "data", 4000)
+    busy = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "validate"], cwd=REPO,
+                            env={**os.environ, "APIDIR_DATA_DIR": str(tmp_path / "data")},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while cpu_seconds(busy.pid) < 1.5 and time.monotonic() < deadline:  # past start-up
+            assert busy.poll() is None, "validate ended before it was interrupted"
+            time.sleep(0.05)
+        busy.send_signal(signal.SIGINT)
+        out, err = busy.communicate(timeout=60)
+    finally:
+        busy.kill()
+    assert busy.returncode == 130
+    assert "valid" not in out
+    assert err.strip().splitlines() == ["apidir: interrupted"]
