@@ -22,6 +22,12 @@ ENTRY_MAX_BYTES_LIMIT = 64 * 1024 * 1024
 # The most days a setting counting days may hold (ten years): the days are subtracted from
 # today, and a count past what a date can reach back to is a mistake, not a wish.
 MAX_DAYS = 3660
+# Bounds of the settings counting seconds or tries: each finite (`inf` would have a probe
+# wait, or a run be waited for, for ever) and no longer than a patient operator means.
+MAX_PROBE_INTERVAL = 60.0  # a minute between two requests to one host
+MAX_PROBE_TIMEOUT = 600.0  # ten minutes to connect, to response headers, for an alert
+MAX_TRIES = 10  # tries of a probe, retries of a stage: each waits twice the last
+DAY = 24 * 3600.0
 
 # (backend, driver) pairs the store runs on: the default driver of each backend (`sqlite://`
 # and `postgresql://` name them), synchronous, and installed with the pipeline.
@@ -98,11 +104,17 @@ class Settings(BaseSettings):
         default=2, ge=0, description="Probes in flight per host (0: no cap)."
     )
     probe_interval: float = Field(
-        default=0.5, ge=0, description="Seconds between request starts to one host."
+        default=0.5, ge=0, le=MAX_PROBE_INTERVAL, allow_inf_nan=False,
+        description="Seconds between request starts to one host."
     )
-    probe_connect_timeout: float = Field(default=5.0, gt=0, description="Seconds to connect.")
-    probe_timeout: float = Field(default=15.0, gt=0, description="Seconds to response headers.")
-    probe_attempts: int = Field(default=3, ge=1, description="Tries for transient failures.")
+    probe_connect_timeout: float = Field(
+        default=5.0, gt=0, le=MAX_PROBE_TIMEOUT, allow_inf_nan=False,
+        description="Seconds to connect.")
+    probe_timeout: float = Field(
+        default=15.0, gt=0, le=MAX_PROBE_TIMEOUT, allow_inf_nan=False,
+        description="Seconds to response headers.")
+    probe_attempts: int = Field(
+        default=3, ge=1, le=MAX_TRIES, description="Tries for transient failures.")
     probe_allow_private: bool = Field(
         default=False,
         description="Turn the network guard off (local testing only): private addresses allowed.",
@@ -183,16 +195,20 @@ class Settings(BaseSettings):
         "APIDIR_ALERT_WEBHOOK_URL is unset (empty: none).",
     )
     run_timeout: float = Field(
-        default=6 * 3600, gt=0,
+        default=6 * 3600, gt=0, le=7 * DAY, allow_inf_nan=False,
         description="Seconds a nightly or backfill run may take before it is failed, so a "
         "hung run never holds back the nights queued behind it.",
     )
-    close_failed_run: float = Field(default=10.0, gt=0, description="Seconds per alert attempt.")
+    close_failed_run: float = Field(
+        default=10.0, gt=0, le=MAX_PROBE_TIMEOUT, allow_inf_nan=False,
+        description="Seconds per alert attempt.")
     stage_retries: int = Field(
-        default=2, ge=0, description="Retries of a stage that touches the network or the disk."
+        default=2, ge=0, le=MAX_TRIES,
+        description="Retries of a stage that touches the network or the disk."
     )
     retry_delay: float = Field(
-        default=10.0, ge=0, description="Seconds before a stage's first retry; doubles after."
+        default=10.0, ge=0, le=3600, allow_inf_nan=False,
+        description="Seconds before a stage's first retry; doubles after."
     )
 
     @field_validator("output_dir", mode="before")

@@ -222,3 +222,22 @@ def test_ctrl_c_during_validate_says_interrupted(tmp_path: Path) -> None:
     assert busy.returncode == 130
     assert "valid" not in out
     assert err.strip().splitlines() == ["apidir: interrupted"]
+
+
+@pytest.mark.parametrize(("variable", "value", "said"), [
+    ("APIDIR_PROBE_INTERVAL", "inf", "Input should be a finite number"),
+    ("APIDIR_PROBE_INTERVAL", "1e12", "Input should be less than or equal to 60"),
+    ("APIDIR_PROBE_INTERVAL", "nan", "Input should be a finite number"),
+    ("APIDIR_PROBE_CONNECT_TIMEOUT", "inf", "Input should be a finite number"),
+    ("APIDIR_PROBE_TIMEOUT", "1e12", "Input should be less than or equal to 600"),
+    ("APIDIR_PROBE_ATTEMPTS", "100000", "Input should be less than or equal to 10"),
+    ("APIDIR_RETRY_DELAY", "inf", "Input should be a finite number"),
+    ("APIDIR_RUN_TIMEOUT", "inf", "Input should be a finite number"),
+])
+def test_a_probe_wait_without_end_is_one_setting_line(variable: str, value: str, said: str
+                                                      ) -> None:
+    """`inf` seconds between two requests to a host had `apidir probe` wait for ever."""
+    done = apidir("probe", "--allow-private", "http://127.0.0.1:9/", "http://127.0.0.1:9/b",
+                  env={variable: value})
+    assert done.returncode == 2
+    assert one_line(done) == f"apidir: invalid setting: {variable}: {said}"
