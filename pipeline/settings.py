@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
 
 from pipeline.probing.probe import ProbeSettings
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 # The fewest days of raw probes a store may keep: the score stage's longest window (30 days)
 # and the day it starts in, which it reads raw (`judging.evidence.evidence_days`).
@@ -33,6 +35,9 @@ DAY = 24 * 3600.0
 # and `postgresql://` name them), synchronous, and installed with the pipeline.
 SUPPORTED_DRIVERS = {("sqlite", "pysqlite"), ("postgresql", "psycopg")}
 SUPPORTED_FORMS = "sqlite:///FILE or postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE"
+# A SQLite file's URL without options, the default's form: known good without SQLAlchemy,
+# whose import (a tenth of a second) a command that never opens the store is spared.
+_PLAIN_SQLITE_URL = re.compile(r"sqlite(\+pysqlite)?://(/[^?#]*)?")
 
 
 def shown(url: URL) -> str:
@@ -48,6 +53,11 @@ def database_url_problem(database_url: str) -> str | None:
     What makes `database_url` one the store cannot open, in a few words (with the URL,
     its password hidden); None when it is one. Only what is known without connecting: a
     server that does not answer is told when a command connects."""
+    if _PLAIN_SQLITE_URL.fullmatch(database_url):
+        return None
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         url = make_url(database_url)
     except ArgumentError:
