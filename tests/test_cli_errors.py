@@ -172,9 +172,10 @@ def test_too_few_days_of_probes_kept_for_the_scores_is_one_line(
 
 
 def test_publishing_over_a_file_is_refused_in_one_line_and_the_file_kept(
-    write_entry: WriteEntry, settings_env: dict[str, str], tmp_path: Path
+    write_entry: WriteEntry, settings_env: dict[str, str], tmp_path: Path, ingested_store
 ) -> None:
     write_entry()
+    ingested_store()  # a store holding no entry publishes nothing
     notes = tmp_path / "notes.txt"
     notes.write_text("mine\n")
     done = apidir("publish", env=settings_env | {"APIDIR_OUTPUT_DIR": str(notes)})
