@@ -566,11 +566,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from pipeline.store.tables import StoreUnreadableError
 
     return (ValidationError, ArgumentError, OperationalError, EmptyCatalogError, StageFailed,
-            AutomationError, DraftError,
-            UnknownSelectionError, PublishLockTimeout, ReleaseValidationError,
-            StoreOutOfDateError, StoreTooNewError, StoreUnreadableError, CategoryError,
-            OSError,
-            UnsafeOutputFolder)
+            AutomationError, DraftError, UnknownSelectionError, PublishLockTimeout,
+            ReleaseValidationError, StoreOutOfDateError, StoreTooNewError, StoreUnreadableError,
+            CategoryError, OSError, UnsafeOutputFolder)
 
 
 def one_line(error: BaseException) -> str:
