@@ -67,6 +67,7 @@ from pipeline.store.history import (
     redirect_links,
     stored_run_tally,
 )
+from pipeline.store.migrate import store_name
 from pipeline.store.shards import (
     finish_shard,
     finished_shards,
@@ -419,7 +420,7 @@ def publish_now(
     with session_scope(engine) as session:
         if not holds_entries(session):
             raise NothingToPublish(
-                f"the store {engine.url.render_as_string(hide_password=True)} holds no entries: "
+                f"{store_name(engine)} holds no entries: "
                 "nothing to publish, and the live release is left as it is (`apidir run` "
                 "ingests the catalogue first)")
     with (

@@ -23,6 +23,7 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, Engine
 
 from pipeline.processes import process_gone
+from pipeline.settings import shown
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 UPGRADE_COMMAND = "apidir db upgrade"
@@ -78,7 +79,7 @@ def refuse_too_new(revision: str | None, store: str = "the store") -> None:
 
 def store_name(engine: Engine) -> str:
     """The store as a line names it: its URL, with any password hidden."""
-    return f"the store {engine.url.render_as_string(hide_password=True)}"
+    return f"the store {shown(engine.url)}"
 
 
 def stored_revision(connection: Connection) -> str | None:
