@@ -15,7 +15,7 @@ from sqlalchemy import Text, bindparam, cast, or_, update
 from sqlmodel import Session, col, select
 
 from pipeline.judging.score import RUBRIC_VERSION, ContentScores
-from pipeline.store.tables import EVERY_ENTRY, EntryRow, EntrySpan
+from pipeline.store.tables import EVERY_ENTRY, EntryRow, EntrySpan, active_entry_ids
 
 _CHUNK = 1_000  # entries whose content is loaded at once
 
@@ -69,8 +69,7 @@ def content_scores(session: Session, entry_ids: Collection[str] | None = None,
         for entry_id, stored in session.connection().execute(statement.where(~_stale()))
         if wanted is None or entry_id in wanted
     }
-    stale = select(EntryRow.id).where(col(EntryRow.retired_at).is_(None), span.holds(EntryRow.id))
-    missing = sorted(entry_id for entry_id in session.exec(stale)
+    missing = sorted(entry_id for entry_id in active_entry_ids(session, span)
                      if entry_id not in scores and (wanted is None or entry_id in wanted))
     scores.update((entry_id, judged) for entry_id, _, judged in _judged(session, missing))
     return scores

@@ -36,6 +36,7 @@ from pipeline.store.tables import (
     PipelineRun,
     ProbeRow,
     RolledDay,
+    active_entry_ids,
     as_utc,
     in_lists,
     insert_rows,
@@ -380,7 +381,7 @@ def _latest_kept(session: Session, until: datetime) -> dict[int, set[str]]:
     """The runs with probes checked by `until` that are some active entries' latest trusted
     run, with those entries: the probes pruning keeps. On a night like any other none are (each
     entry's latest run is the night's own), and no probe is read."""
-    active = session.exec(select(EntryRow.id).where(col(EntryRow.retired_at).is_(None))).all()
+    active = active_entry_ids(session)
     latest = latest_runs(session, active)
     early = set(session.exec(select(PipelineRun.id).where(
         col(PipelineRun.id).in_(sorted(set(latest.values()))),

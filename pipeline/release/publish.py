@@ -76,7 +76,7 @@ from pipeline.release.swap import (
     stage_and_swap,
     write_file,
 )
-from pipeline.store.tables import EntryRow, ReleaseRow, in_lists
+from pipeline.store.tables import EntryRow, ReleaseRow, active_entry_ids, in_lists
 
 DEFAULT_RELEASES_KEPT = 30
 
@@ -415,7 +415,7 @@ def _active_contents(session: Session) -> Iterator[tuple[str, dict[str, Any]]]:
     list at a time. The ids are ordered here, by code points: a PostgreSQL database in a
     collation that ignores punctuation (glibc's en_US.UTF-8) sorts `openai` before
     `open-meteo`, and the release is written in code-point order (`stream_release`)."""
-    ids = sorted(session.exec(select(EntryRow.id).where(col(EntryRow.retired_at).is_(None))))
+    ids = active_entry_ids(session)
     for chunk in in_lists(ids):
         statement = select(EntryRow.id, type_coerce(EntryRow.content, Text)).where(
             col(EntryRow.id).in_(chunk))  # the JSON text, parsed below

@@ -532,6 +532,13 @@ def active_base_urls(session: Session, span: EntrySpan = EVERY_ENTRY) -> dict[st
     return dict(session.connection().execute(statement).all())  # Core rows: no ORM step
 
 
+def active_entry_ids(session: Session, span: EntrySpan = EVERY_ENTRY) -> list[str]:
+    """The ids of the published entries (in `span`), in code-point order on every backend (a
+    PostgreSQL collation may sort them otherwise), without loading their rows."""
+    statement = select(EntryRow.id).where(EntryRow.retired_at.is_(None), span.holds(EntryRow.id))
+    return sorted(session.connection().execute(statement).scalars())
+
+
 def active_categories(session: Session) -> dict[str, str]:
     """The category of every published entry, by id, without loading their content."""
     statement = select(EntryRow.id, EntryRow.category).where(EntryRow.retired_at.is_(None))
