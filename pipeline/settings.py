@@ -175,8 +175,9 @@ class Settings(BaseSettings):
         "file written anew).",
     )
     publish_lock_timeout: float = Field(
-        default=3600.0, gt=0,
-        description="Seconds a publisher waits for another one to finish before giving up.",
+        default=3600.0, gt=0, le=7 * DAY, allow_inf_nan=False,
+        description="Seconds a publisher waits for another one to finish before giving up "
+        "(at most a week: `inf` would have a publisher wait for ever behind a hung one).",
     )
     stale_days: int = Field(
         default=180, ge=1,
