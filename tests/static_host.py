@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -112,14 +112,15 @@ def run_nginx(root: Path, work: Path) -> Iterator[str]:
 
 
 @contextmanager
-def run_serve(root: Path, work: Path) -> Iterator[str]:
-    """`apidir serve` on the release folder, as a real process; yields its base URL."""
+def run_serve(root: Path, work: Path, prefix: Sequence[str] = ()) -> Iterator[str]:
+    """`apidir serve` on the release folder, as a real process (its command after `prefix`);
+    yields its base URL."""
     work.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log = work / "serve.log"
     with log.open("wb") as output:
         process = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.cli", "serve", "--dir", str(root),
+            [*prefix, sys.executable, "-m", "pipeline.cli", "serve", "--dir", str(root),
              "--host", "127.0.0.1", "--port", str(port)],
             stdout=output, stderr=subprocess.STDOUT, cwd=REPO,
         )

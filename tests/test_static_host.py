@@ -13,6 +13,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -466,6 +467,30 @@ def test_a_symlink_loop_in_the_release_is_a_404_and_logs_no_traceback(tmp_path: 
         assert host.get("/api/loop.json").header("Access-Control-Allow-Origin") == "*"
     log = (tmp_path / "serve" / "serve.log").read_text()
     assert "Traceback" not in log and "Error" not in log, log
+
+
+def test_a_file_found_but_not_readable_is_a_403_as_nginx_answers(tmp_path: Path) -> None:
+    """nginx answers 403 for a file it may not open; the preview had said 404, as if the file
+    were missing."""
+    if os.geteuid() == 0 and not shutil.which("setpriv"):
+        pytest.skip("root reads any file; setpriv, which would drop that, is missing")
+    release = tmp_path / "public"
+    (release / "api").mkdir(parents=True)
+    (release / "index.html").write_text("<!doctype html>\n")
+    (release / "api" / "closed.json").write_text("{}\n")
+    (release / "api" / "closed.json").chmod(0)
+    prefix = (["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+              if os.geteuid() == 0 else [])
+    with run_serve(release, tmp_path / "serve", prefix) as base_url:
+        host = Host("apidir-serve", base_url, release)
+        closed = host.get("/api/closed.json")
+        assert host.get("/index.html").status == 200
+        assert host.get("/api/missing.json").status == 404
+    assert closed.status == 403
+    assert closed.header("X-Content-Type-Options") == "nosniff"
+    assert closed.header("Access-Control-Allow-Origin") == "*"
+    log = (tmp_path / "serve" / "serve.log").read_text()
+    assert "Traceback" not in log, log
 
 
 def test_headers_are_those_of_the_path_served(host: Host) -> None:

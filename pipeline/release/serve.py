@@ -194,7 +194,9 @@ def preview_app(folder: Path) -> web.Application:
                 headers = {**headers_for(target, rules), **headers}
         try:
             handle = found.open("rb") if found is not None else None
-        except OSError:  # unreadable, or gone since it was found: no file to send
+        except PermissionError:  # found but not ours to read: nginx answers 403
+            return web.Response(status=403, text="403 forbidden\n", headers=headers)
+        except OSError:  # gone since it was found: no file to send
             handle = None
         if found is None or handle is None:
             return web.Response(status=404, text="404 not found\n", headers=headers)
