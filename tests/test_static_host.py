@@ -156,6 +156,18 @@ def test_an_unknown_document_is_a_404_with_a_json_body(host: Host, path: str) ->
                 "api/categories/{categoryId}.json"))
 
 
+@pytest.mark.parametrize("path", ["/no-such-page.html", "/apis/no-such-api.html", "/apis/",
+                                  "/categories/", "/categories", "/assets/"])
+def test_a_missing_page_is_a_404_with_the_release_404_page(host: Host, path: str) -> None:
+    """Folders without an index page had nginx's bare 403 (or a 301 to it), and every missing
+    page the preview's bare text; both now answer as static hosts do, with `404.html`."""
+    answer = host.get(path)
+    assert answer.status == 404
+    assert answer.header("Content-Type") == "text/html; charset=utf-8"
+    assert answer.body == (host.release / "404.html").read_bytes()
+    assert answer.header("Content-Security-Policy") == HEADER_CSP
+
+
 def release_paths(release: Path) -> list[str]:
     """The URL path of every file the release publishes (but the host files)."""
     return sorted("/" + p.relative_to(release).as_posix() for p in release.rglob("*")

@@ -36,6 +36,7 @@ from pipeline.release.hosting import (
     parse_headers_file,
     parse_redirects_file,
 )
+from pipeline.release.layout import NOT_FOUND_PAGE
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -156,7 +157,8 @@ def preview_app(folder: Path) -> web.Application:
 
     def redirected_file(path: str) -> tuple[str, Path] | None:
         """The document a 404 rule of `_redirects` gives `path` where no file matches, with
-        its own normalised path."""
+        its own normalised path; past the rules, the release's own 404 page, which static
+        hosts (and the shipped nginx site) serve for any other missing address."""
         for source, target, code in redirects:
             if code == 404 and fnmatch.fnmatchcase(path, source):
                 try:
@@ -165,7 +167,8 @@ def preview_app(folder: Path) -> web.Application:
                     return None
                 found = release_file(folder, target)
                 return (target, found) if found is not None else None
-        return None
+        found = release_file(folder, "/" + NOT_FOUND_PAGE)
+        return ("/" + NOT_FOUND_PAGE, found) if found is not None else None
 
     async def serve_path(request: web.Request) -> web.StreamResponse:
         if request.rel_url.raw_path.startswith("*"):  # `OPTIONS *` asks of no file
