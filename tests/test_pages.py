@@ -46,7 +46,7 @@ from pipeline.release.pages import (
 from pipeline.release.publish import publish_release
 from pipeline.release.validate import validate_release
 from pipeline.store.tables import make_engine
-from tests.conftest import REPO
+from tests.conftest import REPO, ingested_session, make_entry
 from tests.site_release import (
     BASE_URL,
     HOSTILE_DESCRIPTION,
@@ -566,6 +566,53 @@ def test_the_markdown_check_finds_links_to_missing_files() -> None:
         check_markdown(files, {"llms.txt": b"", **files})
     assert failure.value.problems == [
         "apis/x.md: link to ../apis/y.md leads to no file of the release"]
+
+
+def commonmark_links(text: str) -> list[str]:
+    """The link targets a CommonMark reader finds in `text`, in order."""
+    from markdown_it import MarkdownIt
+
+    found = []
+    for block in MarkdownIt("commonmark").parse(text):
+        found += [t.attrGet("href") for t in block.children or () if t.type == "link_open"]
+    return found
+
+
+@pytest.mark.parametrize("text", [
+    "- **Auth header:** `Authorization: Bearer YOUR_TOKEN](x)`\n",
+    '```json\n{"data": "See [the docs](https://threatfox.abuse.ch/api/)."}\n```\n',
+    "````\n```\n[in](x)\n```\n````\n\n[out](y)\n",
+    "~~~\n[in](x)\n~~~\n[out](y)\n",
+    "```\n[in](x) never closed\n",
+    "\\`[out](y)` and ``[in](x)`` `` ` ``[out](z)\n",
+    "`not closed [out](y)\n\n`[in](x)`\n",
+    "a `b\nc [in](x)` d [out](y)\n",
+    "a `b\n\nc [out](x)` d\n",
+    "\\\\`[in](x)`\n",
+])
+def test_the_markdown_check_reads_links_as_commonmark_does(text: str) -> None:
+    """Code spans and fenced blocks hold no links; what a CommonMark reader links is checked."""
+    from pipeline.release.markdown import markdown_problems
+
+    problems = markdown_problems("apis/x.md", text, {"llms.txt"})
+    assert problems == [f"apis/x.md: link to {target} leads to no file of the release"
+                        for target in commonmark_links(text)]
+
+
+def test_an_entry_with_link_syntax_in_its_code_publishes(
+    tmp_path: Path, write_entry, data_dir: Path,
+) -> None:
+    sample = '{"query_status": "ok", "data": "See [the docs](https://threatfox.abuse.ch/api/)."}'
+    header = "Authorization: Bearer YOUR_TOKEN](x)"
+    write_entry(make_entry(id="threatfox", sampleResponse=sample), name="threatfox")
+    write_entry(make_entry(id="bearer", authExample=header), name="bearer")
+    with ingested_session(f"sqlite:///{tmp_path / 'apidir.db'}", data_dir / "entries") as session:
+        publish_release(session, tmp_path / "public", BASE_URL, CATEGORIES, NOW)
+    threatfox = (tmp_path / "public" / entry_markdown("threatfox")).read_text()
+    assert "[the docs](https://threatfox.abuse.ch/api/)" in threatfox
+    assert "https://threatfox.abuse.ch/api/" not in commonmark_links(threatfox)
+    bearer = (tmp_path / "public" / entry_markdown("bearer")).read_text()
+    assert f"- **Auth header:** `{header}`" in bearer and "x" not in commonmark_links(bearer)
 
 
 def test_the_404_page_links_from_the_sites_root(sample: SampleRelease) -> None:
