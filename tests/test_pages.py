@@ -615,6 +615,28 @@ def test_an_entry_with_link_syntax_in_its_code_publishes(
     assert f"- **Auth header:** `{header}`" in bearer and "x" not in commonmark_links(bearer)
 
 
+def test_a_sample_response_shows_every_token_as_the_entry_wrote_it(
+    tmp_path: Path, write_entry, data_dir: Path,
+) -> None:
+    """Indented for reading, never parsed and dumped: `9.90`, `1e5`, both of two equal keys,
+    and `1e400` (which Python would dump as `Infinity`, no JSON) stay as written, in the page
+    (whose copy button copies it) and in the Markdown."""
+    written = '{"price": 9.90, "big": 1e5, "a": 1, "a": 2, "x": 1e400, "e": [], "s": "\\u00e9,"}'
+    shown = ('{\n  "price": 9.90,\n  "big": 1e5,\n  "a": 1,\n  "a": 2,\n  "x": 1e400,\n'
+             '  "e": [],\n  "s": "\\u00e9,"\n}')
+    assert pages.shown_sample(written) == (shown, True)
+    assert pages.shown_sample('{"x": NaN}') == ('{"x": NaN}', False)  # not JSON
+    plain = '{"list": [1, {"b": {}}], "n": null, "t": "x"}'
+    assert pages.shown_sample(plain)[0] == json.dumps(json.loads(plain), indent=2)
+    write_entry(make_entry(id="prices", sampleResponse=written), name="prices")
+    with ingested_session(f"sqlite:///{tmp_path / 'apidir.db'}", data_dir / "entries") as session:
+        publish_release(session, tmp_path / "public", BASE_URL, CATEGORIES, NOW)
+    html = (tmp_path / "public" / entry_page("prices")).read_text()
+    assert Elements(html).text["sample-response"] == shown
+    text = (tmp_path / "public" / entry_markdown("prices")).read_text()
+    assert f"## Sample response\n\n```json\n{shown}\n```\n" in text
+
+
 def test_the_404_page_links_from_the_sites_root(sample: SampleRelease) -> None:
     html = Elements(page(sample, NOT_FOUND_PAGE))
     links = [a.get("href") or a.get("src") for t, a in html.tags if t in ("a", "link", "script")]

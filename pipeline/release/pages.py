@@ -150,16 +150,63 @@ def free_quota_text(quota: Mapping[str, Any] | None) -> str:
     return " — ".join(parts) or f"per {quota.get('period')}"
 
 
+# A token of a JSON text: a string, a mark of its structure, or a number or literal.
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*+"|[{}\[\],:]|[^\s{}\[\],:"]++')
+_JSON_CLOSING = {"{": "}", "[": "]"}
+
+
+def _not_json(constant: str) -> float:
+    """Refuses `NaN` and `Infinity`, which Python's parser takes but JSON has not."""
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text, parse_constant=_not_json)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def indented_json(text: str) -> str:
+    """A JSON text indented as `json.dumps(..., indent=2)` would, with every token kept as
+    written: a parse and dump would turn `9.90` into `9.9`, `1e5` into `100000.0` and
+    `1e400` into `Infinity`, and keep one of two equal keys."""
+    tokens = _JSON_TOKEN.findall(text)
+    shown, depth = [], 0
+    for number, token in enumerate(tokens):
+        if token in _JSON_CLOSING:
+            if number + 1 < len(tokens) and tokens[number + 1] == _JSON_CLOSING[token]:
+                shown.append(token)  # empty: `{}`, `[]`, as json.dumps draws it
+                continue
+            depth += 1
+            shown.append(token + "\n" + "  " * depth)
+        elif token in ("}", "]"):
+            if shown and shown[-1] in _JSON_CLOSING:
+                shown.append(token)
+                continue
+            depth -= 1
+            shown.append("\n" + "  " * depth + token)
+        elif token == ",":
+            shown.append(",\n" + "  " * depth)
+        elif token == ":":
+            shown.append(": ")
+        else:
+            shown.append(token)
+    return "".join(shown)
+
+
 @lru_cache(maxsize=16)
 def shown_sample(text: str | None) -> tuple[str, bool]:
     """A sample response indented for reading when it is JSON, otherwise as written; and
-    whether it is JSON. Kept for the few entries in flight: page and Markdown show the same."""
+    whether it is JSON. Its tokens are always as the entry wrote them, so what the page shows
+    and its copy button copies is the provider's answer. Kept for the few entries in flight:
+    page and Markdown show the same."""
     if not text:
         return "", False
-    try:
-        return json.dumps(json.loads(text), indent=2, ensure_ascii=False), True
-    except ValueError:
-        return text.strip(), False
+    if _is_json(text):
+        return indented_json(text), True
+    return text.strip(), False
 
 
 def sample_text(text: str | None) -> str:
