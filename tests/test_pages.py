@@ -637,6 +637,42 @@ def test_a_sample_response_shows_every_token_as_the_entry_wrote_it(
     assert f"## Sample response\n\n```json\n{shown}\n```\n" in text
 
 
+def commonmark_headings(text: str) -> list[str]:
+    """The text of each heading a CommonMark reader finds in `text`, in order."""
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt("commonmark").parse(text)
+    return [inline.content if not inline.children else
+            "".join(t.content for t in inline.children)
+            for opening, inline in pairwise(tokens) if opening.type == "heading_open"]
+
+
+@pytest.mark.parametrize("name", ["Channel #", "Channel ##", "# #", "C# and F#", "Issue #12"])
+def test_a_heading_from_an_entry_reads_as_written_in_commonmark(name: str) -> None:
+    from pipeline.release.markdown import markdown_text
+
+    assert commonmark_headings(f"# {markdown_text(name)}\n") == [name]
+
+
+def test_an_entry_reads_in_commonmark_as_on_its_page(
+    tmp_path: Path, write_entry, data_dir: Path,
+) -> None:
+    """A name ending in `#` keeps it in the Markdown's heading; an address whose scheme is in
+    capitals is a link there, as on the page."""
+    docs = "HTTPS://docs.example.test/x"
+    write_entry(make_entry(id="channel", name="Channel #", docsUrl=docs), name="channel")
+    with ingested_session(f"sqlite:///{tmp_path / 'apidir.db'}", data_dir / "entries") as session:
+        publish_release(session, tmp_path / "public", BASE_URL, CATEGORIES, NOW)
+    text = (tmp_path / "public" / entry_markdown("channel")).read_text()
+    assert commonmark_headings(text)[0] == "Channel #"
+    assert "- **Documentation:** <HTTPS://docs.example.test/x>" in text
+    assert commonmark_links(text).count(docs) == 1
+    html = Elements((tmp_path / "public" / entry_page("channel")).read_text())
+    assert ("a", {"href": docs, "rel": "noopener noreferrer"}) in html.tags
+    listing = (tmp_path / "public" / LLMS_TXT).read_text()
+    assert "- [Channel \\#](apis/channel.md)" in listing
+
+
 def test_the_404_page_links_from_the_sites_root(sample: SampleRelease) -> None:
     html = Elements(page(sample, NOT_FOUND_PAGE))
     links = [a.get("href") or a.get("src") for t, a in html.tags if t in ("a", "link", "script")]

@@ -50,6 +50,9 @@ _ENTITY = re.compile(r"&(?=#?\w+;)")
 # What makes a line a heading, a list item or a rule when it starts it.
 _BLOCK_START = re.compile(r"^(?:#{1,6}(?=\s|$)|[+-](?=\s|$)|[-=]+\s*$)")
 _ORDERED_START = re.compile(r"^(\d{1,9})([.)])(?=\s|$)")
+# What closes a heading when it ends one: a run of `#` after a space (`# Channel #` is the
+# heading "Channel").
+_CLOSING_HASHES = re.compile(r"(?<=\s)#+$")
 # What may make markup anywhere in a text, and what may when it starts one.
 _MARKUP_CHARACTER = re.compile(r"[\\`*_\[\]<>|~&]")
 _MARKUP_START = re.compile(r"[#+=-]|\d")
@@ -66,7 +69,7 @@ _ESCAPED_LIMIT, _ESCAPED_LENGTH = 16_384, 200
 def markdown_text(value: Any) -> str:
     """`value` as inline Markdown text that reads as written: on one line, with every
     character that could make markup (emphasis, links, HTML, code, entities; a heading, list
-    or rule at the start) backslash-escaped."""
+    or rule at the start; the closing `#`s of a heading at the end) backslash-escaped."""
     if isinstance(value, Markdown):
         return value
     if value is None:
@@ -88,11 +91,13 @@ def _escaped(value: str) -> str:
     """`markdown_text` of a text."""
     text = " ".join(value.split())
     if not _MARKUP_CHARACTER.search(text):
-        if not _MARKUP_START.match(text):
+        if not _MARKUP_START.match(text) and not text.endswith("#"):
             return text
     else:
         text = _ENTITY.sub(r"\\&", _SPECIAL.sub(r"\\\1", text))
     text = _BLOCK_START.sub(lambda match: "\\" + match.group(), text, count=1)
+    if text.endswith("#"):
+        text = _CLOSING_HASHES.sub(r"\\\g<0>", text, count=1)
     return _ORDERED_START.sub(r"\1\\\2", text)
 
 
@@ -130,10 +135,15 @@ def sample_block(text: str) -> Markdown:
     return code_block(shown, "json" if is_json else "")
 
 
+# An absolute http(s) address that makes a Markdown autolink: its scheme in any case, as in
+# a URL (and as the page's link takes it).
+_AUTOLINK = re.compile(r"https?://[^\s<>`]+", re.IGNORECASE)
+
+
 def autolink(url: Any) -> Markdown:
     """An absolute http(s) address as a Markdown autolink; anything else as inline code."""
     text = str(url)
-    if re.fullmatch(r"https?://[^\s<>`]+", text):
+    if _AUTOLINK.fullmatch(text):
         return Markdown(f"<{text}>")
     return code_span(text)
 
