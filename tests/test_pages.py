@@ -13,6 +13,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
+from markupsafe import Markup
 from sqlmodel import Session
 
 import pipeline.release.entry_site as entry_site
@@ -425,6 +426,31 @@ def test_free_quota_wording() -> None:
     assert free_quota_text(None) == "none stated"
     assert share_text(0.995) == "99.5%" and share_text(1.0) == "100%" and share_text(None) == \
         "no probes"
+
+
+def test_a_share_short_of_every_probe_or_none_is_never_shown_as_all_or_none() -> None:
+    """`100%` says every probe answered and `0%` none did: the page, the Markdown and the
+    trend chart's bars say a share by one function, which never rounds to either."""
+    from pipeline.release import markdown
+
+    assert share_text(1.0) == "100%" and share_text(0.0) == "0%"
+    for short_of_all in (0.9995, 0.9996, 2879 / 2880, 1 - 1e-12):
+        assert share_text(short_of_all) == "99.9%"
+    for above_none in (0.00049, 0.0005, 1e-12):
+        assert share_text(above_none) == "0.1%"
+    assert share_text(0.9994) == "99.9%" and share_text(2 / 3) == "66.7%"
+    api = pages.presented_entry(make_entry(
+        id="x", uptime={"last1d": 2879 / 2880, "last7d": 0.00049, "last30d": 1.0}))
+    status = pages.nightly_page_parts(api, "", Markup(""), "")["status"]
+    assert Elements(status).by_id("uptime") == \
+        "Last 24 hours 99.9% Last 7 days 0.1% Last 30 days 100%"
+    text = markdown.environment().get_template("_entry_nightly.md").module.status_part(api)
+    assert "Uptime: 99.9% over the last 24 hours, 0.1% over 7 days, 100% over 30 days." in text
+    last = NOW.date()
+    chart = pages.trend_svg([DayFigures(last, 2880, 2879, 80.0),
+                             DayFigures(last - timedelta(days=1), 2880, 1, 80.0)], last)
+    assert f"<title>{last}: 99.9% answered, median 80 ms</title>" in chart
+    assert f"<title>{last - timedelta(days=1)}: 0.1% answered, median 80 ms</title>" in chart
 
 
 def test_every_page_names_its_markdown_alternate_and_the_entry_page_its_json(

@@ -121,10 +121,15 @@ def checked_text(value: str | None) -> str:
 
 
 def share_text(value: float | None) -> str:
-    """`99.5%` for a share of 0.995; `no probes` when there is none."""
+    """`99.5%` for a share of 0.995; `no probes` when there is none. `100%` says every probe
+    answered and `0%` none did, so a share short of either is never rounded to it: 0.9996
+    shows `99.9%`, 0.0004 `0.1%`."""
     if value is None:
         return "no probes"
-    return f"{value * 100:.1f}".rstrip("0").rstrip(".") + "%"
+    percent = value * 100
+    if 0 < value < 1:
+        percent = min(max(percent, 0.1), 99.9)
+    return f"{percent:.1f}".rstrip("0").rstrip(".") + "%"
 
 
 def amount_text(value: float) -> str:
@@ -277,7 +282,7 @@ def _answered_bar(responses: int, probes: int) -> tuple[str, str]:
     share = responses / probes
     bar = round(share * (_TREND_HEIGHT - 4), 1)
     return (f'y="{_TREND_HEIGHT - bar}" width="8" height="{bar}" fill="#2da44e"',
-            f"{share * 100:.0f}% answered")
+            f"{share_text(share)} answered")
 
 
 def trend_svg(days: Sequence[DayFigures], last_day: date) -> str:
