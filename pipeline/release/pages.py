@@ -166,6 +166,7 @@ def _not_json(constant: str) -> float:
 
 
 def _is_json(text: str) -> bool:
+    """Whether `text` is JSON, and so may be indented and labelled as JSON."""
     try:
         json.loads(text, parse_constant=_not_json)
     except (ValueError, RecursionError):
