@@ -103,11 +103,12 @@ def test_entry_rejects_values_outside_the_seed(field: str, value: object) -> Non
 
 
 def _split_rule(value: str) -> bool:
-    """The URL rule as it reads without its fast path: `urlsplit`'s scheme and host."""
+    """The URL rule as it reads without its fast path: `urlsplit`'s scheme and host, and the
+    release's `format: uri` check."""
     try:
         parts = urlsplit(value)
         return parts.scheme in ("http", "https") and bool(parts.hostname) and not re.search(
-            r"[\s{}<>\"|\\^`]", value)
+            r"[\s{}<>\"|\\^`]", value) and contract.is_uri(value)
     except ValueError:
         return False
 
@@ -119,7 +120,9 @@ def _split_rule(value: str) -> bool:
     "https://[::1]:8080/", "http://[broken/", "https://host:abc/", "https://ho st/",
     "https://host\n", "https://host/\t", "\x01https://api.example.com", " https://a.b",
     "https://a.b/{id}", "ftp://a.b", "api.example.com", "https://a_b.example.com/", "https://é.fr/",
-    "https://a.b?x", "https://a.b#f", "https://a.b\\c",
+    "https://a.b?x", "https://a.b#f", "https://a.b\\c", "https://a.b/café", "https://a.b/[x]",
+    "https://a.b/%zz", "https://a.b/%", "https://a.b/#x#y", "https://a.b/\u202e", "https://a.b/\x7f",
+    "https://[::1%25eth0]/", "https://a.b/caf%C3%A9",
 ])
 def test_the_url_rule_judges_as_urlsplit_does(value: str) -> None:
     try:

@@ -6,11 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 import yaml
 
 from pipeline.catalogue import entries as catalog
 from pipeline.catalogue.entries import read_catalog
+from pipeline.release.publish import published_entry
+from pipeline.release.validate import _line_problems as release_line_problems
 from tests.conftest import REPO, WriteEntry, make_entry
 
 
@@ -309,3 +312,61 @@ def test_cli_validate_refuses_a_control_character_in_one_line(
     assert done.returncode == 1, done.stderr
     [line] = [line for line in done.stderr.splitlines() if "[control-character]" in line]
     assert line.startswith(f"{path}:2: entry example-weather: field name: ")
+
+
+# URLs the release's check (JSON Schema `format: uri`, RFC 3986) refuses, which the entry
+# check once let through: the night's publish then failed on the whole release.
+URLS_THE_RELEASE_REFUSES = {
+    "https://threatfox.abuse.ch/api/café": "U+00E9",
+    "https://threatfox.abuse.ch/api/[v1]": "'['",
+    "https://threatfox.abuse.ch/api/%zz": "'%'",
+    "https://threatfox.abuse.ch/api/100%": "'%'",
+    "https://threatfox.abuse.ch/api#one#two": "second '#'",
+    "https://threatfox.abuse.ch:abc/api": "port 'abc'",
+    "https://threatfox.abuse.ch/api/\u202e": "U+202E",
+    "https://threatfox.abuse.ch/api/\x7f": "U+007F",
+}
+URL_FIELDS = {
+    "docsUrl": lambda url: {"docsUrl": url},
+    "openapiUrl": lambda url: {"openapiUrl": url},
+    "statusPageUrl": lambda url: {"statusPageUrl": url},
+    "sources[1]": lambda url: {"sources": ["https://example.com/docs", url]},
+    "sdks[0].url": lambda url: {"sdks": [{"language": "Python", "url": url}]},
+}
+
+
+def _release_problems(content: dict) -> list[str]:
+    """What the release's check of `apis.json` says of an entry's content once published."""
+    line = orjson.dumps(published_entry(content))
+    [(problems, _)] = release_line_problems([(0, line)])
+    return problems
+
+
+@pytest.mark.parametrize("field", URL_FIELDS)
+@pytest.mark.parametrize("url", URLS_THE_RELEASE_REFUSES)
+def test_a_url_the_release_check_refuses_is_refused_by_validate(
+    write_entry: WriteEntry, data_dir: Path, url: str, field: str
+) -> None:
+    path = write_entry(make_entry(**URL_FIELDS[field](url)))
+    [problem] = problems_of(data_dir)
+    assert (problem.entry, problem.field, problem.rule) == ("example-weather", field, "bad-url")
+    assert URLS_THE_RELEASE_REFUSES[url] in problem.message
+    text = str(problem)
+    assert "\n" not in text and text.startswith(f"{path}:")
+    if field == "docsUrl":  # what the release's check says of it, had validate let it by
+        published = make_entry(docsUrl=url)
+        for key in ("sources", "verified"):
+            published.pop(key)
+        assert any("docsUrl" in problem for problem in _release_problems(published))
+
+
+def test_a_url_written_percent_encoded_passes_validate_and_the_release_check(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    url = "https://threatfox.abuse.ch/api/caf%C3%A9/%5Bv1%5D?q=100%25#one%23two"
+    write_entry(make_entry(docsUrl=url, sources=[url],
+                           sdks=[{"language": "Python", "url": url}]))
+    report = read_catalog([data_dir / "entries"], data_dir / "entries")
+    assert report.problems == []
+    [entry] = report.entries.values()
+    assert _release_problems(entry.content()) == []

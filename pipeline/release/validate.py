@@ -21,7 +21,6 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-import jsonschema_rs
 import orjson
 from pydantic import BaseModel, ValidationError
 
@@ -37,6 +36,7 @@ from pipeline.contract import (
     FullDataset,
     Meta,
     ReleaseIndex,
+    SchemaValidator,
     SearchIndex,
     SearchItem,
 )
@@ -95,13 +95,14 @@ _SLUG = re.compile(SLUG_PATTERN)
 
 @cache
 def _schema_validators() -> dict[str, Any]:
-    """Compiled JSON Schema validators (jsonschema-rs) of the published component schemas."""
+    """Compiled JSON Schema validators (jsonschema-rs) of the published component schemas:
+    the validator whose `format: uri` check the contract's URL rule runs too."""
     defs = component_schemas()
     validators = {}
     for name in _MODELS:
         schema = {"$ref": f"#/$defs/{name}", "$defs": defs}
         schema = json.loads(json.dumps(schema).replace("#/components/schemas/", "#/$defs/"))
-        validators[name] = jsonschema_rs.Draft202012Validator(schema, validate_formats=True)
+        validators[name] = SchemaValidator(schema, validate_formats=True)
     return validators
 
 
