@@ -74,6 +74,11 @@ MAX_SAFE_INTEGER = 2**53 - 1
 # Characters XML 1.0 forbids (C0 controls other than tab, LF and CR; lone surrogates; U+FFFE,
 # U+FFFF): a text holding one cannot be written into the Atom feed, which a release carries.
 XML_FORBIDDEN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+# Bidirectional embedding, override and isolate controls (U+202A-U+202E, U+2066-U+2069): a text
+# holding one reorders what follows it, the page's own text around an entry's name included,
+# and a code sample with one reads otherwise than it runs. The catalogue is English, so no
+# curated text needs one; the marks U+200E and U+200F, which reorder nothing, are not among them.
+BIDI_CONTROL = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
 # The common shape, whose scheme and host `urlsplit` would find as the rule wants, is read

@@ -132,3 +132,22 @@ def test_categories_yaml_refuses_the_same_yaml_in_one_line(
     with pytest.raises(CategoryError) as refused:
         load_categories(path)
     assert str(refused.value) == f"{path}{message}"
+
+
+@pytest.mark.parametrize(("label", "message"), [
+    ('"AI \\u202e& Machine Learning"', "holds U+202E"),
+    ('"AI\\u200b& Machine Learning"', "holds U+200B"),
+    ('"\\u200b "', "shows nothing: it needs at least one visible character"),
+])
+def test_a_category_label_that_would_hide_or_reorder_text_is_refused(
+    data_dir: Path, label: str, message: str
+) -> None:
+    from pipeline.catalogue.entries import CategoryError, load_categories
+
+    path = data_dir / "categories.yaml"
+    text = path.read_text()
+    path.write_text(text.replace("  label: AI & Machine Learning\n", f"  label: {label}\n", 1))
+    with pytest.raises(CategoryError) as refused:
+        load_categories(path)
+    assert str(refused.value).startswith(f"{path}:3: category ai: field label: {message}")
+    assert "\n" not in str(refused.value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -348,7 +349,7 @@ def test_a_url_the_release_check_refuses_is_refused_by_validate(
     write_entry: WriteEntry, data_dir: Path, url: str, field: str
 ) -> None:
     path = write_entry(make_entry(**URL_FIELDS[field](url)))
-    [problem] = problems_of(data_dir)
+    [problem] = [p for p in problems_of(data_dir) if p.rule != "control-character"]  # U+202E
     assert (problem.entry, problem.field, problem.rule) == ("example-weather", field, "bad-url")
     assert URLS_THE_RELEASE_REFUSES[url] in problem.message
     text = str(problem)
@@ -370,3 +371,87 @@ def test_a_url_written_percent_encoded_passes_validate_and_the_release_check(
     assert report.problems == []
     [entry] = report.entries.values()
     assert _release_problems(entry.content()) == []
+
+
+# Bidirectional embedding, override and isolate controls reorder the text around them: in a
+# name, the page's own title and headings; YAML takes them as they are or as an escape.
+@pytest.mark.parametrize("character", ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e",
+                                       "\u2066", "\u2067", "\u2068", "\u2069"])
+@pytest.mark.parametrize(("changes_of", "field"), [
+    (lambda c: {"name": f"Bright Sky {c}IPA"}, "name"),
+    (lambda c: {"provider": f"Example{c} Ltd"}, "provider"),
+    (lambda c: {"description": f"Forecasts {c}for any place."}, "description"),
+    (lambda c: {"sampleRequest": "curl \"https://api.example.com/v1/forecast\" "
+                                 f"# {c}YOUR_API_KEY"}, "sampleRequest"),
+    (lambda c: {"endpoints": [{"method": "GET", "path": "/a", "description": f"A{c}."}]},
+     "endpoints[0].description"),
+])
+def test_a_bidirectional_control_is_refused_in_any_text(
+    write_entry: WriteEntry, data_dir: Path, character: str, changes_of: Any, field: str
+) -> None:
+    raw = yaml.safe_dump(make_entry(**changes_of(character)), sort_keys=False,
+                         allow_unicode=True)
+    assert character in raw  # written as it is, not as an escape
+    path = write_entry(text=raw)
+    [problem] = problems_of(data_dir)
+    assert (problem.entry, problem.field, problem.rule) == (
+        "example-weather", field, "control-character")
+    assert f"U+{ord(character):04X}" in problem.message
+    text = str(problem)
+    assert text.startswith(f"{path}:") and character not in text and "\n" not in text
+
+
+def test_a_bidirectional_control_written_as_an_escape_is_refused(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    write_entry(text=yaml.safe_dump(make_entry(), sort_keys=False).replace(
+        "name: Example Weather", 'name: "Example \\u202eWeather"'))
+    [problem] = problems_of(data_dir)
+    assert (problem.field, problem.rule) == ("name", "control-character")
+
+
+def test_the_marks_that_reorder_nothing_stay_allowed_in_prose(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    write_entry(make_entry(longDescription="Forecasts in English\u200e and in Hebrew."))
+    assert problems_of(data_dir) == []
+
+
+@pytest.mark.parametrize("blank", [" ", "\u200b", " \u200b\u00a0", "\t\u2060", "\u3164",
+                                   "\ufeff", "\u0301"])
+@pytest.mark.parametrize("field", ["name", "provider", "description", "longDescription"])
+def test_a_text_that_shows_nothing_is_refused(
+    write_entry: WriteEntry, data_dir: Path, blank: str, field: str
+) -> None:
+    """A name of spaces or zero-width spaces passed the length check, and the page's title,
+    heading, links, Markdown heading and llms.txt then showed nothing."""
+    path = write_entry(make_entry(**{field: blank}))
+    found = [p for p in problems_of(data_dir) if p.rule == "blank-text"]
+    assert [(p.entry, p.field) for p in found] == [("example-weather", field)]
+    assert "visible character" in found[0].message
+    text = str(found[0])
+    assert text.startswith(f"{path}:") and "\n" not in text
+
+
+@pytest.mark.parametrize("character", ["\u200b", "\u200d", "\u200e", "\u00ad", "\ufeff",
+                                       "\u2060"])
+@pytest.mark.parametrize("field", ["name", "provider"])
+def test_an_invisible_format_character_in_a_name_is_refused(
+    write_entry: WriteEntry, data_dir: Path, character: str, field: str
+) -> None:
+    write_entry(make_entry(**{field: f"Example{character} Weather"}))
+    [problem] = problems_of(data_dir)
+    assert (problem.field, problem.rule) == (field, "invisible-character")
+    assert f"U+{ord(character):04X}" in problem.message
+
+
+def test_names_with_letters_of_other_scripts_stay_valid(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    write_entry(make_entry(name="Météo-France Ωmega 天気 API", provider="Zürich Ämter"))
+    assert problems_of(data_dir) == []
+
+
+def test_a_tag_ending_in_a_line_break_is_refused(write_entry: WriteEntry, data_dir: Path) -> None:
+    write_entry(make_entry(tags=["forecast\n"]))
+    assert [(p.field, p.rule) for p in problems_of(data_dir)] == [("tags[0]", "tag-lower-case")]

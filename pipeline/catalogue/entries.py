@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -18,10 +19,10 @@ from dataclasses import dataclass, field
 from datetime import date
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any, NamedTuple, get_args
+from typing import Annotated, Any, NamedTuple, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.catalogue.draft import todo_fields
 from pipeline.catalogue.guard import (
@@ -39,8 +40,8 @@ from pipeline.catalogue.guard import (
     stat_placed,
     unreadable_value,
 )
-from pipeline.catalogue.lint import lint_entry
-from pipeline.contract import CATEGORY_IDS, XML_FORBIDDEN, EntryContent, Uri
+from pipeline.catalogue.lint import format_character, lint_entry, visible
+from pipeline.contract import BIDI_CONTROL, CATEGORY_IDS, XML_FORBIDDEN, EntryContent, Uri
 from pipeline.processes import paused_garbage_collection, worker_count, worker_pool
 
 log = logging.getLogger(__name__)
@@ -76,10 +77,27 @@ class EntryFile(EntryContent):
         return content
 
 
+def shown_label(text: str) -> str:
+    """A label of the site (a category's label or description): at least one visible
+    character, and no bidirectional control or invisible format character, which would leave
+    a heading empty or reorder the text around it."""
+    if not visible(text):
+        raise ValueError("shows nothing: it needs at least one visible character")
+    found = BIDI_CONTROL.search(text)
+    character = found.group() if found is not None else format_character(text)
+    if character is not None:
+        raise ValueError(f"holds U+{ord(character):04X}, an invisible control or format "
+                         "character: remove it")
+    return text
+
+
+ShownLabel = Annotated[str, AfterValidator(shown_label)]
+
+
 class Category(BaseModel):
     id: str
-    label: str
-    description: str
+    label: ShownLabel
+    description: ShownLabel
 
 
 @dataclass(frozen=True)
@@ -231,7 +249,7 @@ def _category(path: Path, text: str, index: int, item: dict[str, Any]) -> Catego
                and not isinstance(first.get("input"), dict | list) else "")
         line = _node_line(_compose(text), (index, *first["loc"]))
         raise _category_error(path, line, f"category {name}: field {_field_name(first['loc'])}: "
-                              f"{first['msg']}{got}{more}") from None
+                              f"{first['msg'].removeprefix('Value error, ')}{got}{more}") from None
 
 
 def _category_error(path: Path, line: int | None, message: str) -> CategoryError:
@@ -406,6 +424,9 @@ def read_entry_file(
     for loc, character in xml_forbidden(raw, text):
         problem(loc, "control-character", f"holds U+{ord(character):04X}, a character XML "
                 "forbids (the Atom feed could not carry it): remove it")
+    for loc, character in bidi_controls(raw, text):
+        problem(loc, "control-character", f"holds U+{ord(character):04X}, a bidirectional "
+                "control that would reorder the text around it on the pages: remove it")
     for loc in unknown_fields(raw, EntryFile, nested_only=True):
         problem(loc, "unknown-field", f"unknown field {loc[-1]!r} (in a {{...}} mapping, "
                 "text with a comma must be quoted, or YAML cuts it there)")
@@ -430,23 +451,32 @@ def xml_forbidden(raw: Any, text: str) -> Iterator[tuple[tuple[int | str, ...], 
     Atom feed, and so every release. YAML refuses them written as they are, so they come only
     from a double-quoted escape (`"\\x01"`): a file without a backslash is not walked."""
     if "\\" in text:
-        yield from _forbidden_in(raw, ())
+        yield from _found_in(raw, (), XML_FORBIDDEN)
 
 
-def _forbidden_in(value: Any, loc: tuple[int | str, ...]
-                  ) -> Iterator[tuple[tuple[int | str, ...], str]]:
+def bidi_controls(raw: Any, text: str) -> Iterator[tuple[tuple[int | str, ...], str]]:
+    """Each text of the file (a value or a key, at any depth) that holds a bidirectional
+    embedding, override or isolate control (`BIDI_CONTROL`), with the first one: in a name it
+    would reorder the page's own text around it, in a sample make the code read otherwise
+    than it runs. YAML takes them written as they are, or as an escape (`"\\u202e"`)."""
+    if "\\" in text or BIDI_CONTROL.search(text):
+        yield from _found_in(raw, (), BIDI_CONTROL)
+
+
+def _found_in(value: Any, loc: tuple[int | str, ...], pattern: re.Pattern[str]
+              ) -> Iterator[tuple[tuple[int | str, ...], str]]:
     if isinstance(value, str):
-        found = XML_FORBIDDEN.search(value)
+        found = pattern.search(value)
         if found is not None:
             yield loc, found.group()
     elif isinstance(value, dict):
         for key, item in value.items():
-            if isinstance(key, str) and (found := XML_FORBIDDEN.search(key)) is not None:
+            if isinstance(key, str) and (found := pattern.search(key)) is not None:
                 yield (*loc, key), found.group()
-            yield from _forbidden_in(item, (*loc, key))
+            yield from _found_in(item, (*loc, key), pattern)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _forbidden_in(item, (*loc, index))
+            yield from _found_in(item, (*loc, index), pattern)
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:

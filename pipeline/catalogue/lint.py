@@ -5,16 +5,17 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import unicodedata
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 from pipeline.catalogue.credentials import credential_findings
-from pipeline.contract import EntryContent
+from pipeline.contract import BIDI_CONTROL, EntryContent
 
 Loc = tuple[int | str, ...]
 Lint = tuple[Loc, str, str]  # (field location, rule, message)
 
-TAG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+TAG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")  # whole: `$` would also end before a "\n"
 SENTENCE_BREAK = re.compile(r"[.!?]\s+[A-Z0-9]")
 URL = re.compile(r"https?://[^\s\"'<>]+")
 CREDENTIAL_FIELDS = ("authExample", "sampleRequest", "sampleResponse")
@@ -95,12 +96,62 @@ def _text(entry: EntryContent) -> Iterator[Lint]:
         if not stripped.endswith((".", "!", "?")) or SENTENCE_BREAK.search(stripped[:-1]):
             yield ("description",), "one-sentence", "must be exactly one sentence"
     for index, tag in enumerate(entry.tags or []):
-        if not TAG.match(tag):
+        if not TAG.fullmatch(tag):
             yield (
                 ("tags", index),
                 "tag-lower-case",
                 f"must be lower-case words joined by hyphens (got {tag!r})",
             )
+
+
+# What shows as nothing: spaces and line breaks, format characters (zero-width space, joiners,
+# soft hyphen, byte-order mark…), controls, marks with no letter to sit on, unassigned and
+# private code points, and the letters that are drawn blank (Hangul fillers, the blank
+# braille pattern).
+_UNSEEN_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cf", "Cc", "Cn", "Co", "Cs", "Mn", "Me"})
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def visible(text: str) -> bool:
+    """Whether `text` shows at least one character: a name of spaces or zero-width spaces
+    passes a length check and leaves the page's title, heading and links empty."""
+    return any(not character.isspace() and character not in _BLANK_LETTERS
+               and unicodedata.category(character) not in _UNSEEN_CATEGORIES
+               for character in text)
+
+
+def format_character(text: str) -> str | None:
+    """The first invisible format character of `text` (Unicode category Cf: zero-width space,
+    joiners, marks, soft hyphen…), other than the bidirectional controls `control-character`
+    reports: in a name, it makes two names that read alike differ, or one look empty."""
+    return next((character for character in text if unicodedata.category(character) == "Cf"
+                 and not BIDI_CONTROL.match(character)), None)
+
+
+def _labels(entry: EntryContent) -> Iterator[tuple[Loc, str]]:
+    """The texts that name the entry or a part of it, shown as titles, headings and links."""
+    yield ("name",), entry.name
+    yield ("provider",), entry.provider
+    for index, sdk in enumerate(entry.sdks or []):
+        yield ("sdks", index, "language"), sdk.language
+    for index, tier in enumerate(entry.pricing.tiers or [] if entry.pricing else []):
+        yield ("pricing", "tiers", index, "name"), tier.name
+
+
+def _shown_text(entry: EntryContent) -> Iterator[Lint]:
+    """Labels hold a visible character and no invisible format character; a prose field,
+    where set, holds a visible character (it says something or is left out)."""
+    for loc, text in _labels(entry):
+        if not visible(text):
+            yield loc, "blank-text", (f"shows nothing (got {text!a}): it needs at least "
+                                      "one visible character")
+        elif (character := format_character(text)) is not None:
+            yield (loc, "invisible-character", f"holds U+{ord(character):04X}, an invisible "
+                   "format character, which has no place in a name: remove it")
+    for loc, prose in _free_text(entry):
+        if prose is not None and not visible(prose):
+            yield loc, "blank-text", (f"shows nothing (got {prose!a}): it needs at least "
+                                      "one visible character, or leave the field out")
 
 
 def _free_text(entry: EntryContent) -> Iterator[tuple[Loc, str | None]]:
@@ -189,6 +240,7 @@ def lint_entry(entry: EntryContent) -> list[Lint]:
         *_sample_response(entry),
         *_addresses(entry),
         *_text(entry),
+        *_shown_text(entry),
         *_hedges(entry),
         *_pricing(entry),
         *_credentials(entry),
