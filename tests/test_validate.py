@@ -455,3 +455,41 @@ def test_names_with_letters_of_other_scripts_stay_valid(
 def test_a_tag_ending_in_a_line_break_is_refused(write_entry: WriteEntry, data_dir: Path) -> None:
     write_entry(make_entry(tags=["forecast\n"]))
     assert [(p.field, p.rule) for p in problems_of(data_dir)] == [("tags[0]", "tag-lower-case")]
+
+
+def test_the_templates_deprecation_uncommented_validates(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """Its line once read `{on: …}`, which YAML 1.1 reads as `{True: …}`: unknown field True."""
+    template = (REPO / "docs" / "entry-template.yaml").read_text()
+    [line] = [line for line in template.splitlines() if line.startswith("# deprecated:")]
+    entry = yaml.safe_dump(make_entry(), sort_keys=False) + line.removeprefix("# ") + "\n"
+    write_entry(text=entry.replace("successor: other-entry-id, ", ""))
+    report = read_catalog([data_dir / "entries"], data_dir / "entries")
+    assert report.problems == []
+    [read] = report.entries.values()
+    assert read.deprecated is not None and str(read.deprecated.on) == "2027-06-30"
+
+
+@pytest.mark.parametrize("deprecated", ["deprecated: {on: 2027-06-30}\n",
+                                        "deprecated:\n  on: 2027-06-30\n  note: Use v2.\n"])
+def test_a_bare_on_key_is_read_as_the_word(
+    write_entry: WriteEntry, data_dir: Path, deprecated: str
+) -> None:
+    """YAML 1.1 reads a bare `on` as true; every key of an entry is a field name, and an
+    editor (YAML 1.2) reads it as the word, so the catalogue does too."""
+    write_entry(text=yaml.safe_dump(make_entry(), sort_keys=False) + deprecated)
+    report = read_catalog([data_dir / "entries"], data_dir / "entries")
+    assert report.problems == []
+    [read] = report.entries.values()
+    assert read.deprecated is not None and str(read.deprecated.on) == "2027-06-30"
+    assert read.content()["deprecated"]["on"] == "2027-06-30"
+
+
+def test_a_key_given_bare_and_quoted_is_still_a_duplicate(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    write_entry(text=yaml.safe_dump(make_entry(), sort_keys=False)
+                + "deprecated:\n  on: 2027-06-30\n  \"on\": 2027-07-01\n")
+    [problem] = problems_of(data_dir)
+    assert problem.rule == "duplicate-key" and "'on'" in problem.message

@@ -35,15 +35,28 @@ class DuplicateKey(yaml.constructor.ConstructorError):
     without a word (a second `description:` silently replacing the first)."""
 
 
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+_STR_TAG = "tag:yaml.org,2002:str"
+# The words YAML 1.1 reads as booleans and YAML 1.2 (editors' YAML support) as words.
+_YAML_11_BOOLEANS = frozenset({"on", "off", "yes", "no"})
+
+
 class CatalogueLoader(_SAFE_LOADER):
     """The one loader of every YAML file the catalogue reads: the safe one, refusing a key
     given twice in a mapping (some 18 µs a file; a key a merge (`<<`) brings may be given
-    again, as YAML means)."""
+    again, as YAML means).
+
+    A bare key `on`, `off`, `yes` or `no` is read as the word, as YAML 1.2 and the editors
+    read it, not as a boolean (YAML 1.1): every key of a catalogue file is a field name, and
+    `deprecated: {on: 2027-06-30}` means the field `on`, not `True`."""
 
     def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
         if isinstance(node, yaml.MappingNode):
             seen: set[str] = set()
             for key, _ in node.value:
+                if (isinstance(key, yaml.ScalarNode) and key.tag == _BOOL_TAG
+                        and not key.style and key.value.lower() in _YAML_11_BOOLEANS):
+                    key.tag = _STR_TAG
                 if isinstance(key, yaml.ScalarNode) and key.tag != _MERGE_TAG:
                     if key.value in seen:
                         raise DuplicateKey(None, None, f"key {key.value!r} is given twice",
