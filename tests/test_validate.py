@@ -493,3 +493,37 @@ def test_a_key_given_bare_and_quoted_is_still_a_duplicate(
                 + "deprecated:\n  on: 2027-06-30\n  \"on\": 2027-07-01\n")
     [problem] = problems_of(data_dir)
     assert problem.rule == "duplicate-key" and "'on'" in problem.message
+
+
+@pytest.mark.parametrize(("path", "said"), [
+    ("/search?q=café", "U+00E9"), ("/items[0]", "'['"), ("/rates?share=5%", "'%'"),
+    ("/users/{id}/ü", "U+00FC"), ("/search?q=new york", "spaces"),
+])
+def test_an_endpoint_path_that_makes_no_url_is_refused(
+    write_entry: WriteEntry, data_dir: Path, path: str, said: str
+) -> None:
+    """The probe calls baseUrl + path and the release publishes that URL as the entry's status
+    URL: one path the URL rule refuses would fail the release's check, and the whole publish."""
+    entry = make_entry(endpoints=[{"method": "GET", "path": "/forecast"},
+                                  {"method": "GET", "path": path}])
+    written = write_entry(entry)
+    [problem] = problems_of(data_dir)
+    assert (problem.field, problem.rule) == ("endpoints[1].path", "endpoint-url")
+    assert said in problem.message and str(problem).startswith(f"{written}:")
+    if "{" not in path:  # what the release's check says of the status a probe of it makes
+        content = {key: value for key, value in entry.items()
+                   if key not in ("sources", "verified")}
+        status = {"state": "live", "httpStatus": 200, "responseTimeMs": 80,
+                  "checkedAt": "2026-11-21T02:59:00Z", "note": None,
+                  "url": entry["baseUrl"] + path, "failure": None}
+        line = orjson.dumps(published_entry(content, status))
+        [(problems, _)] = release_line_problems([(0, line)])
+        assert any("status/url" in problem for problem in problems), problems
+
+
+def test_an_endpoint_path_written_percent_encoded_passes(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    write_entry(make_entry(endpoints=[{"method": "GET", "path": "/search?q=caf%C3%A9"},
+                                      {"method": "GET", "path": "/users/{id}/items"}]))
+    assert problems_of(data_dir) == []

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 from pipeline.catalogue.credentials import credential_findings
-from pipeline.contract import BIDI_CONTROL, EntryContent
+from pipeline.contract import BIDI_CONTROL, EntryContent, absolute_uri
 
 Loc = tuple[int | str, ...]
 Lint = tuple[Loc, str, str]  # (field location, rule, message)
@@ -87,6 +87,23 @@ def _addresses(entry: EntryContent) -> Iterator[Lint]:
                 "endpoint-path-slash",
                 f"must start with '/' (got {endpoint.path!r})",
             )
+        elif endpoint.path is not None and (problem := _endpoint_url_problem(entry, endpoint.path)):
+            yield ("endpoints", index, "path"), "endpoint-url", problem
+
+
+_PLACEHOLDER = re.compile(r"\{[^}]*\}")
+
+
+def _endpoint_url_problem(entry: EntryContent, path: str) -> str | None:
+    """Why baseUrl + `path` (its `{placeholders}` filled) is no URL, if it is not: the probe
+    calls that URL and the release publishes it as the entry's status URL, which the release's
+    check holds to the URL rule, so one such path would fail the whole publish."""
+    url = entry.base_url.rstrip("/") + _PLACEHOLDER.sub("x", path)
+    try:
+        absolute_uri(url)
+    except ValueError as exc:
+        return f"{exc} (in {url!r}, the URL it makes with baseUrl, which the release publishes)"
+    return None
 
 
 def _text(entry: EntryContent) -> Iterator[Lint]:
