@@ -118,11 +118,19 @@ async def test_confirmations_come_after_every_first_look_and_keep_the_host_inter
     assert min(gaps) >= 0.19  # one host: its interval holds across both rounds
 
 
-async def test_confirmation_can_be_turned_off(web_server: FakeServer) -> None:
-    looks = await probe([web_server.url("/missing")], replace(SETTINGS, confirm_failures=False))
-    [only] = looks[web_server.url("/missing")]
-    assert (only.confirmation, only.failure_class) == (False, None)
-    assert web_server.hits["/missing"] == 1
+async def test_confirmation_can_be_turned_off_and_one_look_then_decides(
+    web_server: FakeServer,
+) -> None:
+    """Without a second look, a failed first look is classed as if it had been seen twice: it
+    is all the run has, and a failure left unclassed would never count."""
+    paths = {"/missing": "dead", "/unavailable": "transient", "/challenge": "blocked",
+             "/ok": None, "/auth": None}
+    looks = await probe([web_server.url(path) for path in paths],
+                        replace(SETTINGS, confirm_failures=False))
+    for path, expected in paths.items():
+        [only] = looks[web_server.url(path)]
+        assert (only.confirmation, only.failure_class) == (False, expected), path
+        assert web_server.hits[path] == 1
 
 
 async def test_a_url_refused_before_sending_is_settled_without_a_second_look() -> None:

@@ -124,7 +124,9 @@ class ProbeResult:
     tls_version: str | None = None
     cert_expires_at: datetime | None = None
     confirmation: bool = False  # this probe re-checks a failure seen earlier in the run
-    # Set on a confirmation that failed again: dead, blocked, transient or tls.
+    # Set on the look that concludes a failed target (`failure_class`): dead, blocked,
+    # transient or tls. That is its confirmation, or the first look when there is none to come
+    # (nothing was sent, or confirmation is off).
     failure_class: str | None = None
 
 
@@ -145,23 +147,24 @@ def is_failure(result: ProbeResult) -> bool:
     return result.outcome == "unreachable" or result.reason in FAILED_REASONS
 
 
-def failure_class(first: ProbeResult, second: ProbeResult) -> FailureClass | None:
-    """The class of a failure seen on both probes of a target (None: the second succeeded).
+def failure_class(*looks: ProbeResult) -> FailureClass | None:
+    """The class of a target's failure from its looks in a run, the first and its confirmation
+    if it had one (None: the last look succeeded). A single look is judged as if it had been
+    seen twice: it is all the run has when nothing was sent, or when confirmation is off.
 
     tls: a certificate or handshake failure; blocked: a bot challenge or 429; dead: 404/410 on
-    both probes, a name that does not resolve twice, or a URL that can never be fetched;
-    transient: anything else (5xx, timeouts, resets, refused connections, mixed answers).
+    every look, a name that does not resolve, or a URL that can never be fetched; transient:
+    anything else (5xx, timeouts, resets, refused connections, mixed answers).
     """
-    if not is_failure(second):
+    if not is_failure(looks[-1]):
         return None
-    pair = (first, second)
-    if any(p.error_class == "tls" for p in pair):
+    if any(p.error_class == "tls" for p in looks):
         return "tls"
-    if any(p.reason in ("bot_challenge", "rate_limited") for p in pair):
+    if any(p.reason in ("bot_challenge", "rate_limited") for p in looks):
         return "blocked"
-    if all(p.reason == "not_found" for p in pair) or all(p.error_class == "dns" for p in pair):
+    if all(p.reason == "not_found" for p in looks) or all(p.error_class == "dns" for p in looks):
         return "dead"
-    if all(p.error_class in SETTLED_ERRORS for p in pair):
+    if all(p.error_class in SETTLED_ERRORS for p in looks):
         return "dead"
     return "transient"
 
@@ -1029,8 +1032,8 @@ async def _probe_all(
             probed.failure_class = failure_class(first[url], probed)
         else:
             first[url] = probed
-            if probed.error_class in SETTLED_ERRORS:  # nothing was sent: no second look
-                probed.failure_class = "dead"
+            if not (settings.confirm_failures and _needs_confirmation(probed)):
+                probed.failure_class = failure_class(probed)  # no second look to come
         for position, index in enumerate(indexes, 1):
             target = targets[index]
             if position < len(indexes):  # a URL of several targets: a copy for each but one
