@@ -473,9 +473,10 @@ class EndpointStatus(ContractModel):
     note: str | None = Field(default=None, description="Why it is not probed, e.g. "
                              "'method is POST' or 'path has placeholders'.")
     failure: FailureClass | None = Field(
-        default=None, description="Set when it failed twice in the run (a second look at the "
-        "end of the run confirmed it): dead (404/410 or no such host), blocked (bot challenge "
-        "or 429), transient (5xx, timeout, reset) or tls.")
+        default=None, description="Set when it failed in the run (seen twice: a second look "
+        "at the end of the run confirms a failure, unless confirmation is off): dead (404/410 "
+        "or no such host), blocked (bot challenge or 429), transient (5xx, timeout, reset) or "
+        "tls.")
 
 
 class Endpoint(ContractModel):
@@ -587,8 +588,9 @@ class Status(ContractModel):
     url: Uri | None = Field(default=None, description="The probed URL whose answer decided "
                             "the state; null when not probed.")
     failure: FailureClass | None = Field(
-        default=None, description="When no target answered in the run, twice: the class of "
-        "the failure of the deciding target (dead, blocked, transient, tls).")
+        default=None, description="When every target failed in the run (no answer, or "
+        "404/410, a challenge, 429 or 5xx; seen twice unless confirmation is off): the class "
+        "of the failure of the deciding target (dead, blocked, transient, tls).")
 
 
 class Lifecycle(ContractModel):
@@ -597,7 +599,7 @@ class Lifecycle(ContractModel):
     model_config = _examples(*LIFECYCLE_EXAMPLES)
 
     state: LifecycleState = Field(description="active; degraded (some targets fail); failing "
-                                  "(no target answered for several runs in a row); dead "
+                                  "(every target failed for several runs in a row); dead "
                                   "(confirmed dead for weeks); deprecated (by its provider).")
     since: AwareDatetime | None = Field(default=None, description="When it entered this state.")
     reason: str | None = Field(default=None, description="What the judgement rests on.")

@@ -5,10 +5,14 @@ published entries carry lifecycle, https and cors."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
+from aiohttp import web
+from fake_internet import FakeServer, closed_port, self_signed_context
 
 from pipeline.contract import ChangeLog, FullDataset
 from pipeline.operations import stages
@@ -140,7 +144,9 @@ def test_each_lifecycle_state_and_its_transitions_from_recorded_runs(
     assert apis["gone"].status.failure == "dead" and apis["gone"].status.state == "online"
     assert apis["gone"].lifecycle.reason.startswith("every target confirmed dead")
     assert apis["old"].lifecycle.successor == "steady"
-    assert apis["down"].lifecycle.reason == "no target answered in 3 runs in a row"
+    assert apis["down"].lifecycle.reason == "every target failed twice in 3 runs in a row"
+    assert apis["wobbly"].lifecycle.reason == "2 of 2 targets passed"
+    assert apis["steady"].lifecycle.reason == "2 of 2 targets passed"
     assert (apis["steady"].cors.state, apis["steady"].cors.allow_origin) == ("yes", "*")
     assert apis["wobbly"].cors.state == "no"
     assert apis["down"].cors.state == "unknown"  # nothing answered
@@ -172,9 +178,93 @@ def test_a_failing_entry_that_answers_again_is_active(catalogue: Settings) -> No
     record_run(catalogue, {"down": ("ok", "transient")}, NOW - timedelta(days=1))
     full, changes = publish(catalogue)
     assert lifecycles(full)["down"] == "degraded"
+    reason = next(api.lifecycle.reason for api in full.apis if api.id == "down")
+    assert reason == "1 of 2 targets failed twice in the last run"
     latest = next(event for event in changes.events if event.kind != "release")
     assert (latest.kind, latest.entry, latest.from_state, latest.to_state) == (
         "lifecycle", "down", "failing", "degraded")
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def provider(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeServer]:
+    """A provider on loopback (HTTPS, its certificate trusted by the prober), probed through
+    the real probe stage: one request a look, no waits."""
+    folder = tmp_path / "tls"
+    folder.mkdir()
+    server = await FakeServer(ssl_context=self_signed_context(folder)).start()
+    server.routes["/steady/a"] = server.routes["/steady/b"] = server.routes["/ok"]
+    for name, value in {"PROBE_ALLOW_PRIVATE": "true", "PROBE_CA_FILE": folder / "cert.pem",
+                        "PROBE_ATTEMPTS": 1, "PROBE_INTERVAL": 0, "PROBE_TIMEOUT": 2,
+                        "PROBE_CONNECT_TIMEOUT": 2, "FAILING_RUNS": 3}.items():
+        monkeypatch.setenv(f"APIDIR_{name}", str(value))
+    yield server
+    await server.close()
+
+
+def loopback_catalogue(write_entry: WriteEntry, entries: dict[str, str]) -> Settings:
+    """The entries (id: base address), each with two probed endpoints, ingested."""
+    for entry_id, base in entries.items():
+        write_entry(make_entry(id=entry_id, name=entry_id.title(), baseUrl=base,
+                               sampleRequest=f'curl "{base}/a"', endpoints=ENDPOINTS))
+    settings = Settings()
+    with session_scope(engine_for(settings.database_url)) as session:
+        run_id = start_run(session, "nightly").id
+    stages.ingest_entries(settings, run_id)
+    return settings
+
+
+async def probe_and_publish(settings: Settings,
+                            entry_ids: list[str] | None = None) -> tuple[FullDataset, ChangeLog]:
+    """One run of the real probe stage (of `entry_ids`, or all), then the score and publish."""
+    with session_scope(engine_for(settings.database_url)) as session:
+        run_id = start_run(session, "nightly").id
+    await stages.probe_entries(settings, run_id, entry_ids)
+    return publish(settings)
+
+
+@pytest.mark.parametrize("confirm", [True, False], ids=["confirmed", "one-look"])
+async def test_an_entry_never_reached_is_failing_whether_or_not_failures_are_confirmed(
+    confirm: bool, provider: FakeServer, write_entry: WriteEntry, settings_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its host refuses every connection, three runs in a row. With confirmation off one look
+    decides: the failure is classed from it, so the lifecycle, the status' failure and the
+    reason say what the runs saw, as they do when it is seen twice."""
+    monkeypatch.setenv("APIDIR_PROBE_CONFIRM", str(confirm).lower())
+    refused = f"https://127.0.0.1:{closed_port()}"
+    settings = loopback_catalogue(write_entry, {"steady": provider.url("/steady"), "down": refused})
+    for _night in range(3):
+        full, _ = await probe_and_publish(settings)
+    apis = {api.id: api for api in full.apis}
+    down = apis["down"]
+    assert (down.status.state, down.status.failure, down.uptime.last1d) == (
+        "unreachable", "transient", 0.0)
+    twice = "twice " if confirm else ""
+    assert (down.lifecycle.state, down.lifecycle.reason) == (
+        "failing", f"every target failed {twice}in 3 runs in a row")
+    assert (apis["steady"].lifecycle.state, apis["steady"].lifecycle.reason) == (
+        "active", "2 of 2 targets passed")
+    assert apis["steady"].status.failure is None
+
+
+async def test_every_target_answering_with_errors_is_failing_not_unanswered(
+    provider: FakeServer, write_entry: WriteEntry, settings_env: dict[str, str],
+) -> None:
+    """Every target answers, with 503 and 429: the entry is failing, and its reason says the
+    targets failed, not that none answered."""
+    settings = loopback_catalogue(write_entry, {"busy": provider.url("/busy")})
+    provider.routes["/busy/a"] = provider.routes["/unavailable"]
+    provider.routes["/busy/b"] = always_429
+    for _night in range(3):
+        full, _ = await probe_and_publish(settings)
+    [busy] = full.apis
+    assert busy.status.state == "online" and busy.status.failure in ("transient", "blocked")
+    assert (busy.lifecycle.state, busy.lifecycle.reason) == (
+        "failing", "every target failed twice in 3 runs in a row")
+
+
+async def always_429(_request: web.BaseRequest) -> web.StreamResponse:
+    return web.Response(status=429)
 
 
 def test_entry_pages_draw_the_last_30_days_and_show_health(catalogue: Settings) -> None:

@@ -2,7 +2,8 @@
 CORS) and of its failures, and where the entry stands in its life over runs.
 
 Everything here reads the final probes of a run (a confirmation replaces the first look it
-checked), so one failed request never marks an entry: only a failure seen twice counts.
+checked), so one failed request never marks an entry: only a failure seen twice counts (or
+seen once, where confirmation is off and one look decides).
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ class RunVerdict:
     run_id: int | None
     checked_at: datetime
     targets: int
-    failed: int  # targets whose failure was confirmed
-    dead: int  # of those, confirmed dead (404/410 on both looks, or no such host)
+    failed: int  # targets whose failure was concluded (and classed)
+    dead: int  # of those, dead (404/410 on every look, or no such host)
+    seen_once: int = 0  # of the failed, those concluded from one look (no confirmation)
 
     @property
     def down(self) -> bool:
-        """No target answered: every one failed twice."""
+        """Every target failed (no answer, or 404/410, a challenge, 429 or 5xx)."""
         return self.targets > 0 and self.failed == self.targets
 
     @property
@@ -49,6 +51,7 @@ def run_verdict(probes: Sequence[Any]) -> RunVerdict | None:
         targets=len(probes),
         failed=sum(1 for p in probes if p.failure_class),
         dead=sum(1 for p in probes if p.failure_class == "dead"),
+        seen_once=sum(1 for p in probes if p.failure_class and not p.confirmation),
     )
 
 
@@ -162,12 +165,18 @@ def lifecycle_reason(record: LifecycleRecord, verdict: RunVerdict | None,
         since = record.dead_since.date().isoformat() if record.dead_since else "?"
         return f"every target confirmed dead (404/410 or no such host) since {since}"
     if record.state == "failing":
-        return f"no target answered in {record.down_runs} runs in a row"
+        return f"every target {_failed(verdict)} in {record.down_runs} runs in a row"
     if record.state == "degraded" and verdict is not None:
-        return f"{verdict.failed} of {verdict.targets} targets failed twice in the last run"
+        return (f"{verdict.failed} of {verdict.targets} targets {_failed(verdict)} "
+                "in the last run")
     if verdict is None:
         return "not probed yet"
-    return f"{verdict.targets - verdict.failed} of {verdict.targets} targets answered"
+    return f"{verdict.targets - verdict.failed} of {verdict.targets} targets passed"
+
+
+def _failed(verdict: RunVerdict | None) -> str:
+    """How the failures were seen: twice, unless one of them was concluded from one look."""
+    return "failed twice" if verdict is not None and not verdict.seen_once else "failed"
 
 
 def published_lifecycle(record: LifecycleRecord, verdict: RunVerdict | None,
