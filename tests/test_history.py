@@ -24,6 +24,7 @@ from pipeline.probing.probe import ProbeResult
 from pipeline.store.history import (
     PROBE_COLUMNS,
     RECENT_RUNS,
+    ProbeTally,
     add_probes,
     day_probes,
     history_frame,
@@ -53,7 +54,7 @@ T0 = datetime(2026, 11, 20, 3, 0, tzinfo=UTC)
 
 
 def result(url: str, outcome: str, status: int | None = None, ms: float | None = 100.0,
-           entry: str = "example-weather", endpoint: int | None = None,
+           entry: str | None = "example-weather", endpoint: int | None = None,
            error_class: str | None = None, at: datetime = T0) -> ProbeResult:
     return ProbeResult(url=url, entry_id=entry, endpoint_id=endpoint, checked_at=at,
                        outcome=outcome, reason=None, error_class=error_class,
@@ -163,6 +164,22 @@ def test_network_suspect_needs_many_probes_and_connection_failures() -> None:
     assert not network_suspect(mixed)
     timeouts = [result(url, "unreachable", error_class="read_timeout")] * 10
     assert not network_suspect(timeouts)  # servers that accept but stall are the providers'
+
+
+def test_witnesses_judge_a_small_run_and_are_not_counted_as_its_probes() -> None:
+    """Four targets refused: suspect when the witnesses (probes of no entry) were refused too,
+    trusted when they answered; the run's counts are its own targets' either way."""
+    own = [result(f"https://a.example.com/{n}", "unreachable", error_class="refused")
+           for n in range(4)]
+    refused = [result(f"https://w{n}.example.com/", "unreachable", entry=None,
+                      error_class="refused") for n in range(6)]
+    answered = [result(f"https://w{n}.example.com/", "online", 401, entry=None)
+                for n in range(6)]
+    assert not network_suspect(own)  # too few to judge alone
+    assert network_suspect(own + refused)
+    assert not network_suspect(own + answered)
+    tally = ProbeTally.of(own + answered)
+    assert (tally.probes, tally.outcomes, tally.witnesses) == (4, {"unreachable": 4}, 6)
 
 
 def test_history_frame_has_the_columns_the_score_stage_reads(session) -> None:

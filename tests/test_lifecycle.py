@@ -1,6 +1,6 @@
 """Lifecycle over a recorded history of runs (SQLite and PostgreSQL): each state is reached,
 each transition and each entry added or retired is published in api/changes.json, and the
-published entries carry lifecycle, https and cors."""
+published entries carry lifecycle, https and cors; a small run is judged by witnesses."""
 
 from __future__ import annotations
 
@@ -13,13 +13,20 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 from fake_internet import FakeServer, closed_port, self_signed_context
+from sqlmodel import col, select
 
 from pipeline.contract import ChangeLog, FullDataset
 from pipeline.operations import stages
 from pipeline.probing.probe import ProbeResult
 from pipeline.settings import Settings
-from pipeline.store.history import record_probes
-from pipeline.store.tables import engine_for, session_scope, start_run
+from pipeline.store.history import SUSPECT_MIN_PROBES, record_probes
+from pipeline.store.tables import (
+    PipelineRun,
+    ProbeRow,
+    engine_for,
+    session_scope,
+    start_run,
+)
 from tests.conftest import WriteEntry, make_entry
 
 NOW = datetime.now(UTC)
@@ -265,6 +272,59 @@ async def test_every_target_answering_with_errors_is_failing_not_unanswered(
 
 async def always_429(_request: web.BaseRequest) -> web.StreamResponse:
     return web.Response(status=429)
+
+
+WITNESS_HOSTS = [f"127.0.0.{number}" for number in range(21, 29)]  # eight other entries
+SMALL_RUN_HOSTS = ["127.0.0.29", "127.0.0.30"]  # the two entries a small run probes
+
+
+@pytest.mark.parametrize("outage", [True, False], ids=["network-down", "hosts-down"])
+async def test_a_small_run_is_judged_by_witnesses_whether_the_network_was_down(
+    outage: bool, provider: FakeServer, write_entry: WriteEntry, settings_env: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    """A run of two entries (4 targets) is too small to judge the network by its own probes:
+    it also probes URLs of other entries that answered in the last trusted run, on other
+    hosts, and stores nothing of them. All refused with its own (the network down): the run
+    is not trusted and nothing changes. Answering while its own hosts refuse: it is trusted,
+    and the two entries are unreachable."""
+    context = self_signed_context(tmp_path / "tls", [*WITNESS_HOSTS, *SMALL_RUN_HOSTS])
+    witnesses = await FakeServer(hosts=WITNESS_HOSTS, ssl_context=context).start()
+    small = await FakeServer(hosts=SMALL_RUN_HOSTS, ssl_context=context).start()
+    servers = [witnesses, small]
+    try:
+        for server in servers:
+            server.routes["/a"] = server.routes["/b"] = server.routes["/ok"]
+        bases = {f"witness-{n}": witnesses.url("", host) for n, host in enumerate(WITNESS_HOSTS)}
+        bases |= {f"small-{n}": small.url("", host) for n, host in enumerate(SMALL_RUN_HOSTS)}
+        settings = loopback_catalogue(write_entry, bases)
+        full, _ = await probe_and_publish(settings)
+        assert {api.status.state for api in full.apis} == {"live"}
+        down = [witnesses, small] if outage else [small]
+        servers = [server for server in servers if all(server is not d for d in down)]
+        for server in down:
+            await server.close()
+        asked = len(witnesses.requests)
+        full, changes = await probe_and_publish(settings, ["small-0", "small-1"])
+    finally:
+        for server in servers:
+            await server.close()
+    with session_scope(engine_for(settings.database_url)) as session:
+        run = session.exec(select(PipelineRun).order_by(col(PipelineRun.id).desc())).first()
+        stored = set(session.exec(select(ProbeRow.entry_id).where(ProbeRow.run_id == run.id)))
+    assert stored == {"small-0", "small-1"}  # the witnesses judged the network, no entry
+    assert run.probes == 4 and run.probes_failed == 4
+    states = {api.id: api.status.state for api in full.apis if api.id.startswith("small")}
+    if outage:
+        assert run.network_suspect
+        assert states == {"small-0": "live", "small-1": "live"}  # the last trusted run's
+        assert changes.changes == []
+    else:
+        assert not run.network_suspect
+        assert len(witnesses.requests) - asked == SUSPECT_MIN_PROBES - 4  # one URL a host
+        assert states == {"small-0": "unreachable", "small-1": "unreachable"}
+        assert sorted((c.entry, c.from_state, c.to_state) for c in changes.changes) == [
+            ("small-0", "live", "unreachable"), ("small-1", "live", "unreachable")]
 
 
 def test_entry_pages_draw_the_last_30_days_and_show_health(catalogue: Settings) -> None:

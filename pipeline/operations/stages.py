@@ -66,6 +66,7 @@ from pipeline.store.history import (
     record_probes,
     redirect_links,
     stored_run_tally,
+    witness_targets,
 )
 from pipeline.store.migrate import store_name
 from pipeline.store.shards import (
@@ -143,12 +144,14 @@ async def probe_entries(
     """Probe the published entries' URLs (or only `entry_ids`') as coroutines, then record
     every probe in the history (`stored_again_if_refused`), once: a run whose probes an
     earlier attempt stored (its commit's answer lost on the way, or the stage run again
-    after it) is neither probed nor stored again, as a shard is not."""
+    after it) is neither probed nor stored again, as a shard is not. A run too small to judge
+    the network by its own probes is topped up with witnesses (`witness_targets`)."""
     engine = engine_for(settings.database_url)
     with session_scope(engine) as session:
         if (stored := _stored_outcome(session, run_id)) is not None:
             return stored
         targets = plan_targets(session, entry_ids)
+        targets += witness_targets(session, targets)
     results = await probe_all(targets, settings.probe_settings())
 
     def store() -> ProbeOutcome:

@@ -39,10 +39,13 @@ from pipeline.store.tables import (
 )
 
 # A run is network-suspect when at least this share of at least this many probes failed
-# to connect at all: real providers do not all go down in the same minute.
+# to connect at all: real providers do not all go down in the same minute. A run of fewer
+# targets is topped up with witnesses (`witness_targets`) so that it can be judged too.
 SUSPECT_SHARE = 0.9
 SUSPECT_MIN_PROBES = 10
 CONNECT_FAILURES = frozenset({"dns", "refused", "connect_timeout", "reset", "tls"})
+# Rows of a trusted run read to find witnesses: enough for some distinct hosts, never the run.
+WITNESS_ROWS = 1000
 
 # Every column of a probe row that its ProbeResult carries under the same name.
 PROBE_COLUMNS = tuple(
@@ -145,23 +148,33 @@ class ProbeTally:
 
     outcomes: Mapping[str, int] = field(default_factory=dict)
     connect_failures: int = 0
+    # Witnesses (probes of no entry, `witness_targets`): they judge the network, nothing else.
+    witnesses: int = 0
+    witnesses_unconnected: int = 0
 
     @classmethod
     def of(cls, results: Iterable[ProbeResult]) -> ProbeTally:
         """Counted over targets, each by the run's conclusion: its confirmation, if it had one
-        (so a failure probed twice counts once, and a suspect network is not double-counted)."""
+        (so a failure probed twice counts once, and a suspect network is not double-counted).
+        A probe of no entry is a witness, counted apart."""
         results = list(results)
         confirmed = {(r.entry_id, r.url) for r in results if r.confirmation}
         results = [r for r in results if r.confirmation or (r.entry_id, r.url) not in confirmed]
+        entries = [r for r in results if r.entry_id is not None]
+        witnesses = [r for r in results if r.entry_id is None]
         return cls(
-            outcomes=dict(Counter(r.outcome for r in results)),
-            connect_failures=sum(1 for r in results if r.error_class in CONNECT_FAILURES),
+            outcomes=dict(Counter(r.outcome for r in entries)),
+            connect_failures=sum(1 for r in entries if r.error_class in CONNECT_FAILURES),
+            witnesses=len(witnesses),
+            witnesses_unconnected=sum(1 for r in witnesses if r.error_class in CONNECT_FAILURES),
         )
 
     def __add__(self, other: ProbeTally) -> ProbeTally:
         return ProbeTally(
             outcomes=dict(Counter(self.outcomes) + Counter(other.outcomes)),
             connect_failures=self.connect_failures + other.connect_failures,
+            witnesses=self.witnesses + other.witnesses,
+            witnesses_unconnected=self.witnesses_unconnected + other.witnesses_unconnected,
         )
 
     @property
@@ -170,11 +183,11 @@ class ProbeTally:
 
     @property
     def network_suspect(self) -> bool:
-        """Most probes failed to connect at once: the prober's network, not the providers."""
-        return (
-            self.probes >= SUSPECT_MIN_PROBES
-            and self.connect_failures >= SUSPECT_SHARE * self.probes
-        )
+        """Most probes, the witnesses' with the entries', failed to connect at once: the
+        prober's network, not the providers."""
+        looked = self.probes + self.witnesses
+        unconnected = self.connect_failures + self.witnesses_unconnected
+        return looked >= SUSPECT_MIN_PROBES and unconnected >= SUSPECT_SHARE * looked
 
 
 def network_suspect(results: Sequence[ProbeResult]) -> bool:
@@ -183,10 +196,41 @@ def network_suspect(results: Sequence[ProbeResult]) -> bool:
 
 
 def record_probes(session: Session, run: PipelineRun, results: Iterable[ProbeResult]) -> int:
-    """Add one row per probe, linked to its run, entry and endpoint; flag a suspect run."""
-    tally = add_probes(session, run.id, results)
+    """Add one row per probe, linked to its run, entry and endpoint; flag a suspect run, judged
+    with the witnesses among `results` (never stored)."""
+    results = list(results)
+    tally = ProbeTally.of(results)
+    add_probes(session, run.id, results)
     close_probe_run(session, run, tally)
     return tally.probes
+
+
+def witness_targets(session: Session, targets: Sequence[ProbeTarget]) -> list[ProbeTarget]:
+    """For a run of fewer targets than a suspect run needs: witnesses to top it up, URLs of
+    other entries on other hosts (one a host) that got an HTTP answer in the newest trusted
+    runs. They are probed only to tell the prober's network down from the run's own hosts
+    down; as targets of no entry, they are never stored. None when the run is large enough,
+    or no other host answered lately (a catalogue too small to judge its own network)."""
+    wanted = SUSPECT_MIN_PROBES - len(targets)
+    if wanted <= 0:
+        return []
+    own_entries = {t.entry_id for t in targets}
+    hosts = {target_host(t.url) for t in targets}
+    witnesses: list[ProbeTarget] = []
+    newest = _trusted_runs().order_by(col(PipelineRun.id).desc()).limit(RECENT_RUNS)
+    for run_id in session.exec(newest).all():
+        answered = sa_select(ProbeRow.entry_id, ProbeRow.url).where(
+            ProbeRow.run_id == run_id, col(ProbeRow.http_status).is_not(None),
+        ).order_by(ProbeRow.id).limit(WITNESS_ROWS)
+        for entry_id, url in session.connection().execute(answered):
+            host = target_host(url)
+            if entry_id in own_entries or host in hosts:
+                continue
+            hosts.add(host)
+            witnesses.append(ProbeTarget(url))
+            if len(witnesses) == wanted:
+                return witnesses
+    return witnesses
 
 
 def add_probes(session: Session, run_id: int, results: Iterable[ProbeResult]) -> ProbeTally:
