@@ -2,7 +2,8 @@
 
 It goes through the real path: entry files read and validated, ingested into a SQLite file,
 scored from a probe history, and published by `publish_release`. Three entries carry the
-three status forms; the hostile entry holds HTML in every free-text field it can.
+three status forms; the hostile entry holds HTML in every free-text field it can, and the bare
+entry has none of the optional fields.
 """
 
 from __future__ import annotations
@@ -48,6 +49,14 @@ HOSTILE_ENTRY = make_entry(
     sampleResponse='{"html": "<script>alert(2)</script>"}',
 )
 
+# An entry with the required fields alone: every optional one (pricing, description, endpoints,
+# samples, sources …) left out, as the entry schema allows.
+BARE_ID = "bare-minimum"
+BARE_ENTRY = {key: value for key, value in make_entry(
+    id=BARE_ID, name="Bare Minimum API", provider="Bare Corp", category="storage",
+    baseUrl="https://bare.example/v1").items()
+    if key in ("id", "name", "provider", "category", "authType", "baseUrl")}
+
 
 @dataclass(frozen=True)
 class SampleRelease:
@@ -87,6 +96,8 @@ def publish_sample_release(root: Path) -> SampleRelease:
     shutil.copytree(REPO / "data", data)
     hostile = data / "entries" / "security" / f"{UNREACHABLE_ID}.yaml"
     hostile.write_text(yaml.safe_dump(HOSTILE_ENTRY, sort_keys=False))
+    bare = data / "entries" / "storage" / f"{BARE_ID}.yaml"
+    bare.write_text(yaml.safe_dump(BARE_ENTRY, sort_keys=False))
     report = read_catalog([data / "entries"], data / "entries")
     assert not report.problems, report.problems
     engine = make_engine(f"sqlite:///{root / 'var' / 'apidir.db'}")

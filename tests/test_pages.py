@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 from markupsafe import Markup
+from pydantic import BaseModel
 from sqlmodel import Session
 
 import pipeline.release.entry_site as entry_site
 import pipeline.release.pages as pages
 from pipeline.catalogue.entries import load_categories
-from pipeline.contract import CATEGORY_IDS, ErrorBody
+from pipeline.contract import CATEGORY_IDS, APIEntry, ErrorBody, Pricing, Provenance
 from pipeline.judging.day_figures import DayFigures
 from pipeline.release.hosting import HEADERS_FILE, NOT_FOUND_JSON, REDIRECTS_FILE, headers_for
 from pipeline.release.layout import (
@@ -42,6 +43,8 @@ from pipeline.release.pages import (
     check_pages,
     entry_page,
     free_quota_text,
+    grade_basis,
+    pricing_facts,
     share_text,
 )
 from pipeline.release.publish import publish_release
@@ -49,6 +52,7 @@ from pipeline.release.validate import validate_release
 from pipeline.store.tables import make_engine
 from tests.conftest import REPO, ingested_session, make_entry
 from tests.site_release import (
+    BARE_ID,
     BASE_URL,
     HOSTILE_DESCRIPTION,
     HOSTILE_NAME,
@@ -245,7 +249,8 @@ def test_entry_page_presents_every_item(sample: SampleRelease) -> None:
     assert html.by_id("rate-limit") == api["rateLimit"]
     assert html.by_id("pricing-model").startswith(api["pricing"]["model"])
     quota = api["pricing"]["freeQuota"]
-    assert html.by_id("free-quota") == (quota["note"] if quota else "none stated")
+    assert quota["recurring"] is True and quota["amount"] is None
+    assert html.by_id("free-quota") == f"renewed each period — {quota['note']}"
     assert html.by_id("docs-url") == api["docsUrl"]
     assert html.by_id("status") == "Online — HTTP 401: path returned an error or may require " \
                                    "auth; response time 312 ms."
@@ -268,6 +273,69 @@ def test_entry_page_presents_every_item(sample: SampleRelease) -> None:
     assert json.loads(html.text["sample-response"]) == json.loads(api["sampleResponse"])
     buttons = [a for t, a in html.tags if t == "button" and "data-copy" in a]
     assert {b["data-copy"] for b in buttons} == {"sample-request", "sample-response"}
+
+
+def test_an_entry_without_any_optional_field_gets_its_page_and_markdown(
+    sample: SampleRelease,
+) -> None:
+    """Pricing, description, rate limit, docs, endpoints, samples and sources are optional: an
+    entry without them is published, and its page and Markdown say what is not stated."""
+    html = Elements(page(sample, entry_page(BARE_ID)))
+    for element in ("auth-header", "rate-limit", "pricing-model", "docs-url"):
+        assert html.by_id(element) == "not stated", element
+    assert html.by_id("free-quota") == "none stated"
+    assert html.by_id("provenance") == "never"
+    assert html.by_id("no-sample") == "No sample request or response stated."
+    assert html.by_id("grade-basis") == (
+        "Provisional: Pricing is not stated, and Latency needs more probes before it counts, "
+        "so this grade comes from Depth alone.")
+    text = page(sample, entry_markdown(BARE_ID))
+    for line in ("- **Auth header:** not stated", "- **Rate limit:** not stated",
+                 "- **Pricing:** not stated", "- **Free quota:** none stated",
+                 "- **Documentation:** not stated", "No endpoints listed.",
+                 "## Samples\n\nNo sample request or response stated.", "Last verified: never.",
+                 "so this grade comes from Depth alone."):
+        assert line in text, line
+    assert BARE_ID in page(sample, category_page("storage"))
+
+
+def optional_fields() -> list[str]:
+    """The curated fields an entry may leave out, those of its pricing and provenance too
+    (`pricing.sandbox`)."""
+    def optional(model: type[BaseModel], prefix: str = "") -> list[str]:
+        return [prefix + (field.alias or name) for name, field in model.model_fields.items()
+                if not field.is_required() and (field.alias or name) not in pages.NIGHTLY_FIELDS]
+    return optional(APIEntry) + optional(Pricing, "pricing.") + optional(Provenance, "provenance.")
+
+
+@pytest.mark.parametrize("field", optional_fields())
+def test_an_entry_page_and_markdown_draw_without_each_optional_field(
+    sample: SampleRelease, field: str
+) -> None:
+    from pipeline.release.markdown import markdown_problems, render_entry_markdown
+
+    api = json.loads(page(sample, entry_document("stripe")))["api"]
+    meta = json.loads(page(sample, FULL_DATASET))["meta"]
+    *parents, name = field.split(".")
+    holder = api[parents[0]] if parents else api
+    holder.pop(name, None)
+    presented = pages.presented_entry(api)
+    categories = json.loads(page(sample, "api/categories.json"))["categories"]
+    common = pages.page_context(meta, categories, pages.asset_files()[1])
+    html = pages.render_entry_page(presented, common, [], pages.entry_badges(presented))
+    release = {p.relative_to(sample.folder).as_posix() for p in sample.folder.rglob("*")}
+    assert pages.page_problems(entry_page("stripe"), html, release) == []
+    text = render_entry_markdown(presented, meta, common["labels"])
+    assert markdown_problems(entry_markdown("stripe"), text, release) == []
+
+
+def test_the_grade_basis_names_the_sub_scores_that_count() -> None:
+    assert grade_basis({"pricing": 60, "latency": 70, "depth": 50}) is None
+    assert grade_basis({"pricing": 60, "latency": None, "depth": 50}) == (
+        "Latency needs more probes before it counts, so this grade comes from Pricing and "
+        "Depth alone.")
+    assert grade_basis({"pricing": None, "latency": 70, "depth": 50}) == (
+        "Pricing is not stated, so this grade comes from Latency and Depth alone.")
 
 
 def test_status_has_its_three_forms(sample: SampleRelease) -> None:
@@ -421,6 +489,11 @@ def test_a_malformed_page_fails_the_publish_and_keeps_the_live_release(
 def test_free_quota_wording() -> None:
     assert free_quota_text({"amount": 1000, "unit": "requests", "period": "day"}) == \
         "1,000 requests/day"
+    assert free_quota_text({"amount": 1000, "unit": "requests", "period": "month",
+                            "recurring": True}) == "1,000 requests/month, renewed each period"
+    assert free_quota_text({"amount": 50, "unit": "USD credit", "period": "one-time",
+                            "recurring": False, "note": "Kept on upgrade."}) == \
+        "50 USD credit/one-time, not renewed — Kept on upgrade."
     assert free_quota_text({"amount": None, "period": "month", "note": "10 GB storage"}) == \
         "10 GB storage"
     assert free_quota_text(None) == "none stated"
@@ -451,6 +524,30 @@ def test_a_share_short_of_every_probe_or_none_is_never_shown_as_all_or_none() ->
                              DayFigures(last - timedelta(days=1), 2880, 1, 80.0)], last)
     assert f"<title>{last}: 99.9% answered, median 80 ms</title>" in chart
     assert f"<title>{last - timedelta(days=1)}: 0.1% answered, median 80 ms</title>" in chart
+
+
+def test_curated_pricing_facts_reach_the_page_and_the_markdown(sample: SampleRelease) -> None:
+    """Price per use, transaction fee, monthly minimum and sandbox, where the entry sets them."""
+    stripe = Elements(page(sample, entry_page("stripe")))
+    assert stripe.by_id("transaction-fee").startswith("2.9% + 30¢ per transaction (Standard ")
+    assert stripe.by_id("monthly-minimum") == "none"
+    assert stripe.by_id("sandbox") == "yes: a free sandbox or test mode to build against"
+    assert "unit-cost" not in stripe.text
+    text = page(sample, entry_markdown("stripe"))
+    assert "- **Transaction fee:** 2.9% + 30¢ per transaction (Standard " in text
+    assert "- **Monthly minimum:** none\n- **Sandbox:** yes: a free sandbox" in text
+    groq = Elements(page(sample, entry_page("groq")))
+    assert groq.by_id("unit-cost") == "$0.15 per 1,000,000 input tokens (openai/gpt-oss-120b)"
+    assert "- **Price per use:** $0.15 per 1,000,000 input tokens" in \
+        page(sample, entry_markdown("groq"))
+    assert Elements(page(sample, entry_page("assemblyai"))).by_id("free-quota").startswith(
+        "50 USD credit/one-time, not renewed — ")
+    frankfurter = Elements(page(sample, entry_page(LIVE_ID)))
+    assert not {"unit-cost", "transaction-fee", "monthly-minimum", "sandbox"} & set(
+        frankfurter.text)
+    assert pricing_facts(None) == [] and pricing_facts({"sandbox": False}) == [
+        ("sandbox", "Sandbox", "no free sandbox or test mode")]
+    assert pricing_facts({"monthlyMinimumCents": 2500})[0][2] == "$25/month once live"
 
 
 def test_every_page_names_its_markdown_alternate_and_the_entry_page_its_json(

@@ -30,7 +30,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, nodes, select
 from jinja2.compiler import CodeGenerator, Frame, optimizeconst
 from markupsafe import Markup
 
-from pipeline.contract import ONLINE_NOTE, APIEntry, Uptime
+from pipeline.contract import ONLINE_NOTE, APIEntry, Pricing, Uptime
 from pipeline.judging.day_figures import DayFigures
 from pipeline.release.hosting import PAGE_CSP
 from pipeline.release.layout import (
@@ -142,14 +142,22 @@ def cents_text(cents: int | None) -> str:
     return f"${cents // 100:,}" if cents % 100 == 0 else f"${cents / 100:,.2f}"
 
 
+# What an entry's free quota says of its renewal (`freeQuota.recurring`), where it says it.
+RENEWAL_WORDS = {True: "renewed each period", False: "not renewed"}
+
+
 def free_quota_text(quota: Mapping[str, Any] | None) -> str:
-    """`1,000 requests/day` with its note, or `none stated`."""
+    """`1,000 requests/day, renewed each period` with its note, or `none stated`: a builder
+    weighs a monthly allowance above a one-time credit, so whether it recurs is said."""
     if not quota:
         return "none stated"
-    parts = []
+    said = []
     if quota.get("amount") is not None:
         unit = f" {quota['unit']}" if quota.get("unit") else ""
-        parts.append(f"{amount_text(quota['amount'])}{unit}/{quota.get('period')}")
+        said.append(f"{amount_text(quota['amount'])}{unit}/{quota.get('period')}")
+    if (renewal := RENEWAL_WORDS.get(quota.get("recurring"))) is not None:
+        said.append(renewal)
+    parts = [", ".join(said)] if said else []
     if quota.get("note"):
         parts.append(quota["note"])
     return " — ".join(parts) or f"per {quota.get('period')}"
@@ -202,6 +210,31 @@ def indented_json(text: str) -> str:
     return "".join(shown)
 
 
+def pricing_facts(pricing: Mapping[str, Any] | None) -> list[tuple[str, str, str]]:
+    """The pricing facts an entry states beyond its model, price and free quota (price per use,
+    transaction fee, monthly minimum, sandbox), each as (element id, label, text): only the
+    ones set, so neither page nor Markdown says more than the entry does."""
+    if not pricing:
+        return []
+    facts = []
+    if unit_cost := pricing.get("unitCost"):
+        facts.append(("unit-cost", "Price per use",
+                      f"{cents_text(unit_cost['amountCents'])} per "
+                      f"{amount_text(unit_cost['per'])} {unit_cost['unit']}"))
+    if fee := pricing.get("transactionFee"):
+        fixed = f" + {amount_text(fee['fixedCents'])}¢" if fee.get("fixedCents") else ""
+        note = f" ({fee['note']})" if fee.get("note") else ""
+        facts.append(("transaction-fee", "Transaction fee",
+                      f"{amount_text(fee['percent'])}%{fixed} per transaction{note}"))
+    if (minimum := pricing.get("monthlyMinimumCents")) is not None:
+        facts.append(("monthly-minimum", "Monthly minimum",
+                      "none" if minimum == 0 else f"{cents_text(minimum)}/month once live"))
+    if (sandbox := pricing.get("sandbox")) is not None:
+        facts.append(("sandbox", "Sandbox", "yes: a free sandbox or test mode to build against"
+                      if sandbox else "no free sandbox or test mode"))
+    return facts
+
+
 @lru_cache(maxsize=16)
 def shown_sample(text: str | None) -> tuple[str, bool]:
     """A sample response indented for reading when it is JSON, otherwise as written; and
@@ -235,6 +268,29 @@ def auth_mention(description: str | None, auth_type: str) -> tuple[str, str, str
     if found is None:
         return None
     return description[:found.start()], found.group(), description[found.end():]
+
+
+SUBSCORE_NAMES = (("pricing", "Pricing"), ("latency", "Latency"), ("depth", "Depth"))
+# Why a sub-score is not counted, said beside the sub-scores a grade comes from instead.
+_UNCOUNTED_WHY = {
+    "pricing": "Pricing is not stated",
+    "latency": "Latency needs more probes before it counts",
+    "depth": "Depth has nothing to measure",
+}
+
+
+def grade_basis(score: Mapping[str, Any]) -> str | None:
+    """What a grade comes from when a sub-score lacks its evidence (the grade is then
+    provisional, or partial): why each is missing and which sub-scores count; None when all do.
+    An entry without pricing is graded from Depth alone until Latency counts."""
+    missing = [key for key, _ in SUBSCORE_NAMES if score.get(key) is None]
+    if not missing:
+        return None
+    counted = [name for key, name in SUBSCORE_NAMES if key not in missing]
+    why = ", and ".join(_UNCOUNTED_WHY[key] for key in missing)
+    basis = (f"so this grade comes from {' and '.join(counted)} alone" if counted
+             else "so no sub-score backs this grade")
+    return f"{why}, {basis}."
 
 
 def search_text(api: Mapping[str, Any]) -> str:
@@ -333,7 +389,10 @@ SHARED_FILTERS = {"checked": checked_text, "share": share_text, "cents": cents_t
                   "free_quota": free_quota_text}
 SHARED_GLOBALS = {"STATE_LABELS": STATE_LABELS, "AUTH_LABELS": AUTH_LABELS,
                   "NO_AUTH_HEADER": NO_AUTH_HEADER, "ONLINE_NOTE": ONLINE_NOTE,
-                  "auth_mention": auth_mention}
+                  "auth_mention": auth_mention, "pricing_facts": pricing_facts,
+                  "grade_basis": grade_basis, "SUBSCORE_NAMES": SUBSCORE_NAMES,
+                  # An entry without `pricing` (it is optional) shows every fact as not stated.
+                  "NO_PRICING": with_defaults({}, Pricing)}
 
 
 class DocumentCodeGenerator(CodeGenerator):
