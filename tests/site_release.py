@@ -2,8 +2,9 @@
 
 It goes through the real path: entry files read and validated, ingested into a SQLite file,
 scored from a probe history, and published by `publish_release`. Three entries carry the
-three status forms; the hostile entry holds HTML in every free-text field it can, and the bare
-entry has none of the optional fields.
+three status forms (the unreachable one failed twice); the hostile entry holds HTML in every
+free-text field it can, the bare entry has none of the optional fields, and one entry is
+deprecated by its provider.
 """
 
 from __future__ import annotations
@@ -57,6 +58,15 @@ BARE_ENTRY = {key: value for key, value in make_entry(
     baseUrl="https://bare.example/v1").items()
     if key in ("id", "name", "provider", "category", "authType", "baseUrl")}
 
+# An entry its provider deprecated, naming its successor, with the provider's words.
+DEPRECATED_ID = "old-forecast"
+DEPRECATION_NOTE = "Version 1 is retired; move to the forecast API of Open-Meteo."
+DEPRECATED_ENTRY = make_entry(
+    id=DEPRECATED_ID, name="Old Forecast API", category="weather",
+    deprecated={"on": "2026-10-01", "successor": "open-meteo-forecast",
+                "note": DEPRECATION_NOTE},
+)
+
 
 @dataclass(frozen=True)
 class SampleRelease:
@@ -86,7 +96,7 @@ def sample_statuses() -> dict[str, Status]:
                           checked_at=checked, note=ONLINE_NOTE,
                           url="https://api.openai.com/v1/models"),
         UNREACHABLE_ID: Status(state="unreachable", checked_at=checked,
-                               url="https://hostile.example/v1/forecast"),
+                               url="https://hostile.example/v1/forecast", failure="dead"),
     }
 
 
@@ -98,6 +108,8 @@ def publish_sample_release(root: Path) -> SampleRelease:
     hostile.write_text(yaml.safe_dump(HOSTILE_ENTRY, sort_keys=False))
     bare = data / "entries" / "storage" / f"{BARE_ID}.yaml"
     bare.write_text(yaml.safe_dump(BARE_ENTRY, sort_keys=False))
+    deprecated = data / "entries" / "weather" / f"{DEPRECATED_ID}.yaml"
+    deprecated.write_text(yaml.safe_dump(DEPRECATED_ENTRY, sort_keys=False))
     report = read_catalog([data / "entries"], data / "entries")
     assert not report.problems, report.problems
     engine = make_engine(f"sqlite:///{root / 'var' / 'apidir.db'}")

@@ -54,6 +54,8 @@ from tests.conftest import REPO, ingested_session, make_entry
 from tests.site_release import (
     BARE_ID,
     BASE_URL,
+    DEPRECATED_ID,
+    DEPRECATION_NOTE,
     HOSTILE_DESCRIPTION,
     HOSTILE_NAME,
     LIVE_ID,
@@ -626,6 +628,42 @@ def test_the_markdown_of_an_entry_tells_what_an_agent_needs(sample: SampleReleas
     assert "## Status\n\nNot checked yet: no probe has run for this API." in unchecked
 
 
+def test_the_markdown_states_the_lifecycle_failure_and_transport_the_page_shows(
+    sample: SampleRelease,
+) -> None:
+    """The status part of an entry's Markdown says what the page's does: a failure confirmed
+    in the last run, the lifecycle with its successor, the provider's word on a deprecation,
+    HTTPS and CORS; the Markdown lists say an entry is deprecated and what replaces it."""
+    html = Elements(page(sample, entry_page(UNREACHABLE_ID)))
+    text = page(sample, entry_markdown(UNREACHABLE_ID))
+    assert html.by_id("failure") == "Failed twice in the last run: dead (404/410 or no such host) ."
+    assert "\nFailed twice in the last run: **dead (404/410 or no such host)**.\n" in text
+    assert html.by_id("lifecycle") == "Lifecycle: Active — not judged from probes yet."
+    assert "\nLifecycle: **Active**, not judged from probes yet.\n" in text
+    assert html.by_id("https") == "yes" and "\n- HTTPS: yes\n" in text
+    assert html.by_id("cors") == "unknown: nothing answered yet"
+    assert "\n- CORS: unknown: nothing answered yet\n" in text
+
+    html = Elements(page(sample, entry_page(DEPRECATED_ID)))
+    text = page(sample, entry_markdown(DEPRECATED_ID))
+    assert html.by_id("lifecycle") == ("Lifecycle: Deprecated — not judged from probes yet. "
+                                       "Successor: open-meteo-forecast .")
+    assert ("\nLifecycle: **Deprecated**, not judged from probes yet. Successor: "
+            "[open-meteo-forecast](../apis/open-meteo-forecast.md).\n") in text
+    said = f"The provider on its deprecation: {DEPRECATION_NOTE}"
+    assert html.by_id("deprecation-note") == said and f"\n{said}\n" in text
+    assert "deprecation-note" not in Elements(page(sample, entry_page(LIVE_ID))).text
+    assert (f"[Old Forecast API](../apis/{DEPRECATED_ID}.md): Hourly forecasts for any "
+            "coordinates. (Not checked yet, grade ") in page(sample, category_markdown("weather"))
+    assert "; deprecated, successor [open-meteo-forecast](../apis/open-meteo-forecast.md))\n" \
+        in page(sample, category_markdown("weather"))
+    assert (f"- [Old Forecast API](apis/{DEPRECATED_ID}.md): Hourly forecasts for any "
+            "coordinates. (deprecated, successor [open-meteo-forecast]"
+            "(apis/open-meteo-forecast.md))\n") in page(sample, LLMS_TXT)
+    assert f"- [Frankfurter](apis/{LIVE_ID}.md): " in page(sample, LLMS_TXT)
+    assert "(active" not in page(sample, LLMS_TXT)
+
+
 def test_text_from_entries_stays_text_in_markdown(sample: SampleRelease) -> None:
     text = page(sample, entry_markdown(UNREACHABLE_ID))
     assert text.startswith(r'# \<img src=x onerror="alert(1)"\>Hostile API' + "\n")
@@ -946,7 +984,8 @@ def test_an_entry_page_with_a_dead_link_is_refused_by_name(
             write_site(staging, BASE_URL, workers=workers)
         assert failure.value.problems == [
             f"apis/{LIVE_ID}.html: link to ../apis/no-such-api.html leads to no file of the "
-            "release"]
+            "release",
+            f"apis/{LIVE_ID}.md: link to ../apis/no-such-api.md leads to no file of the release"]
 
 
 def test_pages_written_over_a_reused_folder_are_the_pages_of_a_new_one(
@@ -1102,7 +1141,8 @@ def test_a_spliced_page_is_refused_for_a_dead_link_in_its_nightly_parts(
     with pytest.raises(PageError) as failure:
         write_site(staging, BASE_URL, trends, workers=1, previous=whole)
     assert failure.value.problems == [
-        f"apis/{LIVE_ID}.html: link to ../apis/no-such-api.html leads to no file of the release"]
+        f"apis/{LIVE_ID}.html: link to ../apis/no-such-api.html leads to no file of the release",
+        f"apis/{LIVE_ID}.md: link to ../apis/no-such-api.md leads to no file of the release"]
 
 
 def test_an_entrys_days_reach_the_page_workers_equal_and_small() -> None:

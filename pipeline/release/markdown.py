@@ -208,12 +208,15 @@ def by_name(api: Mapping[str, Any]) -> tuple[str, str]:
 def listing(api: Mapping[str, Any]) -> dict[str, Any]:
     """What `llms.txt` and a category's Markdown say of a presented entry (kept for every
     entry while the entries stream)."""
-    score = api.get("builderScore")
+    score, lifecycle = api.get("builderScore"), api.get("lifecycle")
     return {
         "id": api["id"], "name": api["name"], "category": api["category"],
         "description": api.get("description"), "provider": api.get("provider"),
         "status": {"state": api["status"]["state"]},
         "builderScore": score and {"grade": score["grade"], "label": score["label"]},
+        # said only when not active, as an entry's card shows it
+        "lifecycle": {"state": lifecycle["state"], "successor": lifecycle.get("successor")}
+        if lifecycle and lifecycle["state"] != "active" else None,
     }
 
 

@@ -253,6 +253,17 @@ def sample_text(text: str | None) -> str:
     return shown_sample(text)[0]
 
 
+def https_text(https: Mapping[str, Any]) -> str:
+    """What an entry's page and Markdown say of its transport: `yes, TLSv1.3; certificate
+    expires in 60 days`, or that the base address is plain HTTP."""
+    if not https.get("enabled"):
+        return "no: the base address is plain HTTP"
+    said = f"yes, {https['tlsVersion']}" if https.get("tlsVersion") else "yes"
+    if https.get("certDaysLeft") is not None:
+        said += f"; certificate expires in {https['certDaysLeft']} days"
+    return said
+
+
 def grade_band(grade: str) -> str:
     """The class that colours a grade badge by its band: `grade-b` for B (and B+ or B-)."""
     return f"grade-{grade[0].lower()}"
@@ -386,8 +397,10 @@ def trend_svg(days: Sequence[DayFigures], last_day: date) -> str:
 
 # What the pages and their Markdown alternates say alike: the same formats and labels.
 SHARED_FILTERS = {"checked": checked_text, "share": share_text, "cents": cents_text,
-                  "free_quota": free_quota_text}
+                  "free_quota": free_quota_text, "https": https_text}
 SHARED_GLOBALS = {"STATE_LABELS": STATE_LABELS, "AUTH_LABELS": AUTH_LABELS,
+                  "LIFECYCLE_LABELS": LIFECYCLE_LABELS, "FAILURE_LABELS": FAILURE_LABELS,
+                  "CORS_LABELS": CORS_LABELS,
                   "NO_AUTH_HEADER": NO_AUTH_HEADER, "ONLINE_NOTE": ONLINE_NOTE,
                   "auth_mention": auth_mention, "pricing_facts": pricing_facts,
                   "grade_basis": grade_basis, "SUBSCORE_NAMES": SUBSCORE_NAMES,
@@ -451,9 +464,6 @@ def environment() -> Environment:
     )
     env.globals.update(
         SHARED_GLOBALS,
-        LIFECYCLE_LABELS=LIFECYCLE_LABELS,
-        FAILURE_LABELS=FAILURE_LABELS,
-        CORS_LABELS=CORS_LABELS,
         csp=PAGE_CSP,
         category_page=category_page,
         entry_page=entry_page,
