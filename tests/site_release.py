@@ -3,8 +3,8 @@
 It goes through the real path: entry files read and validated, ingested into a SQLite file,
 scored from a probe history, and published by `publish_release`. Three entries carry the
 three status forms (the unreachable one failed twice); the hostile entry holds HTML in every
-free-text field it can, the bare entry has none of the optional fields, and one entry is
-deprecated by its provider.
+free-text field it can, the bare entry has none of the optional fields, one entry is
+deprecated by its provider and one has a name without spaces far wider than a phone.
 """
 
 from __future__ import annotations
@@ -67,6 +67,12 @@ DEPRECATED_ENTRY = make_entry(
                 "note": DEPRECATION_NOTE},
 )
 
+# An entry whose name and provider are single words far wider than a phone.
+LONG_NAME_ID = "long-name"
+LONG_NAME = "Supercalifragilistic" * 15
+LONG_NAME_ENTRY = make_entry(id=LONG_NAME_ID, name=LONG_NAME, provider="Expialidocious" * 15,
+                             category="developer")
+
 
 @dataclass(frozen=True)
 class SampleRelease:
@@ -110,6 +116,8 @@ def publish_sample_release(root: Path) -> SampleRelease:
     bare.write_text(yaml.safe_dump(BARE_ENTRY, sort_keys=False))
     deprecated = data / "entries" / "weather" / f"{DEPRECATED_ID}.yaml"
     deprecated.write_text(yaml.safe_dump(DEPRECATED_ENTRY, sort_keys=False))
+    long_name = data / "entries" / "developer" / f"{LONG_NAME_ID}.yaml"
+    long_name.write_text(yaml.safe_dump(LONG_NAME_ENTRY, sort_keys=False))
     report = read_catalog([data / "entries"], data / "entries")
     assert not report.problems, report.problems
     engine = make_engine(f"sqlite:///{root / 'var' / 'apidir.db'}")

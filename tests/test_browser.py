@@ -39,6 +39,8 @@ from tests.conftest import REPO
 from tests.site_release import (
     HOSTILE_NAME,
     LIVE_ID,
+    LONG_NAME,
+    LONG_NAME_ID,
     ONLINE_ID,
     UNREACHABLE_ID,
     SampleRelease,
@@ -210,6 +212,27 @@ def test_entry_with_html_shows_it_as_text_and_fits_a_phone(
     assert page.locator("main img, main script, main b").count() == 0
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     page.screenshot(path=SCREENSHOTS / "entry-hostile-phone.png", full_page=True)
+    assert watch.problems == []
+
+
+def test_a_card_with_a_name_wider_than_a_phone_fits_it(site: str, tmp_path: Path) -> None:
+    """A name or provider of one long word wraps inside its card, on the index (drawn by the
+    script) and on its category page, rather than making the page scroll sideways."""
+    width = SCREENS["phone"]["viewport"]["width"]
+    with chromium(tmp_path / "profile", **SCREENS["phone"]) as context:
+        page = context.new_page()
+        watch = Watch(page)
+        page.goto(f"{site}/{INDEX_PAGE}")
+        page.fill("#filter-q", LONG_NAME.lower())
+        assert [card["id"] for card in visible_cards(page)] == [LONG_NAME_ID]
+        for where in ("index", "category"):
+            if where == "category":
+                page.goto(f"{site}/{category_page('developer')}")
+            card = page.locator(f"#api-list li[data-id='{LONG_NAME_ID}']")
+            expect(card.locator("h3")).to_have_text(LONG_NAME)
+            box = card.bounding_box()
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, where
+            assert page.evaluate("document.documentElement.scrollWidth") <= width, where
     assert watch.problems == []
 
 
