@@ -236,6 +236,48 @@ def test_a_card_with_a_name_wider_than_a_phone_fits_it(site: str, tmp_path: Path
     assert watch.problems == []
 
 
+# Direction controls in an entry's name and provider: an override (RLO) that would reverse the
+# card's own words after it, and an isolate's end (PDI) that would close an isolation early.
+REVERSING_NAME, REVERSING_PROVIDER = "\u202eReversed API", "\u2069\u202eEvil Corp"
+
+# Where a card's provider line starts and where its category link starts, on the screen.
+PROVIDER_LINE = """
+card => {
+  const line = card.querySelector(".provider");
+  return {line: line.getBoundingClientRect().left,
+          category: line.querySelector("a").getBoundingClientRect().left,
+          provider: line.querySelector("bdi").textContent};
+}
+"""
+
+
+def test_direction_controls_in_an_entry_never_reorder_its_cards_words(
+    browser: BrowserContext, site: str
+) -> None:
+    """A card the script draws isolates the entry's name and provider: the category after the
+    provider stays after it, read left to right, whatever controls the provider holds."""
+    page = browser.new_page()
+    watch = Watch(page)
+
+    def reversing(route: Any) -> None:
+        index = route.fetch().json()
+        for item in index["apis"]:
+            if item["id"] == UNREACHABLE_ID:
+                item.update(name=REVERSING_NAME, provider=REVERSING_PROVIDER)
+        route.fulfill(json=index)
+
+    page.route(f"**/{SEARCH_INDEX}", reversing)
+    page.goto(f"{site}/{INDEX_PAGE}")
+    page.fill("#filter-q", "reversed api")
+    assert [card["id"] for card in visible_cards(page)] == [UNREACHABLE_ID]
+    card = page.locator(f'li.card[data-id="{UNREACHABLE_ID}"]')
+    expect(card.locator("h3 bdi")).to_have_text("Reversed API")
+    line = card.evaluate(PROVIDER_LINE)
+    assert line["provider"] == "Evil Corp"
+    assert line["category"] > line["line"] + 40, line  # after "Evil Corp · ", not before it
+    assert watch.problems == []
+
+
 # How a page fits its screen: the page's width, and each table's width beside the room its
 # container gives it, with that container's horizontal overflow.
 FIT = """

@@ -384,6 +384,27 @@ def test_the_auth_type_is_said_once(sample: SampleRelease) -> None:
         a["authExample"] for a in apis if a["id"] == ONLINE_ID)
 
 
+def test_direction_controls_in_an_entry_stay_inside_its_text(sample: SampleRelease) -> None:
+    """An entry's name and provider are isolated on its card and page (`<bdi>`, without
+    direction controls of their own, which could end the isolation), and in its page's title."""
+    api = json.loads(page(sample, entry_document("stripe")))["api"]
+    api.update(name="\u202eReversed API", provider="\u2069\u202eEvil Corp")
+    presented = pages.presented_entry(api)
+    meta = json.loads(page(sample, FULL_DATASET))["meta"]
+    categories = json.loads(page(sample, "api/categories.json"))["categories"]
+    common = pages.page_context(meta, categories, pages.asset_files()[1])
+    badges = pages.entry_badges(presented)
+    card = str(pages.card_html(presented, common["labels"], badges))
+    assert '"><bdi>Reversed API</bdi></a></h3>' in card
+    assert '<p class="provider"><bdi>Evil Corp</bdi> · <a href=' in card
+    html = pages.render_entry_page(presented, common, [], badges)
+    assert "<title>\u2068Reversed API\u2069 · API Directory</title>" in html
+    assert '<span aria-current="page"><bdi>Reversed API</bdi></span>' in html
+    assert "</svg> <bdi>Reversed API</bdi></h1>" in html
+    assert '<p class="provider">by <bdi>Evil Corp</bdi></p>' in html
+    assert "\u202e" not in re.sub(r"<[^>]*>", "", card)  # but in its data, never shown
+
+
 def test_html_in_entries_shows_as_text(sample: SampleRelease) -> None:
     raw = page(sample, entry_page(UNREACHABLE_ID))
     assert "<script>alert" not in raw and "<img src=x" not in raw and "<h1>injected" not in raw

@@ -264,6 +264,23 @@ def https_text(https: Mapping[str, Any]) -> str:
     return said
 
 
+# The explicit direction controls: embeddings, overrides, isolates and their ends.
+_DIRECTION_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
+
+
+def directionless(text: str) -> str:
+    """An entry's name or provider as shown inside `<bdi>`: without explicit direction controls,
+    since an isolate's end (PDI) of its own would close the `<bdi>` early and let an override
+    reorder the site's words after it."""
+    return _DIRECTION_CONTROLS.sub("", text)
+
+
+def isolated_text(text: str) -> str:
+    """Entry text where no `<bdi>` can hold it (a page's title): `directionless`, isolated
+    (FSI … PDI), so it never reorders the site's words around it."""
+    return f"\u2068{directionless(text)}\u2069"
+
+
 def grade_band(grade: str) -> str:
     """The class that colours a grade badge by its band: `grade-b` for B (and B+ or B-)."""
     return f"grade-{grade[0].lower()}"
@@ -461,6 +478,8 @@ def environment() -> Environment:
         sample=sample_text,
         search_text=search_text,
         band=grade_band,
+        isolated=isolated_text,
+        directionless=directionless,
     )
     env.globals.update(
         SHARED_GLOBALS,

@@ -5,6 +5,9 @@
   "use strict";
 
   var SVG = "http://www.w3.org/2000/svg";
+  // The explicit direction controls, left out of an entry's name and provider on its card as
+  // the pages leave them out (`pages.directionless`).
+  var DIRECTION_CONTROLS = /[\u202a-\u202e\u2066-\u2069]/g;
 
   // One element with a class and, optionally, text (always as text, never as markup).
   function element(tag, className, text) {
@@ -67,14 +70,18 @@
     circle.setAttribute("r", "6");
     circle.setAttribute("fill", item.color || "#888888");
     dot.appendChild(circle);
+    // Text from the entry is isolated (<bdi>), so direction controls in it never reorder
+    // the card's own words around it; an isolate's end of its own would close the <bdi>.
     var title = element("h3");
-    var link = element("a", "", item.name);
+    var link = element("a");
     link.href = "apis/" + encodeURIComponent(item.id) + ".html";
+    link.appendChild(element("bdi", "", item.name.replace(DIRECTION_CONTROLS, "")));
     title.appendChild(link);
     head.append(dot, title);
     li.appendChild(head);
 
-    var provider = element("p", "provider", item.provider + " · ");
+    var provider = element("p", "provider");
+    provider.append(element("bdi", "", item.provider.replace(DIRECTION_CONTROLS, "")), " · ");
     var category = element("a", "", names.labels[item.category] || item.category);
     category.href = "categories/" + encodeURIComponent(item.category) + ".html";
     provider.appendChild(category);
