@@ -331,6 +331,16 @@ def test_an_entry_page_and_markdown_draw_without_each_optional_field(
     assert markdown_problems(entry_markdown("stripe"), text, release) == []
 
 
+def test_an_endpoint_without_method_or_path_is_said_so_in_markdown(sample: SampleRelease) -> None:
+    from pipeline.release.markdown import nightly_markdown_parts
+
+    api = json.loads(page(sample, entry_document("stripe")))["api"]
+    api["endpoints"] = [{"description": "Something."}, {"path": "/x"}]
+    parts = nightly_markdown_parts(pages.presented_entry(api), {"version": "2.0.0", "license": ""})
+    assert "\n- Method and path not stated: Something.\n" in parts["endpoints"]
+    assert "\n- `/x`\n" in parts["endpoints"]
+
+
 def test_the_grade_basis_names_the_sub_scores_that_count() -> None:
     assert grade_basis({"pricing": 60, "latency": 70, "depth": 50}) is None
     assert grade_basis({"pricing": 60, "latency": None, "depth": 50}) == (
