@@ -345,7 +345,7 @@ def test_entry_pages_draw_the_last_30_days_and_show_health(catalogue: Settings) 
     wobbly = (pages / "wobbly.html").read_text()
     assert "50% answered" in wobbly  # the days it lost one target of two
     down = (pages / "down.html").read_text()
-    assert "Lifecycle: <strong>Failing</strong>" in down and "Failed twice in the last run" in down
+    assert "Lifecycle: <strong>Failing</strong>" in down and "Failed in the last run" in down
     old = (pages / "old.html").read_text()
     assert 'href="../apis/steady.html">steady</a>' in old
     weather = (catalogue.output_dir / "categories" / "weather.html").read_text()

@@ -667,8 +667,8 @@ def test_the_markdown_states_the_lifecycle_failure_and_transport_the_page_shows(
     HTTPS and CORS; the Markdown lists say an entry is deprecated and what replaces it."""
     html = Elements(page(sample, entry_page(UNREACHABLE_ID)))
     text = page(sample, entry_markdown(UNREACHABLE_ID))
-    assert html.by_id("failure") == "Failed twice in the last run: dead (404/410 or no such host) ."
-    assert "\nFailed twice in the last run: **dead (404/410 or no such host)**.\n" in text
+    assert html.by_id("failure") == "Failed in the last run: dead (404/410 or no such host) ."
+    assert "\nFailed in the last run: **dead (404/410 or no such host)**.\n" in text
     assert html.by_id("lifecycle") == "Lifecycle: Active — not judged from probes yet."
     assert "\nLifecycle: **Active**, not judged from probes yet.\n" in text
     assert html.by_id("https") == "yes" and "\n- HTTPS: yes\n" in text
