@@ -562,13 +562,13 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from pipeline.operations.stages import UnknownSelectionError
     from pipeline.release.swap import PublishLockTimeout, UnsafeOutputFolder
     from pipeline.release.validate import ReleaseValidationError
-    from pipeline.store.migrate import StoreOutOfDateError, StoreTooNewError
+    from pipeline.store.migrate import MigrationFailedError, StoreOutOfDateError, StoreTooNewError
     from pipeline.store.tables import StoreUnreadableError
 
     return (ValidationError, ArgumentError, OperationalError, EmptyCatalogError, StageFailed,
             AutomationError, DraftError, UnknownSelectionError, PublishLockTimeout,
             ReleaseValidationError, StoreOutOfDateError, StoreTooNewError, StoreUnreadableError,
-            CategoryError, OSError, UnsafeOutputFolder)
+            MigrationFailedError, CategoryError, OSError, UnsafeOutputFolder)
 
 
 def one_line(error: BaseException) -> str:

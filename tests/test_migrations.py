@@ -182,9 +182,9 @@ def test_a_store_full_of_history_goes_back_to_the_first_revision_and_up_keeping_
         script = ScriptDirectory.from_config(alembic_config(connection))
     revisions = [revision for revision in script.walk_revisions() if revision.down_revision]
     assert len(revisions) == int(head_revision()) - 1
-    for revision in revisions:  # from the head down, one at a time
-        with engine.begin() as connection:
-            command.downgrade(alembic_config(connection), revision.down_revision)
+    for revision in revisions:  # from the head down, one at a time, each in one transaction
+        assert downgrade_store(engine, revision.down_revision) == (revision.revision,
+                                                                   revision.down_revision)
         assert store_revision(engine) == revision.down_revision
         assert stored() == {name: counts[name] for name in tables}, revision.revision
     with engine.connect() as connection:
@@ -596,4 +596,162 @@ def test_the_days_already_pruned_are_marked_pruned_and_kept_both_ways(
             pruned: True, held: False, quiet: False}
         assert pruned_days(session, [pruned, held, quiet]) == [pruned]
     assert rolled_days_back_at(engine, "0018") == (3, False)  # and back, the days kept
+    engine.dispose()
+
+
+def store_schema(engine: Engine) -> dict[str, set[str]]:
+    """The store's tables and their columns (the version table aside)."""
+    with engine.connect() as connection:
+        found = inspect(connection)
+        return {table: {column["name"] for column in found.get_columns(table)}
+                for table in found.get_table_names() if table != "alembic_version"}
+
+
+def schema_at(revision: str, folder: Path) -> dict[str, set[str]]:
+    """The tables and columns the migrations build up to `revision`, in a new store."""
+    engine = open_engine(f"sqlite:///{folder / f'schema-{revision}.db'}")
+    with engine.begin() as connection:
+        command.upgrade(alembic_config(connection), revision)
+    schema = store_schema(engine)
+    engine.dispose()
+    return schema
+
+
+def history_at(database_url: str, revision: str) -> tuple[Engine, dict[str, int]]:
+    """A store full of history taken back to `revision`, as `apidir db downgrade` does before
+    an older version is installed again; its engine, and how many rows each table holds."""
+    fill_first_release_store(database_url)
+    engine = open_engine(database_url)
+    upgrade_store(engine)
+    downgrade_store(engine, revision)
+    return engine, stored_rows(engine)
+
+
+def stored_rows(engine: Engine) -> dict[str, int]:
+    with engine.connect() as connection:
+        return {table: connection.execute(text(f"SELECT count(*) FROM {table}")).scalar_one()
+                for table in ("entry", "endpoint", "pipeline_run", "probe", "release")}
+
+
+# `apidir db upgrade`, paused as it is about to fill the runs' check times (revision 0017),
+# after the schema changes of 0016 and 0017: it says so, and is killed there.
+PAUSED_UPGRADE = """
+import sys
+import time
+
+from sqlalchemy import Engine, event
+
+from pipeline import cli
+
+
+@event.listens_for(Engine, "before_cursor_execute")
+def pause(connection, cursor, statement, parameters, context, executemany):
+    if statement.startswith("UPDATE pipeline_run SET first_checked_at"):
+        print("filling the runs' check times", flush=True)
+        time.sleep(3600)
+
+
+sys.argv = ["apidir", "db", "upgrade"]
+cli.main()
+"""
+
+
+def test_an_upgrade_killed_midway_leaves_the_store_at_its_revision_and_upgrades_again(
+    database_url: str, tmp_path: Path,
+) -> None:
+    """`apidir db upgrade` killed (SIGKILL) in the middle of a migration, after the schema
+    changes of the one before: the store is left at the revision it had, with that revision's
+    columns and every row, and the next upgrade reaches the head. (SQLite's driver committed
+    each ALTER on its own, while the version table's update was rolled back: every later upgrade
+    failed on a column already there.)"""
+    engine, rows = history_at(database_url, "0015")
+    call = apidir_call(database_url)
+    upgrading = subprocess.Popen([sys.executable, "-c", PAUSED_UPGRADE], cwd=call["cwd"],
+                                 env=call["env"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+    said = iter(upgrading.stdout.readline, "")
+    paused = any(line == "filling the runs' check times\n" for line in said)
+    upgrading.kill()
+    _, err = upgrading.communicate()
+    assert paused, err  # killed in the middle, not after it ended
+    assert upgrading.returncode == -9
+    assert store_revision(engine) == "0015"
+    assert store_schema(engine) == schema_at("0015", tmp_path)
+    again = run_apidir(database_url, "db", "upgrade")
+    assert again.returncode == 0, again.stderr
+    assert f"from schema revision 0015 to {head_revision()}" in again.stdout
+    assert stored_rows(engine) == rows
+    with engine.connect() as connection:
+        assert connection.execute(text(
+            "SELECT count(*) FROM pipeline_run WHERE first_checked_at IS NOT NULL")
+        ).scalar_one() == rows["pipeline_run"]  # the fill ran this time
+    engine.dispose()
+
+
+def assert_one_line(answer: subprocess.CompletedProcess[str]) -> str:
+    """A refusal told in one line, without traceback, SQL or link: that line."""
+    assert answer.returncode == 2, answer.stdout
+    assert answer.stderr.count("\n") == 1 and "Traceback" not in answer.stderr, answer.stderr
+    assert "[SQL" not in answer.stderr and "sqlalche.me" not in answer.stderr, answer.stderr
+    return answer.stderr
+
+
+def test_an_upgrade_failing_midway_is_undone_whole_and_told_in_one_line(
+    database_url: str, tmp_path: Path,
+) -> None:
+    """A migration that fails on what the store holds (here a table of the name a later
+    revision creates, made by hand) undoes the whole upgrade, the schema changes of the
+    revisions before it too: the store keeps its revision, columns and rows, and `apidir db
+    upgrade` names the step that failed and why in one line."""
+    engine, rows = history_at(database_url, "0005")
+    with engine.begin() as connection:
+        connection.execute(text("CREATE TABLE rolled_day (day DATE PRIMARY KEY)"))
+    said = assert_one_line(run_apidir(database_url, "db", "upgrade"))
+    assert "from schema revision 0006 to 0007 failed" in said and "rolled_day" in said, said
+    assert "it is still at schema revision 0005" in said, said
+    assert store_revision(engine) == "0005"
+    assert store_schema(engine) == schema_at("0005", tmp_path) | {"rolled_day": {"day"}}
+    assert stored_rows(engine) == rows
+    with engine.begin() as connection:
+        connection.execute(text("DROP TABLE rolled_day"))
+    assert upgrade_store(engine) == ("0005", head_revision())
+    assert stored_rows(engine) == rows
+    engine.dispose()
+
+
+def test_a_downgrade_failing_midway_is_undone_whole_and_told_in_one_line(
+    database_url: str, tmp_path: Path,
+) -> None:
+    """Taking a store back is undone whole as well: a view made by hand on a column revision
+    0017 added stops that revision's downgrade, after 0019's and 0018's went through; the store
+    keeps the head revision, its columns and rows."""
+    fill_first_release_store(database_url)
+    engine = make_engine(database_url)
+    rows = stored_rows(engine)
+    with engine.begin() as connection:
+        connection.execute(text(
+            "CREATE VIEW run_bounds AS SELECT id, first_checked_at FROM pipeline_run"))
+    said = assert_one_line(run_apidir(database_url, "db", "downgrade", "0016"))
+    assert "from schema revision 0017 to 0016 failed" in said, said
+    assert f"it is still at schema revision {head_revision()}" in said, said
+    assert store_revision(engine) == head_revision()
+    assert store_schema(engine) == schema_at(head_revision(), tmp_path)
+    assert stored_rows(engine) == rows
+    with engine.begin() as connection:
+        connection.execute(text("DROP VIEW run_bounds"))
+    assert downgrade_store(engine, "0016") == (head_revision(), "0016")
+    engine.dispose()
+
+
+def test_the_pipeline_s_other_connections_keep_the_driver_s_transactions(tmp_path: Path) -> None:
+    """Only the connection that migrates a SQLite store begins its transactions itself: the
+    pipeline's other connections, from the same pool, keep the driver's (its locking rests on
+    them), and a read opens none."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")  # built by its migrations
+    with engine.connect() as connection:
+        driver = connection.connection.driver_connection
+        assert driver.isolation_level == ""
+        connection.execute(text("SELECT count(*) FROM entry"))
+        assert not driver.in_transaction
+    assert engine.pool.checkedin() == 1  # the same connection the migrations ran on
     engine.dispose()

@@ -2,13 +2,17 @@
 `migrations/versions/`, and the pipeline upgrades the database when it opens it (or, with
 `APIDIR_DATABASE_UPGRADE=check`, refuses with the command that upgrades it).
 
+An upgrade or a downgrade is one transaction, on SQLite as on PostgreSQL: cut short (killed, or
+a migration failing on what the store holds), it leaves the store at the revision it had, with
+that revision's schema, and the next upgrade starts from there.
+
 A database made before migrations existed has no version table: it is recognised by its
 tables, marked with the revision it matches, then upgraded, so its history is kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from functools import cache
 from pathlib import Path
@@ -19,8 +23,9 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from filelock import FileLock
-from sqlalchemy import inspect, text
+from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError
 
 from pipeline.processes import process_gone
 from pipeline.settings import shown
@@ -37,15 +42,24 @@ class StoreOutOfDateError(RuntimeError):
     """The store's schema is older than this version's and upgrading on start is off."""
 
 
+class MigrationFailedError(RuntimeError):
+    """A migration failed on what the store holds (or could not take its lock): the upgrade or
+    downgrade was undone whole, and the store is at the revision it had."""
+
+
 class StoreTooNewError(RuntimeError):
     """The store's schema revision is one this version does not know: a newer version wrote
     it, and no upgrade of this version can go forward from it (nor any command read it)."""
 
 
-def alembic_config(connection: Connection | None = None) -> Config:
+def alembic_config(connection: Connection | None = None,
+                   on_revision: Callable[[str | None], None] | None = None) -> Config:
+    """Alembic's configuration, running on `connection`; `on_revision` is told each revision
+    the store reaches, as each migration ends (in the transaction, not yet committed)."""
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["connection"] = connection
+    config.attributes["on_revision"] = on_revision
     return config
 
 
@@ -107,6 +121,8 @@ def migrating(engine: Engine) -> Iterator[Connection]:
                                                                                  ":memory:")
     with (FileLock(f"{database}.migrate.lock") if sqlite_file else nullcontext()), \
             engine.connect() as connection:
+        if engine.url.get_backend_name() == "sqlite":
+            _with_transactional_ddl(connection)
         postgres = engine.url.get_backend_name() == "postgresql"
         if postgres:
             connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _ADVISORY_LOCK_KEY})
@@ -121,6 +137,56 @@ def migrating(engine: Engine) -> Iterator[Connection]:
                 connection.commit()
 
 
+def _with_transactional_ddl(connection: Connection) -> None:
+    """Make `connection`'s transactions on SQLite hold its schema changes too, as SQLAlchemy's
+    recipe for pysqlite does: the driver begins a transaction only before INSERT, UPDATE or
+    DELETE, so an ALTER or CREATE before one committed on its own, and a migration cut short
+    left columns its revision did not record. The driver's own BEGIN is turned off (its
+    autocommit mode, on this connection alone: SQLAlchemy restores it when the connection goes
+    back to the pool, so the pipeline's other connections keep theirs) and the transaction is
+    begun here. `BEGIN IMMEDIATE` takes the write lock at once, waiting for another writer's
+    commit as any write does: begun as a read, the transaction would fail at its first write
+    had another process committed meanwhile."""
+    connection.execution_options(isolation_level="AUTOCOMMIT")
+    event.listen(connection, "begin", _begin_immediate)
+
+
+def _begin_immediate(connection: Connection) -> None:
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+@contextmanager
+def _undone_if_failed(change: str, store: str) -> Iterator[Callable[[str | None], None]]:
+    """Run a change of the store's revision (`change`: "upgraded", "taken back"), told the
+    revision the store is at, then each one it reaches. A statement failing (a migration
+    meeting what the store holds, the write lock not got) is told as MigrationFailedError:
+    which step failed and why, in one line, without the statement. The transaction it was in
+    is undone whole when the connection closes."""
+    reached: list[str | None] = []
+    try:
+        yield reached.append
+    except DBAPIError as error:
+        cause = next(iter(str(error.orig).strip().splitlines()), type(error.orig).__name__)
+        if not reached:
+            raise MigrationFailedError(f"{store} was not {change} ({cause}); nothing was "
+                                       "changed") from error
+        step = _next_step(reached[-1], change == "upgraded")
+        where = "" if step is None else f": going from schema revision {step[0]} to {step[1]}"
+        raise MigrationFailedError(
+            f"{store} was not {change}{where} failed ({cause}); every change was undone, it is "
+            f"still at schema revision {reached[0] or 'none (empty database)'}") from error
+
+
+def _next_step(reached: str | None, upgrade: bool) -> tuple[str, str] | None:
+    """The migration after revision `reached` on the way up or down, as (from, to)."""
+    for script in ScriptDirectory.from_config(alembic_config()).walk_revisions():
+        if upgrade and script.down_revision == reached:
+            return reached or "none", script.revision
+        if not upgrade and script.revision == reached:
+            return reached, script.down_revision or "none"
+    return None
+
+
 def _stamp_unversioned(connection: Connection, revision: str | None) -> None:
     """Write the version table of a store made before migrations, at `revision`, the one its
     tables match (`stored_revision`)."""
@@ -130,11 +196,13 @@ def _stamp_unversioned(connection: Connection, revision: str | None) -> None:
 
 def upgrade_store(engine: Engine) -> tuple[str | None, str]:
     """Bring the store to the newest schema, keeping every row; (from, to) revisions."""
-    with migrating(engine) as connection:
+    store = store_name(engine)
+    with migrating(engine) as connection, _undone_if_failed("upgraded", store) as reach:
         before = stored_revision(connection)
-        refuse_too_new(before, store_name(engine))
+        reach(before)
+        refuse_too_new(before, store)
         _stamp_unversioned(connection, before)
-        command.upgrade(alembic_config(connection), "head")
+        command.upgrade(alembic_config(connection, reach), "head")
         connection.commit()
     return before, head_revision()
 
@@ -154,17 +222,19 @@ def downgrade_store(engine: Engine, revision: str, ignore_running: bool = False,
     if revision not in known:
         raise RevisionRefusedError(f"no schema revision {revision!r}: this version knows "
                                    f"{known[-1]} to {known[0]}")
-    with migrating(engine) as connection:
+    store = store_name(engine)
+    with migrating(engine) as connection, _undone_if_failed("taken back", store) as reach:
         version = connection.dialect.server_version_info or ()  # known once connected
         if connection.dialect.name == "sqlite" and version < (3, 35):
             raise RevisionRefusedError(  # the downgrades drop columns in place
                 f"taking a SQLite store back needs SQLite 3.35 or later; this Python has "
                 f"{'.'.join(map(str, version))}")
         before = stored_revision(connection)
+        reach(before)
         if before is None:
             raise RevisionRefusedError("the store is empty: there is no schema to take back")
         if before not in known:
-            raise RevisionRefusedError(too_new_line(before, store_name(engine)))
+            raise RevisionRefusedError(too_new_line(before, store))
         if known.index(revision) < known.index(before):
             raise RevisionRefusedError(f"the store has schema revision {before}, older than "
                                        f"{revision}: run `{UPGRADE_COMMAND}` to go forward")
@@ -172,7 +242,7 @@ def downgrade_store(engine: Engine, revision: str, ignore_running: bool = False,
                 refusal := running_refusal(connection)):
             raise RevisionRefusedError(refusal)
         _stamp_unversioned(connection, before)
-        command.downgrade(alembic_config(connection), revision)
+        command.downgrade(alembic_config(connection, reach), revision)
         connection.commit()
     return before, revision
 
