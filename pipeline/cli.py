@@ -560,15 +560,16 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from pipeline.operations.automations import AutomationError
     from pipeline.operations.runs import StageFailed
     from pipeline.operations.stages import UnknownSelectionError
-    from pipeline.release.swap import PublishLockTimeout, UnsafeOutputFolder
+    from pipeline.release.swap import PublishLockLost, PublishLockTimeout, UnsafeOutputFolder
     from pipeline.release.validate import ReleaseValidationError
     from pipeline.store.migrate import MigrationFailedError, StoreOutOfDateError, StoreTooNewError
     from pipeline.store.tables import StoreUnreadableError
 
     return (ValidationError, ArgumentError, OperationalError, EmptyCatalogError, StageFailed,
             AutomationError, DraftError, UnknownSelectionError, PublishLockTimeout,
-            ReleaseValidationError, StoreOutOfDateError, StoreTooNewError, StoreUnreadableError,
-            MigrationFailedError, CategoryError, OSError, UnsafeOutputFolder)
+            PublishLockLost, ReleaseValidationError, StoreOutOfDateError, StoreTooNewError,
+            StoreUnreadableError, MigrationFailedError, CategoryError, OSError,
+            UnsafeOutputFolder)
 
 
 def one_line(error: BaseException) -> str:

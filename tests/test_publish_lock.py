@@ -269,3 +269,58 @@ def test_with_the_spare_off_the_release_replaced_is_deleted_an_earlier_spare_too
 
 def version_of(release: Path) -> str:
     return json.loads((release / FULL_DATASET).read_bytes())["meta"]["version"]
+
+
+HOLD_THEN_PUBLISH = """\
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pipeline.catalogue.entries import load_categories
+from pipeline.release.publish import build_release
+from pipeline.release.swap import publish_lock, write_release
+
+output, categories = Path(sys.argv[1]), load_categories(Path(sys.argv[2]))
+release = build_release([], categories, sys.argv[3], datetime(2026, 11, 24, 2, tzinfo=UTC),
+                        "https://directory.test")
+with publish_lock(output):
+    print("held", flush=True)
+    sys.stdin.readline()
+    try:
+        write_release(output, release, categories)
+    except Exception as error:
+        print(f"{type(error).__name__}: {error}", flush=True)
+    else:
+        print("swapped", flush=True)
+"""
+
+
+def test_a_publisher_whose_lock_file_was_removed_does_not_swap_over_the_next_one(
+    tmp_path: Path,
+) -> None:
+    """The lock file removed while a publisher holds it (by hand, by a cleaner of old files):
+    the next publisher makes a new one and publishes; the first, let go on, stops before its
+    swap in one line, and the release of the second stays live."""
+    categories_file = REPO / "data" / "categories.yaml"
+    categories = load_categories(categories_file)
+    output = tmp_path / "public"
+    first = subprocess.Popen(
+        [sys.executable, "-c", HOLD_THEN_PUBLISH, str(output), str(categories_file),
+         "2.0.0+20261124.1"],
+        cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout.readline().strip() == "held"
+        lock_file(output).unlink()
+        second = build_release([], categories, "2.0.0+20261124.2",
+                               datetime(2026, 11, 24, 2, 1, tzinfo=UTC), "https://directory.test")
+        write_release(output, second, categories)
+        first.stdin.write("go on\n")
+        first.stdin.flush()
+        said = first.stdout.readline().strip()
+    finally:
+        first.kill()
+        first.wait()
+    assert said.startswith(f"PublishLockLost: the publish lock {lock_file(output)} was removed")
+    assert "the live release is unchanged" in said
+    assert version_of(output) == "2.0.0+20261124.2"
+    assert staging_folders(output) == []

@@ -3,7 +3,8 @@ staging folder, validated, and exchanged with the live folder in one rename, so 
 validation or a crash leaves the previous release as it was.
 
 One publisher at a time: every path that writes a release holds `publish_lock`, an exclusive
-lock on a file beside the output folder (released by the kernel when its holder dies). Each
+lock on a file beside the output folder (released by the kernel when its holder dies); a
+publisher whose lock file was removed meanwhile stops before its swap (`check_lock_held`). Each
 staging folder names its owner (process id and host), so a publisher removes only the
 leftovers of owners that are provably dead, never a folder another run is still writing.
 
@@ -19,19 +20,20 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import json
 import os
 import re
 import shutil
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
-
-from filelock import FileLock, Timeout
 
 from pipeline.catalogue.entries import Category
 from pipeline.processes import process_gone
@@ -115,6 +117,11 @@ class PublishLockTimeout(RuntimeError):
     """Another publisher held the output folder's lock for longer than the wait allowed."""
 
 
+class PublishLockLost(RuntimeError):
+    """The publish lock file left its path while this publisher held it: another publisher
+    may hold the new one, so this one stops before its swap."""
+
+
 class UnsafeOutputFolder(ValueError):
     """The output folder is a place a release must never replace: the file system's root, or
     a folder holding files but no release (the swap would move them aside, then delete them)."""
@@ -150,26 +157,94 @@ def lock_file(output_dir: Path) -> Path:
     return output_dir.with_name(f".{output_dir.name}.publish.lock")
 
 
+@dataclass
+class _Hold:
+    """The open lock file a thread holds, and how many nested `publish_lock`s hold it."""
+
+    fd: int
+    depth: int = 0
+
+
+# The publish locks held in this process, by lock file and thread: a thread re-enters its own,
+# another thread of the process waits for it as another process does.
+_HOLDS: dict[tuple[Path, int], _Hold] = {}
+LOCK_POLL_SECONDS = 0.05
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether the open file `fd` is still the file at `path`: a lock file removed or replaced
+    meanwhile leaves its holder locking a file the next publisher never opens."""
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
+
+
+def _try_lock(path: Path) -> int | None:
+    """The lock file at `path`, opened and locked exclusively; None while another holds it. A
+    file locked after it left the path (removed between the open and the lock) is let go and
+    the path's file tried again."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            os.close(fd)
+            if error.errno in (errno.EAGAIN, errno.EACCES):
+                return None
+            raise
+        if _same_file(fd, path):
+            return fd
+        os.close(fd)
+
+
+def _wait_for_lock(path: Path, timeout: float | None) -> int:
+    """The lock file at `path`, locked once its holder lets go; PublishLockTimeout after
+    `timeout` seconds (None: no limit)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while (fd := _try_lock(path)) is None:
+        if deadline is not None and time.monotonic() >= deadline:
+            raise PublishLockTimeout(
+                f"another publisher has held {path} for more than {timeout:g} s; "
+                "try again when it has finished")
+        time.sleep(LOCK_POLL_SECONDS)
+    return fd
+
+
 @contextmanager
 def publish_lock(output_dir: Path, timeout: float | None = None) -> Iterator[None]:
     """Hold the output folder's publish lock (waiting at most `timeout` seconds, None: for
-    ever). Re-entrant within a process, so a publishing path may nest the paths it calls."""
+    ever). Re-entrant within a thread, so a publishing path may nest the paths it calls."""
     path = lock_file(output_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(path, is_singleton=True)
-    try:
-        lock.acquire(timeout=-1 if timeout is None else timeout)
-    except Timeout:
-        raise PublishLockTimeout(
-            f"another publisher has held {path} for more than {timeout:g} s; "
-            "try again when it has finished"
-        ) from None
+    key = (path, threading.get_ident())
+    hold = _HOLDS.get(key)
+    if hold is None:
+        hold = _HOLDS[key] = _Hold(_wait_for_lock(path, timeout))
+    hold.depth += 1
     try:
         yield
     finally:
-        lock.release()
-        if not lock.is_locked:  # the outermost hold ended: nobody waits on what is removed
+        hold.depth -= 1
+        if hold.depth == 0:  # the outermost hold ended: nobody waits on what is removed
+            del _HOLDS[key]
+            os.close(hold.fd)
             _remove_retired(path)
+
+
+def check_lock_held(output_dir: Path) -> None:
+    """Raise PublishLockLost unless this thread holds the output folder's publish lock on the
+    file still at its path: once the file is removed (by hand, a cleaner of old files), the
+    next publisher makes a new one and locks that, and a swap now could replace its release."""
+    path = lock_file(output_dir)
+    hold = _HOLDS.get((path, threading.get_ident()))
+    if hold is None or not _same_file(hold.fd, path):
+        raise PublishLockLost(
+            f"the publish lock {path} was removed or replaced while this publish held it, so "
+            "another publisher may have published meanwhile: this release was not swapped in "
+            "and the live release is unchanged; publish again")
 
 
 def staging_folders(output_dir: Path) -> list[Path]:
@@ -305,6 +380,7 @@ def _stage_and_swap_locked(
         problems = validate_release(staging, categories)
         if problems:
             raise ReleaseValidationError(problems)
+        check_lock_held(output_dir)
         _swap_in(staging, output_dir, keep_spare)
     finally:
         if staging.exists():
