@@ -560,6 +560,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from pipeline.operations.automations import AutomationError
     from pipeline.operations.runs import StageFailed
     from pipeline.operations.stages import UnknownSelectionError
+    from pipeline.release.publish import ReleaseNotRecorded
     from pipeline.release.swap import PublishLockLost, PublishLockTimeout, UnsafeOutputFolder
     from pipeline.release.validate import ReleaseValidationError
     from pipeline.store.migrate import MigrationFailedError, StoreOutOfDateError, StoreTooNewError
@@ -567,8 +568,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
     return (ValidationError, ArgumentError, OperationalError, EmptyCatalogError, StageFailed,
             AutomationError, DraftError, UnknownSelectionError, PublishLockTimeout,
-            PublishLockLost, ReleaseValidationError, StoreOutOfDateError, StoreTooNewError,
-            StoreUnreadableError, MigrationFailedError, CategoryError, OSError,
+            PublishLockLost, ReleaseNotRecorded, ReleaseValidationError, StoreOutOfDateError,
+            StoreTooNewError, StoreUnreadableError, MigrationFailedError, CategoryError, OSError,
             UnsafeOutputFolder)
 
 

@@ -130,3 +130,38 @@ def test_an_empty_output_folder_setting_is_refused(stored: Path) -> None:
     assert done.stderr.splitlines()[-1] == (
         "apidir: invalid setting: APIDIR_OUTPUT_DIR: Value error, empty: name the folder the "
         "release is published to")
+
+
+HOLD_THE_WRITE_LOCK = """\
+import sqlite3, sys
+store = sqlite3.connect(sys.argv[1], isolation_level=None)
+store.execute("BEGIN IMMEDIATE")
+print("held", flush=True)
+sys.stdin.readline()
+store.execute("COMMIT")
+"""
+
+
+def test_a_store_that_cannot_record_the_release_leaves_the_live_one(
+    stored: Path, settings_env: dict[str, str]
+) -> None:
+    """Another process holds the store's write lock: the release's record is written before
+    its swap, so the publish fails in one line with the previous release still live, rather
+    than leaving a live release the store never recorded (and a retry publishing another)."""
+    url = settings_env["APIDIR_DATABASE_URL"]
+    if not url.startswith("sqlite:///"):
+        pytest.skip("holds a SQLite store's write lock")
+    assert apidir_publish().returncode == 0
+    live = {path: (stored / "api" / path).read_bytes() for path in ("apis.json", "releases.json")}
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_WRITE_LOCK,
+                               url.removeprefix("sqlite:///")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        done = apidir_publish(APIDIR_DATABASE_URL=f"{url}?timeout=0.5")
+    finally:
+        holder.communicate("\n", timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1].startswith("apidir: (sqlite3.OperationalError) database "
+                                                   "is locked"), done.stderr
+    assert {path: (stored / "api" / path).read_bytes() for path in live} == live

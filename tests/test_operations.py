@@ -22,6 +22,7 @@ from sqlmodel import Session, select
 from flows.nightly import RUN_TIMEOUT, nightly
 from pipeline.operations.events import ENTRY_STATE_CHANGED, RUN_FAILED, RUN_NETWORK_SUSPECT
 from pipeline.operations.runs import StageFailed, with_retries
+from pipeline.release.publish import ReleaseNotRecorded
 from pipeline.release.swap import PublishLockTimeout
 from pipeline.settings import Settings
 from pipeline.store.tables import PipelineRun, engine_for
@@ -297,6 +298,29 @@ async def test_a_wait_for_the_publish_lock_given_up_is_not_retried(prefect_backe
     tried.clear()
     await stage_with_retries(OSError)
     assert tried == ["OSError"] * 3
+
+
+async def test_a_release_live_but_not_recorded_is_not_published_again(
+    prefect_backend: None,
+) -> None:
+    """A publish whose record the store refused after its swap fails at once: its release is
+    live, and a retry would publish a second release that night."""
+    tried: list[str] = []
+
+    @task
+    async def publishing() -> None:
+        tried.append("publish")
+        raise ReleaseNotRecorded("2.0.0+20261129.10", OSError("No space left on device"))
+
+    @flow
+    async def stage_with_retries() -> None:
+        with pytest.raises(ReleaseNotRecorded, match=(
+                r"^release 2\.0\.0\+20261129\.10 is live but the store could not record it "
+                r"\(No space left on device\); the next publish records it$")):
+            await with_retries(publishing, Settings(stage_retries=2, retry_delay=0))()
+
+    await stage_with_retries()
+    assert tried == ["publish"]
 
 
 def test_a_wait_for_the_prefect_publish_slot_is_bounded_too(prefect_backend: None) -> None:

@@ -8,12 +8,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlmodel import Session
+from sqlmodel import Session, delete, select
 
-from pipeline.catalogue.entries import load_categories
+from pipeline.catalogue.entries import load_categories, read_catalog
+from pipeline.catalogue.ingest import ingest_catalog
 from pipeline.contract import Status
 from pipeline.judging.changes import recent_changes, record_state_changes, run_changes
 from pipeline.judging.present import Presented
+from pipeline.operations import stages
 from pipeline.release.layout import (
     CHANGES,
     FULL_DATASET,
@@ -25,7 +27,8 @@ from pipeline.release.layout import (
 )
 from pipeline.release.publish import publish_release
 from pipeline.release.validate import validate_release
-from pipeline.store.tables import start_run
+from pipeline.settings import Settings
+from pipeline.store.tables import ReleaseRow, engine_for, session_scope, start_run, utcnow
 from tests.conftest import REPO, WriteEntry, make_entry
 
 T0 = datetime(2026, 11, 21, 3, 0, tzinfo=UTC)
@@ -205,3 +208,40 @@ def test_a_runs_changes_are_read_back_as_it_recorded_them(session: Session) -> N
                                 later, second.id)
     assert mine and run_changes(session, second.id) == mine
     assert run_changes(session, first.id) == []
+
+
+def publish_now(settings: Settings, now: datetime) -> ReleaseRow:
+    """The publish stage, its clock reading `now`."""
+    published, _ = stages.publish_now(settings, stages.score_entries_now(settings, now), now)
+    return published.release
+
+
+@pytest.fixture
+def catalogue(write_entry: WriteEntry, settings_env: dict[str, str], data_dir: Path) -> Settings:
+    """The settings of a store that will ingest one entry (`ingest`)."""
+    write_entry(make_entry())
+    return Settings()
+
+
+def ingest(settings: Settings, now: datetime) -> None:
+    entries = settings.entries_dir
+    with session_scope(engine_for(settings.database_url)) as session:
+        ingest_catalog(session, read_catalog([entries], entries), now=now)
+
+
+def test_a_live_release_the_store_did_not_record_is_recorded_by_the_next_publish(
+    catalogue: Settings,
+) -> None:
+    """A release swapped in whose record the store then refused stays live; the next publish
+    records it, so the change log tells of both releases."""
+    ingest(catalogue, utcnow())
+    unrecorded = publish_now(catalogue, utcnow())
+    with session_scope(engine_for(catalogue.database_url)) as session:
+        session.exec(delete(ReleaseRow))
+    latest = publish_now(catalogue, utcnow())
+    with session_scope(engine_for(catalogue.database_url)) as session:
+        recorded = sorted(session.exec(select(ReleaseRow.version)))
+    assert recorded == sorted([unrecorded.version, latest.version])
+    events = read(catalogue.output_dir, CHANGES)["events"]
+    assert [e["version"] for e in events if e["kind"] == "release"] == [
+        latest.version, unrecorded.version]

@@ -32,6 +32,7 @@ from pipeline.operations.handover import load_entry_figures
 from pipeline.operations.memory import release_freed_memory
 from pipeline.operations.report import IngestBrief, entry_table, run_report, slowest_probes
 from pipeline.release.layout import FULL_DATASET
+from pipeline.release.publish import ReleaseNotRecorded
 from pipeline.release.swap import PublishLockTimeout
 from pipeline.release.validate import ReleaseValidationError
 from pipeline.settings import Settings
@@ -49,9 +50,10 @@ from pipeline.store.tables import (
 T = TypeVar("T")
 # Bad input does not get better by trying again: only other errors are retried. Nor is a wait
 # for the publish lock given up: its wait was the retry, and APIDIR_PUBLISH_LOCK_TIMEOUT bounds
-# the whole of it (retried, a stage waited that long once more for each retry).
+# the whole of it (retried, a stage waited that long once more for each retry). Nor a release
+# swapped in but not recorded: it is live, and a retry would publish a second one.
 PERMANENT_ERRORS = (EmptyCatalogError, ReleaseValidationError, ValidationError, ValueError,
-                    PublishLockTimeout)
+                    PublishLockTimeout, ReleaseNotRecorded)
 
 
 class StageFailed(RuntimeError):

@@ -55,7 +55,11 @@ from pipeline.operations.score_parts import hand_over_presented
 from pipeline.probing.probe import probe_all
 from pipeline.probing.shards import Shard, split_by_host
 from pipeline.processes import usable_cores
-from pipeline.release.publish import Published, publish_release
+from pipeline.release.publish import (
+    Published,
+    publish_release,
+    record_live_release,
+)
 from pipeline.release.swap import PublishLockTimeout, publish_lock
 from pipeline.settings import Settings
 from pipeline.store.history import (
@@ -432,6 +436,7 @@ def publish_now(
         publish_lock(settings.output_dir, settings.publish_lock_timeout),
         session_scope(engine_for(settings.database_url)) as session,
     ):
+        record_live_release(session, settings.output_dir)  # its event goes in the change log
         now = max(now, utcnow())  # a release waits its turn: it is generated when it gets it
         changes = record_state_changes(session, presented.states, now, run_id)
         rules = LifecycleRules(settings.failing_runs, settings.dead_days)
@@ -445,11 +450,6 @@ def publish_now(
             pages=settings.publish_pages, stale_days=settings.stale_days,
             events=recent_events(session, since), spare=settings.publish_spare,
         )
-        if run_id is not None:
-            run = session.get(PipelineRun, run_id)
-            release = published.release
-            run.release_version, run.entries_published = release.version, release.total_apis
-            session.add(run)
     return published, changes
 
 

@@ -9,10 +9,11 @@ the staged release and swaps it in.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -21,7 +22,7 @@ from typing import Any, get_args
 
 import orjson
 from pydantic import BaseModel
-from sqlalchemy import Text, type_coerce
+from sqlalchemy import Text, func, type_coerce
 from sqlmodel import Session, col, select
 
 from pipeline.catalogue.entries import Category
@@ -76,8 +77,16 @@ from pipeline.release.swap import (
     stage_and_swap,
     write_file,
 )
-from pipeline.store.tables import EntryRow, ReleaseRow, active_entry_ids, in_lists
+from pipeline.store.tables import (
+    EntryRow,
+    PipelineRun,
+    ReleaseRow,
+    active_entry_ids,
+    as_utc,
+    in_lists,
+)
 
+log = logging.getLogger(__name__)
 DEFAULT_RELEASES_KEPT = 30
 
 
@@ -360,11 +369,13 @@ def stream_release(
     carry: Iterable[str] = (),
     reuse: Collection[str] = (ENTRY_DOCUMENTS,),
     keep_spare: bool = True,
+    before_swap: Callable[[int], None] = lambda _: None,
 ) -> int:
     """Write a release from `entries` in ascending id order straight into the staging folder
     (never holding the files in memory), validate it, swap it in; returns the entry count.
     `reuse`: the folders whose files `complete` and this overwrite in place in the spare
-    (`stage_and_swap`); `keep_spare`: whether the release swapped out is kept as the next one.
+    (`stage_and_swap`); `keep_spare`: whether the release swapped out is kept as the next one;
+    `before_swap` is given the entry count once the release is valid, just before the swap.
 
     Raises EntriesOutOfOrderError (the live release untouched) if the order is broken.
     """
@@ -385,7 +396,8 @@ def stream_release(
         if complete is not None:
             complete_staged(complete, staging, meta, writer.counts, categories)
 
-    stage_and_swap(output_dir, categories, write, carry, reuse, keep_spare)
+    stage_and_swap(output_dir, categories, write, carry, reuse, keep_spare,
+                   lambda: before_swap(total))
     return total
 
 
@@ -500,6 +512,44 @@ def write_history(
     write_file(staging, CHANGES_FEED, render_feed(meta, items, base_url))
 
 
+class ReleaseNotRecorded(RuntimeError):
+    """A release was swapped in but the store refused its record afterwards: it is live, and
+    publishing again would publish another release, not this one (the next publish records
+    it, `record_live_release`)."""
+
+    def __init__(self, version: str, error: BaseException) -> None:
+        reason = next(iter(str(error).splitlines()), "") or type(error).__name__
+        super().__init__(f"release {version} is live but the store could not record it "
+                         f"({reason}); the next publish records it")
+        self.version = version
+
+
+def live_meta(output_dir: Path) -> dict[str, Any] | None:
+    """The live release's meta (None: no readable release there)."""
+    try:
+        meta = json.loads((output_dir / CATEGORY_INDEX).read_text(encoding="utf-8"))["meta"]
+        return Meta.model_validate(meta).model_dump(mode="python", by_alias=True)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def record_live_release(session: Session, output_dir: Path) -> ReleaseRow | None:
+    """Record the live release if the store lacks it and it is newer than every release the
+    store holds: a publish whose record was refused after its swap (`ReleaseNotRecorded`) left
+    it live, and its release event belongs in the change log. Returns the row added."""
+    meta = live_meta(output_dir)
+    if meta is None or session.get(ReleaseRow, meta["version"]) is not None:
+        return None
+    newest = as_utc(session.exec(select(func.max(ReleaseRow.generated))).one())
+    if newest is not None and newest >= meta["generated"]:
+        return None  # an older release, from before this store
+    row = ReleaseRow(version=meta["version"], generated=meta["generated"],
+                     total_apis=meta["totalAPIs"])
+    session.add(row)
+    log.warning("release %s is live but was not recorded; recording it now", row.version)
+    return row
+
+
 @dataclass(frozen=True)
 class Published:
     """A release just published: its record, and how its pages were drawn (None without)."""
@@ -527,7 +577,8 @@ def publish_release(
     events: Sequence[Event] = (),
     spare: bool = True,
 ) -> Published:
-    """Publish the store's active entries as a new release and record it.
+    """Publish the store's active entries as a new release and record it (in the run's record
+    too, with `run_id`), the record written before the swap and committed after it.
 
     With the JSON go the reader pages (unless `pages` is off), the release's own copy under
     `api/releases/<folder>/` (`release_folder`) with the `releases_kept - 1` releases before
@@ -572,9 +623,25 @@ def publish_release(
         # entry documents and, with the pages, each entry's page and Markdown are written
         # over the files of the release before last (`put_file`).
         reuse = (ENTRY_DOCUMENTS, ENTRY_PAGES) if pages else (ENTRY_DOCUMENTS,)
-        total = stream_release(output_dir, entries(), categories, version, now, base_url,
-                               complete, carry, reuse if spare else (), spare)
-        release = ReleaseRow(version=version, generated=now, total_apis=total, run_id=run_id)
-        session.add(release)
-        session.commit()
+        release = ReleaseRow(version=version, generated=now, total_apis=0, run_id=run_id)
+
+        def record(total: int) -> None:
+            """Write the release's record (and its run's) before the swap, taking the store's
+            write lock: a store that refuses it refuses the release while the live one stands,
+            and once swapped in, only the commit is left to do."""
+            release.total_apis = total
+            session.add(release)
+            if run_id is not None:
+                run = session.get(PipelineRun, run_id)
+                run.release_version, run.entries_published = version, total
+                session.add(run)
+            session.flush()
+
+        stream_release(output_dir, entries(), categories, version, now, base_url,
+                       complete, carry, reuse if spare else (), spare, record)
+        try:
+            session.commit()
+        except Exception as error:
+            session.rollback()
+            raise ReleaseNotRecorded(version, error) from error
     return Published(release, drawn)

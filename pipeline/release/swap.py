@@ -335,17 +335,21 @@ def stage_and_swap(
     carry: Iterable[str] = (),
     reuse: Collection[str] = (),
     keep_spare: bool = True,
+    before_swap: Callable[[], None] = lambda: None,
 ) -> Path:
     """`write` the release into a staging folder with the `carry` folders of the live release,
     validate it, swap it in as live. The staging folder is the spare where there is one and
     `reuse` names folders whose files `write` overwrites in place (`put_file`), removing those
     it does not write (`keep_only`); otherwise a new one. Without `keep_spare`, the release
-    swapped out is deleted rather than kept as the next spare."""
+    swapped out is deleted rather than kept as the next spare. `before_swap` runs once the
+    release is valid, just before the swap: what fails there leaves the live release as it is
+    (the publish's record of the release, which must not be refused after the swap)."""
     output_dir = live_folder(output_dir)
     check_replaceable(output_dir)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     with publish_lock(output_dir):
-        return _stage_and_swap_locked(output_dir, categories, write, carry, reuse, keep_spare)
+        return _stage_and_swap_locked(output_dir, categories, write, carry, reuse, keep_spare,
+                                      before_swap)
 
 
 def _stage_and_swap_locked(
@@ -355,6 +359,7 @@ def _stage_and_swap_locked(
     carry: Iterable[str],
     reuse: Collection[str],
     keep_spare: bool,
+    before_swap: Callable[[], None],
 ) -> Path:
     spares = [folder for folder in side_folders(output_dir, "spare")
               if folder not in _REMOVING and (owner_is_dead(folder) or _owned_here(folder))]
@@ -381,6 +386,8 @@ def _stage_and_swap_locked(
         if problems:
             raise ReleaseValidationError(problems)
         check_lock_held(output_dir)
+        before_swap()
+        check_lock_held(output_dir)  # also after `before_swap`'s wait, if it waited
         _swap_in(staging, output_dir, keep_spare)
     finally:
         if staging.exists():
