@@ -229,6 +229,31 @@ def ingest(settings: Settings, now: datetime) -> None:
         ingest_catalog(session, read_catalog([entries], entries), now=now)
 
 
+def test_a_clock_set_back_publishes_after_the_last_release(catalogue: Settings) -> None:
+    """A clock stepped back behind the last release (by its time source) no longer fails every
+    publish until it catches up: the release is stamped just after the last one."""
+    ahead = utcnow() + timedelta(hours=1)
+    ingest(catalogue, ahead)
+    first = publish_now(catalogue, ahead)
+    second = publish_now(catalogue, utcnow())  # the clock an hour behind the first release
+    assert second.generated > first.generated
+    index = read(catalogue.output_dir, RELEASE_INDEX)
+    assert [r["version"] for r in index["releases"]] == [second.version, first.version]
+    assert validate_release(catalogue.output_dir, CATEGORIES) == []
+
+
+def test_a_clock_set_back_publishes_after_the_last_catalogue_event(catalogue: Settings) -> None:
+    """Entries added by an ingest whose clock was ahead: the release's event is stamped no
+    earlier than theirs, so the change log stays newest first."""
+    ahead = utcnow() + timedelta(hours=1)
+    ingest(catalogue, ahead)
+    release = publish_now(catalogue, utcnow())
+    assert release.generated >= ahead
+    events = read(catalogue.output_dir, CHANGES)["events"]
+    assert [event["kind"] for event in events] == ["release", "added"]
+    assert validate_release(catalogue.output_dir, CATEGORIES) == []
+
+
 def test_a_live_release_the_store_did_not_record_is_recorded_by_the_next_publish(
     catalogue: Settings,
 ) -> None:

@@ -57,6 +57,7 @@ from pipeline.probing.shards import Shard, split_by_host
 from pipeline.processes import usable_cores
 from pipeline.release.publish import (
     Published,
+    earliest_stamp,
     publish_release,
     record_live_release,
 )
@@ -437,7 +438,7 @@ def publish_now(
         session_scope(engine_for(settings.database_url)) as session,
     ):
         record_live_release(session, settings.output_dir)  # its event goes in the change log
-        now = max(now, utcnow())  # a release waits its turn: it is generated when it gets it
+        now = release_stamp(session, settings.output_dir, max(now, utcnow()))
         changes = record_state_changes(session, presented.states, now, run_id)
         rules = LifecycleRules(settings.failing_runs, settings.dead_days)
         presented.lifecycles, _ = record_lifecycles(
@@ -451,6 +452,19 @@ def publish_now(
             events=recent_events(session, since), spare=settings.publish_spare,
         )
     return published, changes
+
+
+def release_stamp(session: Session, output_dir: Path, now: datetime) -> datetime:
+    """When a release that got the lock at `now` is generated: `now`, or just after the last
+    release (and at the last catalogue event) when the clock is behind them, set back since
+    (`earliest_stamp`); a release stamped before them would fail validation until the clock
+    caught up, and every publish with it."""
+    earliest = earliest_stamp(session, output_dir)
+    if earliest is None or earliest <= now:
+        return now
+    log.warning("the clock (%s) is behind the last release or catalogue event: this release "
+                "is stamped %s, just after it", now.isoformat(), earliest.isoformat())
+    return earliest
 
 
 def publish_handed_over(

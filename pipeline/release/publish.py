@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import Any, get_args
 
@@ -78,6 +78,7 @@ from pipeline.release.swap import (
     write_file,
 )
 from pipeline.store.tables import (
+    EntryEvent,
     EntryRow,
     PipelineRun,
     ReleaseRow,
@@ -524,6 +525,10 @@ class ReleaseNotRecorded(RuntimeError):
         self.version = version
 
 
+# The stamps' precision: the published documents and both stores keep microseconds.
+STAMP_STEP = timedelta(microseconds=1)
+
+
 def live_meta(output_dir: Path) -> dict[str, Any] | None:
     """The live release's meta (None: no readable release there)."""
     try:
@@ -548,6 +553,22 @@ def record_live_release(session: Session, output_dir: Path) -> ReleaseRow | None
     session.add(row)
     log.warning("release %s is live but was not recorded; recording it now", row.version)
     return row
+
+
+def earliest_stamp(session: Session, output_dir: Path) -> datetime | None:
+    """The earliest moment the next release may be stamped: just after the newest release
+    (recorded, or live) and no earlier than the newest catalogue event. `api/releases.json` and
+    the change log list them newest first, so a release stamped by a clock set back behind
+    them would fail validation until the clock caught up. None: nothing to follow."""
+    moments = [as_utc(session.exec(select(func.max(ReleaseRow.generated))).one())]
+    meta = live_meta(output_dir)
+    moments.append(None if meta is None else meta["generated"])
+    after_releases = max((moment for moment in moments if moment is not None), default=None)
+    if after_releases is not None:
+        after_releases += STAMP_STEP
+    last_event = as_utc(session.exec(select(func.max(EntryEvent.at))).one())
+    return max((moment for moment in (after_releases, last_event) if moment is not None),
+               default=None)
 
 
 @dataclass(frozen=True)
