@@ -94,10 +94,10 @@ def write_history(database_url: str, entries: int, nights: int) -> float:
     seconds = time.perf_counter() - started
     with engine.begin() as connection:  # every past day rolled up, as the nightly leaves it
         connection.execute(text(
-            "INSERT INTO daily_entry (day, entry_id, probes, responses, live, live_share,"
-            " timed_ms, state, percent, grade, rubric)"
+            "INSERT INTO daily_entry (day, entry_id, probes, responses, successes, live,"
+            " live_share, timed_ms, state, percent, grade, rubric)"
             " SELECT date(checked_at), entry_id, count(*), sum(outcome != 'unreachable'),"
-            " sum(outcome = 'live'), avg(outcome = 'live'),"
+            " sum(outcome != 'unreachable'), sum(outcome = 'live'), avg(outcome = 'live'),"
             " json_group_array(total_ms) FILTER (WHERE total_ms IS NOT NULL),"
             " 'live', 0, '', '' FROM probe GROUP BY 1, 2"))
         connection.execute(text("INSERT INTO rolled_day (day, rolled_at)"

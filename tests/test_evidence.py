@@ -26,7 +26,7 @@ from pipeline.judging.score import entry_uptimes, score_entries
 from pipeline.operations import score_parts
 from pipeline.operations.handover import discard, handed_over, handover_dir
 from pipeline.operations.score_parts import hand_over_presented
-from pipeline.probing.probe import ProbeResult
+from pipeline.probing.probe import ProbeResult, failure_class, is_failure
 from pipeline.store.history import add_probes, history_frame, latest_probes, span_endpoints
 from pipeline.store.tables import (
     EVERY_ENTRY,
@@ -44,22 +44,29 @@ TODAY = datetime(2026, 11, 23, tzinfo=UTC)
 ENTRIES = ("alpha", "beta", "gamma")
 
 
+# The answers of an `online` look: an auth wall (the service answering) and answers that are
+# failures (not found, rate limited, broken), which count neither as up nor as fast.
+ONLINE_ANSWERS = ((401, "auth"), (404, "not_found"), (429, "rate_limited"), (503, "server_error"))
+
+
 def probe(entry_id: str, url: str, at: datetime, rng: random.Random) -> list[ProbeResult]:
-    """One target's looks in a run: mostly answers, some failures, some confirmed."""
+    """One target's looks in a run: mostly answers, some failures, each failure confirmed."""
     def look(outcome: str, confirmation: bool = False) -> ProbeResult:
-        status = {"live": 200, "online": 401, "unreachable": None}[outcome]
+        status, reason = (rng.choice(ONLINE_ANSWERS) if outcome == "online"
+                          else ({"live": 200}.get(outcome), None))
         return ProbeResult(
             url=url, entry_id=entry_id, endpoint_id=None, checked_at=at, outcome=outcome,
-            reason=None, error_class=None if status else "read_timeout", http_status=status,
+            reason=reason, error_class=None if status else "read_timeout", http_status=status,
             total_ms=round(rng.lognormvariate(5, 0.8), 3) if status and rng.random() > 0.05
             else None, dns_ms=None, connect_ms=None, ttfb_ms=None, final_url=url, attempts=1,
-            redirects=0, error=None, confirmation=confirmation,
-            failure_class="transient" if confirmation and outcome == "unreachable" else None)
+            redirects=0, error=None, confirmation=confirmation)
 
-    first = rng.choices(["live", "online", "unreachable"], weights=[6, 2, 2])[0]
-    if first != "unreachable":
-        return [look(first)]
-    return [look(first), look(rng.choice(["live", "unreachable"]), confirmation=True)]
+    first = look(rng.choices(["live", "online", "unreachable"], weights=[6, 2, 2])[0])
+    if not is_failure(first):
+        return [first]
+    second = look(rng.choice(["live", first.outcome]), confirmation=True)
+    second.failure_class = failure_class(first, second)
+    return [first, second]
 
 
 @pytest.fixture
@@ -103,6 +110,65 @@ def test_rollups_and_a_few_raw_days_give_exactly_the_whole_window(history: Sessi
         assert any(0 < (u["last7d"] or 0) < 1 for u in expected_uptimes.values())
         for uptime in uptimes.values():  # each the model's JSON, byte for byte, without it
             assert orjson.dumps(uptime) == model_json_of(Uptime, uptime)
+
+
+def answers(entry_id: str, at: datetime, status: int, reason: str) -> list[ProbeResult]:
+    """A run's looks at an entry answering `status` (`reason`) in 40 ms: a failure is looked
+    at again, and answered the same."""
+    def look(confirmation: bool) -> ProbeResult:
+        url = f"https://{entry_id}.example.com/"
+        return ProbeResult(
+            url=url, entry_id=entry_id, endpoint_id=None, checked_at=at, outcome="online",
+            reason=reason, error_class=None, http_status=status, total_ms=40.0, dns_ms=None,
+            connect_ms=None, ttfb_ms=None, final_url=url, attempts=1, redirects=0, error=None,
+            confirmation=confirmation)
+
+    first = look(False)
+    if not is_failure(first):
+        return [first]
+    second = look(True)
+    second.failure_class = failure_class(first, second)
+    return [first, second]
+
+
+def test_an_api_answering_only_failures_is_neither_up_nor_fast(
+    write_entry: WriteEntry, ingested_store,
+) -> None:
+    """An API whose every probe is a confirmed 404 (or 429, or 5xx) answered fast is down:
+    uptime 0 and no Latency, from the raw probes and from the rollups alike; one asking for a
+    key (401) is up, and fast. The rollups count the successful probes apart."""
+    failing = {"gone": (404, "not_found"), "throttled": (429, "rate_limited"),
+               "broken": (503, "server_error")}
+    for entry_id in (*failing, "walled"):
+        write_entry(make_entry(id=entry_id))
+    session = ingested_store()
+    store_content_scores(session)
+    for day in days_between((TODAY - timedelta(days=12)).date(), TODAY.date()):
+        at = datetime.combine(day, datetime.min.time(), tzinfo=UTC).replace(hour=3)
+        run = start_run(session, "nightly")
+        add_probes(session, run.id, [
+            look for entry_id, (status, reason) in (*failing.items(), ("walled", (401, "auth")))
+            for look in answers(entry_id, at, status, reason)])
+        session.commit()
+    roll_up_days(session, days_between((TODAY - timedelta(days=12)).date(),
+                                       (TODAY - timedelta(days=1)).date()))
+    contents = {row.id: row.content for row in active_entries(session)}
+    for as_of in (TODAY.replace(hour=12), day_bounds((TODAY - timedelta(days=1)).date())[1]):
+        expected_scores, expected_uptimes = from_the_whole_window(session, contents, as_of)
+        scores, uptimes = bounded_scores(session, content_scores(session), as_of)
+        assert {k: v.contract() for k, v in scores.items()} == expected_scores, as_of
+        assert uptimes == expected_uptimes, as_of
+        for entry_id in failing:
+            assert uptimes[entry_id] == {"last1d": 0.0, "last7d": 0.0, "last30d": 0.0}
+            assert scores[entry_id].latency.value is None, entry_id
+            assert scores[entry_id].latency.evidence["last30d"]["samples"] == 0
+        assert uptimes["walled"] == {"last1d": 1.0, "last7d": 1.0, "last30d": 1.0}
+        assert scores["walled"].latency.value == 100  # a fast 401 is fast
+    gone = session.get(DailyEntryRollup, ((TODAY - timedelta(days=2)).date(), "gone"))
+    assert (gone.probes, gone.responses, gone.successes, gone.timed_ms, gone.p50_ms) == (
+        1, 1, 0, [], None)
+    walled = session.get(DailyEntryRollup, ((TODAY - timedelta(days=2)).date(), "walled"))
+    assert (walled.probes, walled.successes, walled.timed_ms) == (1, 1, [40.0])
 
 
 def test_a_complete_days_kept_evidence_is_its_rows_and_follows_a_backfill(
@@ -390,7 +456,7 @@ def test_the_rollups_of_days_with_other_entries_are_summed_for_their_own_entries
         write_entry(make_entry(id=entry_id))
     session = ingested_store()
     day = TODAY.date()
-    rows = {  # days back: {entry: (probes, responses, timed)}
+    rows = {  # days back: {entry: (probes, successes, timed)}
         1: {"alpha": (3, 2, [120.5, 80.0]), "gamma": (2, 1, [40.0]), "beta": (1, 0, None)},
         3: {"beta": (4, 0, []), "gamma": (1, 1, None), "alpha": (0, 0, None)},
         9: {"alpha": (2, 2, [10.0, 20.0]), "beta": (5, 3, [7.0, 9.0, 11.0])},
@@ -398,9 +464,9 @@ def test_the_rollups_of_days_with_other_entries_are_summed_for_their_own_entries
     }
     insert_rows(session, DailyEntryRollup.__table__, [
         {"day": day - timedelta(days=back), "entry_id": entry_id, "probes": probes,
-         "responses": responses, "live": responses, "timed_ms": timed, "state": "live",
-         "percent": 50, "grade": "C", "rubric": "r"}
-        for back, day_rows in rows.items() for entry_id, (probes, responses, timed)
+         "responses": probes, "successes": successes, "live": successes, "timed_ms": timed,
+         "state": "live", "percent": 50, "grade": "C", "rubric": "r"}
+        for back, day_rows in rows.items() for entry_id, (probes, successes, timed)
         in day_rows.items()])  # None as JSON null
     session.exec(update(DailyEntryRollup).where(  # and as none stored at all
         col(DailyEntryRollup.day) == day - timedelta(days=3),
@@ -421,12 +487,12 @@ def test_the_rollups_of_days_with_other_entries_are_summed_for_their_own_entries
             (entry_id, ms, back <= 6, True) for back in (1, 3, 9)
             for entry_id, (_, _, timed) in rows[back].items() for ms in timed or ()), kept
         assert sorted(counts.to_dict("records"), key=lambda row: row["entry_id"]) == [
-            {"entry_id": "alpha", "probes_1d": 0, "responded_1d": 0, "probes_7d": 3,
-             "responded_7d": 2, "probes_30d": 5, "responded_30d": 4},
-            {"entry_id": "beta", "probes_1d": 0, "responded_1d": 0, "probes_7d": 5,
-             "responded_7d": 0, "probes_30d": 10, "responded_30d": 3},
-            {"entry_id": "gamma", "probes_1d": 0, "responded_1d": 0, "probes_7d": 3,
-             "responded_7d": 2, "probes_30d": 3, "responded_30d": 2},
+            {"entry_id": "alpha", "probes_1d": 0, "succeeded_1d": 0, "probes_7d": 3,
+             "succeeded_7d": 2, "probes_30d": 5, "succeeded_30d": 4},
+            {"entry_id": "beta", "probes_1d": 0, "succeeded_1d": 0, "probes_7d": 5,
+             "succeeded_7d": 0, "probes_30d": 10, "succeeded_30d": 3},
+            {"entry_id": "gamma", "probes_1d": 0, "succeeded_1d": 0, "probes_7d": 3,
+             "succeeded_7d": 2, "probes_30d": 3, "succeeded_30d": 2},
         ], kept
         beta_only = EntrySpan("beta", "gamma")
         assert set(_rollup_evidence(session, asked, day, beta_only)[1]["entry_id"]) == {"beta"}
@@ -448,7 +514,7 @@ def test_a_days_kept_evidence_is_read_back_exactly_and_refused_cut_short() -> No
     packed = kept.packed()
     again = DayEvidence.unpacked(packed["evidence_entries"], packed["evidence"])
     assert again.entries == "alpha,beta" and again.row_count() == 2
-    for name in ("probes", "responses", "timed", "sizes"):
+    for name in ("probes", "successes", "timed", "sizes"):
         assert getattr(again, name).tolist() == getattr(kept, name).tolist(), name
     nothing = DayEvidence("", *(np.empty(0) for _ in range(4))).packed()
     assert DayEvidence.unpacked("", nothing["evidence"]).row_count() == 0

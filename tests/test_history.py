@@ -187,7 +187,7 @@ def test_history_frame_has_the_columns_the_score_stage_reads(session) -> None:
     record_probes(session, run, [result("https://api.example.com/v1/forecast", "live", 200, 42)])
     frame = history_frame(session, since=T0 - timedelta(days=1))
     assert list(frame.columns) == ["run_id", "entry_id", "endpoint_id", "url", "checked_at",
-                                   "outcome", "http_status", "total_ms"]
+                                   "outcome", "reason", "http_status", "total_ms"]
     assert frame.loc[0, "total_ms"] == 42 and str(frame["checked_at"].dt.tz) == "UTC"
     assert history_frame(session, since=T0 + timedelta(hours=1)).empty
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -35,6 +36,8 @@ from pipeline.store.migrate import (
     upgrade_store,
 )
 from pipeline.store.tables import (
+    DailyEndpointRollup,
+    DailyEntryRollup,
     EndpointRow,
     EntryEvent,
     EntryRow,
@@ -754,4 +757,88 @@ def test_the_pipeline_s_other_connections_keep_the_driver_s_transactions(tmp_pat
         connection.execute(text("SELECT count(*) FROM entry"))
         assert not driver.in_transaction
     assert engine.pool.checkedin() == 1  # the same connection the migrations ran on
+    engine.dispose()
+
+
+def test_the_days_rollups_count_their_successful_probes_apart_and_are_kept_both_ways(
+    database_url: str,
+) -> None:
+    """Revision 0020 counts each rolled-up day's successful probes apart from its answers: on
+    a day whose raw probes are stored, an entry that answered with a failure (a 404) has its
+    successes, timed successful probes and percentiles counted again from them (each target's
+    last look of a trusted run); a pruned day keeps its old figures, its answers standing for
+    its successes. The days' kept evidence is dropped, to be kept again from the rows; going
+    back drops the count and keeps every row."""
+    engine = entries_stored_at(database_url, "0019", [("gone", "{}", "gone.yaml"),
+                                                      ("walled", "{}", "walled.yaml")])
+    pruned, held = T0.date(), T0.date() + timedelta(days=1)
+    at = T0 + timedelta(days=1)
+    entry_rollup = sa.table(
+        "daily_entry", *(sa.column(name) for name in (
+            "day", "entry_id", "probes", "responses", "live", "p50_ms", "p90_ms", "state",
+            "percent", "grade", "rubric")), sa.column("timed_ms", sa.JSON))
+    with engine.begin() as connection:
+        for run_id, suspect in ((1, False), (2, True)):
+            connection.execute(text(
+                "INSERT INTO pipeline_run (id, flow, started_at, state, entries_seen,"
+                " entries_published, entries_added, entries_updated, entries_retired,"
+                " entries_invalid, probes, probes_failed, network_suspect) VALUES (:id,"
+                " 'nightly', :at, 'completed', 0, 0, 0, 0, 0, 0, 0, 0, :suspect)"),
+                {"id": run_id, "at": at, "suspect": suspect})
+        for run_id, entry_id, path, outcome, status, reason, ms in (
+                (1, "gone", "a", "online", 404, "not_found", 40.0),
+                (1, "gone", "b", "online", 404, "not_found", 35.0),
+                (1, "walled", "a", "online", 401, "auth", 30.0),
+                (1, "gone", "a", "online", 404, "not_found", 41.0),  # the confirmations
+                (1, "gone", "b", "live", 200, None, 90.0),
+                (2, "gone", "a", "live", 200, None, 10.0)):  # a run that does not count
+            connection.execute(text(
+                "INSERT INTO probe (run_id, entry_id, url, checked_at, outcome, http_status,"
+                " reason, total_ms, attempts, redirects) VALUES (:run, :entry, :url, :at,"
+                " :outcome, :status, :reason, :ms, 1, 0)"),
+                {"run": run_id, "entry": entry_id, "url": f"https://{entry_id}.example/{path}",
+                 "at": at, "outcome": outcome, "status": status, "reason": reason, "ms": ms})
+        for day, was_pruned in ((pruned, True), (held, False)):
+            connection.execute(text(
+                "INSERT INTO rolled_day (day, rolled_at, evidence_entries, evidence,"
+                " probes_pruned) VALUES (:day, :at, 'gone,walled', :evidence, :pruned)"),
+                {"day": day, "at": T0 + timedelta(days=5), "evidence": b"answers counted",
+                 "pruned": was_pruned})
+        figures = {"state": "online", "percent": 50, "grade": "C", "rubric": "2.0.0"}
+        connection.execute(entry_rollup.insert(), [
+            {"day": pruned, "entry_id": "gone", "probes": 2, "responses": 2, "live": 0,
+             "timed_ms": [40.0, 41.0], "p50_ms": 40.5, "p90_ms": 40.9, **figures},
+            {"day": held, "entry_id": "gone", "probes": 2, "responses": 2, "live": 1,
+             "timed_ms": [41.0, 90.0], "p50_ms": 65.5, "p90_ms": 85.1, **figures},
+            {"day": held, "entry_id": "walled", "probes": 1, "responses": 1, "live": 0,
+             "timed_ms": [30.0], "p50_ms": 30.0, "p90_ms": 30.0, **figures}])
+        for entry_id, path, ms in (("gone", "a", 41.0), ("gone", "b", 90.0),
+                                   ("walled", "a", 30.0)):
+            connection.execute(text(
+                "INSERT INTO daily_endpoint (day, entry_id, url, probes, responses, live,"
+                " p50_ms, p90_ms) VALUES (:day, :entry, :url, 1, 1, 0, :ms, :ms)"),
+                {"day": held, "entry": entry_id, "url": f"https://{entry_id}.example/{path}",
+                 "ms": ms})
+    assert upgrade_store(engine) == ("0019", head_revision())
+    with Session(engine) as session:
+        entries = {(row.day, row.entry_id): (row.responses, row.successes, row.timed_ms,
+                                             row.p50_ms, row.p90_ms)
+                   for row in session.exec(select(DailyEntryRollup))}
+        assert entries == {
+            (pruned, "gone"): (2, 2, [40.0, 41.0], 40.5, 40.9),  # pruned: as it was
+            (held, "gone"): (2, 1, [90.0], 90.0, 90.0),
+            (held, "walled"): (1, 1, [30.0], 30.0, 30.0)}  # no failure: as it was
+        endpoints = {row.url: (row.responses, row.successes, row.p50_ms)
+                     for row in session.exec(select(DailyEndpointRollup))}
+        assert endpoints == {"https://gone.example/a": (1, 0, None),
+                             "https://gone.example/b": (1, 1, 90.0),
+                             "https://walled.example/a": (1, 1, 30.0)}
+        assert [day.evidence for day in session.exec(select(RolledDay))] == [None, None]
+    with engine.begin() as connection:
+        command.downgrade(alembic_config(connection), "0019")
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM daily_entry")).scalar_one() == 3
+        for table in ("daily_entry", "daily_endpoint"):
+            assert "successes" not in {column["name"] for column in
+                                       inspect(connection).get_columns(table)}
     engine.dispose()

@@ -31,6 +31,7 @@ from pipeline.judging.score import (
     score_entries,
     uptime_shares,
 )
+from pipeline.probing.probe import FAILED_REASONS
 
 AS_OF = datetime(2026, 11, 21, 23, 59, 59, tzinfo=UTC)
 URL = "https://api.example.com/v1/forecast"
@@ -166,6 +167,33 @@ def test_only_responses_that_reached_the_server_count_and_a_fast_401_is_fast() -
     assert score.evidence["last7d"]["samples"] == 6
 
 
+@pytest.mark.parametrize("reason", sorted(FAILED_REASONS))
+def test_an_answer_the_prober_classes_a_failure_is_neither_up_nor_a_latency_sample(
+    reason: str,
+) -> None:
+    """A fast 404, 429, bot challenge or 5xx got an HTTP answer, but the API failed: no up
+    time and no Latency sample. A 401 or 403 asking for a key is the service answering."""
+    hours = (1, 10, 20, 30, 40, 50, 24 * 20)
+    failing = probes([(h, "online", 40) for h in hours]).assign(reason=reason)
+    assert uptime_shares(failing, AS_OF) == {"last1d": 0.0, "last7d": 0.0, "last30d": 0.0}
+    assert entry_uptimes(failing, AS_OF) == {"example-weather": uptime_shares(failing, AS_OF)}
+    latency = latency_score(failing, AS_OF)
+    assert latency.value is None and latency.evidence["last30d"]["samples"] == 0
+    walled = failing.assign(reason="auth")
+    assert uptime_shares(walled, AS_OF) == {"last1d": 1.0, "last7d": 1.0, "last30d": 1.0}
+    assert latency_score(walled, AS_OF).value == 100
+    # half of the answers failures, the slow half: the fast successful ones alone are timed
+    mixed = probes([(h, "online", 40 if n % 2 else 5000) for n, h in enumerate(range(1, 21))])
+    mixed["reason"] = np.where(mixed["total_ms"] == 40, "auth", reason)
+    assert uptime_shares(mixed, AS_OF)["last7d"] == 0.5
+    assert latency_score(mixed, AS_OF).evidence["last7d"] == {
+        "samples": 10, "p50Ms": 40, "p95Ms": 40}
+    score = score_entries({"example-weather": make_entry()}, mixed, AS_OF)["example-weather"]
+    assert score.latency == latency_score(mixed, AS_OF)
+    row = endpoint_analytics(mixed, AS_OF).iloc[0]
+    assert (row["responded_7d"], row["succeeded_7d"], row["p50_ms"]) == (1.0, 0.5, 40.0)
+
+
 def test_latency_from_p50_and_p95() -> None:
     score = latency_score(live_week([200] * 10), AS_OF)
     # p50 200 ms: 100 - (200 - 100) * 20 / 200 = 90; p95 200 ms: 100; 0.6*90 + 0.4*100 = 94
@@ -275,7 +303,7 @@ def test_score_entries_is_deterministic_and_order_free() -> None:
     assert first["example-weather"].confidence == "medium"  # 14 samples, fewer than 20
     for entry_id, score in first.items():
         assert isinstance(score, EntryScore)
-        assert score.rubric == RUBRIC_VERSION == "2.0.0"
+        assert score.rubric == RUBRIC_VERSION == "2.1.0"
         assert score.label == f"{score.percent}% builder-friendly"
         assert (score.percent, score.grade) == builder_score(
             score.pricing.value, score.latency.value, score.depth.value)

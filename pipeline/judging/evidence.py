@@ -3,8 +3,8 @@ rollups, and raw probes only for the days the windows cut through.
 
 The windows end at `as_of` (T, on day D): 1 day, 7 days and 30 days back, each holding the
 probes after its start. A past day wholly inside or wholly outside each window is given
-exactly by its rollups (counts and every timed response of the day); the raw history is read
-for D and for each day a window starts inside (`evidence_days`). At a time of day, those are
+exactly by its rollups (counts and every timed successful probe of the day); the raw history is
+read for D and for each day a window starts inside (`evidence_days`). At a time of day, those are
 D-1, D-7 and D-30: each is read from the first window start inside it on, its probes counted
 for the windows starting inside it, while the windows that hold it whole count it from its
 rollups. The nightly runs after the day's probes, near the same time each night, so those
@@ -13,7 +13,8 @@ windows begin at days' ends, so only D is read raw and D-30 not at all. Scores a
 come out equal to those computed from the whole raw window (tests compare them), while the
 stage reads about one day of probes, however many nights the store holds.
 
-A complete past day's rollup evidence (each probed entry's counts and timed responses) is
+A complete past day's rollup evidence (each probed entry's counts of probes and successful
+probes, and the times of the successful ones) is
 kept beside its rows, in columns of its `RolledDay` written with them (`day_evidence`): the
 stage reads such a day as one row, not as the rows of each of its entries; a day rolled up
 before that is read from its rows.
@@ -162,12 +163,12 @@ def _day_timed(text: str) -> tuple[np.ndarray, np.ndarray]:
 
 class DayEvidence(NamedTuple):
     """A complete day's rollup evidence of its probed entries, row by row: their ids (joined
-    by commas), probe and response counts, their timed responses one row's after the other,
-    and how many each row holds."""
+    by commas), probe and success counts, their timed successful probes one row's after the
+    other, and how many each row holds."""
 
     entries: str
     probes: np.ndarray
-    responses: np.ndarray
+    successes: np.ndarray
     timed: np.ndarray
     sizes: np.ndarray
 
@@ -175,7 +176,7 @@ class DayEvidence(NamedTuple):
         """As `RolledDay` keeps it: the ids, and the numbers as one byte string (how many rows
         and timed responses, then the counts, the sizes and the timed responses)."""
         arrays = [np.array([len(self.sizes), len(self.timed)], dtype="<i8"),
-                  *(values.astype("<i8") for values in (self.probes, self.responses,
+                  *(values.astype("<i8") for values in (self.probes, self.successes,
                                                          self.sizes)),
                   self.timed.astype("<f8")]
         return {"evidence_entries": self.entries,
@@ -232,13 +233,13 @@ def _aggregated_days(session: Session, days: list[date],
     timed = func.coalesce(cast(rollup.timed_ms, Text), "[]")  # a row of no list holds none
     statement = (
         select(rollup.day, joined(rollup.entry_id), joined(rollup.probes),
-               joined(rollup.responses), joined(timed, ""))
+               joined(rollup.successes), joined(timed, ""))
         .where(rollup.day.in_(days), rollup.probes > 0, span.holds(rollup.entry_id))
         .group_by(rollup.day).order_by(rollup.day))
-    for day, ids, probes, responses, timed_text in session.connection().execute(statement):
-        probed, responded = (np.array(orjson.loads(f"[{text}]"), dtype=np.int64)
-                             for text in (probes, responses))
-        yield day, DayEvidence(ids, probed, responded, *_day_timed(timed_text))
+    for day, ids, probes, successes, timed_text in session.connection().execute(statement):
+        probed, succeeded = (np.array(orjson.loads(f"[{text}]"), dtype=np.int64)
+                             for text in (probes, successes))
+        yield day, DayEvidence(ids, probed, succeeded, *_day_timed(timed_text))
 
 
 def _kept_days(session: Session, days: list[date]) -> Iterator[tuple[date, DayEvidence]]:
@@ -274,20 +275,20 @@ def _rollup_evidence(session: Session, days: list[date], week_starts: date,
     codes: dict[str, int] = {}  # each entry's code, as first met
     # the rows taken of a day's entries and their codes, by their text: days alike
     taken_of: dict[str, tuple[np.ndarray | None, np.ndarray]] = {}
-    at_days, probed, responded, timed_ms, timed_at, weeks = [], [], [], [], [], []
+    at_days, probed, succeeded, timed_ms, timed_at, weeks = [], [], [], [], [], []
     for day, evidence in read:
         if not (evidence.row_count() == len(evidence.sizes) == len(evidence.probes)
-                == len(evidence.responses)):
+                == len(evidence.successes)):
             raise ValueError(f"the rollups of {day} do not line up row by row")
         taken, at = taken_of.get(evidence.entries) or taken_of.setdefault(
             evidence.entries, _coded(evidence.entries, wanted, codes))
         ms, sizes = evidence.timed, evidence.sizes
         if taken is None:
             probed.append(evidence.probes)
-            responded.append(evidence.responses)
+            succeeded.append(evidence.successes)
         else:
             probed.append(evidence.probes[taken])
-            responded.append(evidence.responses[taken])
+            succeeded.append(evidence.successes[taken])
             ms, sizes = ms[np.repeat(taken, sizes)], sizes[taken]
         at_days.append(at)
         timed_ms.append(ms)
@@ -298,21 +299,21 @@ def _rollup_evidence(session: Session, days: list[date], week_starts: date,
     none = np.zeros(len(entries), dtype=np.int64)  # a rolled day is never the day before
 
     def summed(week_only: bool) -> dict[str, np.ndarray]:
-        """Each entry's probes and responses summed over the days (of the week alone, or all):
-        the days' entries joined once for both."""
+        """Each entry's probes and successful probes summed over the days (of the week alone, or
+        all): the days' entries joined once for both."""
         kept = [n for n, in_7d in enumerate(weeks) if in_7d or not week_only]
         if not kept:
-            return {"probes": none, "responded": none}
+            return {"probes": none, "succeeded": none}
         at = np.concatenate([at_days[n] for n in kept])
         return {kind: np.bincount(at, np.concatenate([values[n] for n in kept]),
                                   minlength=len(entries)).astype(np.int64)  # exact below 2**53
-                for kind, values in (("probes", probed), ("responded", responded))}
+                for kind, values in (("probes", probed), ("succeeded", succeeded))}
 
     week, month = summed(week_only=True), summed(week_only=False)
     counted = pd.DataFrame({
-        "entry_id": entries.to_numpy(), "probes_1d": none, "responded_1d": none,
-        "probes_7d": week["probes"], "responded_7d": week["responded"],
-        "probes_30d": month["probes"], "responded_30d": month["responded"]},
+        "entry_id": entries.to_numpy(), "probes_1d": none, "succeeded_1d": none,
+        "probes_7d": week["probes"], "succeeded_7d": week["succeeded"],
+        "probes_30d": month["probes"], "succeeded_30d": month["succeeded"]},
         columns=COUNT_COLUMNS)
     # built at once, in the samples' column order: some 3.6 million a span, copied once; their
     # entries by code (`joined_samples`)

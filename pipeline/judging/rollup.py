@@ -27,7 +27,7 @@ from pipeline.judging.evidence import (
     day_history,
     days_between,
 )
-from pipeline.judging.score import ContentScores
+from pipeline.judging.score import ContentScores, succeeded_probes
 from pipeline.store.history import latest_runs, latest_states, probed_entries
 from pipeline.store.tables import (
     DailyEndpointRollup,
@@ -43,7 +43,7 @@ from pipeline.store.tables import (
     utcnow,
 )
 
-_DAY_KEYS = ["probes", "responses", "live", "live_share", "p50_ms", "p90_ms"]
+_DAY_KEYS = ["probes", "responses", "successes", "live", "live_share", "p50_ms", "p90_ms"]
 
 
 @dataclass(frozen=True)
@@ -72,24 +72,27 @@ class _DayRows:
 
 def _day_figures(history: pd.DataFrame, keys: list[str], timed: bool = False) -> pd.DataFrame:
     """Probe counts, live share and latency percentiles per group of `keys`, for one day; with
-    `timed`, each group's timed responses too (ascending)."""
+    `timed`, each group's timed successful probes too (ascending): the same probes and times
+    uptime and Latency read of a raw day (`score.succeeded_probes`)."""
     if history.empty:
         columns = [*keys, *_DAY_KEYS, "endpoint_id", *(["timed_ms"] if timed else [])]
         return pd.DataFrame(columns=columns).set_index(keys)
     frame = history.assign(
         total_ms=pd.to_numeric(history["total_ms"], errors="coerce").astype(float),
         responded=history["outcome"].isin(["live", "online"]),
+        succeeded=succeeded_probes(history["outcome"], history.get("reason")),
         is_live=history["outcome"] == "live",
     )
     grouped = frame.groupby(keys, sort=True)
     figures = grouped.agg(
         probes=("outcome", "size"),
         responses=("responded", "sum"),
+        successes=("succeeded", "sum"),
         live=("is_live", "sum"),
         endpoint_id=("endpoint_id", "last"),
     )
     figures["live_share"] = figures["live"] / figures["probes"]
-    answered = frame[frame["responded"] & frame["total_ms"].notna()]
+    answered = frame[frame["succeeded"] & frame["total_ms"].notna()]
     by_group = answered.groupby(keys)["total_ms"]
     figures["p50_ms"] = by_group.quantile(0.5).reindex(figures.index)
     figures["p90_ms"] = by_group.quantile(0.9).reindex(figures.index)
@@ -119,18 +122,19 @@ def _numbers(values: list[Any]) -> list[float | None]:
 
 
 # A group's figures on a day it was not probed (the tables' defaults).
-_UNPROBED = {"probes": 0, "responses": 0, "live": 0, "live_share": None, "p50_ms": None,
-             "p90_ms": None}
+_UNPROBED = {"probes": 0, "responses": 0, "successes": 0, "live": 0, "live_share": None,
+             "p50_ms": None, "p90_ms": None}
 
 
 def _figure_rows(figures: pd.DataFrame, timed: bool = False) -> list[dict[str, object]]:
     """Each group's figures as rollup fields, in the frame's order; with `timed`, the day's
-    timed responses too (an empty list when none was timed)."""
+    timed successful probes too (an empty list when none was timed)."""
     rows = [
-        {"probes": int(probes), "responses": int(responses), "live": int(live),
-         "live_share": live_share, "p50_ms": p50_ms, "p90_ms": p90_ms}
-        for probes, responses, live, live_share, p50_ms, p90_ms in zip(
-            figures["probes"].tolist(), figures["responses"].tolist(), figures["live"].tolist(),
+        {"probes": int(probes), "responses": int(responses), "successes": int(successes),
+         "live": int(live), "live_share": live_share, "p50_ms": p50_ms, "p90_ms": p90_ms}
+        for probes, responses, successes, live, live_share, p50_ms, p90_ms in zip(
+            figures["probes"].tolist(), figures["responses"].tolist(),
+            figures["successes"].tolist(), figures["live"].tolist(),
             *(_numbers(figures[name].tolist()) for name in ("live_share", "p50_ms", "p90_ms")),
             strict=True)
     ]

@@ -19,11 +19,15 @@ import numpy as np
 import pandas as pd
 
 from pipeline.contract import BuilderScore
+from pipeline.probing.probe import failed
 
-RUBRIC_VERSION = "2.0.0"
+RUBRIC_VERSION = "2.1.0"
 
-# Probe history columns this module reads, and what a probe outcome may be.
+# Probe history columns this module reads, and what a probe outcome may be. A history may
+# also carry each probe's `reason` (the prober's word for an `online` answer): without it every
+# answer counts as a successful probe.
 HISTORY_COLUMNS = ("entry_id", "url", "checked_at", "outcome", "total_ms", "run_id")
+REASON_COLUMN = "reason"
 OUTCOMES = ("unreachable", "online", "live")  # worst to best; "responded" = online or live
 RESPONDED = ("live", "online")
 WINDOWS: dict[str, int] = {"1d": 1, "7d": 7, "30d": 30}  # window name -> days before as_of
@@ -330,6 +334,7 @@ def _prepare(history: pd.DataFrame, as_of: datetime) -> pd.DataFrame:
     missing = [c for c in HISTORY_COLUMNS if c not in history.columns]
     if missing:
         raise ValueError(f"history lacks columns: {', '.join(missing)}")
+    reasons = history[REASON_COLUMN] if REASON_COLUMN in history.columns else None
     frame = history.loc[:, list(HISTORY_COLUMNS)]
     if not len(frame):  # an empty frame may carry no dtypes at all
         frame = frame.astype({"checked_at": "datetime64[ns, UTC]", "total_ms": "float64",
@@ -340,13 +345,30 @@ def _prepare(history: pd.DataFrame, as_of: datetime) -> pd.DataFrame:
         raise ValueError(f"unknown probe outcomes: {sorted(map(str, bad)) or ['<missing>']}")
     if frame["entry_id"].isna().any() or frame["url"].isna().any() or checked.isna().any():
         raise ValueError("every probe needs an entry_id, a url and a checked_at")
-    frame = frame.assign(checked_at=checked, total_ms=pd.to_numeric(frame["total_ms"]))
+    frame = frame.assign(checked_at=checked, total_ms=pd.to_numeric(frame["total_ms"]),
+                         succeeded=succeeded_probes(frame["outcome"], reasons))
     frame = frame.loc[frame["checked_at"] <= cutoff]
     rank = frame["outcome"].map({o: i for i, o in enumerate(OUTCOMES)}).astype("int64")
     frame = frame.assign(rank=rank, responded=rank > 0, live=rank == 2)
     for name, days in WINDOWS.items():
         frame[f"in_{name}"] = frame["checked_at"] > cutoff - pd.Timedelta(days=days)
     return frame
+
+
+def succeeded_probes(outcomes: pd.Series, reasons: pd.Series | None = None) -> np.ndarray:
+    """Whether each probe succeeded: it got an HTTP answer that is not a failure
+    (`probe.failed`: a 401 asking for a key is the service answering; a 404, a 429, a bot
+    challenge or a 5xx is not). Uptime counts these, and Latency times only these: a fast 404
+    is no fast API. `reasons` None: no probe has one. The rule is asked once per distinct
+    outcome and reason, not once per probe."""
+    outcome_codes, outcome_kinds = pd.factorize(outcomes)
+    if reasons is None:
+        reasons = pd.Series(None, index=outcomes.index, dtype=object)
+    reason_codes, reason_kinds = pd.factorize(reasons, use_na_sentinel=False)
+    table = np.array([[not failed(outcome, None if pd.isna(reason) else reason)
+                       for reason in reason_kinds] for outcome in outcome_kinds],
+                     dtype=bool).reshape(len(outcome_kinds), len(reason_kinds))
+    return table[outcome_codes, reason_codes]
 
 
 def prepare_history(history: pd.DataFrame, as_of: datetime) -> pd.DataFrame:
@@ -368,22 +390,23 @@ def _grouped(frame: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, pd.DataF
 
 
 def _window_stats(frame: pd.DataFrame, group: np.ndarray, size: int) -> pd.DataFrame:
-    """Per group: probe counts, responded and live shares per window, p50/p90 of the last 7 days."""
-    responded, live = frame["responded"].to_numpy(), frame["live"].to_numpy()
+    """Per group: probe counts, responded, succeeded and live shares per window, p50/p90 of the
+    successful probes of the last 7 days."""
+    flags = {share: frame[share].to_numpy() for share in ("responded", "succeeded", "live")}
     counts: dict[str, np.ndarray] = {}
     for name in WINDOWS:
         inside = frame[f"in_{name}"].to_numpy()
         counts[f"probes_{name}"] = np.bincount(group[inside], minlength=size)
-        counts[f"responded_{name}"] = np.bincount(group[inside & responded], minlength=size)
-        counts[f"live_{name}"] = np.bincount(group[inside & live], minlength=size)
+        for share, flag in flags.items():
+            counts[f"{share}_{name}"] = np.bincount(group[inside & flag], minlength=size)
     out = pd.DataFrame({f"probes_{name}": counts[f"probes_{name}"] for name in WINDOWS})
-    for share in ("responded", "live"):
+    for share in flags:
         for name in WINDOWS:
             probes = out[f"probes_{name}"]
             out[f"{share}_{name}"] = (counts[f"{share}_{name}"] / probes).where(probes > 0)
     out[f"responses_{LATENCY_WINDOW}"] = counts[f"responded_{LATENCY_WINDOW}"]
 
-    timed = (frame[f"in_{LATENCY_WINDOW}"] & frame["responded"] & frame["total_ms"].notna())
+    timed = (frame[f"in_{LATENCY_WINDOW}"] & frame["succeeded"] & frame["total_ms"].notna())
     timed = timed.to_numpy()
     ms = pd.Series(frame["total_ms"].to_numpy()[timed]).groupby(group[timed])
     out[f"timed_{LATENCY_WINDOW}"] = np.bincount(group[timed], minlength=size)
@@ -457,7 +480,8 @@ def entry_analytics(history: pd.DataFrame, as_of: datetime) -> pd.DataFrame:
 
 
 def uptime_shares(history: pd.DataFrame, as_of: datetime) -> dict[str, float | None]:
-    """Share of probes that got an HTTP response, over the last 1, 7 and 30 days of `as_of`.
+    """Share of successful probes (`succeeded_probes`), over the last 1, 7 and 30 days of
+    `as_of`.
 
     Counts every row of `history` (pass one entry's rows); None for a window without probes.
     """
@@ -466,8 +490,8 @@ def uptime_shares(history: pd.DataFrame, as_of: datetime) -> dict[str, float | N
     for name in WINDOWS:
         inside = frame[f"in_{name}"]
         probes = int(inside.sum())
-        responded = int((inside & frame["responded"]).sum())
-        shares[f"last{name}"] = responded / probes if probes else None
+        succeeded = int((inside & frame["succeeded"]).sum())
+        shares[f"last{name}"] = succeeded / probes if probes else None
     return shares
 
 
@@ -482,24 +506,25 @@ def _speed(p50: np.ndarray, p95: np.ndarray) -> np.ndarray:
 
 SAMPLE_COLUMNS = ["entry_id", "total_ms", "in_7d", "in_30d"]
 COUNT_COLUMNS = ["entry_id", *(f"{kind}_{name}" for name in WINDOWS
-                               for kind in ("probes", "responded"))]
+                               for kind in ("probes", "succeeded"))]
 
 
 def timed_samples(frame: pd.DataFrame) -> pd.DataFrame:
-    """The evidence Latency reads, from a prepared history: each timed response (a probe
-    that got an HTTP answer, a fast 401 being fast) with the windows it falls in."""
-    timed = frame.loc[frame["responded"] & frame["total_ms"].notna(), SAMPLE_COLUMNS]
+    """The evidence Latency reads, from a prepared history: each timed successful probe
+    (`succeeded_probes`: a fast 401 is fast, a fast 404 is no sample) with the windows it
+    falls in."""
+    timed = frame.loc[frame["succeeded"] & frame["total_ms"].notna(), SAMPLE_COLUMNS]
     return timed.reset_index(drop=True)
 
 
 def window_counts(frame: pd.DataFrame) -> pd.DataFrame:
     """The evidence uptime reads, from a prepared history: per entry and window, probes and
-    probes that got an HTTP response."""
+    successful probes (`succeeded_probes`)."""
     columns = {}
     for name in WINDOWS:
         inside = frame[f"in_{name}"]
         columns[f"probes_{name}"] = inside.astype("int64")
-        columns[f"responded_{name}"] = (inside & frame["responded"]).astype("int64")
+        columns[f"succeeded_{name}"] = (inside & frame["succeeded"]).astype("int64")
     counts = pd.DataFrame(columns).assign(entry_id=frame["entry_id"].to_numpy())
     return counts.groupby("entry_id", sort=True).sum().reset_index().loc[:, COUNT_COLUMNS]
 
@@ -668,8 +693,8 @@ def scores_from_samples(judged: Mapping[str, ContentScores],
 
 
 def entry_uptimes(history: pd.DataFrame, as_of: datetime) -> dict[str, dict[str, float | None]]:
-    """Published `uptime` of every probed entry: the responded share per window, in its JSON
-    form (`uptimes_from_counts`)."""
+    """Published `uptime` of every probed entry: the share of successful probes per window, in
+    its JSON form (`uptimes_from_counts`)."""
     return uptimes_from_counts(window_counts(_prepare(history, as_of)))
 
 
@@ -681,9 +706,9 @@ def uptimes_from_counts(counts: pd.DataFrame) -> dict[str, dict[str, float | Non
     shares = {}
     for name in WINDOWS:  # every entry at once: the same IEEE division as one by one
         probes = counts[f"probes_{name}"].to_numpy(dtype=np.int64)
-        responded = counts[f"responded_{name}"].to_numpy(dtype=np.int64)
+        succeeded = counts[f"succeeded_{name}"].to_numpy(dtype=np.int64)
         with np.errstate(divide="ignore", invalid="ignore"):
-            share = responded / probes
+            share = succeeded / probes
         shares[f"last{name}"] = [v if n else None
                                  for v, n in zip(share.tolist(), probes.tolist(), strict=True)]
     return {entry_id: {"last1d": day, "last7d": week, "last30d": month}

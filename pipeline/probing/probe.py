@@ -144,7 +144,13 @@ WINDOW_PER_SLOT = 64
 def is_failure(result: ProbeResult) -> bool:
     """Whether a probe failed: no answer at all, or an answer saying the API is gone, walled
     off or broken (404/410, a bot challenge, 429, 5xx)."""
-    return result.outcome == "unreachable" or result.reason in FAILED_REASONS
+    return failed(result.outcome, result.reason)
+
+
+def failed(outcome: str, reason: str | None) -> bool:
+    """`is_failure` of a probe stored as its outcome and reason: the one rule of a failed
+    probe, read again where uptime and Latency count the successful ones."""
+    return outcome == "unreachable" or reason in FAILED_REASONS
 
 
 def failure_class(*looks: ProbeResult) -> FailureClass | None:

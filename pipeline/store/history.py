@@ -59,6 +59,7 @@ HISTORY_COLUMNS = [
     "url",
     "checked_at",
     "outcome",
+    "reason",
     "http_status",
     "total_ms",
 ]

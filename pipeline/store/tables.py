@@ -256,12 +256,16 @@ class DailyEntryRollup(SQLModel, table=True):
     entry_id: str = Field(primary_key=True, foreign_key="entry.id")
     probes: int = 0
     responses: int = 0  # probes that got an HTTP response (live or online)
+    # Successful probes: an HTTP answer that is no failure (`score.succeeded_probes`; a 404,
+    # 429 or 5xx is not one). Uptime counts these; on a day rolled up before they were
+    # counted apart and already pruned, the responses (migration 0020).
+    successes: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     live: int = 0
     live_share: float | None = None  # live ÷ probes; None on a day without probes
-    p50_ms: float | None = None
+    p50_ms: float | None = None  # of the successful probes' times
     p90_ms: float | None = None
-    # Every timed response of the day (ms, ascending): the score stage reads past days' Latency
-    # evidence from here, never from the raw history.
+    # Every timed successful probe of the day (ms, ascending): the score stage reads past
+    # days' Latency evidence from here, never from the raw history.
     timed_ms: list[float] | None = Field(default=None, sa_column=Column(JSON))
     state: str = "unchecked"  # the presented state at the end of the day
     pricing: int | None = None  # None: the sub-score lacked its evidence that day
@@ -284,9 +288,10 @@ class DailyEndpointRollup(SQLModel, table=True):
     endpoint_id: int | None = Field(default=None, foreign_key="endpoint.id")
     probes: int = 0
     responses: int = 0
+    successes: int = Field(default=0, sa_column_kwargs={"server_default": "0"})  # as an entry's
     live: int = 0
     live_share: float | None = None
-    p50_ms: float | None = None
+    p50_ms: float | None = None  # of the successful probes' times
     p90_ms: float | None = None
 
 
@@ -299,9 +304,10 @@ class RolledDay(SQLModel, table=True):
     day: date = Field(primary_key=True)
     rolled_at: datetime = Field(sa_type=UtcDateTime)
     # The day's rollup evidence in columns, written with its rows (`evidence.day_evidence`):
-    # its probed entries' ids (joined by commas, in its rows' order) and their probe and response
-    # counts and timed responses (packed arrays). The score stage reads a past day from here,
-    # one row, not from its 100,000 rows; None for a day rolled up before they were kept.
+    # its probed entries' ids (joined by commas, in its rows' order) and their counts of probes
+    # and successful probes and the successful probes' times (packed arrays). The score stage
+    # reads a past day from here, one row, not from its 100,000 rows; None for a day rolled up
+    # before they were kept (or before 0020 counted successes apart).
     evidence_entries: str | None = Field(default=None, sa_column=Column(Text))
     evidence: bytes | None = Field(default=None, sa_column=Column(LargeBinary))
     # Whether the day's raw probes were pruned (`rollup.prune_probes`): its rows stand as they
