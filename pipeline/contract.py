@@ -271,7 +271,7 @@ LATENCY_EVIDENCE_EXAMPLE: dict[str, Any] = {
 BUILDER_SCORE_EXAMPLES: list[dict[str, Any]] = [
     {
         "grade": "A", "percent": 91, "label": "91% builder-friendly",
-        "pricing": 95, "latency": 100, "depth": 80, "rubric": "2.0.0",
+        "pricing": 95, "latency": 100, "depth": 80, "rubric": "2.1.0",
         "reasons": {
             "pricing": ["free tier", "no monthly minimum", "nothing to buy"],
             "latency": ["p50 85 ms, p95 89 ms over 10 responses in 7 days"],
@@ -289,7 +289,7 @@ BUILDER_SCORE_EXAMPLES: list[dict[str, Any]] = [
     },
     {
         "grade": "C", "percent": 67, "label": "67% builder-friendly",
-        "pricing": 55, "latency": None, "depth": 78, "rubric": "2.0.0",
+        "pricing": 55, "latency": None, "depth": 78, "rubric": "2.1.0",
         "reasons": {
             "pricing": ["one-time free credit", "paid tiers from $29"],
             "latency": ["not enough probes: 0 timed responses in 7 days, 5 needed"],
@@ -647,11 +647,12 @@ class ScoreReasons(ContractModel):
 
 
 class LatencyWindow(ContractModel):
-    """Response times of one window: only probes that got an HTTP answer count."""
+    """Response times of one window: only successful probes count (an HTTP answer that is not
+    a failure: a 404, a bot challenge, a 429 or a 5xx is none)."""
 
     model_config = ConfigDict(json_schema_serialization_defaults_required=True)
 
-    samples: int = Field(ge=0, description="Timed responses in the window.")
+    samples: int = Field(ge=0, description="Timed successful probes in the window.")
     p50_ms: int | None = Field(default=None, ge=0, description="Median time to headers, in "
                                "milliseconds; null without samples.")
     p95_ms: int | None = Field(default=None, ge=0, description="95th percentile of the same; "
@@ -726,8 +727,10 @@ class Uptime(ContractModel):
                               json_schema_extra={"examples": [UPTIME_EXAMPLE]})
 
     last1d: Share | None = Field(default=None, alias="last1d", title="Last day",
-                                 description="Share (0 to 1) of the last day's probes that got an "
-                                 "HTTP response; null without probes.")
+                                 description="Share (0 to 1) of the last day's probes that "
+                                 "succeeded: got an HTTP answer that is not a failure (a "
+                                 "404/410, a bot challenge, a 429 or a 5xx is one; a 401 or 403 "
+                                 "asking for credentials is not); null without probes.")
     last7d: Share | None = Field(default=None, alias="last7d", title="Last 7 days",
                                  description="The same over the last 7 days.")
     last30d: Share | None = Field(default=None, alias="last30d", title="Last 30 days",
