@@ -339,11 +339,11 @@ def test_entry_pages_draw_the_last_30_days_and_show_health(catalogue: Settings) 
     steady = (pages / "steady.html").read_text()
     chart = steady[steady.index('<figure class="trend"'):steady.index("</figure>")]
     assert chart.count("<rect") == 1 + len(RUNS)  # the frame, then one bar a probed day
-    assert "100% answered" in chart and "<polyline" in chart
+    assert "100% up" in chart and "<polyline" in chart
     assert "Lifecycle: <strong>Active</strong>" in steady
     assert 'id="cors">yes' in steady and "TLSv1.3" in steady
     wobbly = (pages / "wobbly.html").read_text()
-    assert "50% answered" in wobbly  # the days it lost one target of two
+    assert "50% up" in wobbly  # the days it lost one target of two
     down = (pages / "down.html").read_text()
     assert "Lifecycle: <strong>Failing</strong>" in down and "Failed in the last run" in down
     old = (pages / "old.html").read_text()

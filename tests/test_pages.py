@@ -555,8 +555,8 @@ def test_a_share_short_of_every_probe_or_none_is_never_shown_as_all_or_none() ->
     last = NOW.date()
     chart = pages.trend_svg([DayFigures(last, 2880, 2879, 80.0),
                              DayFigures(last - timedelta(days=1), 2880, 1, 80.0)], last)
-    assert f"<title>{last}: 99.9% answered, median 80 ms</title>" in chart
-    assert f"<title>{last - timedelta(days=1)}: 0.1% answered, median 80 ms</title>" in chart
+    assert f"<title>{last}: 99.9% up, median 80 ms</title>" in chart
+    assert f"<title>{last - timedelta(days=1)}: 0.1% up, median 80 ms</title>" in chart
 
 
 def test_curated_pricing_facts_reach_the_page_and_the_markdown(sample: SampleRelease) -> None:

@@ -14,15 +14,15 @@ class DayFigures:
 
     day: date
     probes: int
-    responses: int
-    p50_ms: float | None
+    successes: int  # probes that succeeded: the day's uptime
+    p50_ms: float | None  # of the successful probes' times
 
     def __reduce__(self) -> tuple[Any, tuple[int, int, int, float | None]]:
         """Pickled as the day's ordinal and three numbers: the pages' workers are sent 30 days
         of every entry, and a dataclass's own pickling (its state by field names, the date as
         an object) cost three times the CPU on both sides."""
-        return _day_figures, (self.day.toordinal(), self.probes, self.responses, self.p50_ms)
+        return _day_figures, (self.day.toordinal(), self.probes, self.successes, self.p50_ms)
 
 
-def _day_figures(ordinal: int, probes: int, responses: int, p50_ms: float | None) -> DayFigures:
-    return DayFigures(date.fromordinal(ordinal), probes, responses, p50_ms)
+def _day_figures(ordinal: int, probes: int, successes: int, p50_ms: float | None) -> DayFigures:
+    return DayFigures(date.fromordinal(ordinal), probes, successes, p50_ms)

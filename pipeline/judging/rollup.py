@@ -435,12 +435,12 @@ def entry_trends(session: Session, last_day: date, days: int = 30) -> dict[str, 
     """Each entry's daily figures over the `days` days ending on `last_day`, oldest first."""
     statement = (
         select(DailyEntryRollup.entry_id, DailyEntryRollup.day, DailyEntryRollup.probes,
-               DailyEntryRollup.responses, DailyEntryRollup.p50_ms)
+               DailyEntryRollup.successes, DailyEntryRollup.p50_ms)
         .where(DailyEntryRollup.day > last_day - timedelta(days=days),
                DailyEntryRollup.day <= last_day)
         .order_by(DailyEntryRollup.day)
     )
     trends: dict[str, list[DayFigures]] = {}
-    for entry_id, day, probes, responses, p50_ms in session.exec(statement):
-        trends.setdefault(entry_id, []).append(DayFigures(day, probes, responses, p50_ms))
+    for entry_id, day, probes, successes, p50_ms in session.exec(statement):
+        trends.setdefault(entry_id, []).append(DayFigures(day, probes, successes, p50_ms))
     return trends

@@ -361,18 +361,19 @@ _POINT_X = tuple(f"{offset * _TREND_SLOT + _TREND_SLOT / 2:g}" for offset in ran
 
 
 @lru_cache(maxsize=4096)
-def _answered_bar(responses: int, probes: int) -> tuple[str, str]:
-    """A day's bar from its probes and answers (a few pairs recur on every chart): its
-    attributes after x, and the start of its label after the date."""
-    share = responses / probes
+def _up_bar(successes: int, probes: int) -> tuple[str, str]:
+    """A day's bar from its probes and successful probes, as uptime counts them (a few pairs
+    recur on every chart): its attributes after x, and the start of its label after the date."""
+    share = successes / probes
     bar = round(share * (_TREND_HEIGHT - 4), 1)
     return (f'y="{_TREND_HEIGHT - bar}" width="8" height="{bar}" fill="#2da44e"',
-            f"{share_text(share)} answered")
+            f"{share_text(share)} up")
 
 
 def trend_svg(days: Sequence[DayFigures], last_day: date) -> str:
-    """The last 30 days as a small inline SVG: a bar per day for the share of probes that got
-    an answer, a line for the daily median response time; '' without any probed day.
+    """The last 30 days as a small inline SVG: a bar per day for the share of probes that
+    succeeded (the day's uptime), a line for their daily median response time; '' without any
+    probed day.
 
     Drawn once per entry page, so the days are placed by their offset from the first day and
     the text shared by every chart is made once."""
@@ -390,12 +391,12 @@ def trend_svg(days: Sequence[DayFigures], last_day: date) -> str:
     bars, points = [], []
     for offset in sorted(by_offset):
         figures = by_offset[offset]
-        shape, answered = _answered_bar(figures.responses, figures.probes)
+        shape, up = _up_bar(figures.successes, figures.probes)
         median = figures.p50_ms
         if median is None:
-            label = f"{isodays[offset]}: {answered}"
+            label = f"{isodays[offset]}: {up}"
         else:
-            label = f"{isodays[offset]}: {answered}, median {median:.0f} ms"
+            label = f"{isodays[offset]}: {up}, median {median:.0f} ms"
         bars.append(f'<rect x="{_BAR_X[offset]}" {shape}><title>{label}</title></rect>')
         if median is not None and slowest:
             y = round(height - 2 - median / slowest * (height - 8), 1)
