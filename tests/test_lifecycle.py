@@ -334,8 +334,14 @@ def test_entry_pages_draw_the_last_30_days_and_show_health(catalogue: Settings) 
         publish(catalogue)
     days = [(NOW - timedelta(days=n)).date() for n in range(len(RUNS), 0, -1)]
     stages.roll_up(catalogue, days)
-    publish(catalogue)
+    full, _ = publish(catalogue)
     pages = catalogue.output_dir / "apis"
+    # every probe of `gone` a confirmed 404 (fast): never up, and no Latency from its 404s
+    gone = next(api for api in full.apis if api.id == "gone")
+    assert (gone.uptime.last7d, gone.uptime.last30d) == (0.0, 0.0)  # the last run: a day ago
+    assert gone.builder_score.latency is None
+    assert "0% over 7 days, 0% over 30 days." in (pages / "gone.md").read_text()
+    assert "0% up" in (pages / "gone.html").read_text()
     steady = (pages / "steady.html").read_text()
     chart = steady[steady.index('<figure class="trend"'):steady.index("</figure>")]
     assert chart.count("<rect") == 1 + len(RUNS)  # the frame, then one bar a probed day
