@@ -41,9 +41,9 @@ MINIMUM_POINTS = (25, 18, 10, 3, 0)  # ... and its points, linear in between, 0 
 GROWTH_POINTS = 20  # a published price to grow into: unit cost, fee, paid tiers (or none needed)
 QUOTA_POINTS, QUOTA_NOTE_POINTS = 10, 5  # a free allowance with its amount (or only described)
 
-# Latency: time to headers of the responses that reached the server, as a benchmark reports it.
+# Latency: time to headers of the successful probes, as a benchmark reports it.
 LATENCY_WINDOW = "7d"
-MIN_LATENCY_SAMPLES = 5  # timed responses in the window; fewer: no Latency, a provisional grade
+MIN_LATENCY_SAMPLES = 5  # timed successful probes in the window; fewer: no Latency, provisional
 HIGH_CONFIDENCE_SAMPLES = 20
 P50_MS = (100, 300, 1_000, 3_000)
 P50_POINTS = (100, 80, 40, 0)
