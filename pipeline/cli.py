@@ -104,8 +104,10 @@ def warn_if_local(settings: Settings) -> None:
 def run() -> None:
     """Run the nightly pipeline once, here, in Prefect's local mode."""
     from flows.nightly import nightly
+    from pipeline.operations.local_mode import tether_temporary_server
 
     terminal_logs_without_tracebacks()
+    tether_temporary_server()
     warn_if_local(Settings())
     result = asyncio.run(nightly())
     typer.echo(
@@ -153,6 +155,7 @@ def backfill(
 
     from flows.backfill import backfill as backfill_flow
     from pipeline.contract import CATEGORY_IDS
+    from pipeline.operations.local_mode import tether_temporary_server
 
     terminal_logs_without_tracebacks()
     if end < start:
@@ -164,6 +167,7 @@ def backfill(
             hint = f"did you mean {close[0]!r}? " if close else ""
             fail(f"no category {name!r}: {hint}the categories are {', '.join(CATEGORY_IDS)}")
 
+    tether_temporary_server()
     result = asyncio.run(
         backfill_flow(start, end, entries=entry, categories=category,
                       reprobe=reprobe)

@@ -230,9 +230,10 @@ def test_a_temporary_server_that_does_not_start_in_time_is_told_in_one_line(
     assert done.returncode == 1
     assert "Traceback" not in done.stderr and '  File "' not in done.stderr
     last = [line for line in done.stderr.splitlines() if line.startswith("apidir: ")][-1]
-    assert last == ("apidir: Prefect's temporary server did not start within 0 s; set "
-                    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS higher, or PREFECT_API_URL "
-                    "to a running Prefect server")
+    log = Path(os.environ.get("PREFECT_HOME", Path.home() / ".prefect")) / "temporary-server.log"
+    assert last == ("apidir: Prefect's temporary server did not start within 0 s (its output: "
+                    f"{log}); set PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS higher, or "
+                    "PREFECT_API_URL to a running Prefect server")
 
 
 def test_the_command_waits_longer_for_the_temporary_server_unless_told(
