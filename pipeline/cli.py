@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import sys
 from dataclasses import asdict, replace
 from datetime import date
@@ -613,17 +614,54 @@ def interrupted(error: BaseException) -> bool:
     return False
 
 
+class Terminated(BaseException):
+    """SIGTERM (`kill`, a service manager stopping the command), raised where the command is,
+    as Ctrl-C raises KeyboardInterrupt: the command unwinds, a run closes its record and
+    Prefect stops its temporary server at exit, where the signal's default action would end
+    the process on the spot and leave the server running."""
+
+    def __init__(self, signal_number: int) -> None:
+        super().__init__(signal_number)
+        self.signal = signal_number
+
+
+def _raise_terminated(signal_number: int, _frame: object) -> None:
+    raise Terminated(signal_number)
+
+
+def termination_signals() -> tuple[type[BaseException], ...]:
+    """SIGTERM as the command may see it: Terminated, or Prefect's TerminationSignal, which a
+    flow raises in its place (a flow re-sends the signal to the handler it found, which
+    raises Terminated, unless the signal was ignored: then its own reaches the command)."""
+    prefects = sys.modules.get("prefect.exceptions")  # never raised where Prefect is not loaded
+    return (Terminated, *([prefects.TerminationSignal] if prefects else []))
+
+
+def end_on_sigterm() -> bool:
+    """Have SIGTERM raise Terminated, unless the caller set it otherwise (ignored, it stays
+    ignored); whether it does."""
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return False
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    return True
+
+
 def main() -> None:
     """The `apidir` command, with every error a user can cause told in one line (exit 2)
-    and any other in one line too, with the way to see its traceback (exit 1)."""
+    and any other in one line too, with the way to see its traceback (exit 1); Ctrl-C and
+    SIGTERM say so, and exit with the shell's status for the signal (130, 143)."""
     from pipeline.operations.local_mode import patient_startup, started_too_late, too_late_line
 
     patient_startup()
+    raises_terminated = end_on_sigterm()
     try:
         app()
     except KeyboardInterrupt:
         typer.echo("apidir: interrupted", err=True)
         sys.exit(130)
+    except termination_signals() as stopped:
+        typer.echo("apidir: terminated", err=True)
+        sys.exit(128 + int(getattr(stopped, "signal", signal.SIGTERM)))
     except SystemExit as done:
         if done.code == 130 and interrupted(done):  # Typer's Exit(130) for Ctrl-C, silent
             typer.echo("apidir: interrupted", err=True)
@@ -640,6 +678,9 @@ def main() -> None:
         typer.echo(f"apidir: unexpected {type(error).__name__}: {one_line(error)} "
                    "(APIDIR_DEBUG=1 shows the traceback)", err=True)
         sys.exit(1)
+    finally:
+        if raises_terminated:  # as it was: a SIGTERM while Prefect's server stops ends it all
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 if __name__ == "__main__":

@@ -108,3 +108,28 @@ def test_a_killed_run_takes_its_temporary_server_with_it(
         run.wait()
         assert read_to_end(run.stdout.fileno()) is not None, "the run's output never ended"
         assert wait_until(lambda: gone(server)), f"left running: {command_line(server)}"
+
+
+@pytest.mark.parametrize("ignored", [False, True], ids=["default", "ignored-by-the-caller"])
+def test_sigterm_ends_a_run_in_one_line_with_its_server(
+    tmp_path: Path, data_dir: Path, write_entry: WriteEntry, ignored: bool
+) -> None:
+    """SIGTERM (a service manager, `kill`) ends a run as Ctrl-C does: one line, the shell's
+    status for the signal (128 + 15), the temporary server stopped. Prefect's flow turns the
+    signal into its TerminationSignal, then re-sends it to the handler it found: the default
+    one killed the run where it stood, its server left running; one the caller ignores made
+    the TerminationSignal escape as a traceback."""
+    write_entry()
+    caller = (lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN)) if ignored else None
+    with run_stopped_in_its_flow(sqlite_env(tmp_path, data_dir),
+                                 preexec_fn=caller) as (run, server):
+        run.send_signal(signal.SIGTERM)
+        run.send_signal(signal.SIGCONT)
+        said = read_to_end(run.stdout.fileno())
+        assert said is not None, "the run's output never ended"
+        assert run.wait() == 143, said.decode()
+        lines = said.decode().splitlines()
+        assert "apidir: terminated" in lines
+        assert [line for line in lines if line.startswith("apidir:")] == ["apidir: terminated"]
+        assert "Traceback" not in said.decode()
+        assert gone(server)
