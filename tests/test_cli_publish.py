@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -165,3 +168,68 @@ def test_a_store_that_cannot_record_the_release_leaves_the_live_one(
     assert done.stderr.splitlines()[-1].startswith("apidir: (sqlite3.OperationalError) database "
                                                    "is locked"), done.stderr
     assert {path: (stored / "api" / path).read_bytes() for path in live} == live
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A file system of its own, 4 MB of memory (tmpfs), for a publish to run out of space
+    on; skipped where this process may not mount one."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if shutil.which("mount") is None:
+        pytest.skip("no mount command")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def fill(disk: Path) -> None:
+    """Take the space left on `disk`, to the last block."""
+    filler = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while True:
+            os.write(filler, bytes(65536))
+    except OSError as full:
+        assert full.errno == errno.ENOSPC
+    finally:
+        os.close(filler)
+
+
+@pytest.mark.parametrize("command", [["publish"], ["run"]])
+def test_a_full_disk_is_one_line_naming_where_and_the_live_release_stays(
+    stored: Path, small_disk: Path, command: list[str]
+) -> None:
+    """A publish (alone or a run's) that runs out of space says where, and that the live
+    release is unchanged, in one line: the error's own words ("[Errno 28] No space left on
+    device") named neither."""
+    output = small_disk / "public"
+    assert apidir_publish(APIDIR_OUTPUT_DIR=str(output)).returncode == 0
+    live = {path: path.read_bytes() for path in output.rglob("*") if path.is_file()}
+    fill(small_disk)
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", *command], cwd=REPO, capture_output=True,
+        text=True, timeout=300,
+        env=os.environ | {"APIDIR_OUTPUT_DIR": str(output), "APIDIR_PROBE_ENABLED": "false",
+                          "APIDIR_STAGE_RETRIES": "0"})
+    assert done.returncode == 2, done.stderr
+    told = [line for line in done.stderr.splitlines() if line.startswith("apidir: ")]
+    assert told[-1] == (f"apidir: publishing to {output} failed: No space left on device in "
+                        f"{small_disk}/, where the new release is staged; the live release is "
+                        "unchanged")
+    assert {path: path.read_bytes() for path in output.rglob("*") if path.is_file()} == live
+
+
+def test_a_publish_error_naming_its_file_names_it_and_what_went_live(tmp_path: Path) -> None:
+    """An error that names its file (most but a failed write) is told with that file; one
+    after the new release went live says so rather than that the live release is unchanged."""
+    from pipeline.cli import publish_failure_line
+
+    error = OSError(errno.EACCES, "Permission denied", str(tmp_path / "public" / "api"))
+    assert publish_failure_line(error, tmp_path / "public", unchanged=False) == (
+        f"publishing to {tmp_path / 'public'} failed: Permission denied: "
+        f"{tmp_path / 'public' / 'api'}; the new release went live before the error")
