@@ -75,10 +75,11 @@ def tether_temporary_server() -> None:
         return
     from prefect.server.api import server
 
-    launcher = server.SubprocessASGIServer
-    prefects_launch = launcher._run_uvicorn_command
-    if getattr(prefects_launch, "tethered", False):
-        return
+    launcher = getattr(server, "SubprocessASGIServer", None)
+    prefects_launch = getattr(launcher, "_run_uvicorn_command", None)
+    if prefects_launch is None or not hasattr(server, "subprocess") \
+            or getattr(prefects_launch, "tethered", False):
+        return  # a Prefect that starts its server otherwise: it is started as Prefect does
 
     def launch_tethered(self: Any) -> subprocess.Popen[Any]:
         prefects_subprocess = server.subprocess
