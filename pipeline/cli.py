@@ -437,7 +437,8 @@ def serve(
         typer.echo(f"serving {folder}/ at {address} (Ctrl+C stops)")
 
     try:
-        serve_release(folder, host, port, ready)
+        serve_release(folder, host, port, ready)  # returns when told to stop (SIGTERM)
+        typer.echo("stopped")
     except HostFileError as exc:  # before OSError: an unreadable file is not the address's fault
         fail(str(exc))
     except OSError as exc:

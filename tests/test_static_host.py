@@ -8,6 +8,7 @@ unknown category id.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import http.client
 import json
@@ -36,8 +37,9 @@ from pipeline.release.hosting import (
 )
 from pipeline.release.layout import RELEASE_INDEX
 from pipeline.release.openapi import openapi_document
+from tests.conftest import REPO
 from tests.site_release import SampleRelease, publish_sample_release
-from tests.static_host import run_nginx, run_serve
+from tests.static_host import free_port, run_nginx, run_serve, wait_for_port
 
 
 @dataclass(frozen=True)
@@ -394,6 +396,37 @@ def test_the_published_openapi_document_holds_for_the_served_release(
     counts = re.search(r"(\d+) generated, (\d+) passed", result.stdout)
     assert counts and int(counts.group(2)) == int(counts.group(1)) > 10
     assert "No issues found" in result.stdout
+
+
+def test_serve_stops_on_sigterm_while_it_answers(tmp_path: Path) -> None:
+    """SIGTERM (a service manager stopping the preview) ends it in order, "stopped" and exit 0,
+    also while it answers: an exception raised by a handler of the process could land in a
+    callback of its loop, which logged it and served on."""
+    release = tmp_path / "public"
+    release.mkdir()
+    (release / "index.html").write_text("<!doctype html>\n")
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "serve", "--dir", str(release), "--host",
+         "127.0.0.1", "--port", str(port)], cwd=REPO, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for_port(port, process, tmp_path / "none.log")
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        for _ in range(20):  # a keep-alive connection, busy while the signal comes
+            connection.request("GET", "/index.html")
+            connection.getresponse().read()
+        process.terminate()
+        with contextlib.suppress(OSError, http.client.HTTPException):
+            for _ in range(200):
+                connection.request("GET", "/index.html")
+                connection.getresponse().read()
+        output, _ = process.communicate(timeout=20)
+    finally:
+        process.kill()
+    assert process.returncode == 0, output
+    assert output.strip().splitlines()[-1] == "stopped", output
+    assert "Traceback" not in output
 
 
 def test_serve_names_a_missing_release_folder(tmp_path: Path) -> None:

@@ -15,7 +15,9 @@ import fnmatch
 import logging
 import mimetypes
 import os
+import signal
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import unquote
@@ -255,10 +257,15 @@ def host_and_port(host: str, port: int) -> str:
 def serve_release(
     folder: Path, host: str, port: int, ready: Callable[[str], None] | None = None
 ) -> None:
-    """Serve `folder` until interrupted; `ready` is told the address once the port is bound
-    (an OSError, such as a port in use, comes before it)."""
+    """Serve `folder` until interrupted or told to stop (SIGTERM, as a service manager does);
+    `ready` is told the address once the port is bound (an OSError, such as a port in use,
+    comes before it). SIGTERM is the loop's to handle: raised as an exception by a handler of
+    the process, it could land in a callback of the loop, which logs it and serves on."""
 
     async def serve() -> None:
+        stopped = asyncio.Event()
+        with suppress(NotImplementedError):  # a loop without signal handlers: the default
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopped.set)
         runner = web.AppRunner(preview_app(folder), access_log=None)
         await runner.setup()
         try:
@@ -266,7 +273,7 @@ def serve_release(
             await site.start()
             if ready is not None:
                 ready(f"http://{host_and_port(host, port)}/")
-            await asyncio.Event().wait()
+            await stopped.wait()
         finally:
             await runner.cleanup()
 
