@@ -676,11 +676,12 @@ def interrupted(error: BaseException) -> bool:
     return False
 
 
-class Terminated(BaseException):
+class Terminated(SystemExit):
     """SIGTERM (`kill`, a service manager stopping the command), raised where the command is,
     as Ctrl-C raises KeyboardInterrupt: the command unwinds, a run closes its record and
     Prefect stops its temporary server at exit, where the signal's default action would end
-    the process on the spot and leave the server running."""
+    the process on the spot and leave the server running. A SystemExit, so that an event loop
+    re-raises it from a callback, as it does KeyboardInterrupt, rather than log it and go on."""
 
     def __init__(self, signal_number: int) -> None:
         super().__init__(signal_number)
