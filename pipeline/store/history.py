@@ -199,9 +199,7 @@ def network_suspect(results: Sequence[ProbeResult]) -> bool:
 def record_probes(session: Session, run: PipelineRun, results: Iterable[ProbeResult]) -> int:
     """Add one row per probe, linked to its run, entry and endpoint; flag a suspect run, judged
     with the witnesses among `results` (never stored)."""
-    results = list(results)
-    tally = ProbeTally.of(results)
-    add_probes(session, run.id, results)
+    tally = add_probes(session, run.id, results)
     close_probe_run(session, run, tally)
     return tally.probes
 
@@ -236,7 +234,8 @@ def witness_targets(session: Session, targets: Sequence[ProbeTarget]) -> list[Pr
 
 def add_probes(session: Session, run_id: int, results: Iterable[ProbeResult]) -> ProbeTally:
     """Add one row per probe of an entry (committed by the caller); the run's counts are left
-    to `close_probe_run`, since a shard sees only its part of the run.
+    to `close_probe_run`, since a shard sees only its part of the run. The tally returned
+    counts every result, witnesses (of no entry, never stored) apart.
 
     One bulk INSERT without reading ids back: a night of a large catalogue is a million rows.
     It is the table's own (Core) INSERT with every column in every row, one executemany: the
@@ -244,14 +243,15 @@ def add_probes(session: Session, run_id: int, results: Iterable[ProbeResult]) ->
     per run of rows with the same columns set (thousands a night), each compiled and executed
     apart; a None stored is NULL either way (no column it leaves out has another default).
     """
-    results = [r for r in results if r.entry_id is not None]
-    if results:
+    results = list(results)
+    stored = [r for r in results if r.entry_id is not None]
+    if stored:
         columns = ("run_id", *PROBE_COLUMNS)
         insert_rows(session, ProbeRow.__table__,
                     (dict(zip(columns, (run_id, *_probe_values(r)), strict=True))
-                     for r in results))
-        _widen_checked_bounds(session, run_id, min(r.checked_at for r in results),
-                              max(r.checked_at for r in results))
+                     for r in stored))
+        _widen_checked_bounds(session, run_id, min(r.checked_at for r in stored),
+                              max(r.checked_at for r in stored))
     return ProbeTally.of(results)
 
 
