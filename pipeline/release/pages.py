@@ -30,7 +30,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, nodes, select
 from jinja2.compiler import CodeGenerator, Frame, optimizeconst
 from markupsafe import Markup
 
-from pipeline.contract import ONLINE_NOTE, APIEntry, Pricing, Uptime
+from pipeline.contract import BIDI_CONTROL, ONLINE_NOTE, APIEntry, Pricing, Uptime
 from pipeline.judging.day_figures import DayFigures
 from pipeline.release.hosting import PAGE_CSP
 from pipeline.release.layout import (
@@ -264,15 +264,11 @@ def https_text(https: Mapping[str, Any]) -> str:
     return said
 
 
-# The explicit direction controls: embeddings, overrides, isolates and their ends.
-_DIRECTION_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
-
-
 def directionless(text: str) -> str:
     """An entry's name or provider as shown inside `<bdi>`: without explicit direction controls,
     since an isolate's end (PDI) of its own would close the `<bdi>` early and let an override
     reorder the site's words after it."""
-    return _DIRECTION_CONTROLS.sub("", text)
+    return BIDI_CONTROL.sub("", text)
 
 
 def isolated_text(text: str) -> str:
