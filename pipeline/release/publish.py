@@ -538,6 +538,11 @@ def live_meta(output_dir: Path) -> dict[str, Any] | None:
         return None
 
 
+def newest_recorded_stamp(session: Session) -> datetime | None:
+    """When the newest release the store recorded was generated (None: it recorded none)."""
+    return as_utc(session.exec(select(func.max(ReleaseRow.generated))).one())
+
+
 def record_live_release(session: Session, output_dir: Path) -> ReleaseRow | None:
     """Record the live release if the store lacks it and it is newer than every release the
     store holds: a publish whose record was refused after its swap (`ReleaseNotRecorded`) left
@@ -545,7 +550,7 @@ def record_live_release(session: Session, output_dir: Path) -> ReleaseRow | None
     meta = live_meta(output_dir)
     if meta is None or session.get(ReleaseRow, meta["version"]) is not None:
         return None
-    newest = as_utc(session.exec(select(func.max(ReleaseRow.generated))).one())
+    newest = newest_recorded_stamp(session)
     if newest is not None and newest >= meta["generated"]:
         return None  # an older release, from before this store
     row = ReleaseRow(version=meta["version"], generated=meta["generated"],
@@ -560,7 +565,7 @@ def earliest_stamp(session: Session, output_dir: Path) -> datetime | None:
     (recorded, or live) and no earlier than the newest catalogue event. `api/releases.json` and
     the change log list them newest first, so a release stamped by a clock set back behind
     them would fail validation until the clock caught up. None: nothing to follow."""
-    moments = [as_utc(session.exec(select(func.max(ReleaseRow.generated))).one())]
+    moments = [newest_recorded_stamp(session)]
     meta = live_meta(output_dir)
     moments.append(None if meta is None else meta["generated"])
     after_releases = max((moment for moment in moments if moment is not None), default=None)
