@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import os
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -143,8 +144,23 @@ def write_entry(data_dir: Path) -> WriteEntry:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test of a store runs on each backend, or on those its `backends` mark names (a
+    test of one database's own behaviour, such as SQLite's write lock)."""
     if "database_url" in metafunc.fixturenames:
-        metafunc.parametrize("database_url", BACKENDS, indirect=True)
+        named = metafunc.definition.get_closest_marker("backends")
+        metafunc.parametrize("database_url", named.args if named else BACKENDS, indirect=True)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def private_temporary_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The system's temporary folder of this session alone (`TMPDIR`, for the processes it
+    starts too): the runs' hand-over files live there, and tests that check no file is left
+    behind must not see those of another suite running at the same time."""
+    folder = tmp_path_factory.mktemp("tmp")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(folder))
+        patch.setattr(tempfile, "tempdir", None)  # read again from TMPDIR
+        yield folder
 
 
 @pytest.fixture(scope="session")
