@@ -141,7 +141,7 @@ def test_text_is_compressed_when_the_client_accepts_it(host: Host, path: str) ->
 
 @pytest.mark.parametrize("path", ["/api/categories/nosuch.json", "/api/categories/AI.json",
                                   "/api/categories/", "/api/nothing-here",
-                                  "/api/apis/no-such-api.json"])
+                                  "/api/apis/no-such-api.json", "/api/no-such-page.md"])
 def test_an_unknown_document_is_a_404_with_a_json_body(host: Host, path: str) -> None:
     answer = host.get(path)
     assert answer.status == 404
@@ -159,10 +159,13 @@ def test_an_unknown_document_is_a_404_with_a_json_body(host: Host, path: str) ->
 
 
 @pytest.mark.parametrize("path", ["/no-such-page.html", "/apis/no-such-api.html", "/apis/",
-                                  "/categories/", "/categories", "/assets/"])
+                                  "/categories/", "/categories", "/assets/",
+                                  "/apis/no-such-api.md", "/categories/no-such.md", "/_headers",
+                                  "/_redirects"])
 def test_a_missing_page_is_a_404_with_the_release_404_page(host: Host, path: str) -> None:
-    """Folders without an index page had nginx's bare 403 (or a 301 to it), and every missing
-    page the preview's bare text; both now answer as static hosts do, with `404.html`."""
+    """Folders without an index page had nginx's bare 403 (or a 301 to it), every missing
+    page the preview's bare text, and a missing Markdown file or a host file nginx's bare
+    page; all now answer as static hosts do, with `404.html`."""
     answer = host.get(path)
     assert answer.status == 404
     assert answer.header("Content-Type") == "text/html; charset=utf-8"
