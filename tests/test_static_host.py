@@ -173,6 +173,34 @@ def test_a_missing_page_is_a_404_with_the_release_404_page(host: Host, path: str
     assert answer.header("Content-Security-Policy") == HEADER_CSP
 
 
+@pytest.mark.parametrize(("path", "document"), [
+    ("/api/releases/2.0.0_20200101.1/apis.json", "/" + NOT_FOUND_JSON),
+    ("/assets/missing.css", "/404.html"), ("/api/nope.json", "/" + NOT_FOUND_JSON)])
+def test_a_miss_carries_the_headers_of_the_404_document(host: Host, path: str,
+                                                        document: str) -> None:
+    """The rules of a missing immutable path (a release not kept, an asset of no release) are
+    not the answer's: the preview sent them, and a client kept the 404 for a year."""
+    answer = host.get(path)
+    assert answer.status == 404
+    assert answer.body == (host.release / document.lstrip("/")).read_bytes()
+    assert answer.header("Cache-Control") == LIVE_CACHE, host.name
+    for name, value in headers_for(document).items():
+        assert answer.header(name) == value, (host.name, path, name)
+    if not document.startswith("/api/"):
+        assert answer.header("Access-Control-Allow-Origin") is None, host.name
+
+
+def test_the_host_s_own_error_text_is_not_labelled_json(host: Host) -> None:
+    """A refusal under /api/ is the host's text (nginx's HTML, the preview's plain text), not
+    a JSON document, whatever type the /api/ rules give a file there."""
+    for method in ("DELETE", "POST"):
+        refused = host.get("/api/apis.json", method=method)
+        assert refused.status == 405
+        kind = refused.header("Content-Type").split(";")[0]
+        assert kind == ("text/plain" if host.name == "apidir-serve" else "text/html"), kind
+        assert refused.header("Access-Control-Allow-Origin") == "*"
+
+
 def release_paths(release: Path) -> list[str]:
     """The URL path of every file the release publishes (but the host files)."""
     return sorted("/" + p.relative_to(release).as_posix() for p in release.rglob("*")
@@ -512,6 +540,8 @@ def test_a_symlink_loop_in_the_release_is_a_404_and_logs_no_traceback(tmp_path: 
             answer = host.get(target)
             assert answer.status == 404, (target, answer.status)
             assert answer.header("X-Content-Type-Options") == "nosniff", target
+            # No 404 document in this release: the host's own text, typed as text.
+            assert answer.header("Content-Type") == "text/plain; charset=utf-8", target
         assert host.get("/api/loop.json").header("Access-Control-Allow-Origin") == "*"
     log = (tmp_path / "serve" / "serve.log").read_text()
     assert "Traceback" not in log and "Error" not in log, log
@@ -535,6 +565,7 @@ def test_a_file_found_but_not_readable_is_a_403_as_nginx_answers(tmp_path: Path)
         assert host.get("/index.html").status == 200
         assert host.get("/api/missing.json").status == 404
     assert closed.status == 403
+    assert closed.header("Content-Type") == "text/plain; charset=utf-8"
     assert closed.header("X-Content-Type-Options") == "nosniff"
     assert closed.header("Access-Control-Allow-Origin") == "*"
     log = (tmp_path / "serve" / "serve.log").read_text()

@@ -126,6 +126,13 @@ def without_content_type(headers: dict[str, str]) -> dict[str, str]:
     return {name: value for name, value in headers.items() if name.lower() != "content-type"}
 
 
+def error_answer(status: int, text: str, headers: dict[str, str]) -> web.Response:
+    """An answer with the host's own short text: typed as the text it is, whatever type the
+    rules give the path (a `405` under /api/ is not JSON)."""
+    return web.Response(status=status, body=f"{status} {text}\n".encode(), headers={
+        **without_content_type(headers), "Content-Type": "text/plain; charset=utf-8"})
+
+
 class HostFileError(ValueError):
     """A `_headers` or `_redirects` file of the release that cannot be read or understood."""
 
@@ -157,54 +164,52 @@ def preview_app(folder: Path) -> web.Application:
     redirects = host_file(folder / REDIRECTS_FILE, parse_redirects_file, list(REDIRECT_RULES))
     etags = EtagCache()
 
-    def redirected_file(path: str) -> tuple[str, Path] | None:
-        """The document a 404 rule of `_redirects` gives `path` where no file matches, with
-        its own normalised path; past the rules, the release's own 404 page, which static
-        hosts (and the shipped nginx site) serve for any other missing address."""
+    def not_found_document(path: str) -> tuple[str, Path | None]:
+        """The normalised path of the document a host answers a missing `path` with, and its
+        file (None where the release lacks it): the target of the first 404 rule of
+        `_redirects` that matches (a target no path can be is passed over); past the rules,
+        the release's own 404 page, which static hosts (and the shipped nginx site) serve for
+        any other missing address."""
         for source, target, code in redirects:
             if code == 404 and fnmatch.fnmatchcase(path, source):
                 try:
                     target = normalised_path(target)
                 except BadPath:
-                    return None
-                found = release_file(folder, target)
-                return (target, found) if found is not None else None
-        found = release_file(folder, "/" + NOT_FOUND_PAGE)
-        return ("/" + NOT_FOUND_PAGE, found) if found is not None else None
+                    continue
+                return target, release_file(folder, target)
+        return "/" + NOT_FOUND_PAGE, release_file(folder, "/" + NOT_FOUND_PAGE)
 
     async def serve_path(request: web.Request) -> web.StreamResponse:
         if request.rel_url.raw_path.startswith("*"):  # `OPTIONS *` asks of no file
-            return web.Response(status=404, text="404 not found\n",
-                                headers=headers_for("/", rules))
+            return error_answer(404, "not found", headers_for("/", rules))
         # The path of the target, in origin form or absolute form (`http://host/index.html`,
         # which RFC 9112 §3.2.2 says a server MUST accept): rel_url keeps it percent-encoded.
         try:
             path = normalised_path(request.rel_url.raw_path or "/")
         except BadPath as exc:
             log.info("400 for %r: %s", request.raw_path, exc)
-            return web.Response(status=400, text=f"400 bad request: {exc}\n",
-                                headers=headers_for("/", rules))
+            return error_answer(400, f"bad request: {exc}", headers_for("/", rules))
         if request.method == "OPTIONS":  # a CORS preflight, or a client asking what it may do
             return web.Response(status=204, headers={
                 **without_content_type(headers_for(path, rules)), "Allow": ALLOWED_METHODS})
         if request.method not in ("GET", "HEAD"):
-            return web.Response(status=405, text="405 method not allowed\n",
-                                headers={**headers_for(path, rules), "Allow": ALLOWED_METHODS})
+            return error_answer(405, "method not allowed",
+                                {**headers_for(path, rules), "Allow": ALLOWED_METHODS})
         status, found = 200, release_file(folder, path)
         headers = headers_for(path, rules)
         if found is None:
-            status, redirected = 404, redirected_file(path)
-            if redirected is not None:  # as hosts do: the rules of the document served fill in
-                target, found = redirected
-                headers = {**headers_for(target, rules), **headers}
+            # The answer is the 404 document's, with its headers alone, as nginx answers: the
+            # rules of a missing immutable path would have the miss cached for a year.
+            target, found = not_found_document(path)
+            status, headers = 404, headers_for(target, rules)
         try:
             handle = found.open("rb") if found is not None else None
         except PermissionError:  # found but not ours to read: nginx answers 403
-            return web.Response(status=403, text="403 forbidden\n", headers=headers)
+            return error_answer(403, "forbidden", headers)
         except OSError:  # gone since it was found: no file to send
             handle = None
         if found is None or handle is None:
-            return web.Response(status=404, text="404 not found\n", headers=headers)
+            return error_answer(404, "not found", headers)
         headers = {"Content-Type": content_type(found), **headers}
         compressed = headers["Content-Type"].startswith(COMPRESSIBLE)
         if compressed:
