@@ -83,6 +83,15 @@ def host(request: pytest.FixtureRequest, sample: SampleRelease,
         yield Host(request.param, base_url, sample.folder)
 
 
+@pytest.fixture(scope="module")
+def hosts(sample: SampleRelease,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Host, Host]]:
+    """nginx and `apidir serve` at once, for tests that ask both the same and compare."""
+    with (run_nginx(sample.folder, tmp_path_factory.mktemp("nginx-pair")) as nginx,
+          run_serve(sample.folder, tmp_path_factory.mktemp("serve-pair")) as serve):
+        yield Host("nginx", nginx, sample.folder), Host("apidir-serve", serve, sample.folder)
+
+
 def asset(host: Host, suffix: str) -> str:
     return "/" + next(p for p in (host.release / "assets").iterdir()
                       if p.suffix == suffix).relative_to(host.release).as_posix()
@@ -137,6 +146,23 @@ def test_text_is_compressed_when_the_client_accepts_it(host: Host, path: str) ->
     assert "Accept-Encoding" in (packed.header("Vary") or "")
     assert gzip.decompress(packed.body) == plain.body
     assert len(packed.body) < len(plain.body)
+
+
+@pytest.mark.parametrize("path", ["/sitemap.xml", "/changes.atom", "/apis/openai.md",
+                                  "/categories/ai.md", "/llms.txt"])
+def test_both_hosts_type_and_compress_the_other_texts_alike(hosts: tuple[Host, Host],
+                                                           path: str) -> None:
+    """The sitemap was text/xml from nginx and application/xml from the preview, neither with
+    a charset; nginx named no charset for the feed and compressed neither it, the sitemap nor
+    the Markdown."""
+    nginx, serve = (host.get(path, Accept_Encoding="gzip") for host in hosts)
+    assert nginx.status == serve.status == 200
+    for name in ("Content-Type", "Content-Encoding", "Vary", "Cache-Control"):
+        assert nginx.header(name) == serve.header(name), (path, name)
+    assert nginx.header("Content-Type").endswith("; charset=utf-8"), path
+    assert nginx.header("Content-Encoding") == "gzip", path
+    published = (hosts[0].release / path.lstrip("/")).read_bytes()
+    assert gzip.decompress(nginx.body) == gzip.decompress(serve.body) == published
 
 
 @pytest.mark.parametrize("path", ["/api/categories/nosuch.json", "/api/categories/AI.json",
@@ -505,6 +531,15 @@ def test_odd_paths_never_error_and_host_files_stay_hidden(host: Host) -> None:
         assert answer.status == 404, (host.name, target)
         assert answer.body == (host.release / NOT_FOUND_JSON).read_bytes(), (host.name, target)
         assert answer.header("X-Content-Type-Options") == "nosniff", (host.name, target)
+
+
+def test_a_percent_that_escapes_nothing_is_refused_by_both(hosts: tuple[Host, Host]) -> None:
+    """nginx refuses such a target (400) before it looks for a file; the preview said 404."""
+    for target in ("/api/%ZZ", "/api/apis.json%", "/index.html%2", "/api/%zz/apis.json"):
+        statuses = [raw_request(host, target)[0] for host in hosts]
+        assert statuses == [400, 400], (target, statuses)
+    for target in ("/api/%61pis.json", "/%69ndex.html"):  # a good escape is read as its byte
+        assert [raw_request(host, target)[0] for host in hosts] == [200, 200], target
 
 
 def test_every_refusal_carries_the_security_headers(host: Host) -> None:

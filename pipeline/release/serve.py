@@ -15,6 +15,7 @@ import fnmatch
 import logging
 import mimetypes
 import os
+import re
 import signal
 from collections.abc import Callable, Sequence
 from contextlib import suppress
@@ -47,6 +48,7 @@ TEXT_TYPES = ("application/json", "application/javascript", "text/javascript", "
               "application/atom+xml")
 mimetypes.add_type("application/atom+xml", ".atom")  # not in every system's table
 mimetypes.add_type("text/markdown", ".md")
+mimetypes.add_type("text/xml", ".xml")  # the sitemap: the type nginx's mime.types gives it
 COMPRESSIBLE = ("text/", *TEXT_TYPES)
 
 
@@ -58,7 +60,12 @@ def content_type(path: Path) -> str:
 
 
 class BadPath(ValueError):
-    """A request path no file can have (a NUL byte, a `..` above the root)."""
+    """A request path no file can have (a NUL byte, a `..` above the root, a `%` that escapes
+    nothing)."""
+
+
+# A `%` not followed by two hex digits: nginx refuses the request (400) before it looks for a file.
+BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 
 def normalised_path(raw_path: str) -> str:
@@ -69,6 +76,8 @@ def normalised_path(raw_path: str) -> str:
     `/api/..%2Findex.html` is the page /index.html with the page's headers, not the /api/ ones.
     A trailing slash (or a last `.` or `..`) is kept: it asks for a folder.
     """
+    if BAD_ESCAPE.search(raw_path):
+        raise BadPath("a % not followed by two hex digits")
     decoded = unquote(raw_path)
     if "\x00" in decoded:
         raise BadPath("a NUL byte in the path")
