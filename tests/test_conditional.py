@@ -17,6 +17,7 @@ from pipeline.release.conditional import (
     etag_matches,
     http_date,
     not_modified,
+    precondition_failed,
 )
 from pipeline.release.serve import accepts_gzip
 
@@ -71,6 +72,26 @@ def test_if_none_match_decides_whenever_it_is_sent() -> None:
 ])
 def test_if_modified_since_without_if_none_match(since: str, unchanged: bool) -> None:
     assert not_modified(None, since, FILE) is unchanged
+
+
+@pytest.mark.parametrize(("if_match", "since", "failed"), [
+    ('"0123abcd"', None, False),
+    ('"x", "0123abcd"', None, False),
+    ("*", None, False),
+    ('W/"0123abcd"', None, True),  # strong comparison: a weak tag never matches
+    ('"0123abc"', None, True),
+    ("0123abcd", None, True),  # not quoted: no entity tag
+    ("", None, True),
+    ('"0123abcd"', formatdate(0, usegmt=True), False),  # If-Match decides alone
+    (None, AT, False),
+    (None, formatdate(1_794_999_999, usegmt=True), True),
+    (None, "yesterday", False),  # no date: ignored
+    (None, None, False),
+])
+def test_a_precondition_fails_when_the_file_is_not_the_one_held(
+    if_match: str | None, since: str | None, failed: bool
+) -> None:
+    assert precondition_failed(if_match, since, FILE) is failed
 
 
 def test_no_condition_is_never_not_modified() -> None:

@@ -371,6 +371,32 @@ def test_if_none_match_decides_when_both_are_sent(host: Host) -> None:
     assert current.status == (304 if host.name == "apidir-serve" else 200)
 
 
+def test_a_failed_precondition_is_answered_412(host: Host) -> None:
+    """If-Match (strong comparison) and If-Unmodified-Since guard a client against taking a
+    newer file for the one it holds; the preview ignored both and sent the file."""
+    path = "/api/categories/finance.json"
+    first = host.get(path)
+    etag = first.header("ETag")
+    modified = int((host.release / path.lstrip("/")).stat().st_mtime)
+    failing = ({"If_Match": '"not-this-file"'}, {"If_Match": f"W/{etag}"},
+               {"If_Unmodified_Since": formatdate(modified - 3600, usegmt=True)})
+    for condition in failing:
+        refused = host.get(path, **condition)
+        assert refused.status == 412, (host.name, condition)
+        assert refused.header("Content-Type").split(";")[0] in ("text/plain", "text/html")
+        assert refused.header("Access-Control-Allow-Origin") == "*"
+    holding = ({"If_Match": etag}, {"If_Match": f'"other", {etag}'}, {"If_Match": "*"},
+               {"If_Match": etag, "Accept_Encoding": "gzip"},
+               {"If_Unmodified_Since": formatdate(modified, usegmt=True)})
+    for condition in holding:
+        answer = host.get(path, **condition)
+        assert answer.status == 200, (host.name, condition)
+    assert host.get(path, If_Match=etag).body == first.body
+    # RFC 9110 §13.1.4 has a recipient ignore a date it cannot read; nginx answers 412.
+    junk = host.get(path, If_Unmodified_Since="yesterday").status
+    assert junk == (200 if host.name == "apidir-serve" else 412)
+
+
 def test_head_is_answered_like_get_without_the_body(host: Host) -> None:
     for path, extra in (("/api/apis.json", {}), ("/index.html", {"Accept_Encoding": "gzip"}),
                         ("/api/categories/nosuch.json", {})):

@@ -45,6 +45,17 @@ def etag_matches(if_none_match: str, etag: str) -> bool:
     return etag.removeprefix("W/") in _OPAQUE_TAG.findall(if_none_match)
 
 
+_ANY_TAG = re.compile(r'(W/)?("[^"]*")')
+
+
+def strong_match(if_match: str, etag: str) -> bool:
+    """Strong comparison (§13.1.1) of If-Match with a file's ETag: a weak tag never matches,
+    since the client asks for these very bytes; `*` matches any file."""
+    if if_match.strip() == "*":
+        return True
+    return any(not weak and tag == etag for weak, tag in _ANY_TAG.findall(if_match))
+
+
 def http_date(text: str) -> float | None:
     """Seconds since the epoch of an HTTP-date in any of its three forms (§5.6.7; the
     asctime form names no zone and is GMT), or None for anything else."""
@@ -64,6 +75,19 @@ def not_modified(if_none_match: str | None, if_modified_since: str | None,
     if if_modified_since is not None:
         since = http_date(if_modified_since)
         return since is not None and int(file.modified) <= since
+    return False
+
+
+def precondition_failed(if_match: str | None, if_unmodified_since: str | None,
+                        file: Validators) -> bool:
+    """True when the client's condition on the file it holds fails, to be answered `412`
+    (§13.2.2), so that a client never takes a newer file for the one it had: If-Match decides
+    whenever it is sent; If-Unmodified-Since only without it, and only when a valid date."""
+    if if_match is not None:
+        return not strong_match(if_match, file.etag)
+    if if_unmodified_since is not None:
+        since = http_date(if_unmodified_since)
+        return since is not None and int(file.modified) > since
     return False
 
 

@@ -4,8 +4,8 @@ The headers and the JSON 404 come from the release's own `_headers` and `_redire
 files (Netlify semantics: a redirect applies only where no file matches), so the preview
 shows what those files say; without them, the rules of `pipeline.release.hosting` apply.
 HTTP as a good static host does it: strong ETags from the file's bytes and Last-Modified with
-304s (`pipeline.release.conditional`), HEAD like GET without the body, gzip where the client
-takes it, and CORS preflights (OPTIONS) answered 204.
+304s and 412s (`pipeline.release.conditional`), HEAD like GET without the body, gzip where the
+client takes it, and CORS preflights (OPTIONS) answered 204.
 """
 
 from __future__ import annotations
@@ -27,7 +27,13 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from aiohttp.web_response import ContentCoding
 
-from pipeline.release.conditional import EtagCache, Validators, content_etag, not_modified
+from pipeline.release.conditional import (
+    EtagCache,
+    Validators,
+    content_etag,
+    not_modified,
+    precondition_failed,
+)
 from pipeline.release.hosting import (
     ALLOWED_METHODS,
     HEADER_RULES,
@@ -233,6 +239,12 @@ def preview_app(folder: Path) -> web.Application:
                     data = handle.read()
                     etag = etags.remember(stat, content_etag(data))
                 validators = Validators(etag, stat.st_mtime)
+                matches = request.headers.getall("If-Match", [])
+                unmodified = request.headers.getall("If-Unmodified-Since", [])
+                if precondition_failed(", ".join(matches) if matches else None,
+                                       unmodified[0] if len(unmodified) == 1 else None,
+                                       validators):
+                    return error_answer(412, "precondition failed", headers)
                 headers.update(validators.headers(compressed))
                 # Repeated If-None-Match lines are one list; repeated dates are no date.
                 tags = request.headers.getall("If-None-Match", [])
