@@ -60,7 +60,8 @@ ALLOWED_METHODS = "GET, HEAD, OPTIONS"
 CORS_HEADERS: tuple[tuple[str, str], ...] = (
     ("Access-Control-Allow-Origin", "*"),
     ("Access-Control-Allow-Methods", ALLOWED_METHODS),
-    ("Access-Control-Allow-Headers", "If-None-Match, If-Modified-Since"),
+    ("Access-Control-Allow-Headers",
+     "If-None-Match, If-Modified-Since, If-Match, If-Unmodified-Since"),
     ("Access-Control-Max-Age", "86400"),
     ("Access-Control-Expose-Headers", "ETag, Last-Modified"),
 )
