@@ -9,13 +9,15 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import pytest_asyncio
 import yaml
+from fake_internet import FakeServer, self_signed_context
 from pydantic import BaseModel
 
 from tests.postgres_server import running_server, scratch_database
@@ -234,6 +236,22 @@ def settings_env(
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     return env
+
+
+@pytest_asyncio.fixture(loop_scope="function")  # its server lives in the test's loop
+async def https_provider(tmp_path: Path,
+                         monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeServer]:
+    """A provider on loopback (HTTPS, its certificate trusted by the prober), probed through
+    the real probe stage: one request a look, no waits."""
+    folder = tmp_path / "tls"
+    folder.mkdir()
+    server = await FakeServer(ssl_context=self_signed_context(folder)).start()
+    for name, value in {"PROBE_ALLOW_PRIVATE": "true", "PROBE_CA_FILE": folder / "cert.pem",
+                        "PROBE_ATTEMPTS": 1, "PROBE_INTERVAL": 0, "PROBE_TIMEOUT": 2,
+                        "PROBE_CONNECT_TIMEOUT": 2}.items():
+        monkeypatch.setenv(f"APIDIR_{name}", str(value))
+    yield server
+    await server.close()
 
 
 @pytest.fixture(scope="session")

@@ -5,12 +5,10 @@ published entries carry lifecycle, https and cors; a small run is judged by witn
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from aiohttp import web
 from fake_internet import FakeServer, closed_port, self_signed_context
 from sqlmodel import col, select
@@ -192,20 +190,13 @@ def test_a_failing_entry_that_answers_again_is_active(catalogue: Settings) -> No
         "lifecycle", "down", "failing", "degraded")
 
 
-@pytest_asyncio.fixture(loop_scope="function")
-async def provider(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeServer]:
-    """A provider on loopback (HTTPS, its certificate trusted by the prober), probed through
-    the real probe stage: one request a look, no waits."""
-    folder = tmp_path / "tls"
-    folder.mkdir()
-    server = await FakeServer(ssl_context=self_signed_context(folder)).start()
-    server.routes["/steady/a"] = server.routes["/steady/b"] = server.routes["/ok"]
-    for name, value in {"PROBE_ALLOW_PRIVATE": "true", "PROBE_CA_FILE": folder / "cert.pem",
-                        "PROBE_ATTEMPTS": 1, "PROBE_INTERVAL": 0, "PROBE_TIMEOUT": 2,
-                        "PROBE_CONNECT_TIMEOUT": 2, "FAILING_RUNS": 3}.items():
-        monkeypatch.setenv(f"APIDIR_{name}", str(value))
-    yield server
-    await server.close()
+@pytest.fixture
+def provider(https_provider: FakeServer, monkeypatch: pytest.MonkeyPatch) -> FakeServer:
+    """`https_provider`, where `/steady/a` and `/steady/b` answer 200, judged over 3 runs."""
+    https_provider.routes["/steady/a"] = https_provider.routes["/steady/b"] = (
+        https_provider.routes["/ok"])
+    monkeypatch.setenv("APIDIR_FAILING_RUNS", "3")
+    return https_provider
 
 
 def loopback_catalogue(write_entry: WriteEntry, entries: dict[str, str]) -> Settings:
