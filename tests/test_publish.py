@@ -11,10 +11,12 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from fake_internet import FakeServer
 from sqlmodel import Session
 
 from pipeline.catalogue.entries import load_categories, read_catalog
 from pipeline.contract import CATEGORY_IDS, EntryDocument, FullDataset, SearchIndex
+from pipeline.operations import stages
 from pipeline.release import publish as publish_module
 from pipeline.release import search as search_module
 from pipeline.release import validate as validate_module
@@ -45,7 +47,14 @@ from pipeline.release.validate import (
     ReleaseValidationError,
     validate_release,
 )
-from pipeline.store.tables import EntryRow, active_entries
+from pipeline.settings import Settings
+from pipeline.store.tables import (
+    EntryRow,
+    active_entries,
+    engine_for,
+    session_scope,
+    start_run,
+)
 from tests.conftest import REPO, ingested_session, make_entry
 
 NOW = datetime(2026, 11, 21, 3, 0, tzinfo=UTC)
@@ -596,6 +605,69 @@ def test_each_endpoint_is_published_with_its_own_status(
                                "note": "path has placeholders", "failure": None}
     page = (tmp_path / "public" / "apis" / "example-weather.html").read_text()
     assert "not probed: path has placeholders" in page and "HTTP 200, 120 ms" in page
+
+
+def ingested_settings() -> Settings:
+    """The settings of `settings_env`, once the store ingested the entries written."""
+    settings = Settings()
+    with session_scope(engine_for(settings.database_url)) as session:
+        run_id = start_run(session, "nightly").id
+    stages.ingest_entries(settings, run_id)
+    return settings
+
+
+def publish_from_store(settings: Settings) -> Path:
+    """Score the store's entries from their history and publish them now; the output folder."""
+    now = datetime.now(UTC)
+    stages.publish_now(settings, stages.score_entries_now(settings, now), now)
+    return settings.output_dir
+
+
+def published_endpoints(out: Path, entry_id: str) -> dict[str, list[dict]]:
+    """The entry's endpoints as each JSON file of the release in `out` holds them: the full
+    dataset, its category's file and its own document."""
+    listed = {path: read(out, path)["apis"] for path in (FULL_DATASET, category_file("weather"))}
+    endpoints = {path: next(api for api in apis if api["id"] == entry_id)["endpoints"]
+                 for path, apis in listed.items()}
+    endpoints[entry_document(entry_id)] = read(out, entry_document(entry_id))["api"]["endpoints"]
+    return endpoints
+
+
+async def test_operations_sharing_a_method_and_path_each_show_their_target_s_status(
+    https_provider: FakeServer, write_entry, settings_env: dict[str, str]
+) -> None:
+    """Operations listed with the same method and path (one path taking several queries) are
+    one probe target, probed once a run: each of them is published with that target's status,
+    in every file that holds the entry, and the score counts every operation listed."""
+    base = https_provider.url("/v1")
+    https_provider.routes["/v1/search"] = https_provider.routes["/ok"]
+    write_entry(make_entry(baseUrl=base, sampleRequest=f'curl "{base}/search?q=rain"',
+                           endpoints=[
+        {"method": "GET", "path": "/search", "description": "Search by place."},
+        {"method": "GET", "path": "/search", "description": "Search by station."},
+        {"method": "POST", "path": "/query", "description": "Query: forecast."},
+        {"method": "POST", "path": "/query", "description": "Query: alerts."},
+    ]))
+    settings = ingested_settings()
+    with session_scope(engine_for(settings.database_url)) as session:
+        run_id = start_run(session, "nightly").id
+    await stages.probe_entries(settings, run_id)
+    assert https_provider.hits["/v1/search"] == 1
+
+    out = publish_from_store(settings)
+    for path, endpoints in published_endpoints(out, "example-weather").items():
+        by_search, by_station, forecast, alerts = (endpoint["status"] for endpoint in endpoints)
+        assert (by_search["state"], by_search["httpStatus"]) == ("live", 200), path
+        assert by_station == by_search, path
+        assert (forecast["state"], forecast["note"]) == ("unchecked", "method is POST"), path
+        assert alerts == forecast, path
+    [api] = read(out, FULL_DATASET)["apis"]
+    assert api["builderScore"]["evidence"]["depth"]["endpoints"] == 4
+    markdown = (out / "apis" / "example-weather.md").read_text()
+    assert "Search by station. Status: Live, HTTP 200" in markdown
+    assert "Query: alerts. Status: Not checked yet, not probed: method is POST." in markdown
+    page = (out / "apis" / "example-weather.html").read_text()
+    assert page.count("HTTP 200") >= 2 and page.count("not probed: method is POST") == 2
 
 
 @pytest.mark.parametrize(("field", "value", "where"), [

@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from pipeline.catalogue.entries import EntryFile
-from pipeline.store.tables import content_hash
+from pipeline.store.tables import content_hash, endpoint_key
 
 CHUNK = 2000  # entries stored at once: a few MB of content, a few statements of many rows
 
 
 class StoredEntry(NamedTuple):
     """An entry as the ingest stores it: its row's values, and its endpoints as (method, path,
-    description, position), the first of each (method, path) in listed order."""
+    description, position), the first of each `endpoint_key` in listed order."""
 
     id: str
     category: str
@@ -38,7 +38,7 @@ class StoredEntry(NamedTuple):
         content = entry.content()
         endpoints: dict[tuple[str, str], tuple[str, str, str | None, int]] = {}
         for position, endpoint in enumerate(entry.endpoints or []):
-            key = (endpoint.method or "GET", endpoint.path or "/")
+            key = endpoint_key(endpoint.method, endpoint.path)
             endpoints.setdefault(key, (*key, endpoint.description, position))
         return cls(
             entry.id,

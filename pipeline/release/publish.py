@@ -84,6 +84,7 @@ from pipeline.store.tables import (
     ReleaseRow,
     active_entry_ids,
     as_utc,
+    endpoint_key,
     in_lists,
 )
 
@@ -157,6 +158,24 @@ def _json_form(value: BaseModel | Mapping[str, Any] | None, without_nulls: bool 
     return value
 
 
+def endpoints_with_status(
+    endpoints: Sequence[Mapping[str, Any]],
+    statuses: Mapping[int, EndpointStatus | Mapping[str, Any]],
+) -> list[Mapping[str, Any]]:
+    """The listed endpoints, each with the status of its row (by the position of the first
+    endpoint listed with its `endpoint_key`): operations sharing a method and path are one
+    probe target, so each of them shows that target's status. One the statuses do not know
+    is published as curated."""
+    first: dict[tuple[str, str], int] = {}
+    listed = []
+    for position, endpoint in enumerate(endpoints):
+        row = first.setdefault(endpoint_key(endpoint.get("method"), endpoint.get("path")),
+                               position)
+        status = statuses.get(row)
+        listed.append(endpoint if status is None else {**endpoint, "status": _json_form(status)})
+    return listed
+
+
 def published_entry(
     content: Mapping[str, Any],
     status: Status | Mapping[str, Any] | None = None,
@@ -177,11 +196,7 @@ def published_entry(
     if "provenance" in entry:
         entry["provenance"] = stale_provenance(entry["provenance"], as_of, stale_days)
     if endpoint_statuses is not None and entry.get("endpoints"):
-        entry["endpoints"] = [
-            {**endpoint, "status": _json_form(endpoint_statuses[position])}
-            if position in endpoint_statuses else endpoint
-            for position, endpoint in enumerate(entry["endpoints"])
-        ]
+        entry["endpoints"] = endpoints_with_status(entry["endpoints"], endpoint_statuses)
     entry["status"] = _json_form(status or Status())
     entry["builderScore"] = _json_form(builder_score)
     entry["uptime"] = _json_form(uptime)

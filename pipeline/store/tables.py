@@ -128,8 +128,16 @@ class EntryRow(SQLModel, table=True):
     retired_at: datetime | None = Field(default=None, sa_type=UtcDateTime, index=True)
 
 
+def endpoint_key(method: str | None, path: str | None) -> tuple[str, str]:
+    """An endpoint's row, and so its probe target and status, among its entry's: its (method,
+    path), GET and `/` where the entry leaves them out. Operations listed with the same key (one
+    POST path taking several queries) are one row, probed once and sharing its status."""
+    return method or "GET", path or "/"
+
+
 class EndpointRow(SQLModel, table=True):
-    """One listed endpoint; kept (inactive) when it leaves the entry so its history stays linked."""
+    """One listed endpoint; kept (inactive) when it leaves the entry so its history stays linked.
+    One row per `endpoint_key`: its first listed position stands for every operation with it."""
 
     __tablename__ = "endpoint"
     __table_args__ = (UniqueConstraint("entry_id", "method", "path"),)
