@@ -670,6 +670,26 @@ async def test_operations_sharing_a_method_and_path_each_show_their_target_s_sta
     assert page.count("HTTP 200") >= 2 and page.count("not probed: method is POST") == 2
 
 
+def test_an_endpoint_the_prober_never_calls_says_why_before_any_probe_run(
+    write_entry, settings_env: dict[str, str]
+) -> None:
+    """A new store, or probing off: no run has planned the entry yet, and an endpoint that no
+    run would call is published with the prober's reason all the same."""
+    write_entry(make_entry())  # GET /forecast, GET /current, GET /stations/{stationId}
+    write_entry(make_entry(id="example-alerts", name="Example Alerts", endpoints=[
+        {"method": "GET", "path": "/alerts", "description": "Active alerts."},
+        {"method": "POST", "path": "/alerts", "description": "Subscribe to alerts."}]))
+    out = publish_from_store(ingested_settings())
+    for path, (forecast, _, station) in published_endpoints(out, "example-weather").items():
+        assert (forecast["status"]["state"], forecast["status"]["note"]) == ("unchecked", None)
+        assert (station["status"]["state"], station["status"]["note"]) == (
+            "unchecked", "path has placeholders"), path
+    for path, endpoints in published_endpoints(out, "example-alerts").items():
+        assert [e["status"]["note"] for e in endpoints] == [None, "method is POST"], path
+    markdown = (out / "apis" / "example-alerts.md").read_text()
+    assert "Subscribe to alerts. Status: Not checked yet, not probed: method is POST." in markdown
+
+
 @pytest.mark.parametrize(("field", "value", "where"), [
     ("endpoints", {0: {"state": "live", "httpStatus": 42}}, "endpoints/0/status/httpStatus"),
     ("https", {"enabled": True, "certDaysLeft": "soon"}, "https/certDaysLeft"),

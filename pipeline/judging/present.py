@@ -165,7 +165,8 @@ def present_each(session: Session, as_of: datetime, origin: str = "",
         values = EntryValues(
             score=None if score is None else score.json_form(),
             uptime=uptimes.get(entry_id),
-            endpoints=None if listed is None else entry_endpoint_statuses(listed, probes or ()),
+            endpoints=None if listed is None else entry_endpoint_statuses(
+                listed, probes or (), base_urls[entry_id]),
         )
         if probes:
             values.status = status_form(probes)

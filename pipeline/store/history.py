@@ -351,11 +351,14 @@ def latest_statuses(
 
 
 class ActiveEndpoint(NamedTuple):
-    """An active endpoint as its status is judged: its id, position and why it is not probed."""
+    """An active endpoint as its status is judged: its id, position, why its latest planned run
+    did not probe it, and its method and path (why one would not, before any run planned it)."""
 
     id: int
     position: int
     probe_note: str | None
+    method: str
+    path: str
 
 
 class SpanEndpoints(NamedTuple):
@@ -370,31 +373,40 @@ def span_endpoints(session: Session, span: EntrySpan = EVERY_ENTRY) -> SpanEndpo
     position (an endpoint retired since its probe still orders it), from one read of their
     rows rather than two (some 0.3 s a span of 50,000 entries)."""
     statement = select(EndpointRow.entry_id, EndpointRow.id, EndpointRow.position,
-                       EndpointRow.probe_note, EndpointRow.active).where(
-        span.holds(EndpointRow.entry_id))
+                       EndpointRow.probe_note, EndpointRow.active, EndpointRow.method,
+                       EndpointRow.path).where(span.holds(EndpointRow.entry_id))
     by_entry: dict[str, list[ActiveEndpoint]] = defaultdict(list)
     order: dict[int | None, int] = {}
-    for entry_id, endpoint_id, position, probe_note, active in (
+    for entry_id, endpoint_id, position, probe_note, active, method, path in (
             session.connection().execute(statement).all()):
         order[endpoint_id] = position
         if active:
-            by_entry[entry_id].append(ActiveEndpoint(endpoint_id, position, probe_note))
+            by_entry[entry_id].append(
+                ActiveEndpoint(endpoint_id, position, probe_note, method, path))
     return SpanEndpoints(dict(by_entry), order)
 
 
 def entry_endpoint_statuses(
-    endpoints: Iterable[ActiveEndpoint], probes: Iterable[Any]
+    endpoints: Sequence[ActiveEndpoint], probes: Iterable[Any], base_url: str | None = None
 ) -> dict[int, dict[str, Any]]:
     """One entry's endpoints' own statuses, by position: from its probe of each in its latest
-    trusted run (`probes`), else unchecked with the reason the endpoint is not probed. Each in
+    trusted run (`probes`), else unchecked with the reason the endpoint is not probed: the one
+    noted when a run planned it, or, where no run did (a new store, probing off, an endpoint
+    added since), the prober's own for the entry's `base_url` (`unprobed_reasons`). Each in
     its JSON form as published (fields in `EndpointStatus`' order), built without a model for
     each (some 300,000 a night at 100k entries); the release is checked where it is published."""
     probed = {probe.endpoint_id: probe for probe in probes if probe.endpoint_id is not None}
+    reasons: dict[int | None, str] | None = None  # the prober's, asked once an entry if needed
     statuses = {}
     for endpoint in endpoints:
         probe = probed.get(endpoint.id)
         if probe is None:
-            statuses[endpoint.position] = _not_probed(endpoint.probe_note)
+            note = endpoint.probe_note
+            if note is None and base_url:
+                if reasons is None:
+                    reasons = unprobed_reasons(base_url, endpoints)
+                note = reasons.get(endpoint.id)
+            statuses[endpoint.position] = _not_probed(note)
             continue
         statuses[endpoint.position] = {
             "state": ("live" if probe.outcome == "live"
@@ -404,6 +416,15 @@ def entry_endpoint_statuses(
             "checkedAt": json_time(probe.checked_at), "reason": probe.reason or probe.error_class,
             "note": None, "failure": probe.failure_class}
     return statuses
+
+
+def unprobed_reasons(base_url: str, endpoints: Iterable[ActiveEndpoint]) -> dict[int | None, str]:
+    """Why the prober does not call each of an entry's endpoints it skips, by id: the reasons
+    `plan_targets` notes when a run plans the entry, from the same rule (`probe_targets_for`)
+    over the endpoints in the same (listed) order."""
+    listed = sorted(endpoints, key=attrgetter("position", "id"))
+    _, skipped = probe_targets_for(base_url, [(e.id, e.method, e.path) for e in listed])
+    return dict(skipped)
 
 
 @cache
