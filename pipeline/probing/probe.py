@@ -198,11 +198,12 @@ def probe_targets_for(
     """From an entry's baseUrl and endpoints (endpoint_id, method, path): the GET targets
     without {placeholders} joined to baseUrl (baseUrl itself when none), duplicates removed,
     plus the skipped endpoints with their reason ("method is POST", "path has placeholders",
-    "same URL as endpoint N"). A base address written for the reader's own account
+    "same URL as GET /forecast", naming the endpoint as the entry lists it: a reader knows no
+    endpoint by its number in the store). A base address written for the reader's own account
     (`https://YOUR_PROJECT_REF.supabase.co`) has no URL to probe: no targets at all."""
     targets: list[ProbeTarget] = []
     skipped: list[tuple[int | None, str]] = []
-    seen: dict[str, int | None] = {}
+    seen: dict[str, str] = {}  # each URL probed: the method and path of its first endpoint
     base_url = redact_userinfo(base_url)
     placeholder = _ACCOUNT_PLACEHOLDER.search(base_url)
     if placeholder:  # a per-account address: there is no one URL to probe
@@ -218,9 +219,9 @@ def probe_targets_for(
         else:
             url = join_url(base_url, path)
             if url in seen:
-                skipped.append((endpoint_id, f"same URL as endpoint {seen[url]}"))
+                skipped.append((endpoint_id, f"same URL as {seen[url]}"))
             else:
-                seen[url] = endpoint_id
+                seen[url] = f"GET {path or '/'}"
                 targets.append(ProbeTarget(url, entry_id, endpoint_id))
     if not targets:
         targets.append(ProbeTarget(base_url, entry_id, None))
