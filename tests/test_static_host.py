@@ -336,6 +336,38 @@ def test_if_none_match_answers_304_while_the_file_is_unchanged(host: Host, path:
     assert changed.status == 200 and changed.body == first.body
 
 
+def served_path(path: str, operation: dict, release: Path) -> str:
+    """`path` of the OpenAPI document with each path parameter filled by a value the release
+    holds: the first of its enum, else the first entry's id."""
+    first_entry = json.loads((release / "api" / "search.json").read_bytes())["apis"][0]["id"]
+    for parameter in operation.get("parameters", []):
+        if parameter.get("in") == "path":
+            value = parameter["schema"].get("enum", [first_entry])[0]
+            path = path.replace(f"{{{parameter['name']}}}", value)
+    return path
+
+
+def test_every_operation_declares_the_304_its_host_answers(host: Host) -> None:
+    """Both hosts answer a conditional GET of every document 304, so every operation of the
+    published description says so: the conditions, the 304 and the validators of its 200."""
+    document = openapi_document()
+    conditions = [{"$ref": f"#/components/parameters/{name}"}
+                  for name in document["components"]["parameters"]]
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            served = served_path(path, operation, host.release)
+            first = host.get(served, method.upper())
+            assert first.status == 200, served
+            again = host.get(served, method.upper(), If_None_Match=first.header("ETag"))
+            assert again.status == 304, (host.name, served)
+            name = operation["operationId"]
+            assert operation["responses"]["304"] == {
+                "$ref": "#/components/responses/NotModified"}, name
+            assert all(condition in operation["parameters"] for condition in conditions), name
+            assert set(operation["responses"]["200"]["headers"]) == {
+                "ETag", "Last-Modified", "Cache-Control"}, name
+
+
 def test_a_compressed_answer_has_a_weak_etag_that_revalidates(host: Host) -> None:
     plain = host.get("/api/apis.json")
     packed = host.get("/api/apis.json", Accept_Encoding="gzip")

@@ -7,6 +7,7 @@ The document does not depend on configuration, so the copy committed under
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic.json_schema import models_json_schema
@@ -115,15 +116,20 @@ def component_schemas() -> dict[str, Any]:
     return top["$defs"]
 
 
-def _document(operation_id: str, summary: str, description: str, schema: str) -> dict[str, Any]:
+def _get(operation_id: str, summary: str, description: str, schema: str,
+         path_parameters: Sequence[dict[str, Any]] = (),
+         errors: Mapping[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One published document's GET: both hosts (nginx, `apidir serve`) tag every file they
+    serve and answer a conditional request 304, so every operation declares it, here alone."""
     return {
         "get": {
             "operationId": operation_id,
             "summary": summary,
-            "parameters": _conditional_parameters(),
+            "parameters": [*path_parameters, *_conditional_parameters()],
             "responses": {
                 "200": _json_response(description, schema, validators=True),
                 "304": {"$ref": "#/components/responses/NotModified"},
+                **(errors or {}),
             },
         }
     }
@@ -152,67 +158,40 @@ def openapi_document() -> dict[str, Any]:
             }
         ],
         "paths": {
-            "/api/apis.json": _document(
+            "/api/apis.json": _get(
                 "getAllAPIs", "The whole dataset with metadata.", "Every published entry.",
                 "FullDataset",
             ),
-            "/api/categories/{categoryId}.json": {
-                "get": {
-                    "operationId": "getAPIsByCategory",
-                    "summary": "Only the entries of one category.",
-                    "parameters": [
-                        {
-                            "name": "categoryId",
-                            "in": "path",
-                            "required": True,
-                            "schema": {"type": "string", "enum": list(CATEGORY_IDS)},
-                        },
-                        *_conditional_parameters(),
-                    ],
-                    "responses": {
-                        "200": _json_response("The entries of that category.", "CategoryDataset",
-                                              validators=True),
-                        "304": {"$ref": "#/components/responses/NotModified"},
-                        "404": _json_response(
-                            "No such category: the body names the category ids.", "ErrorBody"
-                        ),
-                    },
-                }
-            },
-            "/api/apis/{apiId}.json": {
-                "get": {
-                    "operationId": "getAPI",
-                    "summary": "One entry, whole, with the meta of its release.",
-                    "parameters": [
-                        {
-                            "name": "apiId",
-                            "in": "path",
-                            "required": True,
-                            "description": "The entry's id, as listed in api/search.json.",
-                            "schema": {"type": "string", "pattern": SLUG_PATTERN,
-                                       "maxLength": 100},
-                        }
-                    ],
-                    "responses": {
-                        "200": _json_response("The entry with that id.", "EntryDocument"),
-                        "404": _json_response("No entry has that id.", "ErrorBody"),
-                    },
-                }
-            },
-            "/api/search.json": _document(
+            "/api/categories/{categoryId}.json": _get(
+                "getAPIsByCategory", "Only the entries of one category.",
+                "The entries of that category.", "CategoryDataset",
+                [{"name": "categoryId", "in": "path", "required": True,
+                  "schema": {"type": "string", "enum": list(CATEGORY_IDS)}}],
+                {"404": _json_response("No such category: the body names the category ids.",
+                                       "ErrorBody")},
+            ),
+            "/api/apis/{apiId}.json": _get(
+                "getAPI", "One entry, whole, with the meta of its release.",
+                "The entry with that id.", "EntryDocument",
+                [{"name": "apiId", "in": "path", "required": True,
+                  "description": "The entry's id, as listed in api/search.json.",
+                  "schema": {"type": "string", "pattern": SLUG_PATTERN, "maxLength": 100}}],
+                {"404": _json_response("No entry has that id.", "ErrorBody")},
+            ),
+            "/api/search.json": _get(
                 "getSearchIndex", "Every entry cut down to what a search or a list shows: id, "
                 "name, provider, category, tags, state and grade.", "The search index.",
                 "SearchIndex",
             ),
-            "/api/categories.json": _document(
+            "/api/categories.json": _get(
                 "getCategories", "Every category with its label and entry count.",
                 "The category index.", "CategoryIndex",
             ),
-            "/api/releases.json": _document(
+            "/api/releases.json": _get(
                 "getReleases", "The kept releases, newest first; each stays readable, never "
                 "rewritten, at the path it lists.", "The release history.", "ReleaseIndex",
             ),
-            "/api/changes.json": _document(
+            "/api/changes.json": _get(
                 "getChanges", "Recent changes of entries' presented state, newest first.",
                 "The change log.", "ChangeLog",
             ),
