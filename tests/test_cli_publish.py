@@ -65,6 +65,29 @@ def test_pages_can_be_left_out(stored: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert not (stored / "index.html").exists() and not (stored / "apis").exists()
 
 
+def first_server(document: dict) -> str:
+    """The address a tool calls: `servers[0]`, its variables at their defaults."""
+    server = document["servers"][0]
+    url = server["url"]
+    for name, variable in server.get("variables", {}).items():
+        url = url.replace(f"{{{name}}}", variable["default"])
+    return url
+
+
+def test_the_published_openapi_document_names_the_release_s_own_address(
+    stored: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Swagger UI and client generators call the first server: the release's, not localhost."""
+    monkeypatch.setenv("APIDIR_BASE_URL", "https://dir.example")
+    outcome = CliRunner().invoke(app, ["publish"])
+    assert outcome.exit_code == 0, outcome.output
+    published = json.loads((stored / "api" / "openapi.json").read_text())
+    assert first_server(published) == "https://dir.example"
+    version = json.loads((stored / "api" / "apis.json").read_text())["meta"]["version"]
+    kept = stored / "api" / "releases" / version.replace("+", "_") / "openapi.json"
+    assert first_server(json.loads(kept.read_text())) == "https://dir.example"
+
+
 def apidir_publish(**settings: str) -> subprocess.CompletedProcess[str]:
     """`apidir publish` in a process of its own, as a user runs it (its one-line errors)."""
     return subprocess.run([sys.executable, "-m", "pipeline.cli", "publish"], cwd=REPO,

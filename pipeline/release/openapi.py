@@ -1,7 +1,9 @@
 """The OpenAPI 3.1 document of the public interface, generated from the contract models.
 
-The document does not depend on configuration, so the copy committed under
-`docs/openapi.json` can be compared byte for byte with a fresh generation.
+A release's copy names the address it is published on (`APIDIR_BASE_URL`) as its server,
+since tools (Swagger UI, client generators) call the first server; with the neutral default,
+the document is the copy committed under `docs/openapi.json`, compared byte for byte with a
+fresh generation.
 """
 
 from __future__ import annotations
@@ -135,9 +137,10 @@ def _get(operation_id: str, summary: str, description: str, schema: str,
     }
 
 
-def openapi_document() -> dict[str, Any]:
+def openapi_document(base_url: str = DEFAULT_SERVER) -> dict[str, Any]:
     """The interface description: the two seed operations, one document per entry and the
-    documents published beside them."""
+    documents published beside them, served from `base_url` (the server variable's default,
+    so another host serving the release is named by setting it)."""
     return {
         "openapi": "3.1.0",
         "info": {
@@ -153,8 +156,9 @@ def openapi_document() -> dict[str, Any]:
         "servers": [
             {
                 "url": "{base_url}",
-                "description": "Any static host serving a published release.",
-                "variables": {"base_url": {"default": DEFAULT_SERVER}},
+                "description": "The static host a release is published on; any host serving "
+                               "a copy of it may be named instead.",
+                "variables": {"base_url": {"default": base_url.rstrip("/")}},
             }
         ],
         "paths": {
@@ -205,6 +209,8 @@ def openapi_document() -> dict[str, Any]:
     }
 
 
-def render_openapi() -> str:
-    """The document as published: sorted keys, two-space indent, trailing newline."""
-    return json.dumps(openapi_document(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+def render_openapi(base_url: str = DEFAULT_SERVER) -> str:
+    """The document as published on `base_url`: sorted keys, two-space indent, trailing
+    newline."""
+    return json.dumps(openapi_document(base_url), indent=2, sort_keys=True,
+                      ensure_ascii=False) + "\n"

@@ -302,7 +302,7 @@ def build_release(
         )
     counts = {category_id: len(members) for category_id, members in by_category.items()}
     files[CATEGORY_INDEX] = _index_document(meta, counts, categories)
-    files[OPENAPI] = render_openapi().encode()
+    files[OPENAPI] = render_openapi(base_url).encode()
     return files
 
 
@@ -408,7 +408,7 @@ def stream_release(
             writer.finish(meta, categories)
         write_entry_documents(staging, writer.ids, meta)
         write_file(staging, CATEGORY_INDEX, _index_document(meta, writer.counts, categories))
-        write_file(staging, OPENAPI, render_openapi().encode())
+        write_file(staging, OPENAPI, render_openapi(base_url).encode())
         if complete is not None:
             complete_staged(complete, staging, meta, writer.counts, categories)
 
