@@ -116,7 +116,7 @@ def run_publish(workdir: Path, size: int, pages: bool) -> dict[str, Any]:
         clock["json_cpu"] = cpu_seconds() - cpu_started
         peaks["json"] = peak_rss_mb()
         summary = publish.release_summary(meta, counts, {}, categories)
-        publish.write_history(staging, summary, [], meta, [], [], base_url)
+        publish.write_history(staging, summary, [], meta, [], [], base_url, pages)
         if pages:
             reset_peak_rss()
             clock["site_from"], clock["site_cpu_from"] = time.perf_counter(), cpu_seconds()

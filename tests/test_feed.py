@@ -4,15 +4,18 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
 
 from pipeline.operations import stages
-from pipeline.release.feed import ATOM, check_feed, render_feed
+from pipeline.release.feed import ATOM, FeedLinks, check_feed, render_feed
 from pipeline.settings import Settings
+from pipeline.store.history import plan_targets, record_probes
 from pipeline.store.tables import EntryRow, engine_for, session_scope, start_run
 from tests.conftest import WriteEntry, make_entry
+from tests.test_history import result
 
 META = {"generated": "2026-11-21T03:00:00Z", "license": "CC BY 4.0"}
 
@@ -23,7 +26,7 @@ def test_a_stored_name_with_a_character_xml_forbids_makes_a_well_formed_feed(odd
               "at": "2026-11-21T03:00:00Z"},
              {"entry": "bright-sky", "name": f"Bright{odd} Sky", "from": "live",
               "to": "unreachable", "at": "2026-11-20T03:00:00Z"}]
-    data = render_feed(META, items, "https://directory.test")
+    data = render_feed(META, items, FeedLinks("https://directory.test"))
     assert check_feed(data) == []
     feed = ElementTree.fromstring(data)
     titles = [entry.findtext(f"{{{ATOM}}}title") for entry in feed.iter(f"{{{ATOM}}}entry")]
@@ -32,7 +35,7 @@ def test_a_stored_name_with_a_character_xml_forbids_makes_a_well_formed_feed(odd
 
 def test_tabs_and_line_breaks_are_kept() -> None:
     items = [{"kind": "added", "entry": "a", "name": "A\tB", "at": "2026-11-21T03:00:00Z"}]
-    feed = ElementTree.fromstring(render_feed(META, items, "https://directory.test"))
+    feed = ElementTree.fromstring(render_feed(META, items, FeedLinks("https://directory.test")))
     assert feed.find(f"{{{ATOM}}}entry/{{{ATOM}}}title").text == "A\tB added"
 
 
@@ -58,3 +61,82 @@ def test_a_release_publishes_an_entry_stored_with_a_control_character(
     titles = [entry.findtext(f"{{{ATOM}}}title")
               for entry in ElementTree.fromstring(data).iter(f"{{{ATOM}}}entry")]
     assert "Bright Sky  API added" in titles
+
+
+TYPES = {".html": "text/html", ".json": "application/json", ".atom": "application/atom+xml"}
+
+
+def feed_addresses(data: bytes) -> list[tuple[str, str | None]]:
+    """Every address the feed names, its links' and its author's, with the type it gives."""
+    feed = ElementTree.fromstring(data)
+    links = [(link.get("href"), link.get("type")) for link in feed.iter(f"{{{ATOM}}}link")]
+    return links + [(uri.text, None) for uri in feed.iter(f"{{{ATOM}}}uri")]
+
+
+def publish_night(settings: Settings, answer: tuple[str, int | None] | None) -> None:
+    """Ingest, record `answer` (outcome, HTTP status) as the probe of `gone-api`, publish."""
+    with session_scope(engine_for(settings.database_url)) as session:
+        run_id = start_run(session, "nightly").id
+    stages.ingest_entries(settings, run_id)
+    now = datetime.now(UTC)
+    if answer is not None:
+        with session_scope(engine_for(settings.database_url)) as session:
+            target = next(t for t in plan_targets(session) if t.entry_id == "gone-api")
+            record_probes(session, start_run(session, "nightly"),
+                          [result(target.url, *answer, entry="gone-api",
+                                  endpoint=target.endpoint_id, at=now)])
+    stages.publish_now(settings, stages.score_entries_now(settings, now), now)
+
+
+@pytest.mark.parametrize("pages", [True, False])
+def test_every_link_of_the_feed_resolves_in_the_release_that_publishes_it(
+    write_entry: WriteEntry, settings_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+    pages: bool
+) -> None:
+    """Releases are pruned and an entry is retired while the feed still lists their items:
+    each link names a file of the release publishing the feed, with that file's type."""
+    monkeypatch.setenv("APIDIR_RELEASES_KEPT", "2")
+    monkeypatch.setenv("APIDIR_PUBLISH_PAGES", str(pages).lower())
+    write_entry(make_entry(id="bright-sky", name="Bright Sky"))
+    gone = write_entry(make_entry(id="gone-api", name="Gone", baseUrl="https://gone.example.org",
+                                  sampleRequest='curl "https://gone.example.org/a"'))
+    settings = Settings()
+    output = Path(settings_env["APIDIR_OUTPUT_DIR"])
+    root = settings_env["APIDIR_BASE_URL"] + "/"
+    for night, answer in enumerate([("live", 200), ("unreachable", None), None, None]):
+        if answer is None:
+            gone.unlink(missing_ok=True)  # retired: its added event and change stay listed
+        publish_night(settings, answer)
+        data = (output / "changes.atom").read_bytes()
+        assert check_feed(data) == []
+        for address, media_type in feed_addresses(data):
+            assert address.startswith(root), address
+            path = output / address.removeprefix(root)
+            assert path.is_file(), (night, address)
+            assert media_type in (None, TYPES[path.suffix]), (address, media_type)
+    feed = ElementTree.fromstring((output / "changes.atom").read_bytes())
+    links = {entry.findtext(f"{{{ATOM}}}title"): entry.find(f"{{{ATOM}}}link").get("href")
+             for entry in feed.iter(f"{{{ATOM}}}entry")}
+    releases = [link for title, link in links.items() if title.startswith("Release ")]
+    # the two newest link their kept dataset; the two pruned, the current one
+    assert [link.removeprefix(root) for link in releases[2:]] == ["api/apis.json"] * 2
+    assert all(link.startswith(root + "api/releases/") for link in releases[:2])
+    assert {"Gone added", "Gone retired", "Gone: live → unreachable"} <= set(links)
+
+
+def test_the_check_names_an_address_of_the_feed_that_the_release_lacks(tmp_path: Path) -> None:
+    """A feed linking a pruned release refuses its release, as a page with a dead link does."""
+    links = FeedLinks("https://directory.test/dir", {"2.0.0+20261121.2": "api/releases/"
+                                                     "2.0.0_20261121.2/apis.json"},
+                      frozenset({"bright-sky"}))
+    items = [{"kind": "release", "version": "2.0.0+20261121.2", "at": "2026-11-21T04:00:00Z"},
+             {"kind": "added", "entry": "bright-sky", "name": "Bright Sky",
+              "at": "2026-11-21T03:00:00Z"}]
+    data = render_feed(META, items, links)
+    for path in ("changes.atom", "api/changes.json", "index.html", "apis/bright-sky.html"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("x")
+    assert check_feed(data) == []
+    assert check_feed(data, tmp_path) == [
+        "https://directory.test/dir/api/releases/2.0.0_20261121.2/apis.json names no file of "
+        "the release"]

@@ -116,7 +116,9 @@ def test_an_index_listing_a_missing_release_fails_validation(session, tmp_path: 
     shutil.rmtree(out / release_folder(release.version))
     problems = validate_release(out, CATEGORIES)
     assert problems == [
-        f"{RELEASE_INDEX}: {release_folder(release.version)}/apis.json is missing"]
+        f"{RELEASE_INDEX}: {release_folder(release.version)}/apis.json is missing",
+        f"changes.atom: https://directory.test/{release_folder(release.version)}/apis.json "
+        "names no file of the release"]
 
 
 def test_release_folders_have_no_plus_and_name_their_version_one_to_one(

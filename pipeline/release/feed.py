@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 from typing import Any
 from xml.etree import ElementTree
 
 from pipeline.contract import xml_safe
+from pipeline.release.layout import CHANGES_FEED, FULL_DATASET, entry_document
+from pipeline.release.pages import INDEX_PAGE, entry_page
 
 ATOM = "http://www.w3.org/2005/Atom"
 ElementTree.register_namespace("", ATOM)
 FEED_TITLE = "API Directory: changes"
+HTML, JSON = "text/html", "application/json"
 # Ids stay the same across releases (a reader shows an item once): a UUID from its content.
 _ID_SPACE = uuid.UUID("9a4f3c1e-5b7d-4e2a-8c6f-1d2e3f4a5b6c")
 
@@ -37,35 +42,75 @@ def _sub(parent: ElementTree.Element, name: str, text: str | None = None,
     return element
 
 
-def _item(document: Mapping[str, Any], base_url: str) -> tuple[str, str, str, str]:
-    """(title, summary, link, kind) of one change or event document."""
+@dataclass(frozen=True)
+class FeedLinks:
+    """What the release publishing the feed holds, so that every link of the feed resolves in
+    it: a reader keeps showing an item as long as the feed lists it (`APIDIR_CHANGES_DAYS`),
+    while an older release is pruned (`APIDIR_RELEASES_KEPT`) and an entry retired meanwhile.
+
+    `kept`: each kept release's version and the path of its dataset (as `api/releases.json`
+    lists it); `entries`: the ids of the entries the release holds (of those the feed names at
+    least); `pages`: whether the release has reader pages."""
+
+    base_url: str
+    kept: Mapping[str, str] = field(default_factory=dict)
+    entries: frozenset[str] = frozenset()
+    pages: bool = True
+
+    def _at(self, path: str) -> str:
+        return f"{self.base_url.rstrip('/')}/{path}"
+
+    def home(self) -> tuple[str, str]:
+        """The directory itself: its index page, or its full dataset in a release of JSON
+        alone."""
+        if self.pages:
+            return self._at(INDEX_PAGE), HTML
+        return self._at(FULL_DATASET), JSON
+
+    def entry(self, entry_id: str | None) -> tuple[str, str]:
+        """An entry's event links what a feed reader opens in a browser, the entry's page (its
+        document without pages); an entry the release no longer holds, the directory."""
+        if entry_id is None or entry_id not in self.entries:
+            return self.home()
+        if self.pages:
+            return self._at(entry_page(entry_id)), HTML
+        return self._at(entry_document(entry_id)), JSON
+
+    def release(self, version: str) -> tuple[str, str]:
+        """A release links its own dataset while it is kept; once pruned, the current dataset,
+        which replaced it: the same kind of document, where a reader following releases
+        expects the data."""
+        return self._at(self.kept.get(version, FULL_DATASET)), JSON
+
+
+def _item(document: Mapping[str, Any], links: FeedLinks) -> tuple[str, str, tuple[str, str], str]:
+    """(title, summary, (link, its media type), kind) of one change or event document."""
     kind = document.get("kind", "state")
     name, entry = document.get("name"), document.get("entry")
-    page = f"{base_url}/apis/{entry}.html" if entry else f"{base_url}/index.html"
     if kind == "state":
         return (f"{name}: {document['from']} → {document['to']}",
                 f"{name} went from {document['from']} to {document['to']} in the latest check.",
-                page, kind)
+                links.entry(entry), kind)
     if kind == "lifecycle":
         return (f"{name} is now {document['to']}",
                 f"{name}'s lifecycle went from {document['from']} to {document['to']}.",
-                page, kind)
+                links.entry(entry), kind)
     if kind == "added":
-        return f"{name} added", f"{name} was added to the directory.", page, kind
+        return f"{name} added", f"{name} was added to the directory.", links.entry(entry), kind
     if kind == "retired":
-        return (f"{name} retired", f"{name} was retired from the directory.",
-                f"{base_url}/index.html", kind)
+        return (f"{name} retired", f"{name} was retired from the directory.", links.home(),
+                kind)
     version = document.get("version", "")
-    folder = version.replace("+", "_")
-    return (f"Release {version}", f"Release {version} was published.",
-            f"{base_url}/api/releases/{folder}/apis.json", kind)
+    return (f"Release {version}", f"Release {version} was published.", links.release(version),
+            kind)
 
 
 def render_feed(meta: Mapping[str, Any], items: Sequence[Mapping[str, Any]],
-                base_url: str) -> bytes:
+                links: FeedLinks) -> bytes:
     """The feed of `items` (state changes and events as published in changes.json, newest
-    first), updated at the release's `meta.generated`."""
-    base_url = base_url.rstrip("/")
+    first), updated at the release's `meta.generated`, each linking a file of the release
+    (`links`)."""
+    base_url = links.base_url.rstrip("/")
     feed = ElementTree.Element(_q("feed"))
     _sub(feed, "id", f"{base_url}/changes.atom")
     _sub(feed, "title", FEED_TITLE)
@@ -74,21 +119,21 @@ def render_feed(meta: Mapping[str, Any], items: Sequence[Mapping[str, Any]],
     _sub(feed, "updated", meta["generated"])
     author = _sub(feed, "author")
     _sub(author, "name", "API Directory")
-    _sub(author, "uri", f"{base_url}/index.html")
+    _sub(author, "uri", links.home()[0])
     _sub(feed, "link", rel="self", type="application/atom+xml",
          href=f"{base_url}/changes.atom")
     _sub(feed, "link", rel="alternate", type="application/json",
          href=f"{base_url}/api/changes.json")
     _sub(feed, "rights", meta["license"])
     for document in items:
-        title, summary, link, kind = _item(document, base_url)
+        title, summary, (link, media_type), kind = _item(document, links)
         identity = "|".join(str(document.get(key, "")) for key in
                             ("kind", "entry", "from", "to", "at", "version"))
         entry = _sub(feed, "entry")
         _sub(entry, "id", uuid.uuid5(_ID_SPACE, identity).urn)
         _sub(entry, "title", title)
         _sub(entry, "updated", document["at"])
-        _sub(entry, "link", rel="alternate", type="text/html", href=link)
+        _sub(entry, "link", rel="alternate", type=media_type, href=link)
         _sub(entry, "category", term=kind)
         _sub(entry, "summary", summary)
     ElementTree.indent(feed)
@@ -102,10 +147,11 @@ def feed_items(changes: Sequence[Mapping[str, Any]],
     return sorted(items, key=lambda item: item["at"], reverse=True)
 
 
-def check_feed(data: bytes) -> list[str]:
+def check_feed(data: bytes, release: Path | None = None) -> list[str]:
     """What RFC 4287 requires and `data` lacks: a well-formed `feed` with one id, title and
     updated, an author (for the feed, which every entry inherits), and each entry with one
-    id (unique), title, updated and an alternate link."""
+    id (unique), title, updated and an alternate link; with `release`, the folder the feed
+    is published in, every address it names there that holds no file."""
     try:
         feed = ElementTree.fromstring(data)
     except ElementTree.ParseError as exc:
@@ -130,4 +176,29 @@ def check_feed(data: bytes) -> list[str]:
         if not any(link.get("rel", "alternate") == "alternate"
                    for link in entry.findall(_q("link"))):
             problems.append(f"entry {number} needs an alternate link (it has no content)")
+    if release is not None:
+        problems += [f"{address} names no file of the release"
+                     for address in _missing_addresses(feed, release)]
     return problems
+
+
+def _missing_addresses(feed: ElementTree.Element, release: Path) -> list[str]:
+    """The addresses on the feed's own base (its `self` link's folder) that name no file in
+    `release`: a reader keeps an item for weeks, so its link must outlive the release that
+    wrote it."""
+    own = next((link.get("href", "") for link in feed.iter(_q("link"))
+                if link.get("rel") == "self"), "")
+    base = own.removesuffix(CHANGES_FEED)
+    if not own or base == own:
+        return []
+    addresses = [link.get("href", "") for link in feed.iter(_q("link"))]
+    addresses += [uri.text or "" for uri in feed.iter(_q("uri"))]
+    return sorted({address for address in addresses if address.startswith(base)
+                   and not _holds(release, address.removeprefix(base))})
+
+
+def _holds(release: Path, path: str) -> bool:
+    """Whether `path` (relative, as in an address) names a file inside `release`."""
+    parts = PurePosixPath(path).parts
+    return bool(parts) and ".." not in parts and not path.startswith("/") and (
+        release.joinpath(*parts).is_file())

@@ -44,7 +44,7 @@ from pipeline.judging.changes import Change, Event, release_event
 from pipeline.judging.health import is_https
 from pipeline.judging.present import Presented, PresentedValues
 from pipeline.judging.rollup import entry_trends
-from pipeline.release.feed import feed_items, render_feed
+from pipeline.release.feed import FeedLinks, feed_items, render_feed
 from pipeline.release.files import Folders, keep_only
 from pipeline.release.layout import (
     CATEGORY_INDEX,
@@ -515,17 +515,26 @@ def write_history(
     changes: Sequence[Change],
     events: Sequence[Event] = (),
     base_url: str = "",
+    pages: bool = True,
 ) -> None:
     """The staged release's own copy under `api/releases/<folder>/`, the index of kept
-    releases, and the change log (state changes and catalogue events)."""
+    releases, and the change log (state changes and catalogue events) with its feed, whose
+    links name only what this release holds (its entry documents are staged; with `pages`,
+    its pages are drawn next)."""
     link_tree(staging / "api", staging / release_folder(meta["version"]), _not_in_snapshot)
-    write_file(staging, RELEASE_INDEX,
-               render_json({"meta": meta, "releases": [summary, *previous]}))
+    kept = [summary, *previous]
+    write_file(staging, RELEASE_INDEX, render_json({"meta": meta, "releases": kept}))
     change_log = {"meta": meta, "changes": [change.document() for change in changes],
                   "events": [event.document() for event in events]}
     write_file(staging, CHANGES, render_json(change_log))
     items = feed_items(change_log["changes"], change_log["events"])
-    write_file(staging, CHANGES_FEED, render_feed(meta, items, base_url))
+    named = {str(item["entry"]) for item in items if item.get("entry")}
+    links = FeedLinks(
+        base_url, {str(release["version"]): str(release["path"]) for release in kept},
+        frozenset(entry_id for entry_id in named
+                  if (staging / entry_document(entry_id)).is_file()),
+        pages)
+    write_file(staging, CHANGES_FEED, render_feed(meta, items, links))
 
 
 class ReleaseNotRecorded(RuntimeError):
@@ -655,7 +664,8 @@ def publish_release(
             nonlocal drawn
             summary = release_summary(meta, counts, by_state, categories)
             published = [release_event(version, now), *events]
-            write_history(staging, summary, previous, meta, changes, published, base_url)
+            write_history(staging, summary, previous, meta, changes, published, base_url,
+                          pages)
             if pages:  # after the history: pages link the change log and its feed
                 drawn = write_site(staging, base_url, entry_trends(session, now.date()),
                                    previous=output_dir)

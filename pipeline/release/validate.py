@@ -421,6 +421,7 @@ def validate_release(folder: Path, categories: list[Category]) -> list[str]:
         _check_document("ChangeLog", CHANGES, changes, problems)
     if (folder / CHANGES_FEED).exists():
         problems.extend(f"{CHANGES_FEED}: {problem}"
-                        for problem in check_feed((folder / CHANGES_FEED).read_bytes()))
+                        for problem in check_feed((folder / CHANGES_FEED).read_bytes(),
+                                                  folder))
     return problems
 
