@@ -29,10 +29,10 @@ from pipeline.release.layout import (
     SEARCH_INDEX,
     category_file,
     entry_document,
+    entry_page,
     release_folder,
 )
 from pipeline.release.openapi import component_schemas
-from pipeline.release.pages import entry_page
 from pipeline.release.publish import (
     EntriesOutOfOrderError,
     assemble_entries,

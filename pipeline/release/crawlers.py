@@ -14,8 +14,15 @@ from urllib.parse import urlsplit
 from xml.etree import ElementTree
 from xml.sax.saxutils import escape
 
-from pipeline.release.layout import RELEASES_DIR, ROBOTS, SITEMAP, sitemap_part
-from pipeline.release.pages import PageError, category_page, entry_page, site_root
+from pipeline.release.layout import (
+    RELEASES_DIR,
+    ROBOTS,
+    SITEMAP,
+    category_page,
+    entry_page,
+    sitemap_part,
+)
+from pipeline.release.pages import PageError, site_root
 
 SITEMAP_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
 SITEMAP_LIMIT = 50_000  # addresses in one sitemap, by the protocol (and 50 MB)

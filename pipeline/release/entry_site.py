@@ -13,7 +13,7 @@ import orjson
 
 from pipeline.processes import paused_garbage_collection
 from pipeline.release.files import Folders
-from pipeline.release.layout import entry_markdown
+from pipeline.release.layout import entry_markdown, entry_page
 from pipeline.release.markdown import (
     listing,
     markdown_problems,
@@ -23,7 +23,6 @@ from pipeline.release.markdown import (
 from pipeline.release.pages import (
     card_html,
     entry_badges,
-    entry_page,
     kept_key,
     may_splice,
     nightly_page_parts,

@@ -15,8 +15,13 @@ from typing import Any
 from xml.etree import ElementTree
 
 from pipeline.contract import xml_safe
-from pipeline.release.layout import CHANGES_FEED, FULL_DATASET, entry_document
-from pipeline.release.pages import INDEX_PAGE, entry_page
+from pipeline.release.layout import (
+    CHANGES_FEED,
+    FULL_DATASET,
+    INDEX_PAGE,
+    entry_document,
+    entry_page,
+)
 
 ATOM = "http://www.w3.org/2005/Atom"
 ElementTree.register_namespace("", ATOM)

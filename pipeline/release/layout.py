@@ -28,6 +28,7 @@ LLMS_TXT = "llms.txt"
 SITEMAP = "sitemap.xml"
 ROBOTS = "robots.txt"
 NOT_FOUND_PAGE = "404.html"
+INDEX_PAGE = "index.html"
 # The changes as an Atom feed: at the root, since every path under api/ is served as JSON.
 CHANGES_FEED = "changes.atom"
 
@@ -57,6 +58,14 @@ def folder_version(name: str) -> str:
     return name.replace(FOLDER_BUILD_SEPARATOR, "+")
 def entry_document(entry_id: str) -> str:
     return f"{ENTRY_DOCUMENTS}/{entry_id}.json"
+
+
+def entry_page(entry_id: str) -> str:
+    return f"{ENTRY_PAGES}/{entry_id}.html"
+
+
+def category_page(category_id: str) -> str:
+    return f"categories/{category_id}.html"
 
 
 def entry_markdown(entry_id: str) -> str:

@@ -26,8 +26,10 @@ from pipeline.release.layout import (
     SEARCH_INDEX,
     category_file,
     category_markdown,
+    category_page,
     entry_document,
     entry_markdown,
+    entry_page,
 )
 from pipeline.release.pages import (
     SHARED_FILTERS,
@@ -35,8 +37,6 @@ from pipeline.release.pages import (
     TEMPLATES,
     DocumentEnvironment,
     PageError,
-    category_page,
-    entry_page,
     shown_sample,
 )
 

@@ -34,19 +34,20 @@ from pipeline.contract import BIDI_CONTROL, ONLINE_NOTE, APIEntry, Pricing, Upti
 from pipeline.judging.day_figures import DayFigures
 from pipeline.release.hosting import PAGE_CSP
 from pipeline.release.layout import (
-    ENTRY_PAGES,
+    INDEX_PAGE,
     LLMS_TXT,
     NOT_FOUND_PAGE,
     SEARCH_INDEX,
     category_markdown,
+    category_page,
     entry_document,
     entry_markdown,
+    entry_page,
 )
 from pipeline.release.presented import with_defaults
 
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = TEMPLATES / "static"
-INDEX_PAGE = "index.html"
 # Cards the index shows at first, and again with each "Show more".
 INDEX_PAGE_SIZE = 100
 
@@ -92,14 +93,6 @@ class PageError(RuntimeError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("pages failed their check:\n  " + "\n  ".join(problems))
         self.problems = problems
-
-
-def category_page(category_id: str) -> str:
-    return f"categories/{category_id}.html"
-
-
-def entry_page(entry_id: str) -> str:
-    return f"{ENTRY_PAGES}/{entry_id}.html"
 
 
 def site_root(base_url: str) -> str:

@@ -32,19 +32,19 @@ from pipeline.release.layout import (
     CATEGORY_INDEX,
     ENTRY_PAGES,
     FULL_DATASET,
+    INDEX_PAGE,
     LLMS_TXT,
     NOT_FOUND_PAGE,
     SEARCH_INDEX,
     category_markdown,
+    category_page,
     entry_markdown,
+    entry_page,
 )
 from pipeline.release.markdown import check_markdown, listing_files
 from pipeline.release.pages import (
-    INDEX_PAGE,
     PageError,
     asset_files,
-    category_page,
-    entry_page,
     page_context,
     page_problems,
     release_line,
