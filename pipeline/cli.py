@@ -414,6 +414,8 @@ def publish() -> None:
             published, changes = publish_handed_over(settings, presented, now)
     finally:
         discard(presented)
+    for left_out in published.left_out:
+        typer.echo(f"apidir: warning: {left_out}", err=True)
     typer.echo(f"{published}" + (f"; {len(changes)} state changes" if changes else ""))
 
 
@@ -645,6 +647,7 @@ def one_line(error: BaseException) -> str:
     counts its problems and shows the first."""
     from pydantic import ValidationError
 
+    from pipeline.release.publish import TooManyLeftOut
     from pipeline.release.validate import ReleaseValidationError
 
     if isinstance(error, ValidationError) and error.title == Settings.__name__:
@@ -656,6 +659,8 @@ def one_line(error: BaseException) -> str:
         fields = "; ".join(f"{'.'.join(map(str, e['loc'])) or '-'}: {e['msg']}"
                            for e in error.errors())
         return f"invalid {error.title}: {fields}"
+    if isinstance(error, TooManyLeftOut):  # its own line names the first entry left out
+        return str(error)
     if isinstance(error, ReleaseValidationError):
         return (f"release failed validation ({len(error.problems)} problems; the live release "
                 f"is unchanged), first: {error.problems[0]}")

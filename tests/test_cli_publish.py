@@ -255,3 +255,51 @@ def test_a_publish_error_naming_its_file_names_it_and_what_went_live(tmp_path: P
     assert publish_failure_line(error, tmp_path / "public", unchanged=False) == (
         f"publishing to {tmp_path / 'public'} failed: Permission denied: "
         f"{tmp_path / 'public' / 'api'}; the new release went live before the error")
+
+
+def test_every_stored_entry_refused_keeps_the_live_release_in_one_line(
+    stored: Path, settings_env: dict[str, str]
+) -> None:
+    """The one stored entry holds a base address the release's check refuses (stored before
+    the rule): leaving it out would publish an empty release over the live one, so nothing is
+    published, in one line naming the entry, its file and the field."""
+    from pipeline.settings import Settings
+    from tests.test_publish import store_refused_value
+
+    assert apidir_publish().returncode == 0
+    live = {path: path.read_bytes() for path in stored.rglob("*") if path.is_file()}
+    settings = Settings()
+    store_refused_value(settings, "example-weather", baseUrl="https://api.example.com/%zz")
+    done = apidir_publish()
+    assert done.returncode == 2, done.stderr
+    file = settings.entries_dir / "weather" / "example-weather.yaml"
+    assert done.stderr.splitlines() == [
+        "apidir: the one stored entry breaks the release's contract: nothing was published and "
+        f"the live release is unchanged; first: entry example-weather ({file}): field baseUrl: "
+        "holds a '%' not followed by two hex digits: write a '%' itself as %25; left out of "
+        "the release"], done.stderr
+    assert {path: path.read_bytes() for path in stored.rglob("*") if path.is_file()} == live
+
+
+def test_an_entry_left_out_is_a_warning_line_and_the_others_publish(
+    stored: Path, settings_env: dict[str, str], write_entry: WriteEntry, ingested_store
+) -> None:
+    """One of two stored entries holds a host the release's check refuses: the other is
+    published, and the command warns in one line naming the entry, its file and the field."""
+    from pipeline.settings import Settings
+    from tests.conftest import make_entry
+    from tests.test_publish import store_refused_value
+
+    write_entry(make_entry(id="other-weather"))
+    ingested_store()
+    settings = Settings()
+    store_refused_value(settings, "example-weather", baseUrl="https://caf\u00e9.example/v1")
+    done = apidir_publish()
+    assert done.returncode == 0, done.stderr
+    file = settings.entries_dir / "weather" / "example-weather.yaml"
+    assert (f"apidir: warning: entry example-weather ({file}): field baseUrl: has a host that "
+            "is not ASCII: write it in its IDNA form (xn--…); left out of the release"
+            in done.stderr.splitlines())
+    assert "1 entries (1 left out: the release's check refused them)" in done.stdout
+    published = json.loads((stored / "api" / "apis.json").read_text())
+    assert [api["id"] for api in published["apis"]] == ["other-weather"]

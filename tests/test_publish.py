@@ -35,6 +35,7 @@ from pipeline.release.layout import (
 from pipeline.release.openapi import component_schemas
 from pipeline.release.publish import (
     EntriesOutOfOrderError,
+    TooManyLeftOut,
     assemble_entries,
     build_release,
     next_version,
@@ -175,7 +176,7 @@ def test_an_entry_id_that_is_not_a_slug_names_no_file(tmp_path: Path, catalogue_
     out = write_release(tmp_path / "public", release(catalogue_entries), CATEGORIES)
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     hostile = dict(catalogue_entries[0], id="../../escaped")
-    with pytest.raises(ValueError, match="not a slug"):
+    with pytest.raises(TooManyLeftOut, match=r"entry \.\./\.\./escaped: field id: "):
         stream_release(out, [hostile], CATEGORIES, "2.0.0+20261121.2", NOW, "https://d.test")
     with pytest.raises(ValueError, match="not a slug"):
         release([hostile])
@@ -209,10 +210,10 @@ def test_a_wrong_search_index_or_entry_document_refuses_the_release(
         wrong = lambda entry: real_item(entry) | {"grade": "excellent"}  # noqa: E731
         patch.setattr(search_module, "search_item", wrong)
         patch.setattr(validate_module, "search_item", wrong)
-        problems = publish_again()
-        for check in ("[schema]", "[contract]"):
-            assert any(p.startswith(f"{SEARCH_INDEX}: apis/0/grade:") and p.endswith(check)
-                       for p in problems), check
+        problems = publish_again()  # each entry is left out for it, so none is published
+        assert len(problems) == len(ordered)
+        assert all(f"entry {api['id']}: field grade (search item): " in problem
+                   for api, problem in zip(ordered, problems, strict=True)), problems[:3]
     real_document = publish_module.entry_document_bytes
     with monkeypatch.context() as patch:  # one document carries another meta
         patch.setattr(publish_module, "entry_document_bytes", lambda line, meta: real_document(
@@ -717,3 +718,98 @@ def test_a_presented_value_outside_the_contract_fails_the_release_before_its_swa
     assert any("example-weather" in problem and where in problem
                for problem in failure.value.problems), failure.value.problems
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def store_refused_value(settings: Settings, entry_id: str, **values: str) -> None:
+    """Write values into an entry's stored content that the release's check refuses, as a
+    version of the product before its stricter rules, or a hand in the store, left them."""
+    from pipeline.store.tables import engine_for, session_scope
+
+    with session_scope(engine_for(settings.database_url)) as session:
+        row = session.get(EntryRow, entry_id)
+        row.content = row.content | values
+        session.add(row)
+
+
+def test_a_stored_entry_the_release_refuses_is_left_out_and_the_others_published(
+    write_entry, settings_env: dict[str, str]
+) -> None:
+    """One stored entry holds a base address the release's `format: uri` check refuses: the
+    release publishes every other entry, leaves it out of every file and count, and the run's
+    record names its id, file and field."""
+    from pipeline.operations import stages
+    from pipeline.release.layout import LLMS_TXT, category_markdown
+    from pipeline.store.tables import PipelineRun, engine_for, session_scope, start_run
+
+    for entry_id in ("alpha-weather", "bad-weather", "zeta-weather"):
+        write_entry(make_entry(id=entry_id, name=entry_id.replace("-", " ").title()))
+    settings = Settings()
+    with session_scope(engine_for(settings.database_url)) as session:
+        run_id = start_run(session, "nightly").id
+    stages.ingest_entries(settings, run_id)
+    store_refused_value(settings, "bad-weather", baseUrl="https://api.example.com/caf\u00e9",
+                        docsUrl="https://api.example.com/%zz")
+    now = datetime.now(UTC)
+    published, _ = stages.publish_now(settings, stages.score_entries_now(settings, now), now,
+                                      run_id)
+    out = settings.output_dir
+    kept = ["alpha-weather", "zeta-weather"]
+    dataset = read(out, FULL_DATASET)
+    assert [api["id"] for api in dataset["apis"]] == kept and dataset["meta"]["totalAPIs"] == 2
+    assert [api["id"] for api in read(out, category_file("weather"))["apis"]] == kept
+    assert [api["id"] for api in read(out, SEARCH_INDEX)["apis"]] == kept
+    index = {c["id"]: c["count"] for c in read(out, CATEGORY_INDEX)["categories"]}
+    assert index["weather"] == 2 and sum(index.values()) == 2
+    counts = read(out, "api/releases.json")["releases"][0]["counts"]
+    assert counts["total"] == 2 and sum(counts["byState"].values()) == 2
+    assert not (out / entry_document("bad-weather")).exists()
+    assert not (out / entry_page("bad-weather")).exists()
+    assert not (out / "apis" / "bad-weather.md").exists()
+    for text in ((out / LLMS_TXT).read_text(), (out / category_markdown("weather")).read_text(),
+                 (out / "categories" / "weather.html").read_text(),
+                 (out / "changes.atom").read_text(),
+                 (out / "api" / "changes.json").read_text()):
+        assert "bad-weather" not in text and "alpha-weather" in text
+    assert validate_release(out, CATEGORIES) == []
+    file = str(settings.entries_dir / "weather" / "bad-weather.yaml")
+    told, = published.left_out
+    assert str(told).startswith(f"entry bad-weather ({file}): field baseUrl: holds U+00E9")
+    assert "field docsUrl: holds a '%' not followed by two hex digits" in str(told)
+    assert "(1 left out: the release's check refused them)" in str(published)
+    with session_scope(engine_for(settings.database_url)) as session:
+        run = session.get(PipelineRun, run_id)
+        assert run.entries_published == 2 and run.release_version == published.release.version
+        problem, = (error for error in run.errors if error["entry"] == "bad-weather")
+    assert problem["file"] == file and problem["field"] == "baseUrl, docsUrl"
+    assert problem["rule"] == "release-contract"
+    assert problem["message"].endswith("; left out of the release")
+
+
+def test_a_large_release_checks_its_entries_in_worker_processes_as_it_writes_them(
+    tmp_path: Path, catalogue_entries, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past `PARALLEL_CHECK_FROM` bytes the entries are checked in worker processes, a chunk at
+    a time, in order: the same entry is left out, the same release written."""
+    ordered = sorted(catalogue_entries, key=lambda api: api["id"])
+    broken = ordered[len(ordered) // 2]["id"]
+    entries = [dict(api, baseUrl="https://api.example.com/%zz") if api["id"] == broken
+               else api for api in ordered]
+    found: dict[str, list] = {}
+
+    def publish(folder: str) -> bytes:
+        def told(left_out: list) -> list:
+            found[folder] = [str(item) for item in left_out]
+            return left_out
+
+        out = tmp_path / folder
+        stream_release(out, iter(entries), CATEGORIES, "2.0.0+20261121.1", NOW,
+                       "https://directory.test", left_out=told)
+        return (out / FULL_DATASET).read_bytes()
+
+    here = publish("here")
+    monkeypatch.setattr(publish_module, "PARALLEL_CHECK_FROM", 4096)
+    monkeypatch.setattr(publish_module, "CHECK_CHUNK", 7)
+    assert publish("in-workers") == here
+    assert found["here"] == found["in-workers"] == [
+        f"entry {broken}: field baseUrl: holds a '%' not followed by two hex digits: write a "
+        "'%' itself as %25; left out of the release"]

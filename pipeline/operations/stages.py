@@ -450,6 +450,7 @@ def publish_now(
             releases_kept=settings.releases_kept, changes=recent_changes(session, since),
             pages=settings.publish_pages, stale_days=settings.stale_days,
             events=recent_events(session, since), spare=settings.publish_spare,
+            entries_dir=settings.entries_dir,
         )
     return published, changes
 

@@ -12,11 +12,12 @@ import json
 import logging
 import os
 import re
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, suppress
-from dataclasses import dataclass
+from contextlib import ExitStack, nullcontext, suppress
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
+from itertools import chain, islice
 from pathlib import Path, PurePosixPath
 from typing import Any, get_args
 
@@ -44,6 +45,7 @@ from pipeline.judging.changes import Change, Event, release_event
 from pipeline.judging.health import is_https
 from pipeline.judging.present import Presented, PresentedValues
 from pipeline.judging.rollup import entry_trends
+from pipeline.processes import in_order, worker_pool
 from pipeline.release.feed import FeedLinks, feed_items, render_feed
 from pipeline.release.files import Folders, keep_only
 from pipeline.release.layout import (
@@ -76,6 +78,12 @@ from pipeline.release.swap import (
     publish_lock,
     stage_and_swap,
     write_file,
+)
+from pipeline.release.validate import (
+    CHECK_CHUNK,
+    PARALLEL_CHECK_FROM,
+    ReleaseValidationError,
+    entry_faults,
 )
 from pipeline.store.tables import (
     EntryEvent,
@@ -310,6 +318,102 @@ class EntriesOutOfOrderError(ValueError):
     """`stream_release` was given entries not in strictly ascending id order."""
 
 
+# The rule a left-out entry is recorded under among the run's errors.
+LEFT_OUT_RULE = "release-contract"
+_FAULTS_TOLD = 3  # of a left-out entry's refused fields, those its line tells
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A stored entry the release's own check refused (a value stored before a stricter rule,
+    or written into the store by hand), left out so that every other entry is published."""
+
+    entry: str
+    faults: tuple[tuple[str, str], ...]  # (field, what is wrong)
+    file: str | None = None  # the entry file it was stored from
+
+    def reason(self) -> str:
+        told = "; ".join(f"field {field}: {what}" for field, what in self.faults[:_FAULTS_TOLD])
+        more = len(self.faults) - _FAULTS_TOLD
+        return told + (f"; and {more} more" if more > 0 else "")
+
+    def problem(self) -> dict[str, Any]:
+        """As one of the run's errors (the shape of the catalogue's `Problem`)."""
+        return {"file": self.file, "line": None, "entry": self.entry,
+                "field": ", ".join(field for field, _ in self.faults), "rule": LEFT_OUT_RULE,
+                "message": f"{self.reason()}; left out of the release"}
+
+    def __str__(self) -> str:
+        return left_out_line(self.problem())
+
+
+def left_out_line(problem: Mapping[str, Any]) -> str:
+    """One line telling a left-out entry (`LeftOut.problem`): entry, file, fields, and why."""
+    where = f" ({problem['file']})" if problem.get("file") else ""
+    return f"entry {problem['entry']}{where}: {problem['message']}"
+
+
+class TooManyLeftOut(ReleaseValidationError):
+    """More stored entries broke the release's contract than passed it: leaving them out would
+    replace the live release with one that lacks most of the catalogue, so nothing is
+    published (the live release stands) and the operator fixes the store or the entries."""
+
+    def __init__(self, left_out: Sequence[LeftOut], published: int) -> None:
+        stored = len(left_out) + published
+        share = ("the one stored entry breaks" if stored == 1 else
+                 f"every one of the {stored:,} stored entries breaks" if not published else
+                 f"{len(left_out):,} of the {stored:,} stored entries, more than half, break")
+        RuntimeError.__init__(
+            self, f"{share} the release's contract: nothing was published and the live release "
+            f"is unchanged; first: {left_out[0]}")
+        self.problems = [str(item) for item in left_out]
+
+
+def too_many_left_out(left_out: int, published: int) -> bool:
+    """Whether a release would leave out more entries than it publishes (every one, at worst):
+    rather a stale release than one that lacks most of the catalogue."""
+    return left_out > published
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """One entry as the release writes it: its id and category, its line of the datasets and
+    its line of the search index."""
+
+    entry_id: Any
+    category: Any
+    line: bytes
+    search: bytes
+
+
+def _row(entry: Mapping[str, Any]) -> _Row:
+    return _Row(entry.get("id"), entry.get("category"), entry_line(entry), search_line(entry))
+
+
+def _checked(rows: Iterable[_Row]) -> Iterator[tuple[_Row, list[tuple[str, str]]]]:
+    """Each row with what the release's check refuses in it (`entry_faults`), in order: here,
+    or in worker processes a chunk at a time once the rows reach `PARALLEL_CHECK_FROM` bytes
+    (a large release; the first of them wait meanwhile)."""
+    rows = iter(rows)
+    head, size = [], 0
+    for row in rows:
+        head.append(row)
+        size += len(row.line)
+        if size >= PARALLEL_CHECK_FROM:
+            break
+    waiting: deque[list[_Row]] = deque()
+
+    def chunks() -> Iterator[tuple[list[bytes]]]:
+        every = chain(head, rows)
+        while chunk := list(islice(every, CHECK_CHUNK)):
+            waiting.append(chunk)
+            yield ([row.line for row in chunk],)
+
+    with worker_pool() if size >= PARALLEL_CHECK_FROM else nullcontext() as pool:
+        for faults in in_order(pool, entry_faults, chunks(), ahead=8):
+            yield from zip(waiting.popleft(), faults, strict=True)
+
+
 class _DatasetWriter:
     """The full dataset, every category file and the search index, written line by line as
     entries arrive; the ids are kept (in order) to name the entry documents."""
@@ -329,19 +433,17 @@ class _DatasetWriter:
         self.total = 0
         self.ids: list[str] = []
 
-    def add(self, entry: Mapping[str, Any]) -> None:
-        entry_id = checked_id(entry)
+    def add(self, row: _Row) -> None:
+        """Write an entry the release's check passed, its category one of the release's."""
+        entry_id = checked_id({"id": row.entry_id})
         if self.ids and entry_id <= self.ids[-1]:
             raise EntriesOutOfOrderError(f"{entry_id!r} came after {self.ids[-1]!r}")
         self.ids.append(entry_id)
-        line = entry_line(entry)
-        category_id = entry["category"]
-        if category_id not in self.by_category:
-            raise ValueError(f"entry {entry_id!r}: category {category_id!r} is not listed")
+        category_id = row.category
         handle = self.by_category[category_id]
-        for target, earlier, data in ((self.full, self.total, line),
-                                      (self.search, self.total, search_line(entry)),
-                                      (handle, self.counts[category_id], line)):
+        for target, earlier, data in ((self.full, self.total, row.line),
+                                      (self.search, self.total, row.search),
+                                      (handle, self.counts[category_id], row.line)):
             if earlier:
                 target.write(b",\n")
             target.write(data)
@@ -386,6 +488,7 @@ def stream_release(
     reuse: Collection[str] = (ENTRY_DOCUMENTS,),
     keep_spare: bool = True,
     before_swap: Callable[[int], None] = lambda _: None,
+    left_out: Callable[[list[LeftOut]], list[LeftOut]] = lambda found: found,
 ) -> int:
     """Write a release from `entries` in ascending id order straight into the staging folder
     (never holding the files in memory), validate it, swap it in; returns the entry count.
@@ -393,17 +496,32 @@ def stream_release(
     (`stage_and_swap`); `keep_spare`: whether the release swapped out is kept as the next one;
     `before_swap` is given the entry count once the release is valid, just before the swap.
 
-    Raises EntriesOutOfOrderError (the live release untouched) if the order is broken.
+    Each entry is checked as it is written (`entry_faults`, the release's own check): one it
+    refuses, or whose category is not one of `categories`, is left out: `left_out` is given
+    them all once every entry is written (never when none is) and returns them as the
+    operator is told of them (their files named). Raises TooManyLeftOut when more entries are
+    left out than written, and EntriesOutOfOrderError if the order is broken (the live release
+    untouched either way).
     """
     total = 0
 
     def write(staging: Path) -> None:
         nonlocal total
+        refused: list[LeftOut] = []
         with ExitStack() as stack:
             writer = _DatasetWriter(staging, categories, stack)
-            for entry in entries:
-                writer.add(entry)
+            for row, faults in _checked(map(_row, entries)):
+                if not faults and row.category not in writer.by_category:
+                    faults = [("category", f"{row.category!r} is not one of the release's")]
+                if faults:
+                    refused.append(LeftOut(str(row.entry_id), tuple(faults)))
+                else:
+                    writer.add(row)
             total = writer.total
+            if refused:
+                told = left_out(refused)
+                if too_many_left_out(len(told), total):
+                    raise TooManyLeftOut(told, total)
             meta = release_meta(version, generated, base_url, total)
             writer.finish(meta, categories)
         write_entry_documents(staging, writer.ids, meta)
@@ -413,7 +531,7 @@ def stream_release(
             complete_staged(complete, staging, meta, writer.counts, categories)
 
     stage_and_swap(output_dir, categories, write, carry, reuse, keep_spare,
-                   lambda: before_swap(total))
+                   lambda: before_swap(total), entries_checked=True)
     return total
 
 
@@ -602,14 +720,34 @@ def earliest_stamp(session: Session, output_dir: Path) -> datetime | None:
 
 @dataclass(frozen=True)
 class Published:
-    """A release just published: its record, and how its pages were drawn (None without)."""
+    """A release just published: its record, how its pages were drawn (None without), and the
+    stored entries its check refused, left out of it."""
 
     release: ReleaseRow
     pages: SiteReport | None = None
+    left_out: tuple[LeftOut, ...] = ()
 
     def __str__(self) -> str:
         line = f"published {self.release.version}: {self.release.total_apis:,} entries"
+        if self.left_out:
+            line += f" ({len(self.left_out):,} left out: the release's check refused them)"
         return line + (f"; {self.pages}" if self.pages is not None else "")
+
+
+def _state_of(status: Status | Mapping[str, Any] | None) -> str:
+    """The state a presented status (a model or its JSON form) counts under in a release."""
+    if not status:
+        return "unchecked"
+    return status["state"] if isinstance(status, Mapping) else status.state
+
+
+def _source_files(session: Session, ids: Sequence[str]) -> dict[str, str]:
+    """The entry file each of `ids` was stored from, by id."""
+    files: dict[str, str] = {}
+    for chunk in in_lists(ids):
+        statement = select(EntryRow.id, EntryRow.source_file).where(col(EntryRow.id).in_(chunk))
+        files.update(session.exec(statement).all())
+    return files
 
 
 def publish_release(
@@ -626,6 +764,7 @@ def publish_release(
     stale_days: int = DEFAULT_STALE_DAYS,
     events: Sequence[Event] = (),
     spare: bool = True,
+    entries_dir: Path | None = None,
 ) -> Published:
     """Publish the store's active entries as a new release and record it (in the run's record
     too, with `run_id`), the record written before the swap and committed after it.
@@ -635,6 +774,11 @@ def publish_release(
     it, listed in `api/releases.json`, and `changes` and `events` in `api/changes.json`.
     With `spare`, the release replaced is kept beside the output folder for the next publish to
     write over (`stage_and_swap`); without, it is deleted and each publish writes new files.
+
+    A stored entry the release's check refuses is left out of every file (`stream_release`),
+    with its state changes and events, and named in `Published.left_out` and, with `run_id`,
+    among the run's errors (its file under `entries_dir`, else as stored); more left out than
+    published refuses the release (TooManyLeftOut).
     """
     if releases_kept < 1:
         raise ValueError(f"releases_kept must be at least 1, not {releases_kept}")
@@ -642,13 +786,13 @@ def publish_release(
     by_state: Counter[str] = Counter()
     drawn: SiteReport | None = None  # the pages of the release that was swapped in
 
+    left_out: list[LeftOut] = []
+
     def entries() -> Iterator[dict[str, Any]]:
         by_state.clear()
         for entry_id, content in _active_contents(session):
             entry = values.published(entry_id)
-            status = entry.status
-            by_state[(status["state"] if isinstance(status, dict) else status.state)
-                     if status else "unchecked"] += 1
+            by_state[_state_of(entry.status)] += 1
             yield published_entry(content, entry.status, entry.score, entry.uptime, now.date(),
                                   stale_days, entry.endpoints, entry.lifecycle, entry.https,
                                   entry.cors)
@@ -660,12 +804,26 @@ def publish_release(
         previous = kept_releases(output_dir, releases_kept - 1)
         carry = [listed_folder(release) for release in previous]
 
+        def leave_out(found: list[LeftOut]) -> list[LeftOut]:
+            """Name each left-out entry's file, and take it out of the counts by state."""
+            files = _source_files(session, [item.entry for item in found])
+
+            def told(file: str | None) -> str | None:
+                return file if file is None or entries_dir is None else str(entries_dir / file)
+
+            left_out[:] = [replace(item, file=told(files.get(item.entry))) for item in found]
+            for item in left_out:
+                by_state[_state_of(values.published(item.entry).status)] -= 1
+            return left_out
+
         def complete(staging: Path, meta: dict[str, Any], counts: Mapping[str, int]) -> None:
             nonlocal drawn
             summary = release_summary(meta, counts, by_state, categories)
-            published = [release_event(version, now), *events]
-            write_history(staging, summary, previous, meta, changes, published, base_url,
-                          pages)
+            gone = {item.entry for item in left_out}  # no change or event names what is absent
+            published = [release_event(version, now),
+                         *(event for event in events if event.entry_id not in gone)]
+            kept = [change for change in changes if change.entry_id not in gone]
+            write_history(staging, summary, previous, meta, kept, published, base_url, pages)
             if pages:  # after the history: pages link the change log and its feed
                 drawn = write_site(staging, base_url, entry_trends(session, now.date()),
                                    previous=output_dir)
@@ -685,14 +843,17 @@ def publish_release(
             if run_id is not None:
                 run = session.get(PipelineRun, run_id)
                 run.release_version, run.entries_published = version, total
+                run.errors = [*(error for error in run.errors or []  # not twice, if retried
+                                if error.get("rule") != LEFT_OUT_RULE),
+                              *(item.problem() for item in left_out)]
                 session.add(run)
             session.flush()
 
         stream_release(output_dir, entries(), categories, version, now, base_url,
-                       complete, carry, reuse if spare else (), spare, record)
+                       complete, carry, reuse if spare else (), spare, record, leave_out)
         try:
             session.commit()
         except Exception as error:
             session.rollback()
             raise ReleaseNotRecorded(version, error) from error
-    return Published(release, drawn)
+    return Published(release, drawn, tuple(left_out))

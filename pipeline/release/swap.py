@@ -336,6 +336,7 @@ def stage_and_swap(
     reuse: Collection[str] = (),
     keep_spare: bool = True,
     before_swap: Callable[[], None] = lambda: None,
+    entries_checked: bool = False,
 ) -> Path:
     """`write` the release into a staging folder with the `carry` folders of the live release,
     validate it, swap it in as live. The staging folder is the spare where there is one and
@@ -343,13 +344,15 @@ def stage_and_swap(
     it does not write (`keep_only`); otherwise a new one. Without `keep_spare`, the release
     swapped out is deleted rather than kept as the next spare. `before_swap` runs once the
     release is valid, just before the swap: what fails there leaves the live release as it is
-    (the publish's record of the release, which must not be refused after the swap)."""
+    (the publish's record of the release, which must not be refused after the swap).
+    `entries_checked`: `write` checked each entry as it wrote it (`validate.entry_faults`),
+    so the validation does not check them again."""
     output_dir = live_folder(output_dir)
     check_replaceable(output_dir)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     with publish_lock(output_dir):
         return _stage_and_swap_locked(output_dir, categories, write, carry, reuse, keep_spare,
-                                      before_swap)
+                                      before_swap, entries_checked)
 
 
 def _stage_and_swap_locked(
@@ -360,6 +363,7 @@ def _stage_and_swap_locked(
     reuse: Collection[str],
     keep_spare: bool,
     before_swap: Callable[[], None],
+    entries_checked: bool,
 ) -> Path:
     spares = [folder for folder in side_folders(output_dir, "spare")
               if folder not in _REMOVING and (owner_is_dead(folder) or _owned_here(folder))]
@@ -382,7 +386,7 @@ def _stage_and_swap_locked(
         for relative in carry:
             if (output_dir / relative).is_dir() and not (staging / relative).exists():
                 link_tree(output_dir / relative, staging / relative)
-        problems = validate_release(staging, categories)
+        problems = validate_release(staging, categories, entries_checked)
         if problems:
             raise ReleaseValidationError(problems)
         check_lock_held(output_dir)

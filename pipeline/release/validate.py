@@ -6,7 +6,9 @@ is checked once (JSON Schema and the pydantic model) in the full dataset, each c
 checked to hold exactly the full dataset's lines of its category, the search index to hold
 each entry's search item (itself checked), and each entry document its entry's line. In a
 large release, each entry's own checks run in worker processes, one per core, beside the
-matching of its line in the other files (`PARALLEL_CHECK_FROM`).
+matching of its line in the other files (`PARALLEL_CHECK_FROM`). A release written from the
+store runs them as it writes each entry instead (`entry_faults`), leaving out one they refuse,
+and its validation checks the rest.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, nullcontext
 from functools import cache
-from itertools import islice
+from itertools import islice, repeat
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +68,7 @@ MAX_PROBLEMS_PER_FILE = 100
 # From a full dataset this large on (some 5,000 entries), its entries' own checks run in
 # worker processes, a chunk of lines at a time.
 PARALLEL_CHECK_FROM = 32 << 20
-_CHECK_CHUNK = 200
+CHECK_CHUNK = 200
 
 
 class ReleaseValidationError(RuntimeError):
@@ -106,21 +108,30 @@ def _schema_validators() -> dict[str, Any]:
     return validators
 
 
-def _check_document(
-    name: str, path: str, document: Any, problems: list[str], where: str = ""
-) -> None:
-    """JSON Schema and pydantic problems of one document (or part, at `where`) of a file."""
+def _faults(name: str, document: Any, where: str = "") -> list[tuple[str, str, str]]:
+    """(where, what is wrong, which check: `schema` or `contract`) of each JSON Schema and
+    pydantic problem of one document (or part, at `where`)."""
+    found = []
     validator = _schema_validators()[name]
     if not validator.is_valid(document):
         for error in validator.iter_errors(document):
             at = "/".join(str(p) for p in (*where.split("/"), *error.instance_path) if p != "")
-            problems.append(f"{path}: {at or '(root)'}: {error.message} [schema]")
+            found.append((at or "(root)", error.message, "schema"))
     try:
         _MODELS[name].model_validate(document)
     except ValidationError as exc:
         for error in exc.errors():
             at = "/".join(str(p) for p in (*where.split("/"), *error["loc"]) if p != "")
-            problems.append(f"{path}: {at or '(root)'}: {error['msg']} [contract]")
+            found.append((at or "(root)", error["msg"], "contract"))
+    return found
+
+
+def _check_document(
+    name: str, path: str, document: Any, problems: list[str], where: str = ""
+) -> None:
+    """JSON Schema and pydantic problems of one document (or part, at `where`) of a file."""
+    problems += [f"{path}: {at}: {message} [{check}]"
+                 for at, message, check in _faults(name, document, where)]
 
 
 class _Malformed(ValueError):
@@ -322,28 +333,53 @@ def _line_problems(lines: list[tuple[int, bytes]]) -> list[tuple[list[str], list
     return found
 
 
+def entry_faults(lines: Sequence[bytes]) -> list[list[tuple[str, str]]]:
+    """What the release's check refuses in each entry line, as (field, what is wrong): the
+    entry's JSON Schema and model problems, else its search item's; empty where it passes.
+    `stream_release` runs it on each entry as it writes it (in worker processes for a large
+    release), so that an entry refused is left out of the release rather than failing it, and
+    `validate_release` then skips it (`entries_checked`): each entry is checked once."""
+    found = []
+    for data in lines:
+        entry = orjson.loads(data)
+        faults = _faults("APIEntry", entry)
+        if not faults:
+            faults = [(f"{at} (search item)", message, check)
+                      for at, message, check in _faults("SearchItem", search_item(entry))]
+        by_field: dict[str, str] = {}
+        for at, message, check in faults:  # the contract's words where both checks speak
+            if at not in by_field or check == "contract":
+                by_field[at] = message.removeprefix("Value error, ")
+        found.append(list(by_field.items()))
+    return found
+
+
 def _entry_lines(path: Path) -> Iterator[tuple[list[tuple[int, bytes]]]]:
     """The entry lines of a full dataset with their places, a chunk at a time, read apart from
     the reader that checks its framing (`_dataset_lines`), which meets any break first."""
     lines, count = dataset_lines(path), 0
-    while chunk := list(islice(lines, _CHECK_CHUNK)):
+    while chunk := list(islice(lines, CHECK_CHUNK)):
         yield ([(count + n, data) for n, data in enumerate(chunk)],)
         count += len(chunk)
 
 
-def _validate_datasets(folder: Path, categories: list[Category], problems: list[str]) -> None:
-    """One pass over `apis.json`: every entry checked against the schema and the model, and
-    matched with the next line of its category file and of the search index, and with its
-    entry document; then every meta."""
+def _validate_datasets(folder: Path, categories: list[Category], problems: list[str],
+                       entries_checked: bool = False) -> None:
+    """One pass over `apis.json`: every entry checked against the schema and the model (unless
+    `entries_checked`: each was as it was written, `entry_faults`), and matched with the next
+    line of its category file and of the search index, and with its entry document; then
+    every meta."""
     path = FULL_DATASET
     documents = _EntryDocuments(folder)
-    large = (folder / path).stat().st_size >= PARALLEL_CHECK_FROM
+    large = (folder / path).stat().st_size >= PARALLEL_CHECK_FROM and not entries_checked
     with ExitStack() as stack:
         pool = stack.enter_context(worker_pool() if large else nullcontext())
         # Each entry line's own problems, in the order of the lines.
-        checked = (line for chunk in in_order(pool, _line_problems, _entry_lines(folder / path),
-                                              ahead=8)
-                   for line in chunk)
+        checked: Iterator[tuple[list[str], list[str] | None]] = (
+            repeat(([], [])) if entries_checked else
+            (line for chunk in in_order(pool, _line_problems, _entry_lines(folder / path),
+                                        ahead=8)
+             for line in chunk))
         readers = {c.id: _CategoryReader(folder, c, stack) for c in categories}
         search = _SearchReader(folder, stack)
         handle = stack.enter_context((folder / path).open("rb"))
@@ -383,21 +419,25 @@ def _validate_datasets(folder: Path, categories: list[Category], problems: list[
         documents.finish(full_meta, problems)
 
 
-def dataset_problems(folder: Path, categories: list[Category]) -> list[str]:
+def dataset_problems(folder: Path, categories: list[Category],
+                     entries_checked: bool = False) -> list[str]:
     """The contract problems of the release's datasets alone (the full dataset, the category
     files, the search index, the entry documents): what a release is checked for before its
-    history and pages are written."""
+    history and pages are written. `entries_checked`: each entry's own check already ran
+    (`entry_faults`), so the files are checked to agree with each other and the metas."""
     problems: list[str] = []
     try:
-        _validate_datasets(folder, categories, problems)
+        _validate_datasets(folder, categories, problems, entries_checked)
     except (OSError, _Malformed) as exc:
         problems.append(f"{FULL_DATASET}: unreadable: {exc}")
     return problems
 
 
-def validate_release(folder: Path, categories: list[Category]) -> list[str]:
-    """Every contract problem of the release in `folder` (empty when it is valid)."""
-    problems = dataset_problems(folder, categories)
+def validate_release(folder: Path, categories: list[Category],
+                     entries_checked: bool = False) -> list[str]:
+    """Every contract problem of the release in `folder` (empty when it is valid);
+    `entries_checked` as for `dataset_problems`."""
+    problems = dataset_problems(folder, categories, entries_checked)
 
     def load(path: str) -> Any:
         try:
