@@ -24,6 +24,7 @@ from pipeline.operations.runs import (
     complete_run,
     fail_run,
     open_run,
+    report_left_out,
     report_network_suspect,
     run_stage,
     with_retries,
@@ -79,6 +80,7 @@ async def backfill(
                                  changes_of_run(settings, run_id), None)
     finally:
         discard(presented)
+    await report_left_out(settings, "backfill", run_id)  # told as the completed run it is
     return {
         "run": run_id,
         "days": [day.isoformat() for day in days],

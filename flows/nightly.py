@@ -30,6 +30,7 @@ from pipeline.operations.runs import (
     complete_run,
     fail_run,
     open_run,
+    report_left_out,
     report_network_suspect,
     run_stage,
     with_retries,
@@ -154,6 +155,7 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
     finally:
         discard(presented)
     await alert_state_changes(settings, "nightly", run, changes)
+    await report_left_out(settings, "nightly", run_id)  # told as the completed run it is
     return {
         "run": run_id,
         "runDate": day.isoformat(),

@@ -68,6 +68,23 @@ def test_failure_payloads() -> None:
         jsonschema.validate(payload, documented_schema())
 
 
+def test_an_entries_left_out_payload_has_a_one_line_text_and_a_line_per_entry() -> None:
+    message = ("2 stored entries left out of release 2.0.0+20261121.1, which its check "
+               "refused; fix their files:\n"
+               "entry a (data/entries/ai/a.yaml): field baseUrl: holds U+00E9, which a URL must "
+               "percent-encode (%C3%A9); left out of the release\n"
+               "entry b (data/entries/ai/b.yaml): field docsUrl: holds a '%' not followed by two "
+               "hex digits: write a '%' itself as %25; left out of the release")
+    payload = alert_payload("entries_left_out", "nightly", RUN, message=message, sent_at=T0)
+    assert payload["text"] == (
+        "API Directory: nightly run published without entries its check refused: 2 stored "
+        "entries left out of release 2.0.0+20261121.1, which its check refused; fix their "
+        "files:")
+    assert payload["run"]["message"].splitlines()[1:] == message.splitlines()[1:]
+    assert payload["run"]["state"] == "completed"
+    jsonschema.validate(payload, documented_schema())
+
+
 async def test_an_alert_reaches_the_webhook_as_json(receiver: WebhookReceiver) -> None:
     payload = alert_payload("state_changed", "nightly", RUN, CHANGES, sent_at=T0)
     delivery = await send_alert(receiver.url, payload)

@@ -20,7 +20,12 @@ from prefect.client.orchestration import get_client
 from sqlmodel import Session, select
 
 from flows.nightly import RUN_TIMEOUT, nightly
-from pipeline.operations.events import ENTRY_STATE_CHANGED, RUN_FAILED, RUN_NETWORK_SUSPECT
+from pipeline.operations.events import (
+    ENTRY_STATE_CHANGED,
+    RUN_ENTRIES_LEFT_OUT,
+    RUN_FAILED,
+    RUN_NETWORK_SUSPECT,
+)
 from pipeline.operations.runs import StageFailed, with_retries
 from pipeline.release.publish import ReleaseNotRecorded
 from pipeline.release.swap import PublishLockTimeout
@@ -338,3 +343,37 @@ def test_a_wait_for_the_prefect_publish_slot_is_bounded_too(prefect_backend: Non
         assert time.monotonic() - started >= 0.5
     with publisher_slot(timeout=10):
         pass
+
+
+async def test_a_night_that_leaves_an_entry_out_publishes_the_others_and_alerts(
+    prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str],
+    receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An entry's stored version holds a base address the release's check refuses, and its
+    file has turned invalid, so the night keeps that version: the night publishes the other
+    entry, completes, and alerts naming the entry, its file and the field."""
+    from pipeline.operations import stages
+    from pipeline.store.tables import session_scope, start_run
+    from tests.test_publish import store_refused_value
+
+    write_entry(make_entry(id="good-weather"))
+    path = write_entry(make_entry(id="bad-weather"))
+    settings = Settings()
+    with session_scope(engine_for(settings.database_url)) as session:
+        run_id = start_run(session, "nightly").id
+    stages.ingest_entries(settings, run_id)
+    store_refused_value(settings, "bad-weather", baseUrl="https://api.example.com/%zz")
+    path.write_text(path.read_text().replace("authType:", "authKind:"))  # now invalid
+    monkeypatch.setenv("APIDIR_ALERT_WEBHOOK_URL", receiver.url)
+    started = datetime.now(UTC)
+    outcome = await nightly()
+    assert outcome["published"] == 1
+    published = json.loads((settings.output_dir / "api" / "apis.json").read_text())
+    assert [api["id"] for api in published["apis"]] == ["good-weather"]
+    assert receiver.events() == ["entries_left_out"]
+    alert = receiver.received[0]
+    assert alert["run"]["state"] == "completed" and alert["run"]["id"] == outcome["run"]
+    assert f"entry bad-weather ({path}): field baseUrl: holds a '%'" in alert["run"]["message"]
+    left_out = await events_named(RUN_ENTRIES_LEFT_OUT, started)
+    assert any(e["resource"]["prefect.resource.id"] == f"apidir.run.{outcome['run']}"
+               for e in left_out)

@@ -138,3 +138,21 @@ def test_a_large_night_is_summed_up_within_bounds() -> None:
     assert f"… and {many - LISTED:,} more: `apidir validate` lists every one." in report
     assert f"## State changes since the previous run ({many})" in report
     assert f"## Validation errors ({many})" in report
+
+
+def test_the_report_says_which_entries_the_release_left_out() -> None:
+    from pipeline.release.publish import LeftOut
+
+    left_out = LeftOut("b-down", (("baseUrl", "holds U+00E9, which a URL must percent-encode "
+                                               "(%C3%A9)"),), "data/entries/ai/b-down.yaml")
+    run = PipelineRun(id=3, flow="nightly", started_at=CHECKED, state="completed",
+                      release_version="2.0.0+20261124.1", entries_published=4,
+                      errors=[left_out.problem()])
+    report = run_report(run, figures())
+    assert ("**Left out of the release:** 1 stored entries the release's check refused (rule "
+            "`release-contract` below); every other entry is published. Fix their files."
+            in report)
+    assert ("| data/entries/ai/b-down.yaml |  | b-down | baseUrl | release-contract | field "
+            "baseUrl: holds "
+            "U+00E9, which a URL must percent-encode (%C3%A9); left out of the release |"
+            in report)

@@ -1,4 +1,5 @@
-"""Alerts: a JSON POST to the operator's webhook when a run fails or crashes or entries change.
+"""Alerts: a JSON POST to the operator's webhook when a run fails or crashes, publishes without
+entries its check refused, or entries change.
 
 The payload (documented in `docs/alerts.md`) carries a `text` line too, so chat
 webhooks that read only `text` (Slack, Mattermost, Rocket.Chat) show something useful.
@@ -19,7 +20,8 @@ import aiohttp
 from pipeline.judging.changes import Change
 from pipeline.store.tables import PipelineRun, utc_text, utcnow
 
-AlertEvent = Literal["run_failed", "run_crashed", "run_network_suspect", "state_changed"]
+AlertEvent = Literal["run_failed", "run_crashed", "run_network_suspect", "entries_left_out",
+                     "state_changed"]
 ALERT_VERSION = "1"
 _log = logging.getLogger(__name__)
 
@@ -31,8 +33,10 @@ def _iso(moment: datetime | None) -> str | None:
 def _text(event: AlertEvent, flow: str, changes: Sequence[Change], message: str | None) -> str:
     if event != "state_changed":
         verb = {"run_failed": "failed", "run_crashed": "crashed",
-                "run_network_suspect": "is network-suspect"}[event]
-        return f"API Directory: {flow} run {verb}: {message or 'no message'}"
+                "run_network_suspect": "is network-suspect",
+                "entries_left_out": "published without entries its check refused"}[event]
+        first = (message or "no message").splitlines()[0]  # one line, whatever the message
+        return f"API Directory: {flow} run {verb}: {first}"
     down = sum(1 for change in changes if change.direction == "down")
     up = sum(1 for change in changes if change.direction == "up")
     listed = ", ".join(f"{c.name} {c.from_state}→{c.to_state}" for c in changes[:10])

@@ -1,6 +1,6 @@
 """Domain events as Prefect events, so operators hang their own automations on them
 (a page on a failed run, a ticket when an entry goes down): `apidir.run.failed`,
-`apidir.run.network-suspect` and `apidir.entry.state-changed`."""
+`apidir.run.network-suspect`, `apidir.run.entries-left-out` and `apidir.entry.state-changed`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pipeline.store.tables import utc_text
 
 RUN_FAILED = "apidir.run.failed"
 RUN_NETWORK_SUSPECT = "apidir.run.network-suspect"
+RUN_ENTRIES_LEFT_OUT = "apidir.run.entries-left-out"
 ENTRY_STATE_CHANGED = "apidir.entry.state-changed"
 
 

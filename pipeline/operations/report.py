@@ -16,6 +16,7 @@ from sqlmodel import Session, col, select
 from pipeline.catalogue.ingest import IngestSummary
 from pipeline.contract import BuilderScore, Status, StatusState
 from pipeline.judging.changes import Change
+from pipeline.release.publish import LEFT_OUT_RULE
 from pipeline.store.tables import PipelineRun, ProbeRow
 
 SLOWEST = 10
@@ -36,6 +37,11 @@ def slowest_probes(session: Session, run_id: int, limit: int = SLOWEST) -> list[
         .limit(limit)
     )
     return list(session.exec(statement))
+
+
+def left_out_of_release(run: PipelineRun) -> list[dict[str, Any]]:
+    """The run's errors that name an entry its release left out (`publish.LeftOut`)."""
+    return [error for error in run.errors or [] if error.get("rule") == LEFT_OUT_RULE]
 
 
 def _cell(value: object) -> str:
@@ -108,6 +114,10 @@ def run_report(
                   f"{run.entries_published} entries.", ""]
     if run.message:
         lines += [f"**Error:** {run.message}", ""]
+    if left_out := left_out_of_release(run):
+        lines += [f"**Left out of the release:** {len(left_out):,} stored entries the release's "
+                  "check refused (rule `" + LEFT_OUT_RULE + "` below); every other entry is "
+                  "published. Fix their files.", ""]
     if run.network_suspect:
         lines += ["**Network-suspect run:** most probes failed to connect at once; the published "
                   "statuses keep the last trusted run.", ""]

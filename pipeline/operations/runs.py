@@ -23,6 +23,7 @@ from pipeline.catalogue.ingest import EmptyCatalogError
 from pipeline.judging.changes import Change
 from pipeline.operations.alerts import AlertEvent, alert_payload, send_alert
 from pipeline.operations.events import (
+    RUN_ENTRIES_LEFT_OUT,
     RUN_FAILED,
     RUN_NETWORK_SUSPECT,
     emit_run_event,
@@ -30,9 +31,16 @@ from pipeline.operations.events import (
 )
 from pipeline.operations.handover import load_entry_figures
 from pipeline.operations.memory import release_freed_memory
-from pipeline.operations.report import IngestBrief, entry_table, run_report, slowest_probes
+from pipeline.operations.report import (
+    LISTED,
+    IngestBrief,
+    entry_table,
+    left_out_of_release,
+    run_report,
+    slowest_probes,
+)
 from pipeline.release.layout import FULL_DATASET
-from pipeline.release.publish import ReleaseNotRecorded
+from pipeline.release.publish import ReleaseNotRecorded, left_out_line
 from pipeline.release.swap import PublishLockTimeout
 from pipeline.release.validate import ReleaseValidationError
 from pipeline.settings import Settings
@@ -189,6 +197,29 @@ async def report_network_suspect(settings: Settings, flow: str, run_id: int) -> 
     emit_run_event(RUN_NETWORK_SUSPECT, flow, run_id, message)
     await alert(settings, "run_network_suspect", flow, run, message=message)
     return True
+
+
+async def report_left_out(settings: Settings, flow: str, run_id: int) -> int:
+    """Tell the operator (a warning a line per entry, event and alert) of the stored entries
+    the run's release left out because its check refused them: the release is published
+    without them until their files are fixed. Returns how many were left out."""
+    with session_scope(engine_for(settings.database_url)) as session:
+        run = session.get(PipelineRun, run_id)
+    left_out = left_out_of_release(run)
+    if not left_out:
+        return 0
+    lines = [left_out_line(problem) for problem in left_out[:LISTED]]
+    logger = get_run_logger()
+    for line in lines:
+        logger.warning("release %s: %s", run.release_version, line)
+    more = len(left_out) - len(lines)
+    message = "\n".join([
+        f"{len(left_out)} stored entries left out of release {run.release_version}, which "
+        "its check refused; fix their files:", *lines,
+        *([f"… and {more} more: the run's summary lists them"] if more > 0 else [])])
+    emit_run_event(RUN_ENTRIES_LEFT_OUT, flow, run_id, message)
+    await alert(settings, "entries_left_out", flow, run, message=message)
+    return len(left_out)
 
 
 async def fail_run(settings: Settings, run_id: int, error: BaseException, flow: str) -> None:
