@@ -642,11 +642,14 @@ def _user_errors() -> tuple[type[BaseException], ...]:
             UnsafeOutputFolder)
 
 
-def one_line(error: BaseException) -> str:
+def one_line(error: BaseException, command: str = "apidir") -> str:
     """An error as one line: a settings error names its variables, a failed validation
-    counts its problems and shows the first."""
+    counts its problems and shows the first, a database error says what failed (`command`,
+    or a run's stage), on which store, and why, without the statement it ran."""
     from pydantic import ValidationError
+    from sqlalchemy.exc import DBAPIError
 
+    from pipeline.operations.runs import StageFailed, failure_line
     from pipeline.release.publish import TooManyLeftOut
     from pipeline.release.validate import ReleaseValidationError
 
@@ -664,8 +667,22 @@ def one_line(error: BaseException) -> str:
     if isinstance(error, ReleaseValidationError):
         return (f"release failed validation ({len(error.problems)} problems; the live release "
                 f"is unchanged), first: {error.problems[0]}")
+    if isinstance(error, StageFailed | DBAPIError) and (
+            told := failure_line(error, command, Settings().database_url)):
+        return told
     text = " ".join(str(error).split()) or type(error).__name__
     return text
+
+
+def command_named(args: list[str]) -> str:
+    """The command `args` ran, as a line names it ("publish", "db compact"): its words up to
+    the first that names no command."""
+    named: list[str] = []
+    commands = getattr(typer.main.get_command(app), "commands", {})  # a group's, by name
+    while len(named) < len(args) and args[len(named)] in commands:
+        named.append(args[len(named)])
+        commands = getattr(commands[named[-1]], "commands", {})
+    return " ".join(named) or "apidir"
 
 
 def interrupted(error: BaseException) -> bool:
@@ -738,12 +755,13 @@ def main() -> None:
         if os.environ.get("APIDIR_DEBUG"):
             raise
         if isinstance(error, _user_errors()):
-            typer.echo(f"apidir: {one_line(error)}", err=True)
+            typer.echo(f"apidir: {one_line(error, command_named(sys.argv[1:]))}", err=True)
             sys.exit(2)
         if started_too_late(error):
             typer.echo(f"apidir: {too_late_line()}", err=True)
             sys.exit(1)
-        typer.echo(f"apidir: unexpected {type(error).__name__}: {one_line(error)} "
+        typer.echo(f"apidir: unexpected {type(error).__name__}: "
+                   f"{one_line(error, command_named(sys.argv[1:]))} "
                    "(APIDIR_DEBUG=1 shows the traceback)", err=True)
         sys.exit(1)
     finally:

@@ -187,8 +187,8 @@ def test_a_store_that_cannot_record_the_release_leaves_the_live_one(
     finally:
         holder.communicate("\n", timeout=60)
     assert done.returncode == 2, done.stderr
-    assert done.stderr.splitlines()[-1].startswith("apidir: (sqlite3.OperationalError) database "
-                                                   "is locked"), done.stderr
+    assert done.stderr.splitlines()[-1] == (f"apidir: publish failed on the store {url}"
+                                            "?timeout=0.5: database is locked"), done.stderr
     assert {path: (stored / "api" / path).read_bytes() for path in live} == live
 
 

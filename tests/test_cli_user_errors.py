@@ -8,12 +8,14 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, WriteEntry
+from tests.conftest import REPO, WriteEntry, hold_the_write_lock, ingested_session
+from tests.postgres_server import free_port
 from tests.test_cli_errors import apidir, one_line
 
 
@@ -104,6 +106,96 @@ def test_a_store_file_that_is_not_sqlite_or_is_damaged_is_one_line(
         f"apidir: {database} (APIDIR_DATABASE_URL) is not a SQLite database, or is damaged "
         f"(database {said}): restore it from a backup, or set APIDIR_DATABASE_URL to another "
         "file".replace("database file is", "file is"))
+
+
+def last_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The command's own last line (a run's Prefect log lines come before it)."""
+    assert "Traceback" not in done.stderr, done.stderr
+    return [line for line in done.stderr.splitlines() if line.startswith("apidir: ")][-1]
+
+
+def assert_no_statement(line: str) -> None:
+    """SQLAlchemy's text of a database error (the statement, its parameters, its docs' link)
+    is not the user's line."""
+    for said in ("[SQL:", "[parameters:", "sqlalche.me", "OperationalError"):
+        assert said not in line, line
+
+
+@pytest.mark.parametrize("command", [["publish"], ["run"], ["db", "compact"]])
+def test_a_store_another_process_holds_locked_is_one_line(
+    tmp_path: Path, data_dir: Path, write_entry: WriteEntry, command: list[str]
+) -> None:
+    """Another writer holding a SQLite store's write lock past the busy timeout: the command
+    names itself, the store and SQLite's reason, without the statement it ran."""
+    env = sqlite_env(tmp_path, data_dir)
+    write_entry()
+    with ingested_session(env["APIDIR_DATABASE_URL"], data_dir / "entries"):
+        pass
+    url = f"{env['APIDIR_DATABASE_URL']}?timeout=0.2"
+    taken, done_with = threading.Event(), threading.Event()
+    holder = threading.Thread(target=hold_the_write_lock, args=(tmp_path / "var" / "apidir.db", 0),
+                              kwargs={"taken": taken, "end": done_with.is_set})
+    holder.start()
+    try:
+        assert taken.wait(60)
+        done = apidir(*command, env=env | {"APIDIR_DATABASE_URL": url,
+                                           "APIDIR_PROBE_ENABLED": "false"})
+    finally:
+        done_with.set()
+        holder.join()
+    assert done.returncode == 2, done.stderr
+    line = last_line(done)
+    assert line == f"apidir: {' '.join(command)} failed on the store {url}: database is locked"
+    assert_no_statement(line)
+
+
+@pytest.mark.parametrize("command", [["publish"], ["db", "current"], ["db", "upgrade"]])
+def test_a_postgres_store_nobody_answers_for_is_one_line_without_its_password(
+    tmp_path: Path, data_dir: Path, command: list[str]
+) -> None:
+    """A PostgreSQL store whose server is down (a port nothing listens on): the command, the
+    store with its password hidden, and the refused connection, in one line."""
+    port = free_port()
+    url = f"postgresql+psycopg://apidir:secret@127.0.0.1:{port}/apidir"
+    done = apidir(*command, env=sqlite_env(tmp_path, data_dir) | {"APIDIR_DATABASE_URL": url})
+    assert done.returncode == 2, done.stderr
+    line = one_line(done)
+    assert line.startswith(f"apidir: {' '.join(command)} failed on the store "
+                           f"postgresql+psycopg://apidir:***@127.0.0.1:{port}/apidir: "), line
+    assert line.endswith("Connection refused"), line
+    assert "secret" not in done.stderr
+    assert_no_statement(line)
+
+
+def test_a_postgres_server_refusing_the_store_s_user_is_one_line(
+    tmp_path: Path, data_dir: Path, postgres_server: str
+) -> None:
+    """The server answers but refuses the connection (a user it does not know): its reason
+    is the line's, after the command and the store."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(postgres_server).set(username="nobody_here", password="secret")
+    done = apidir("publish", env=sqlite_env(tmp_path, data_dir) | {
+        "APIDIR_DATABASE_URL": url.render_as_string(hide_password=False)})
+    assert done.returncode == 2, done.stderr
+    line = one_line(done)
+    assert line.startswith(
+        f"apidir: publish failed on the store {url.render_as_string(hide_password=True)}: ")
+    assert line.endswith('role "nobody_here" does not exist'), line
+    assert "secret" not in done.stderr
+    assert_no_statement(line)
+
+
+def test_a_store_path_sqlite_cannot_open_is_one_line(tmp_path: Path, data_dir: Path) -> None:
+    """A store SQLite cannot open (here a folder where its file should be)."""
+    env = sqlite_env(tmp_path, data_dir)
+    (tmp_path / "var" / "apidir.db").mkdir(parents=True)
+    done = apidir("publish", env=env)
+    assert done.returncode == 2, done.stderr
+    line = one_line(done)
+    assert line == (f"apidir: publish failed on the store {env['APIDIR_DATABASE_URL']}: "
+                    "unable to open database file")
+    assert_no_statement(line)
 
 
 def test_an_entry_size_limit_past_reason_is_one_setting_line(

@@ -144,6 +144,48 @@ async def test_state_changes_are_prefect_events(
             for e in changed] == [("apidir.entry.example-weather", "live", "unreachable")]
 
 
+# A store that refuses every new entry with a reason of its own, on either backend.
+FROZEN_CATALOGUE = {
+    "sqlite": ["CREATE TRIGGER frozen BEFORE INSERT ON entry "
+               "BEGIN SELECT RAISE(ABORT, 'the catalogue is frozen'); END"],
+    "postgresql": ["CREATE FUNCTION frozen() RETURNS trigger LANGUAGE plpgsql AS "
+                   "$$ BEGIN RAISE EXCEPTION 'the catalogue is frozen'; END $$",
+                   "CREATE TRIGGER frozen BEFORE INSERT ON entry FOR EACH ROW "
+                   "EXECUTE FUNCTION frozen()"],
+}
+
+
+async def test_a_stage_the_store_refuses_is_one_line_in_the_record_the_alert_and_the_command(
+    prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str],
+    receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A database error in a stage is told as the stage, the store (its password hidden) and
+    the database's reason, alike in the run's record, its alert and the command's line: never
+    SQLAlchemy's text with the statement and its parameters."""
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+
+    from pipeline.cli import one_line
+
+    url = quiet_env["APIDIR_DATABASE_URL"]
+    engine = engine_for(url)
+    with engine.begin() as connection:
+        for statement in FROZEN_CATALOGUE[engine.dialect.name]:
+            connection.execute(text(statement))
+    write_entry()
+    monkeypatch.setenv("APIDIR_ALERT_WEBHOOK_URL", receiver.url)
+    with pytest.raises(StageFailed) as failed:
+        await nightly()
+    told = (f"ingest stage failed on the store "
+            f"{make_url(url).render_as_string(hide_password=True)}: the catalogue is frozen")
+    with Session(engine) as session:
+        run = session.exec(select(PipelineRun)).one()
+    assert (run.state, run.message) == ("failed", told)
+    assert receiver.events() == ["run_failed"]
+    assert receiver.received[0]["run"]["message"] == told
+    assert one_line(failed.value, "run") == told
+
+
 async def test_a_run_over_its_time_limit_is_failed_and_alerted(
     prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str],
     receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,

@@ -17,6 +17,8 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.states import State
 from prefect.tasks import Task, exponential_backoff
 from pydantic import ValidationError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session, col, select
 
 from pipeline.catalogue.ingest import EmptyCatalogError
@@ -44,6 +46,7 @@ from pipeline.release.publish import ReleaseNotRecorded, left_out_line
 from pipeline.release.swap import PublishLockTimeout
 from pipeline.release.validate import ReleaseValidationError
 from pipeline.settings import Settings
+from pipeline.store.migrate import store_failure_line
 from pipeline.store.tables import (
     ABANDONED,
     PipelineRun,
@@ -70,6 +73,17 @@ class StageFailed(RuntimeError):
     def __init__(self, stage: str, error: BaseException) -> None:
         super().__init__(f"{stage} stage failed: {type(error).__name__}: {error}")
         self.stage = stage
+
+
+def failure_line(error: BaseException, what: str, database_url: str) -> str | None:
+    """The one line of a failure the store caused, the same in the run's record, its alert
+    and the command's last line; None for any other failure, which tells itself. `what`
+    failed (a command, a run), unless a stage did: then the stage is named."""
+    if isinstance(error, StageFailed):
+        what, error = f"{error.stage} stage", error.__cause__  # type: ignore[assignment]
+    if isinstance(error, DBAPIError):
+        return store_failure_line(what, error, make_url(database_url))
+    return None
 
 
 def transient_failure(_task: Task, _task_run: TaskRun, state: State) -> bool:
@@ -224,7 +238,8 @@ async def report_left_out(settings: Settings, flow: str, run_id: int) -> int:
 
 async def fail_run(settings: Settings, run_id: int, error: BaseException, flow: str) -> None:
     """Keep the failure in the run's record and tell the webhook."""
-    message = str(error) if isinstance(error, StageFailed) else f"{type(error).__name__}: {error}"
+    message = failure_line(error, f"{flow} run", settings.database_url) or (
+        str(error) if isinstance(error, StageFailed) else f"{type(error).__name__}: {error}")
     with session_scope(engine_for(settings.database_url)) as session:
         run = session.get(PipelineRun, run_id)
         finish_run(session, run, "failed", message)

@@ -24,7 +24,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from filelock import FileLock
 from sqlalchemy import event, inspect, text
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from pipeline.processes import process_gone
@@ -91,9 +91,23 @@ def refuse_too_new(revision: str | None, store: str = "the store") -> None:
         raise StoreTooNewError(too_new_line(revision, store))
 
 
-def store_name(engine: Engine) -> str:
+def store_name(store: Engine | URL) -> str:
     """The store as a line names it: its URL, with any password hidden."""
-    return f"the store {shown(engine.url)}"
+    return f"the store {shown(store.url if isinstance(store, Engine) else store)}"
+
+
+def database_said(error: DBAPIError) -> str:
+    """The database's own reason for `error` ("database is locked", "Connection refused"), its
+    first line: SQLAlchemy's text adds the statement, its parameters and a link to its docs,
+    which tell a user nothing to act on and may show the data."""
+    said = next(iter(str(error.orig).strip().splitlines()), "")
+    return said.strip() or type(error.orig).__name__
+
+
+def store_failure_line(what: str, error: DBAPIError, store: Engine | URL) -> str:
+    """The one line of a database error outside migrations: `what` failed (a command, a stage,
+    a run), on which store, and the database's reason."""
+    return f"{what} failed on {store_name(store)}: {database_said(error)}"
 
 
 def stored_revision(connection: Connection) -> str | None:
@@ -166,7 +180,7 @@ def _undone_if_failed(change: str, store: str) -> Iterator[Callable[[str | None]
     try:
         yield reached.append
     except DBAPIError as error:
-        cause = next(iter(str(error.orig).strip().splitlines()), type(error.orig).__name__)
+        cause = database_said(error)
         if not reached:
             raise MigrationFailedError(f"{store} was not {change} ({cause}); nothing was "
                                        "changed") from error

@@ -42,6 +42,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Engine, ExceptionContext, make_url
+from sqlalchemy.exc import DBAPIError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
 from pipeline.processes import process_gone
@@ -580,8 +581,10 @@ def insert_rows(session: Session, table: Table, rows: Iterable[Mapping[str, Any]
     times, JSON, booleans) go through their column's own, so what is stored is what SQLAlchemy
     stores. On PostgreSQL the values so bound are copied in (`COPY ... FROM STDIN`): psycopg's
     executemany sends an INSERT a row, which the server runs one by one (a day's rollup at
-    100k took some 4.5 s more of the client's CPU). Where SQLAlchemy would fill in a default
-    in Python, or on any other database, its executemany runs as it is."""
+    100k took some 4.5 s more of the client's CPU); the driver's error is raised as SQLAlchemy
+    raises any other (an OperationalError when the server is gone: the probes' commit tries
+    again on one). Where SQLAlchemy would fill in a default in Python, or on any other
+    database, its executemany runs as it is."""
     rows = iter(rows)
     if (first := next(rows, None)) is None:
         return
@@ -597,9 +600,13 @@ def insert_rows(session: Session, table: Table, rows: Iterable[Mapping[str, Any]
         columns = ", ".join(dialect.identifier_preparer.quote(key) for key in keys)
         cursor = connection.connection.driver_connection.cursor()
         copy_in = f"COPY {dialect.identifier_preparer.format_table(table)} ({columns}) FROM STDIN"
-        with cursor, cursor.copy(copy_in) as copy:  # each row bound as it is sent, none kept
-            for values in _bound(dialect, table, keys, rows):
-                copy.write_row(values)
+        try:
+            with cursor, cursor.copy(copy_in) as copy:  # each row bound as it is sent, none kept
+                for values in _bound(dialect, table, keys, rows):
+                    copy.write_row(values)
+        except dialect.loaded_dbapi.Error as error:  # the driver's own, as SQLAlchemy raises it
+            raise DBAPIError.instance(copy_in, None, error, dialect.loaded_dbapi.Error,
+                                      hide_parameters=True, dialect=dialect) from error
     else:  # a default to fill in, or another database
         connection.execute(insert(table), list(rows))
 
