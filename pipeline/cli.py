@@ -8,8 +8,6 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, replace
 from datetime import date
 from pathlib import Path
@@ -103,63 +101,6 @@ def warn_if_local(settings: Settings) -> None:
                    err=True)
 
 
-def live_release(output_dir: Path) -> tuple[int, int] | None:
-    """Which folder is the live release (its device and inode, through any symbolic link):
-    a publish swaps a new folder in, so it changes exactly when a release went live."""
-    try:
-        found = output_dir.stat()
-    except OSError:
-        return None
-    return found.st_dev, found.st_ino
-
-
-@contextmanager
-def publish_failures_told(output_dir: Path, in_run: bool = False) -> Iterator[None]:
-    """An OSError the system raised while publishing to `output_dir` (a full disk, a
-    read-only one, a folder without permission) ends the command in one line that names the
-    path and says whether the live release changed: the error's own words name no path where
-    a write failed ("[Errno 28] No space left on device")."""
-    from pipeline.operations.runs import StageFailed
-
-    before = live_release(output_dir)
-    try:
-        yield
-    except (OSError, StageFailed) as error:
-        failed = publishing_os_error(error, in_run)
-        if failed is None:
-            raise
-        fail(publish_failure_line(failed, output_dir, live_release(output_dir) == before))
-
-
-def publishing_os_error(error: BaseException, in_run: bool) -> OSError | None:
-    """The system's OSError behind `error`, if a publish met it: raised by the publish itself,
-    or `in_run` as its publish stage's failure (another stage's is not the release's). One the
-    publish raised with a line of its own (no errno: the output folder is a file) keeps it."""
-    from pipeline.operations.runs import StageFailed
-
-    if in_run:
-        if not (isinstance(error, StageFailed) and error.stage == "publish"):
-            return None
-        error = error.__cause__  # type: ignore[assignment]
-    return error if isinstance(error, OSError) and error.errno is not None else None
-
-
-def publish_failure_line(error: OSError, output_dir: Path, unchanged: bool) -> str:
-    """The one line for `error` met while publishing to `output_dir`: the file it names, or
-    the folder the new release is staged in (beside the live one, on the same disk)."""
-    why = error.strerror or " ".join(str(error).split()) or type(error).__name__
-    named = os.fsdecode(error.filename) if error.filename is not None else ""
-    if os.path.isabs(named):
-        where = f"{why}: {named}"
-    else:  # a write names no file; a file opened in its folder names itself alone
-        staged = Path(os.path.realpath(output_dir)).parent
-        where = f"{why} {f'writing {named} ' if named else ''}in {staged}/, where the new " \
-                "release is staged"
-    live = ("the live release is unchanged" if unchanged
-            else "the new release went live before the error")
-    return f"publishing to {output_dir} failed: {where}; {live}"
-
-
 @app.command()
 def run() -> None:
     """Run the nightly pipeline once, here, in Prefect's local mode."""
@@ -170,8 +111,7 @@ def run() -> None:
     tether_temporary_server()
     settings = Settings()
     warn_if_local(settings)
-    with publish_failures_told(settings.output_dir, in_run=True):
-        result = asyncio.run(nightly())
+    result = asyncio.run(nightly())
     typer.echo(
         f"published release {result['version']} with {result['published']} entries "
         f"to {settings.output_dir}/"
@@ -230,9 +170,8 @@ def backfill(
             fail(f"no category {name!r}: {hint}the categories are {', '.join(CATEGORY_IDS)}")
 
     tether_temporary_server()
-    with publish_failures_told(Settings().output_dir, in_run=True):
-        result = asyncio.run(
-            backfill_flow(start, end, entries=entry, categories=category, reprobe=reprobe))
+    result = asyncio.run(
+        backfill_flow(start, end, entries=entry, categories=category, reprobe=reprobe))
     typer.echo(
         f"rolled up {len(result['days'])} days ({result['rows']} rows); "
         f"published release {result['version']} with {result['published']} entries"
@@ -410,8 +349,7 @@ def publish() -> None:
     now = utcnow()
     presented = hand_over_scores(settings, now)
     try:
-        with publish_failures_told(settings.output_dir):
-            published, changes = publish_handed_over(settings, presented, now)
+        published, changes = publish_handed_over(settings, presented, now)
     finally:
         discard(presented)
     for left_out in published.left_out:
@@ -630,7 +568,12 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from pipeline.operations.runs import StageFailed
     from pipeline.operations.stages import UnknownSelectionError
     from pipeline.release.publish import ReleaseNotRecorded
-    from pipeline.release.swap import PublishLockLost, PublishLockTimeout, UnsafeOutputFolder
+    from pipeline.release.swap import (
+        PublishLockLost,
+        PublishLockTimeout,
+        PublishWriteFailed,
+        UnsafeOutputFolder,
+    )
     from pipeline.release.validate import ReleaseValidationError
     from pipeline.store.migrate import MigrationFailedError, StoreOutOfDateError, StoreTooNewError
     from pipeline.store.tables import StoreUnreadableError
@@ -639,7 +582,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
             AutomationError, DraftError, UnknownSelectionError, PublishLockTimeout,
             PublishLockLost, ReleaseNotRecorded, ReleaseValidationError, StoreOutOfDateError,
             StoreTooNewError, StoreUnreadableError, MigrationFailedError, CategoryError, OSError,
-            UnsafeOutputFolder)
+            UnsafeOutputFolder, PublishWriteFailed)
 
 
 def one_line(error: BaseException, command: str = "apidir") -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import json
 import os
@@ -246,10 +247,46 @@ def test_a_full_disk_is_one_line_naming_where_and_the_live_release_stays(
     assert {path: path.read_bytes() for path in output.rglob("*") if path.is_file()} == live
 
 
+async def test_a_run_s_full_disk_is_the_command_s_line_in_its_record_and_alert(
+    stored: Path, small_disk: Path, settings_env: dict[str, str]
+) -> None:
+    """A run whose publish runs out of space keeps in its record, and sends in its alert, the
+    line the command ends with, not the system's words that name no path."""
+    from sqlmodel import Session, select
+
+    from pipeline.store.tables import PipelineRun, engine_for
+    from tests.webhook import WebhookReceiver
+
+    output = small_disk / "public"
+    assert apidir_publish(APIDIR_OUTPUT_DIR=str(output)).returncode == 0
+    fill(small_disk)
+    receiver = await WebhookReceiver().start()
+    try:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "pipeline.cli", "run", cwd=REPO,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=os.environ | {"APIDIR_OUTPUT_DIR": str(output), "APIDIR_PROBE_ENABLED": "false",
+                              "APIDIR_STAGE_RETRIES": "0",
+                              "APIDIR_ALERT_WEBHOOK_URL": receiver.url})
+        _, stderr = await asyncio.wait_for(process.communicate(), timeout=300)
+    finally:
+        await receiver.close()
+    assert process.returncode == 2, stderr.decode()
+    told = [line for line in stderr.decode().splitlines() if line.startswith("apidir: ")][-1]
+    assert told == (f"apidir: publishing to {output} failed: No space left on device in "
+                    f"{small_disk}/, where the new release is staged; the live release is "
+                    "unchanged")
+    with Session(engine_for(settings_env["APIDIR_DATABASE_URL"])) as session:
+        run = session.exec(select(PipelineRun).where(PipelineRun.state == "failed")).one()
+    assert run.message == told.removeprefix("apidir: ")
+    assert receiver.events() == ["run_failed"]
+    assert receiver.received[0]["run"]["message"] == run.message
+
+
 def test_a_publish_error_naming_its_file_names_it_and_what_went_live(tmp_path: Path) -> None:
     """An error that names its file (most but a failed write) is told with that file; one
     after the new release went live says so rather than that the live release is unchanged."""
-    from pipeline.cli import publish_failure_line
+    from pipeline.release.swap import publish_failure_line
 
     error = OSError(errno.EACCES, "Permission denied", str(tmp_path / "public" / "api"))
     assert publish_failure_line(error, tmp_path / "public", unchanged=False) == (

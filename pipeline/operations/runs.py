@@ -43,7 +43,7 @@ from pipeline.operations.report import (
 )
 from pipeline.release.layout import FULL_DATASET
 from pipeline.release.publish import ReleaseNotRecorded, left_out_line
-from pipeline.release.swap import PublishLockTimeout
+from pipeline.release.swap import PublishLockTimeout, PublishWriteFailed
 from pipeline.release.validate import ReleaseValidationError
 from pipeline.settings import Settings
 from pipeline.store.migrate import store_failure_line
@@ -76,11 +76,13 @@ class StageFailed(RuntimeError):
 
 
 def failure_line(error: BaseException, what: str, database_url: str) -> str | None:
-    """The one line of a failure the store caused, the same in the run's record, its alert
-    and the command's last line; None for any other failure, which tells itself. `what`
-    failed (a command, a run), unless a stage did: then the stage is named."""
+    """The one line of a failure the store or the publish's disk caused, the same in the run's
+    record, its alert and the command's last line; None for any other failure, which tells
+    itself. `what` failed (a command, a run), unless a stage did: then the stage is named."""
     if isinstance(error, StageFailed):
         what, error = f"{error.stage} stage", error.__cause__  # type: ignore[assignment]
+    if isinstance(error, PublishWriteFailed):  # names what failed, and where, itself
+        return str(error)
     if isinstance(error, DBAPIError):
         return store_failure_line(what, error, make_url(database_url))
     return None

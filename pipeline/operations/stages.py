@@ -61,7 +61,7 @@ from pipeline.release.publish import (
     publish_release,
     record_live_release,
 )
-from pipeline.release.swap import PublishLockTimeout, publish_lock
+from pipeline.release.swap import PublishLockTimeout, publish_lock, write_failures_told
 from pipeline.settings import Settings
 from pipeline.store.history import (
     ProbeTally,
@@ -422,7 +422,8 @@ def publish_now(
     """Record the state changes, then write a new release of the static files and record it
     (in the run's record too, with a run); one publisher at a time, here and elsewhere.
     A store holding no entry publishes nothing: its release would replace the live one with
-    an empty one (a new store, from a mistyped APIDIR_DATABASE_URL)."""
+    an empty one (a new store, from a mistyped APIDIR_DATABASE_URL). A write the system
+    refuses (a full disk) is told in one line naming where (`write_failures_told`)."""
     categories = load_categories(settings.categories_file)
     engine = engine_for(settings.database_url)
     with session_scope(engine) as session:
@@ -432,6 +433,7 @@ def publish_now(
                 "nothing to publish, and the live release is left as it is (`apidir run` "
                 "ingests the catalogue first)")
     with (
+        write_failures_told(settings.output_dir),
         paused_garbage_collection(),
         publisher_slot(settings.publish_lock_timeout),
         publish_lock(settings.output_dir, settings.publish_lock_timeout),

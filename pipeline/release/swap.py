@@ -127,6 +127,53 @@ class UnsafeOutputFolder(ValueError):
     a folder holding files but no release (the swap would move them aside, then delete them)."""
 
 
+class PublishWriteFailed(RuntimeError):
+    """The system refused a publish's write (a full or read-only disk, a folder without
+    permission): told as one line naming where, and whether the live release changed."""
+
+
+def live_release(output_dir: Path) -> tuple[int, int] | None:
+    """Which folder is the live release (its device and inode, through any symbolic link):
+    a publish swaps a new folder in, so it changes exactly when a release went live."""
+    try:
+        found = output_dir.stat()
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+@contextmanager
+def write_failures_told(output_dir: Path) -> Iterator[None]:
+    """An OSError the system raised while publishing to `output_dir` raised again as
+    PublishWriteFailed, in the words of `publish_failure_line`: the error's own ("[Errno 28]
+    No space left on device") name no path where a write failed. One raised with a line of
+    its own (no errno: the output folder is a file) keeps it."""
+    before = live_release(output_dir)
+    try:
+        yield
+    except OSError as error:
+        if error.errno is None:
+            raise
+        unchanged = live_release(output_dir) == before
+        raise PublishWriteFailed(publish_failure_line(error, output_dir, unchanged)) from error
+
+
+def publish_failure_line(error: OSError, output_dir: Path, unchanged: bool) -> str:
+    """The one line for `error` met while publishing to `output_dir`: the file it names, or
+    the folder the new release is staged in (beside the live one, on the same disk)."""
+    why = error.strerror or " ".join(str(error).split()) or type(error).__name__
+    named = os.fsdecode(error.filename) if error.filename is not None else ""
+    if os.path.isabs(named):
+        where = f"{why}: {named}"
+    else:  # a write names no file; a file opened in its folder names itself alone
+        staged = Path(os.path.realpath(output_dir)).parent
+        where = f"{why} {f'writing {named} ' if named else ''}in {staged}/, where the new " \
+                "release is staged"
+    live = ("the live release is unchanged" if unchanged
+            else "the new release went live before the error")
+    return f"publishing to {output_dir} failed: {where}; {live}"
+
+
 def live_folder(output_dir: Path) -> Path:
     """Where the output folder really is, every symlink on its way followed: the swap renames
     that folder (a link to it stays a link to the live release), and every publisher, however
