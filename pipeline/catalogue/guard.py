@@ -299,6 +299,12 @@ def read_text(path: Path, max_bytes: int = DEFAULT_MAX_BYTES,
     descriptor = os.open(path, _READ)
     with open(descriptor, "rb") as handle:
         data = _read_at_most(handle, max_bytes + 1, _regular(descriptor).st_size)
+    return decode_within(data, max_bytes, setting)
+
+
+def decode_within(data: bytes, max_bytes: int, setting: str | None = None) -> str:
+    """`data` as text, refused past the size limit or when not UTF-8: the one rule for bytes
+    read from a file and bytes downloaded, so both are refused alike."""
     if len(data) > max_bytes:
         named = f" ({setting})" if setting else ""
         raise UnsafeEntryFile("too-large", f"file is larger than {max_bytes:,} bytes{named}")
@@ -311,9 +317,10 @@ def read_text(path: Path, max_bytes: int = DEFAULT_MAX_BYTES,
         ) from None
 
 
-def check_structure(text: str) -> None:
+def check_structure(text: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -> None:
     """Nesting depth and expanded size, from the parser's events (a loop, no recursion).
-    Skipped for text that can neither nest deep nor hold an anchor, which is nearly all."""
+    Skipped for text that can neither nest deep nor hold an anchor, which is nearly all (the
+    test is of an entry's depth: a larger `max_depth` only scans more often)."""
     flow_brackets = text.count("[") + text.count("{")
     if not (_ANCHOR.search(text) or flow_brackets > MAX_DEPTH or _DEEP_INDENT.search(text)):
         return
@@ -325,8 +332,8 @@ def check_structure(text: str) -> None:
         for event in yaml.parse(text, Loader=YAML_LOADER):
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
-                if depth > MAX_DEPTH:
-                    raise UnsafeEntryFile("too-deep", f"nested deeper than {MAX_DEPTH} levels",
+                if depth > max_depth:
+                    raise UnsafeEntryFile("too-deep", f"nested deeper than {max_depth} levels",
                                           event.start_mark.line + 1)
                 sizes.append(1)
                 anchored.append(event.anchor)
@@ -342,10 +349,10 @@ def check_structure(text: str) -> None:
                 sizes[-1] += 1
             elif isinstance(event, yaml.AliasEvent):
                 sizes[-1] += expanded.get(event.anchor, 1)
-            if sum(sizes) > MAX_NODES:
+            if sum(sizes) > max_nodes:
                 raise UnsafeEntryFile(
                     "alias-bomb",
-                    f"expands to more than {MAX_NODES:,} values through its aliases",
+                    f"expands to more than {max_nodes:,} values through its aliases",
                     event.start_mark.line + 1,
                 )
     except yaml.YAMLError as exc:
@@ -353,6 +360,35 @@ def check_structure(text: str) -> None:
         # scanner before the parser hands over the first level past ours
         if getattr(exc, "problem", None) == "exceeded maximum nesting depth":
             mark = getattr(exc, "problem_mark", None)
-            raise UnsafeEntryFile("too-deep", f"nested deeper than {MAX_DEPTH} levels",
+            raise UnsafeEntryFile("too-deep", f"nested deeper than {max_depth} levels",
                                   mark.line + 1 if mark is not None else None) from None
         return  # the loader reports the syntax error with its line
+
+
+# What the depth of JSON text is read from: brackets, and the quotes and backslashes that
+# tell a bracket inside a string from one outside.
+_JSON_MARK = re.compile(r'[\[\]{}"\\]')
+
+
+def check_json_depth(text: str, max_depth: int) -> None:
+    """The nesting depth of JSON text, read in one pass over its brackets outside strings (the
+    JSON parser recurses on depth and would end in a RecursionError, not a line)."""
+    depth, in_string, escaped = 0, False, -1
+    for mark in _JSON_MARK.finditer(text):
+        char, at = mark.group(), mark.start()
+        if in_string:
+            if at == escaped:
+                continue
+            if char == "\\":
+                escaped = at + 1
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > max_depth:
+                line = text.count("\n", 0, at) + 1
+                raise UnsafeEntryFile("too-deep", f"nested deeper than {max_depth} levels", line)
+        elif char in "]}":
+            depth -= 1
