@@ -3,16 +3,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 import yaml
 from aiohttp import web
 
-from pipeline.catalogue.draft import DraftError, draft_entry, load_description, render_draft
+from pipeline.catalogue.draft import (
+    MAX_DESCRIPTION_BYTES,
+    MAX_DESCRIPTION_DEPTH,
+    DraftError,
+    draft_entry,
+    load_description,
+    render_draft,
+)
 from pipeline.catalogue.entries import read_catalog
 from tests.conftest import REPO, make_entry
 
@@ -173,3 +183,163 @@ def test_a_description_with_a_value_yaml_cannot_build_is_one_line(
     with pytest.raises(DraftError, match=r"neither JSON nor YAML: .+") as refused:
         load_description(str(path))
     assert "\n" not in str(refused.value)
+
+
+# Seven levels of ten aliases: ten million values once expanded, from a file of 1 KB.
+ALIAS_BOMB = "".join(
+    ["openapi: 3.0.0\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"]
+    + [f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 10)}]\n" for n in range(1, 7)]
+    + ["info:\n  title: Bomb\n  version: '1'\n  description: *a6\npaths: {}\n"]
+)
+
+
+def refusal(source: str | Path, **options: float) -> str:
+    """The one line `load_description` refuses `source` with."""
+    with pytest.raises(DraftError) as refused:
+        load_description(str(source), **options)
+    message = str(refused.value)
+    assert "\n" not in message
+    return message
+
+
+def test_an_alias_bomb_is_refused_by_the_entry_files_rule(tmp_path: Path) -> None:
+    """The loader shares what an alias names, but a draft printed the description through
+    `str`, which expands it: a file of 1 KB grew past a gigabyte."""
+    path = tmp_path / "bomb.yaml"
+    path.write_text(ALIAS_BOMB)
+    message = refusal(path)
+    assert message.startswith(f"{path}: line ") and message.endswith("[alias-bomb]")
+
+
+@pytest.mark.parametrize(("name", "text", "line"), [
+    ("deep.json", '{"openapi": "3.0.0", "x": ' + "[" * 5000 + "]" * 5000 + "}", 1),
+    ("deep.yaml", "openapi: 3.0.0\nx: " + "[" * 500 + "]" * 500 + "\n", 2),
+])
+def test_a_description_nested_past_the_limit_is_refused(
+    tmp_path: Path, name: str, text: str, line: int
+) -> None:
+    """Deep JSON ended in a RecursionError of the JSON parser."""
+    path = tmp_path / name
+    path.write_text(text)
+    assert refusal(path) == (f"{path}: line {line}: nested deeper than "
+                             f"{MAX_DESCRIPTION_DEPTH} levels [too-deep]")
+
+
+def test_brackets_inside_json_strings_are_no_nesting(tmp_path: Path) -> None:
+    path = tmp_path / "brackets.json"
+    path.write_text('{"openapi": "3.0.0", "info": {"title": "B", "description": '
+                    '"[[[{{ \\" ' + "[" * 500 + '"}, "paths": {}}')
+    assert load_description(str(path))["info"]["title"] == "B"
+
+
+def test_a_key_given_twice_in_json_is_refused_as_in_yaml(tmp_path: Path) -> None:
+    """JSON kept the last of two keys without a word, where YAML refuses the file."""
+    path = tmp_path / "twice.json"
+    path.write_text('{"openapi": "3.0.0", "info": {"title": "A"}, "info": {"title": "B"}}')
+    assert refusal(path) == f"{path}: not valid JSON: key 'info' is given twice"
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("info: hello", "info: expected a mapping, found a string"),
+    ("info: {title: A, contact: [x]}", "info.contact: expected a mapping, found a list"),
+    ("info: {title: {a: 1}}", "info.title: expected a string or number, found a mapping"),
+    ("components: {securitySchemes: {key: hello}}",
+     "components.securitySchemes.key: expected a mapping, found a string"),
+    ("paths: {/pets: hello}", 'paths["/pets"]: expected a mapping, found a string'),
+    ("paths: {/pets: {get: [1]}}", 'paths["/pets"].get: expected a mapping, found a list'),
+    ("paths: {/pets: {servers: [x]}}",
+     'paths["/pets"].servers[0]: expected a mapping, found a string'),
+    ("servers: {url: x}", "servers: expected a list, found a mapping"),
+    ("security: [oops]", "security[0]: expected a mapping, found a string"),
+])
+def test_a_field_of_the_wrong_shape_is_one_line_naming_it(
+    tmp_path: Path, text: str, problem: str
+) -> None:
+    """Most ended in "unexpected AttributeError: 'str' object has no attribute 'get'"."""
+    path = tmp_path / "spec.yaml"
+    path.write_text(f"openapi: 3.0.0\n{text}\n")
+    assert refusal(path) == f"{path}: {problem}"
+
+
+def test_an_extension_among_the_paths_is_no_path(tmp_path: Path) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text("openapi: 3.1.0\ninfo: {title: X}\n"
+                    "paths: {x-internal: yes, /pets: {get: {summary: List pets}}}\n")
+    entry = draft_entry(load_description(str(path)), str(path))
+    assert [(e["method"], e["path"]) for e in entry["endpoints"]] == [("GET", "/pets")]
+
+
+def test_a_folder_or_no_path_is_told_by_its_name(tmp_path: Path) -> None:
+    """Both said "[Errno 21] Is a directory: 3": the number of the file handle."""
+    assert refusal(tmp_path) == f"{tmp_path}: cannot read it: Is a directory"
+    assert refusal(tmp_path / "absent.yaml") == (
+        f"{tmp_path / 'absent.yaml'}: cannot read it: No such file or directory")
+    assert refusal("") == "no description named: give its file or its http(s) URL"
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@asynccontextmanager
+async def serving(handler: Handler) -> AsyncIterator[str]:
+    """The address of `handler`, served on loopback by a real aiohttp server."""
+    app = web.Application()
+    app.router.add_get("/openapi.yaml", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/openapi.yaml"
+    finally:
+        await runner.cleanup()
+
+
+async def test_an_alias_bomb_at_a_url_is_refused(tmp_path: Path) -> None:
+    async def serve(_: web.Request) -> web.Response:
+        return web.Response(text=ALIAS_BOMB)
+
+    async with serving(serve) as url:
+        message = await asyncio.to_thread(refusal, url)
+    assert message.startswith(f"{url}: line ") and message.endswith("[alias-bomb]")
+
+
+async def test_a_download_that_trickles_ends_at_its_deadline() -> None:
+    """One byte at a time kept each read within its timeout, and the command for ever."""
+    async def trickle(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        while True:
+            await response.write(b"#")
+            await asyncio.sleep(0.05)
+
+    async with serving(trickle) as url:
+        message = await asyncio.to_thread(refusal, url, deadline=0.5)
+    assert message == f"{url}: not downloaded within 0.5 s"
+
+
+async def test_a_description_past_the_size_limit_is_refused_alike_from_a_file_or_a_url(
+    tmp_path: Path
+) -> None:
+    """A body past the limit was cut off at it and parsed, where a file was refused."""
+    text = (FIXTURES / "petstore-3.0.yaml").read_text()
+    padded = text + "# " + "x" * (MAX_DESCRIPTION_BYTES - len(text)) + "\n"
+    path = tmp_path / "big.yaml"
+    path.write_text(padded)
+
+    async def serve(_: web.Request) -> web.Response:
+        return web.Response(text=padded)
+
+    async with serving(serve) as url:
+        from_url = await asyncio.to_thread(refusal, url)
+    reason = f": file is larger than {MAX_DESCRIPTION_BYTES:,} bytes [too-large]"
+    assert (refusal(path), from_url) == (f"{path}{reason}", f"{url}{reason}")
+
+
+async def test_a_url_that_answers_an_error_says_its_status() -> None:
+    async def missing(_: web.Request) -> web.Response:
+        return web.Response(status=404)
+
+    async with serving(missing) as url:
+        message = await asyncio.to_thread(refusal, url)
+    assert message == f"{url}: cannot download it: HTTP 404 Not Found"

@@ -6,22 +6,37 @@ it from the provider's own pages.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
-import urllib.request
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 from urllib.parse import urljoin, urlsplit
 
+import aiohttp
 import yaml
 
-from pipeline.catalogue.guard import VALUE_ERRORS, YAML_LOADER, read_text
+from pipeline.catalogue.guard import (
+    VALUE_ERRORS,
+    YAML_LOADER,
+    UnsafeEntryFile,
+    check_json_depth,
+    check_structure,
+    decode_within,
+    read_text,
+)
 
 TODO = "TODO:"
 MAX_ENDPOINTS = 8
 MAX_DESCRIPTION_BYTES = 32 * 1024 * 1024  # the largest official descriptions are ~10 MB
+# Official descriptions nest some twenty levels; the JSON parser recurses on depth.
+MAX_DESCRIPTION_DEPTH = 100
+# Values once every alias is expanded: a 10 MB description holds well under a million.
+MAX_DESCRIPTION_NODES = 5_000_000
+DOWNLOAD_DEADLINE = 60.0  # seconds for the whole download, however slowly the bytes come
 _METHODS = ("get", "post", "put", "patch", "delete")
 _PLACEHOLDER = re.compile(r"\{[^}]*\}")
 _SENTENCE = re.compile(r"^(.+?[.!?])(?:\s|$)", re.DOTALL)
@@ -35,28 +50,187 @@ def todo(what: str) -> str:
     return f"{TODO} {what}"
 
 
-def load_description(source: str, timeout: float = 20.0) -> dict[str, Any]:
-    """The description at `source`: a file, or an http(s) URL fetched when the network allows."""
+def load_description(source: str, deadline: float = DOWNLOAD_DEADLINE) -> dict[str, Any]:
+    """The description at `source`: a file, or an http(s) URL downloaded within `deadline`
+    seconds. It keeps the entry files' limits (`guard`) with a description's size and depth,
+    and the shape of every field a draft reads, so that no description ends in a traceback."""
+    if not source.strip():
+        raise DraftError("no description named: give its file or its http(s) URL")
     try:
-        if urlsplit(source).scheme in ("http", "https"):
-            request = urllib.request.Request(source, headers={"User-Agent": "apidir-draft"})
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                text = response.read(MAX_DESCRIPTION_BYTES + 1).decode("utf-8")
-        else:
-            text = read_text(Path(source), MAX_DESCRIPTION_BYTES, setting=None)
-    except (OSError, ValueError) as exc:
-        raise DraftError(f"{source}: cannot read it: {exc}") from exc
-    try:
-        document = (json.loads(text) if text.lstrip().startswith("{")
-                    else yaml.load(text, Loader=YAML_LOADER))
-    except (yaml.YAMLError, *VALUE_ERRORS) as exc:
-        reason = " ".join(str(exc).split())
-        raise DraftError(f"{source}: neither JSON nor YAML: {reason}") from exc
-    if not isinstance(document, dict) or not (
-        str(document.get("openapi", "")).startswith("3.") or document.get("swagger") == "2.0"
-    ):
+        text = (download(source, deadline) if _is_url(source)
+                else read_text(Path(source), MAX_DESCRIPTION_BYTES, setting=None))
+        document = parse_description(text)
+    except UnsafeEntryFile as exc:
+        line = f"line {exc.line}: " if exc.line else ""
+        raise DraftError(f"{source}: {line}{exc} [{exc.rule}]") from None
+    except OSError as exc:
+        raise DraftError(f"{source}: cannot read it: {exc.strerror or exc}") from None
+    except DraftError:
+        raise
+    except ValueError as exc:  # the text's syntax, or an address urllib cannot split
+        raise DraftError(f"{source}: {' '.join(str(exc).split())}") from None
+    if not _is_description(document):
         raise DraftError(f"{source}: not an OpenAPI 3.x or Swagger 2.0 description")
+    problem = shape_problem(document, DESCRIPTION_SHAPE)
+    if problem:
+        raise DraftError(f"{source}: {problem}")
     return document
+
+
+def _is_description(document: Any) -> bool:
+    """OpenAPI 3.x or Swagger 2.0, by its version field (a number or a string)."""
+    if not isinstance(document, dict):
+        return False
+    version = document.get("openapi")
+    return ((isinstance(version, str | int | float) and str(version).startswith("3."))
+            or document.get("swagger") == "2.0")
+
+
+def _is_url(source: str) -> bool:
+    return urlsplit(source).scheme in ("http", "https")
+
+
+def download(url: str, deadline: float = DOWNLOAD_DEADLINE) -> str:
+    """The text at `url`, refused past `deadline` seconds in all (a server trickling bytes
+    would hold the command for ever) and past the size a file may have, as a file is."""
+    return decode_within(asyncio.run(_download(url, deadline)), MAX_DESCRIPTION_BYTES)
+
+
+async def _download(url: str, deadline: float) -> bytes:
+    """At most one byte more than a description may have: enough to refuse it. Bytes as sent
+    (identity asked for, nothing decompressed), so that the limit is on what is held."""
+    headers = {"User-Agent": "apidir-draft", "Accept-Encoding": "identity"}
+    body = bytearray()
+    try:
+        async with aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=deadline), headers=headers,
+            auto_decompress=False,
+        ) as session, session.get(url) as response:
+            if response.status >= 400:
+                raise DraftError(f"{url}: cannot download it: HTTP {response.status} "
+                                 f"{response.reason or ''}".rstrip())
+            async for chunk in response.content.iter_chunked(1 << 16):
+                body += chunk
+                if len(body) > MAX_DESCRIPTION_BYTES:
+                    break
+    except TimeoutError:
+        raise DraftError(f"{url}: not downloaded within {deadline:g} s") from None
+    except aiohttp.InvalidURL:
+        raise DraftError(f"{url}: not a valid http(s) address") from None
+    except aiohttp.ClientError as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise DraftError(f"{url}: cannot download it: {reason}") from None
+    return bytes(body)
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refused when it gives a key twice (the YAML loader refuses it too):
+    the JSON parser would keep the last one without a word."""
+    mapping: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in mapping:
+            raise ValueError(f"key {key!r} is given twice")
+        mapping[key] = value
+    return mapping
+
+
+def parse_description(text: str) -> Any:
+    """JSON (an object) or YAML, its depth and alias expansion checked before it is parsed;
+    a syntax error is a ValueError saying which of the two the text was read as."""
+    if text.lstrip().startswith("{"):
+        check_json_depth(text, MAX_DESCRIPTION_DEPTH)
+        try:
+            return json.loads(text, object_pairs_hook=_refuse_duplicate_keys)
+        except ValueError as exc:  # a syntax error, a key given twice, a number too long
+            raise ValueError(f"not valid JSON: {exc}") from None
+    check_structure(text, MAX_DESCRIPTION_DEPTH, MAX_DESCRIPTION_NODES)
+    try:
+        return yaml.load(text, Loader=YAML_LOADER)
+    except (yaml.YAMLError, *VALUE_ERRORS) as exc:
+        raise ValueError(f"neither JSON nor YAML: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Each:
+    """A mapping whose every value, or a list whose every item, has the shape `item`;
+    `extensions`: a mapping's `x-` keys are extensions, not items."""
+
+    container: type[dict[Any, Any]] | type[list[Any]]
+    item: Shape
+    extensions: bool = False
+
+
+SCALAR = "scalar"  # a string, number, boolean or date: never a collection a draft would print
+# A dict: a mapping with these fields (others free).
+Shape: TypeAlias = "str | Each | dict[str, Shape]"
+
+_SERVERS = Each(list, {"url": SCALAR, "variables": Each(dict, {"default": SCALAR})})
+_OPERATION = {"summary": SCALAR, "description": SCALAR, "operationId": SCALAR,
+              "deprecated": SCALAR}
+_SCHEME = {"type": SCALAR, "scheme": SCALAR, "in": SCALAR, "name": SCALAR}
+# Every field a draft reads, and what it must be (absent or null is always allowed).
+DESCRIPTION_SHAPE: Shape = {
+    "openapi": SCALAR, "swagger": SCALAR,
+    "info": {"title": SCALAR, "summary": SCALAR, "description": SCALAR,
+             "x-providerName": SCALAR, "contact": {"name": SCALAR}},
+    "externalDocs": {"url": SCALAR},
+    "host": SCALAR, "basePath": SCALAR, "schemes": Each(list, SCALAR),
+    "servers": _SERVERS,
+    "paths": Each(dict, {"servers": _SERVERS, **{method: _OPERATION for method in _METHODS}},
+                  extensions=True),
+    "security": Each(list, {}),
+    "components": {"securitySchemes": Each(dict, _SCHEME)},
+    "securityDefinitions": Each(dict, _SCHEME),
+}
+_SCALARS = (str, int, float, date)  # bool is an int; a datetime a date
+_KINDS = ((bool, "a boolean"), (str, "a string"), (int, "a number"), (float, "a number"),
+          (date, "a date"), (dict, "a mapping"), (list, "a list"))
+_PLAIN_KEY = re.compile(r"[A-Za-z_$][\w$-]*")
+
+
+def _kind(value: Any) -> str:
+    return next((name for kind, name in _KINDS if isinstance(value, kind)),
+                f"a YAML {type(value).__name__}")
+
+
+def _place(place: tuple[Any, ...]) -> str:
+    """`paths["/pets"].get.summary`, `servers[0].url`: a field as a reader finds it."""
+    text = ""
+    for part in place:
+        if isinstance(part, int) and not isinstance(part, bool):
+            text += f"[{part}]"
+        elif _PLAIN_KEY.fullmatch(str(part)):
+            text += f".{part}" if text else str(part)
+        else:
+            text += f"[{json.dumps(str(part), ensure_ascii=False)}]"
+    return text
+
+
+def shape_problem(value: Any, shape: Shape, place: tuple[Any, ...] = ()) -> str | None:
+    """The first field of `value` that is not of its `shape` (`info: expected a mapping,
+    found a string`), else None: checked once, so the draft reads a field without a guard."""
+    if value is None:
+        return None
+    if shape == SCALAR:
+        expected, fits = "a string or number", isinstance(value, _SCALARS)
+    else:
+        container = shape.container if isinstance(shape, Each) else dict
+        expected, fits = ("a list" if container is list else "a mapping"), isinstance(
+            value, container)
+    if not fits:
+        return f"{_place(place) or 'the document'}: expected {expected}, found {_kind(value)}"
+    if isinstance(shape, Each):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if shape.extensions and str(key).startswith("x-"):
+                continue
+            if problem := shape_problem(item, shape.item, (*place, key)):
+                return problem
+    elif isinstance(shape, dict):
+        for key, field in shape.items():
+            if problem := shape_problem(value.get(key), field, (*place, key)):
+                return problem
+    return None
 
 
 def slug(text: str) -> str:
@@ -67,7 +241,7 @@ def _server_url(server: Mapping[str, Any], source: str) -> str:
     """A server's URL with its variables at their defaults, made absolute against `source`."""
     url = str(server.get("url", ""))
     for name, variable in (server.get("variables") or {}).items():
-        url = url.replace("{" + name + "}", str((variable or {}).get("default", "")))
+        url = url.replace("{" + str(name) + "}", str((variable or {}).get("default", "")))
     if not urlsplit(url).scheme and urlsplit(source).scheme in ("http", "https"):
         url = urljoin(source, url)
     return url.rstrip("/")
@@ -85,7 +259,9 @@ def base_url_of(document: Mapping[str, Any], source: str) -> str:
         return f"{scheme}://{host}{document.get('basePath') or ''}".rstrip("/")
     servers = list(document.get("servers") or [])
     if not servers:
-        for item in (document.get("paths") or {}).values():
+        for path, item in (document.get("paths") or {}).items():
+            if str(path).startswith("x-"):  # an extension, not a path
+                continue
             servers = list((item or {}).get("servers") or [])
             if servers:
                 break
@@ -132,6 +308,8 @@ def auth_of(document: Mapping[str, Any]) -> tuple[str, str, str]:
 
 def _operations(document: Mapping[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
     for path, item in (document.get("paths") or {}).items():
+        if str(path).startswith("x-"):  # an extension, not a path
+            continue
         for method in _METHODS:
             operation = (item or {}).get(method)
             if isinstance(operation, dict) and not operation.get("deprecated"):
