@@ -495,21 +495,25 @@ def draft(
 ) -> None:
     """Draft an entry from a provider's official API description; every field it cannot
     know is a TODO that `validate` rejects until it is filled."""
-    from pipeline.catalogue.draft import draft_entry, load_description, render_draft
+    from pipeline.catalogue.draft import (
+        draft_entry,
+        entry_id_problem,
+        load_description,
+        render_draft,
+        write_draft,
+    )
     from pipeline.contract import CATEGORY_IDS
 
     if category is not None and category not in CATEGORY_IDS:
         fail(f"no category {category!r}: the categories are {', '.join(CATEGORY_IDS)}")
+    if entry_id is not None and (problem := entry_id_problem(entry_id)):
+        fail(problem)
     entry = draft_entry(load_description(source), source, category, entry_id)
     text = render_draft(entry)
     if category is None:
         write_out(text)
         return
-    target = Settings().entries_dir / category / f"{entry['id']}.yaml"
-    if target.exists():
-        fail(f"{target} exists already: name another --id, or edit that file")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
+    target = write_draft(text, Settings().entries_dir, category, entry["id"])
     typer.echo(f"wrote {target}: fill every TODO, then `apidir validate {target}`")
 
 

@@ -22,6 +22,7 @@ from pipeline.catalogue.draft import (
     draft_entry,
     load_description,
     render_draft,
+    write_draft,
 )
 from pipeline.catalogue.entries import read_catalog
 from tests.conftest import REPO, make_entry
@@ -269,6 +270,12 @@ def test_an_extension_among_the_paths_is_no_path(tmp_path: Path) -> None:
     assert [(e["method"], e["path"]) for e in entry["endpoints"]] == [("GET", "/pets")]
 
 
+def test_a_long_title_makes_an_id_of_the_entry_ids_length(tmp_path: Path) -> None:
+    document = {"openapi": "3.0.0", "info": {"title": "word " * 60}, "paths": {}}
+    entry_id = draft_entry(document, str(tmp_path / "spec.yaml"))["id"]
+    assert len(entry_id) <= 100 and entry_id.startswith("word-word") and entry_id[-1] != "-"
+
+
 def test_a_folder_or_no_path_is_told_by_its_name(tmp_path: Path) -> None:
     """Both said "[Errno 21] Is a directory: 3": the number of the file handle."""
     assert refusal(tmp_path) == f"{tmp_path}: cannot read it: Is a directory"
@@ -343,3 +350,33 @@ async def test_a_url_that_answers_an_error_says_its_status() -> None:
     async with serving(missing) as url:
         message = await asyncio.to_thread(refusal, url)
     assert message == f"{url}: cannot download it: HTTP 404 Not Found"
+
+
+@pytest.mark.parametrize("entry_id", ["../../../escaped", "Bad ID", "a" * 101])
+def test_an_id_that_is_no_entry_id_is_refused_and_nothing_written(
+    data_dir: Path, entry_id: str
+) -> None:
+    """`--id ../../../escaped` wrote its file beside the data folder."""
+    fixture = str(FIXTURES / "petstore-3.0.yaml")
+    done = apidir("draft", fixture, "--category", "ai", "--id", entry_id,
+                  env={"APIDIR_DATA_DIR": str(data_dir)})
+    assert (done.returncode, done.stderr) == (2, f"apidir: --id {entry_id!r} is not an entry "
+                                              "id: lower-case letters, digits and single "
+                                              "hyphens, at most 100 characters\n")
+    assert sorted(p.name for p in data_dir.parent.rglob("*.yaml")) == ["categories.yaml"]
+
+
+def test_a_draft_is_never_written_through_a_symlink(data_dir: Path, tmp_path: Path) -> None:
+    """A category folder linked out of the data folder, or a dangling link where the file
+    goes, led the draft outside it."""
+    entries, outside = data_dir / "entries", tmp_path / "outside"
+    outside.mkdir()
+    (entries / "weather").symlink_to(outside)
+    (entries / "ai").mkdir()
+    (entries / "ai" / "pets.yaml").symlink_to(outside / "pets.yaml")
+    with pytest.raises(DraftError, match=r"weather/pets\.yaml: links outside the data folder"):
+        write_draft("id: pets\n", entries, "weather", "pets")
+    with pytest.raises(DraftError, match=r"ai/pets\.yaml: links to nothing"):
+        write_draft("id: pets\n", entries, "ai", "pets")
+    assert list(outside.iterdir()) == []
+    assert write_draft("id: pets\n", entries, "maps", "pets").read_text() == "id: pets\n"

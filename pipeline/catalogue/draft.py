@@ -18,16 +18,19 @@ from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 import yaml
+from pydantic import TypeAdapter, ValidationError
 
 from pipeline.catalogue.guard import (
     VALUE_ERRORS,
     YAML_LOADER,
     UnsafeEntryFile,
     check_json_depth,
+    check_place,
     check_structure,
     decode_within,
     read_text,
 )
+from pipeline.contract import Slug
 
 TODO = "TODO:"
 MAX_ENDPOINTS = 8
@@ -233,8 +236,45 @@ def shape_problem(value: Any, shape: Shape, place: tuple[Any, ...] = ()) -> str 
     return None
 
 
+_ENTRY_ID: TypeAdapter[str] = TypeAdapter(Slug)
+MAX_ID_LENGTH: int = next(rule.max_length for rule in Slug.__metadata__
+                          if getattr(rule, "max_length", None))
+
+
 def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "api"
+    """An entry id made of `text`, kept to the id's length."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower())[:MAX_ID_LENGTH].strip("-") or "api"
+
+
+def entry_id_problem(entry_id: str) -> str | None:
+    """Why `entry_id` cannot be an entry's id (the contract's rule, which also keeps the
+    file it names inside its category's folder), else None."""
+    try:
+        _ENTRY_ID.validate_python(entry_id)
+    except ValidationError:
+        return (f"--id {entry_id!r} is not an entry id: lower-case letters, digits and single "
+                f"hyphens, at most {MAX_ID_LENGTH} characters")
+    return None
+
+
+def write_draft(text: str, entries_dir: Path, category: str, entry_id: str) -> Path:
+    """Write the draft as `entries_dir/category/entry_id.yaml`, never over a file (nor
+    through a symlink: the file is created new) and never outside the data folder."""
+    target = entries_dir / category / f"{entry_id}.yaml"
+    try:
+        check_place(target, entries_dir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        check_place(target, entries_dir)  # the folder as made, a link found there followed
+        with target.open("x", encoding="utf-8") as file:
+            file.write(text)
+    except UnsafeEntryFile as exc:
+        raise DraftError(f"{target}: {exc} [{exc.rule}]") from None
+    except FileExistsError:
+        raise DraftError(f"{target} exists already: name another --id, or edit that file"
+                         ) from None
+    except OSError as exc:
+        raise DraftError(f"{target}: cannot write it: {exc.strerror or exc}") from None
+    return target
 
 
 def _server_url(server: Mapping[str, Any], source: str) -> str:
