@@ -52,16 +52,16 @@ async def backfill(
     entries (default: all), then republish the current release; `reprobe` probes them first."""
     days = days_between(start, end)
     settings = Settings()
+    # What the operator named is checked before the run is opened: a typo is refused with no
+    # run recorded and no one alerted.
+    selection = Selection(tuple(entries or ()), tuple(categories or ()))
+    await run_stage("select", asyncio.to_thread(refuse_pruned_days, settings, days))
+    chosen = await run_stage("select", asyncio.to_thread(selection.entry_ids, settings))
     warm_workers()
     run_id = await open_run(settings, "backfill")
     presented: Path | None = None
     try:  # the hand-over file goes however the run ends
         try:
-            selection = Selection(tuple(entries or ()), tuple(categories or ()))
-            await run_stage("select", asyncio.to_thread(refuse_pruned_days, settings, days))
-            chosen = await run_stage(
-                "select", asyncio.to_thread(selection.entry_ids, settings)
-            )
             if reprobe:
                 await run_stage("probe",
                                 with_retries(probe, settings)(settings, run_id, selection))

@@ -3,6 +3,7 @@ line naming what is wrong and where (exit status 2), never an unexpected error."
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sqlite3
@@ -17,6 +18,7 @@ import pytest
 from tests.conftest import REPO, WriteEntry, hold_the_write_lock, ingested_session
 from tests.postgres_server import free_port
 from tests.test_cli_errors import apidir, one_line
+from tests.webhook import WebhookReceiver
 
 
 def sqlite_env(tmp_path: Path, data_dir: Path) -> dict[str, str]:
@@ -248,6 +250,33 @@ def test_a_backfill_of_days_no_probe_can_have_names_the_date(
     done = apidir("backfill", start, end, env=sqlite_env(tmp_path, data_dir))
     assert done.returncode == 2
     assert one_line(done) == "apidir: " + line.format(today=datetime.now(UTC).date())
+
+
+async def test_a_backfill_of_no_active_entry_opens_no_run_and_alerts_no_one(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    """A mistyped (or retired) entry is bad input, told in one line and refused before the run
+    is opened (the flow's own log aside): no run is recorded, and the alert webhook is not
+    called."""
+    from datetime import UTC, datetime
+
+    today = datetime.now(UTC).date().isoformat()
+    hook = await WebhookReceiver().start()
+    try:
+        env = sqlite_env(tmp_path, data_dir) | {"APIDIR_ALERT_WEBHOOK_URL": hook.url}
+        done = await asyncio.to_thread(apidir, "backfill", today, today, "--entry", "nosuch",
+                                       env=env)
+    finally:
+        await hook.close()
+    assert done.returncode == 2
+    told = [line for line in done.stderr.splitlines() if line.startswith("apidir: ")]
+    assert told == ["apidir: select stage failed: UnknownSelectionError: no active entries for: "
+                    "nosuch"]
+    assert "Traceback" not in done.stderr
+    assert hook.received == []
+    with sqlite3.connect(tmp_path / "var" / "apidir.db") as store:
+        assert store.execute("SELECT count(*) FROM pipeline_run").fetchone() == (0,)
+    store.close()
 
 
 @pytest.mark.parametrize("command", [["openapi"], ["entry-schema"],
