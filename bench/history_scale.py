@@ -4,11 +4,11 @@ stage, SQLite against PostgreSQL.
     python bench/history_scale.py [--entries 20000 --runs 5]
 
 Synthetic entries (one endpoint each) go straight into the tables; then `--runs` nightly
-runs each add one probe row per entry (`add_probes`, one commit per run, as a shard does)
-and the reads the score stage makes are timed over the whole history: each entry's status
-from its latest trusted run, as the stage reads it (`latest_probes`, then `status_form`,
-no model per entry), and `history_frame`. PostgreSQL is a throwaway server started as the
-tests start it. Prints figures only.
+runs each add one probe row per entry (`record_probes`: one commit per run, the run judged in
+it, as a run of one probe task stores them) and the reads the score stage makes are timed
+over the whole history: each entry's status from its latest trusted run, as the stage reads
+it (`latest_probes`, then `status_form`, no model per entry), and `history_frame`.
+PostgreSQL is a throwaway server started as the tests start it. Prints figures only.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from sqlmodel import select  # noqa: E402
 from bench.catalogue import peak_rss_mb, reset_peak_rss  # noqa: E402
 from pipeline.probing.probe import ProbeResult  # noqa: E402
 from pipeline.store.history import (  # noqa: E402
-    add_probes,
     history_frame,
     latest_probes,
+    record_probes,
     status_form,
 )
 from pipeline.store.tables import (  # noqa: E402
@@ -78,8 +78,7 @@ def fill(database_url: str, entries: int, runs: int) -> None:
         before = peak_rss_mb()
         started = time.perf_counter()
         with session_scope(engine) as session:
-            run_id = start_run(session, "bench").id
-            add_probes(session, run_id, results)
+            record_probes(session, start_run(session, "bench"), results)
         written += time.perf_counter() - started
         growth = max(growth, peak_rss_mb() - before)
         del results

@@ -4,7 +4,7 @@ the nightly's rollup stage (yesterday and today) on the same store.
 
     python -m bench.score_scale [--entries 100000 --nights 30]
 
-The history is written as nightly runs do (`add_probes`, one row per entry a night, timed
+The history is written as nightly runs do (`record_probes`, one row per entry a night, timed
 answers of varied latency, some failures); each past day's rollup is then written in one
 SQL statement from the probe table (as the nightly's rollup stage would leave it, without
 paying its cost here), and each way of scoring runs in a fresh process so its peak RSS is
@@ -34,7 +34,7 @@ from pipeline.judging.score import entry_uptimes, score_entries
 from pipeline.operations.stages import peak_rss_mib
 from pipeline.probing.probe import ProbeResult
 from pipeline.processes import paused_garbage_collection
-from pipeline.store.history import add_probes, history_frame
+from pipeline.store.history import history_frame, record_probes
 from pipeline.store.tables import (
     DailyEntryRollup,
     EndpointRow,
@@ -90,7 +90,7 @@ def write_history(database_url: str, entries: int, nights: int) -> float:
                 dns_ms=None, connect_ms=None, ttfb_ms=None, final_url=None, attempts=1,
                 redirects=0, error=None))
         with session_scope(engine) as session:
-            add_probes(session, start_run(session, "bench").id, results)
+            record_probes(session, start_run(session, "bench"), results)
     seconds = time.perf_counter() - started
     with engine.begin() as connection:  # every past day rolled up, as the nightly leaves it
         connection.execute(text(

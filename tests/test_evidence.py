@@ -27,7 +27,7 @@ from pipeline.operations import score_parts
 from pipeline.operations.handover import discard, handed_over, handover_dir
 from pipeline.operations.score_parts import hand_over_presented
 from pipeline.probing.probe import ProbeResult, failure_class, is_failure
-from pipeline.store.history import add_probes, history_frame, latest_probes, span_endpoints
+from pipeline.store.history import history_frame, latest_probes, record_probes, span_endpoints
 from pipeline.store.tables import (
     EVERY_ENTRY,
     DailyEntryRollup,
@@ -84,8 +84,7 @@ def history(write_entry: WriteEntry, ingested_store) -> Session:
                        for path in ("/a", "/b")
                        for look in probe(entry_id, f"https://{entry_id}.example.com{path}", at,
                                          rng)]
-            add_probes(session, run.id, results)
-            session.commit()
+            record_probes(session, run, results)
     roll_up_days(session, days_between((TODAY - timedelta(days=35)).date(), TODAY.date()))
     return session
 
@@ -146,10 +145,9 @@ def test_an_api_answering_only_failures_is_neither_up_nor_fast(
     for day in days_between((TODAY - timedelta(days=12)).date(), TODAY.date()):
         at = datetime.combine(day, datetime.min.time(), tzinfo=UTC).replace(hour=3)
         run = start_run(session, "nightly")
-        add_probes(session, run.id, [
+        record_probes(session, run, [
             look for entry_id, (status, reason) in (*failing.items(), ("walled", (401, "auth")))
             for look in answers(entry_id, at, status, reason)])
-        session.commit()
     roll_up_days(session, days_between((TODAY - timedelta(days=12)).date(),
                                        (TODAY - timedelta(days=1)).date()))
     contents = {row.id: row.content for row in active_entries(session)}
@@ -188,9 +186,8 @@ def test_a_complete_days_kept_evidence_is_its_rows_and_follows_a_backfill(
     assert kept.evidence is not None and "alpha" in kept.evidence_entries.split(",")
     run = start_run(history, "backfill")
     at = datetime.combine(past, datetime.min.time(), tzinfo=UTC).replace(hour=23)
-    add_probes(history, run.id, probe("alpha", "https://alpha.example.com/a", at,
+    record_probes(history, run, probe("alpha", "https://alpha.example.com/a", at,
                                       random.Random(3)))
-    history.commit()
     before = history.get(RolledDay, past).evidence
     roll_up_days(history, [past], entry_ids={"alpha"})
     history.expire_all()

@@ -26,6 +26,7 @@ from pipeline.store.history import (
     RECENT_RUNS,
     ProbeTally,
     add_probes,
+    close_probe_run,
     day_probes,
     history_frame,
     latest_probes,
@@ -34,6 +35,7 @@ from pipeline.store.history import (
     latest_statuses,
     network_suspect,
     plan_targets,
+    probed_entries,
     record_probes,
     status_form,
 )
@@ -43,6 +45,7 @@ from pipeline.store.tables import (
     ProbeRow,
     as_utc,
     engine_for,
+    finish_run,
     json_time,
     session_scope,
     start_run,
@@ -154,6 +157,45 @@ def test_a_run_where_everything_failed_at_once_is_flagged_and_ignored(session) -
     assert latest_statuses(session)["example-weather"].state == "live"
     frame = history_frame(session)
     assert set(frame["run_id"]) == {good.id}
+
+
+def test_a_runs_probes_count_only_once_the_run_is_judged(session) -> None:
+    """A shard commits its probes before the run is judged: until the run is closed and
+    found not network-suspect they count nowhere (statuses, states, the score stage's history,
+    the entries probed, the latest runs), and a run that ended before its judgement (reaped
+    as crashed) never counts. Judged, a run's probes count at once."""
+    forecast = "https://api.example.com/v1/forecast"
+    good = start_run(session, "nightly")
+    record_probes(session, good, [result(forecast, "live", 200)])
+    later = T0 + timedelta(days=1)
+
+    def counted() -> tuple[str, str, set[int], set[str], dict[str, int]]:
+        frame = history_frame(session)
+        return (latest_statuses(session)["example-weather"].state,
+                latest_states(session, later)["example-weather"], set(frame["run_id"]),
+                probed_entries(session, later, later, ["example-weather"]),
+                latest_runs(session, ["example-weather"]))
+
+    trusted_only = ("live", "live", {good.id}, set(), {"example-weather": good.id})
+    down = start_run(session, "nightly")  # a shard's part: the prober's network was down
+    add_probes(session, down.id, [result(f"https://h{i}.example.com/", "unreachable", None,
+                                         None, error_class="refused", at=later)
+                                  for i in range(12)])
+    session.commit()
+    assert counted() == trusted_only  # still open
+    finish_run(session, down, "crashed", "abandoned: the process running it is gone")
+    assert counted() == trusted_only  # never judged
+    assert down.judged_at is None
+
+    gone = start_run(session, "nightly")
+    tally = add_probes(session, gone.id, [result(forecast, "unreachable", None, None,
+                                                 error_class="refused", at=later)])
+    session.commit()
+    assert counted() == trusted_only
+    close_probe_run(session, gone, tally)
+    assert not gone.network_suspect and gone.judged_at is not None
+    assert counted() == ("unreachable", "unreachable", {good.id, gone.id}, {"example-weather"},
+                         {"example-weather": gone.id})
 
 
 def test_network_suspect_needs_many_probes_and_connection_failures() -> None:

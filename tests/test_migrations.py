@@ -26,6 +26,7 @@ from sqlmodel import Session, SQLModel, func, select
 from pipeline.judging.present import present_entries
 from pipeline.judging.rollup import pruned_days
 from pipeline.store import compact
+from pipeline.store.history import history_frame, latest_statuses
 from pipeline.store.migrate import (
     RevisionRefusedError,
     StoreOutOfDateError,
@@ -843,4 +844,52 @@ def test_the_days_rollups_count_their_successful_probes_apart_and_are_kept_both_
         for table in ("daily_entry", "daily_endpoint"):
             assert "successes" not in {column["name"] for column in
                                        inspect(connection).get_columns(table)}
+    engine.dispose()
+
+
+def test_every_stored_run_keeps_its_judgement_but_one_that_died_before_it(
+    database_url: str,
+) -> None:
+    """Revision 0021 keeps when each run's probes were judged: every run stored keeps its
+    judgement (trusted or network-suspect, also one that failed after it), but a run that
+    stored probes and ended before counting any (reaped as crashed), whose probes no longer
+    count; going back drops the column and keeps every run and probe."""
+    engine = entries_stored_at(database_url, "0020", [("weather", "{}", "weather.yaml")])
+    at = T0 + timedelta(days=1)
+    with engine.begin() as connection:
+        for run_id, state, probes, suspect, checked in (
+                (1, "completed", 1, False, T0), (2, "crashed", 0, False, at),
+                (3, "completed", 12, True, at), (4, "failed", 1, False, T0),
+                (5, "running", 0, False, None)):
+            connection.execute(text(
+                "INSERT INTO pipeline_run (id, flow, started_at, state, entries_seen,"
+                " entries_published, entries_added, entries_updated, entries_retired,"
+                " entries_invalid, probes, probes_failed, network_suspect, first_checked_at,"
+                " last_checked_at) VALUES (:id, 'nightly', :started, :state, 0, 0, 0, 0, 0,"
+                " 0, :probes, 0, :suspect, :checked, :checked)"),
+                {"id": run_id, "started": T0 - timedelta(minutes=1), "state": state,
+                 "probes": probes, "suspect": suspect, "checked": checked})
+        for run_id, outcome, status, checked in ((1, "live", 200, T0),
+                                                 (2, "unreachable", None, at),
+                                                 (3, "unreachable", None, at),
+                                                 (4, "live", 200, T0)):
+            connection.execute(text(
+                "INSERT INTO probe (run_id, entry_id, url, checked_at, outcome, http_status,"
+                " attempts, redirects) VALUES (:run, 'weather', 'https://weather.example/',"
+                " :at, :outcome, :status, 1, 0)"),
+                {"run": run_id, "at": checked, "outcome": outcome, "status": status})
+    assert upgrade_store(engine) == ("0020", head_revision())
+    with Session(engine) as session:
+        judged = {run.id: run.judged_at and as_utc(run.judged_at)
+                  for run in session.exec(select(PipelineRun))}
+        assert judged == {1: T0, 2: None, 3: at, 4: T0, 5: None}
+        assert latest_statuses(session)["weather"].state == "live"
+        assert set(history_frame(session)["run_id"]) == {1, 4}
+    with engine.begin() as connection:
+        command.downgrade(alembic_config(connection), "0020")
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM pipeline_run")).scalar_one() == 5
+        assert connection.execute(text("SELECT count(*) FROM probe")).scalar_one() == 4
+        assert "judged_at" not in {column["name"] for column in
+                                   inspect(connection).get_columns("pipeline_run")}
     engine.dispose()

@@ -1,8 +1,10 @@
 """Probe history: which URLs to probe, recording every probe, and reading the history back.
 
 Rows are only ever added. The presented status of an entry comes from its
-latest probe run, skipping runs flagged as network-suspect (the prober's own
-network was down), so one bad night never turns the whole directory red.
+latest trusted probe run: runs flagged as network-suspect (the prober's own
+network was down) are skipped, so one bad night never turns the whole directory
+red, and so are runs not yet judged (still open, or ended before their probes
+were counted), whose probes may be those of a suspect night.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from pipeline.store.tables import (
     in_lists,
     insert_rows,
     json_time,
+    utcnow,
 )
 
 # A run is network-suspect when at least this share of at least this many probes failed
@@ -276,10 +279,12 @@ def _widen_checked_bounds(session: Session, run_id: int, first: datetime, last: 
 
 
 def close_probe_run(session: Session, run: PipelineRun, tally: ProbeTally) -> None:
-    """Store the run's probe counts and flag it network-suspect when most failed to connect."""
+    """Store the run's probe counts and flag it network-suspect when most failed to connect:
+    its judgement, from which its probes count unless it is suspect (`_trusted_runs`)."""
     run.probes = tally.probes
     run.probes_failed = tally.outcomes.get("unreachable", 0)
     run.network_suspect = tally.network_suspect
+    run.judged_at = utcnow()
     session.add(run)
     session.commit()
 
@@ -328,15 +333,19 @@ def status_form(probes: Sequence[ProbeRow]) -> dict[str, Any]:
 
 
 def _trusted_runs() -> SelectOfScalar[int | None]:
-    """Ids of the runs whose probes count: every run not flagged network-suspect."""
-    return select(PipelineRun.id).where(col(PipelineRun.network_suspect).is_(False))
+    """Ids of the runs whose probes count: those judged (`close_probe_run`) and not flagged
+    network-suspect. A run still open, or closed as crashed or failed before its judgement,
+    does not count, though some of its shards stored their probes."""
+    return select(PipelineRun.id).where(col(PipelineRun.judged_at).is_not(None),
+                                        col(PipelineRun.network_suspect).is_(False))
 
 
 def _untrusted_runs() -> SelectOfScalar[int | None]:
     """Ids of the runs whose probes do not count. `run_id NOT IN` these is `IN _trusted_runs()`
     (every probe has its run), and lets a query bounded in time use the index on `checked_at`
     rather than visit every probe of every trusted run."""
-    return select(PipelineRun.id).where(col(PipelineRun.network_suspect).is_not(False))
+    return select(PipelineRun.id).where(or_(col(PipelineRun.judged_at).is_(None),
+                                            col(PipelineRun.network_suspect).is_not(False)))
 
 
 def latest_statuses(

@@ -178,6 +178,10 @@ class PipelineRun(SQLModel, table=True):
     probes: int = 0
     probes_failed: int = 0
     network_suspect: bool = False  # most probes failed at once: the prober's own network
+    # When the run's probes were counted and judged (`history.close_probe_run`). Its probes
+    # count only from then, and only if it is not network-suspect: a shard commits its rows
+    # before the run is judged, and a run that died before it never is.
+    judged_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
     # The earliest and latest check time of the run's stored probes (None: none stored), kept
     # as each part of them is stored (`history.add_probes`): whether a read of one day's
     # probes holds all of the run's.
