@@ -164,7 +164,7 @@ def stage_history(database_url: str, runs: int) -> dict[str, Any]:
         for night in range(runs, 0, -1):
             moment = now - timedelta(days=night - 1, hours=1)
             run = PipelineRun(flow="bench", started_at=moment, finished_at=moment,
-                              state="completed", probes=len(targets),
+                              state="completed", probes=len(targets), judged_at=moment,
                               first_checked_at=moment, last_checked_at=moment)
             session.add(run)
             session.commit()
