@@ -20,6 +20,8 @@ from pipeline.judging.rollup import (
 from pipeline.judging.score import score_entries
 from pipeline.settings import PROBES_KEPT_MIN_DAYS
 from pipeline.store.history import (
+    add_probes,
+    close_probe_run,
     history_frame,
     latest_statuses,
     plan_targets,
@@ -117,6 +119,32 @@ def test_a_nightly_rolls_up_each_day_once_it_has_ended(session: Session) -> None
     later = DAY1 + timedelta(days=40)
     assert days_to_roll(session, later, at(later, 2)) == days_between(
         later - timedelta(days=WINDOW_DAYS), later - timedelta(days=1))
+
+
+def test_a_day_is_rolled_up_again_once_a_run_with_probes_that_day_is_judged_after_it(
+        session: Session) -> None:
+    """A shard stores its probes before its run is judged, and they count only from then: a
+    day rolled up meanwhile lacks them, so it is not complete while such a run is open (it is
+    neither pruned nor read from its rollups), and once the run is judged it is rolled up
+    again, with them."""
+    url = next(t.url for t in plan_targets(session) if t.entry_id == "quiet-maps")
+    record_probes(session, start_run(session, "nightly"),
+                  [result(url, "live", 200, 90.0, at=at(DAY1, 3), entry="quiet-maps")])
+    roll_up_days(session, [DAY1])
+    assert days_to_roll(session, DAY1, at(DAY2, 2)) == []
+    open_run = start_run(session, "backfill")  # one shard's probes stored, the run not judged
+    tally = add_probes(session, open_run.id, [
+        result(url, "online", 401, 80.0, at=at(DAY1, 5), entry="quiet-maps")])
+    session.commit()
+    assert days_to_roll(session, DAY1, at(DAY2, 2)) == [DAY1]
+    assert prune_probes(session, DAY1 + timedelta(days=40), PROBES_KEPT_MIN_DAYS) == []
+    close_probe_run(session, open_run, tally)  # judged after the day's rollup
+    assert days_to_roll(session, DAY1, at(DAY2, 2)) == [DAY1]
+    roll_up_days(session, [DAY1])
+    assert days_to_roll(session, DAY1, at(DAY2, 2)) == []
+    day = session.exec(select(DailyEntryRollup).where(
+        DailyEntryRollup.entry_id == "quiet-maps", DailyEntryRollup.day == DAY1)).one()
+    assert day.probes == 2
 
 
 def test_day_bounds_and_ranges() -> None:

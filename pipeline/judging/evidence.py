@@ -36,7 +36,7 @@ import numpy as np
 import orjson
 import pandas as pd
 from pandas.api.types import union_categoricals
-from sqlalchemy import Text, cast, func
+from sqlalchemy import Text, cast, func, or_
 from sqlmodel import Session, col, select
 
 from pipeline.judging.score import (
@@ -57,6 +57,7 @@ from pipeline.store.tables import (
     DailyEntryRollup,
     EntryRow,
     EntrySpan,
+    PipelineRun,
     RolledDay,
     as_utc,
 )
@@ -78,11 +79,29 @@ def days_between(start: date, end: date) -> list[date]:
 
 
 def complete_days(session: Session, days: Collection[date]) -> set[date]:
-    """Those of `days` whose rollups were computed for every entry after the day ended: their
-    rows hold all of the day's probes (probes are never dated in the past)."""
+    """Those of `days` whose rollups were computed for every entry after the day ended, and
+    after every trusted run with probes that day was judged: their rows hold all of the day's
+    probes that count (probes are never dated in the past, and a run's count only once it is
+    judged, which may be after a rollup of its day). A day with probes of a run still open is
+    not complete yet: that run may still be judged."""
     statement = select(RolledDay.day, RolledDay.rolled_at).where(col(RolledDay.day).in_(days))
-    return {day for day, rolled_at in session.exec(statement)
-            if as_utc(rolled_at) > day_bounds(day)[1]}
+    rolled = {day: as_utc(rolled_at) for day, rolled_at in session.exec(statement)
+              if as_utc(rolled_at) > day_bounds(day)[1]}
+    if not rolled:
+        return set()
+    late = select(PipelineRun.first_checked_at, PipelineRun.last_checked_at,
+                  PipelineRun.judged_at).where(
+        col(PipelineRun.first_checked_at) <= day_bounds(max(rolled))[1],
+        col(PipelineRun.last_checked_at) >= day_bounds(min(rolled))[0],
+        or_(col(PipelineRun.judged_at).is_(None) & (col(PipelineRun.state) == "running"),
+            (col(PipelineRun.judged_at) >= min(rolled.values()))
+            & col(PipelineRun.network_suspect).is_(False)))
+    for first, last, judged_at in session.exec(late):
+        for day in days_between(max(as_utc(first).date(), min(rolled)),
+                                min(as_utc(last).date(), max(rolled))):
+            if day in rolled and (judged_at is None or as_utc(judged_at) >= rolled[day]):
+                del rolled[day]
+    return set(rolled)
 
 
 def _window_starts(as_of: datetime) -> dict[str, datetime]:
