@@ -94,7 +94,9 @@ async def probe_on_workers(run_id: int) -> list[stages.ShardReport]:
     A shard that failed after its retries fails this flow, naming it, once the others ended."""
     settings = Settings()
     shards = await asyncio.to_thread(stages.store_shard_plan, settings, run_id)
-    runs = await shard_runs.start_shard_runs(settings.probe_deployment, run_id, len(shards))
+    night = await asyncio.to_thread(stages.night_of, settings, run_id)
+    runs = await shard_runs.start_shard_runs(settings.probe_deployment, run_id, night,
+                                             len(shards))
     ended = await shard_runs.wait_for_runs([run.id for run in runs])
     outcomes = stages.stored_shard_outcomes(settings, run_id, shards,
                                             shard_runs.run_failures(ended))

@@ -502,7 +502,7 @@ def test_a_missing_or_unreadable_stored_shard_is_named(database_url: str) -> Non
 async def test_shards_on_workers_need_a_server_and_the_deployment(prefect_backend: None) -> None:
     with pytest.raises(ShardDeploymentError, match="no deployment probe-shard/probe-shard on "
                        r"the Prefect server at .*: run `prefect deploy --name probe-shard`"):
-        await start_shard_runs("probe-shard/probe-shard", 1, 2)
+        await start_shard_runs("probe-shard/probe-shard", 1, "night", 2)
     with temporary_settings(restore_defaults={PREFECT_API_URL}), pytest.raises(
             ShardDeploymentError, match="needs a Prefect server whose workers run the shards"):
-        await start_shard_runs("probe-shard/probe-shard", 1, 2)
+        await start_shard_runs("probe-shard/probe-shard", 1, "night", 2)

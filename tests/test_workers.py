@@ -239,6 +239,20 @@ async def test_shards_run_on_two_workers_and_a_failed_shard_fails_the_night(
         assert {r["parameters"]["run_id"] for r in runs} == {run.id}
         report_figures(api, wall, runs, shards, by_worker)
 
+        # the store's runs are gone (a new store, a backup from before them): its run ids start
+        # again, and the night's shards are new flow runs, not the first night's of that id
+        with engine.begin() as connection:
+            connection.execute(text("TRUNCATE pipeline_run RESTART IDENTITY CASCADE"))
+        with temporary_settings(updates={PREFECT_API_URL: api}):
+            again = await nightly()
+        with Session(engine) as session:
+            rerun = session.get(PipelineRun, again["run"])
+            rerun_shards = session.exec(select(ProbeShardRow)
+                                        .where(ProbeShardRow.run_id == rerun.id)).all()
+        assert again["run"] == first["run"] and rerun.state == "completed", rerun.message
+        assert rerun.probes == len(targets)
+        assert not {s.flow_run_id for s in rerun_shards} & {s.flow_run_id for s in shards}
+
         # the next night, the store refuses the probes of one host: its shard fails twice
         failing = next(shard.shard for shard in shards
                        if any(url.startswith(f"https://{HOSTS[0]}:") for url, *_ in shard.targets))

@@ -33,9 +33,11 @@ class ShardDeploymentError(RuntimeError):
     """The shards' deployment cannot be run: no Prefect server, or no such deployment."""
 
 
-async def start_shard_runs(deployment: str, run_id: int, count: int) -> list[FlowRun]:
+async def start_shard_runs(deployment: str, run_id: int, night: str, count: int
+                           ) -> list[FlowRun]:
     """One flow run of `deployment` per shard, a subflow of the calling flow run; each keyed
-    by run and shard, so starting them again returns the same flow runs."""
+    by the night (`stages.night_of`) and shard, so starting them again that night returns the same
+    flow runs, and no other night ever gets them."""
     api = PREFECT_API_URL.value()
     if not api:
         raise ShardDeploymentError(
@@ -47,7 +49,7 @@ async def start_shard_runs(deployment: str, run_id: int, count: int) -> list[Flo
             runs.append(await arun_deployment(
                 deployment, parameters={"run_id": run_id, "shard": shard}, timeout=0,
                 flow_run_name=f"probe-shard-{shard}",
-                idempotency_key=f"apidir-run-{run_id}-shard-{shard}"))
+                idempotency_key=f"apidir-run-{run_id}-{night}-shard-{shard}"))
         except ObjectNotFound:
             raise ShardDeploymentError(
                 f"no deployment {deployment} on the Prefect server at {api}: run "

@@ -298,6 +298,17 @@ def store_shard_plan(settings: Settings, run_id: int) -> list[Shard]:
     return shards
 
 
+def night_of(settings: Settings, run_id: int) -> str:
+    """What tells the run from every other run with its id, for the keys of its shards' flow
+    runs: the orchestrator's flow run of the night (else the run's start). Run ids belong to
+    the store, and a new store or a restored backup numbers its runs again, while the Prefect
+    server keeps every key it was given: keyed by the run id alone, a night would be handed an
+    earlier night's shard runs, long ended, and probe nothing."""
+    with session_scope(engine_for(settings.database_url)) as session:
+        run = session.get(PipelineRun, run_id)
+        return run.flow_run_id or run.started_at.isoformat()
+
+
 def _stored_report(shard: Shard, row: Any) -> ShardReport:
     return ShardReport(shard.index, shard.hosts, row.pid, row.seconds, row.cpu_seconds,
                        row.peak_rss_mib, stored_tally(row))
