@@ -37,14 +37,13 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 patient_startup()
 
 from prefect import flow  # noqa: E402
-from prefect.task_runners import ProcessPoolTaskRunner  # noqa: E402
 from probe import addresses, raise_open_file_limit, serve  # noqa: E402  (bench/probe.py)
 from sqlalchemy import func  # noqa: E402
 from sqlmodel import select  # noqa: E402
 
 from flows.nightly import probe as probe_task  # noqa: E402
 from flows.probe_shards import probe_in_shards  # noqa: E402
-from pipeline.operations.stages import peak_rss_mib, shard_workers  # noqa: E402
+from pipeline.operations.stages import peak_rss_mib  # noqa: E402
 from pipeline.settings import Settings  # noqa: E402
 from pipeline.store.tables import (  # noqa: E402
     EndpointRow,
@@ -68,8 +67,7 @@ async def probe_stage(run_id: int) -> str:
     if settings.probe_shards == 1:
         await probe_task(settings, run_id)
         return ""
-    runner = ProcessPoolTaskRunner(max_workers=shard_workers(settings))
-    reports = await probe_in_shards.with_options(task_runner=runner)(run_id)
+    reports = await probe_in_shards(run_id)
     return (f", slowest shard {max(r.seconds for r in reports):.2f} s, "
             f"peak RSS {max(r.peak_rss_mib for r in reports):.0f} MiB")
 

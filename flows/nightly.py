@@ -17,7 +17,6 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run as current_flow_run
-from prefect.task_runners import ProcessPoolTaskRunner
 
 from flows.probe_shards import probe_in_shards, probe_on_workers
 from pipeline.operations import stages
@@ -137,8 +136,7 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
             if settings.probe_enabled and settings.probe_deployment:
                 await run_stage("probe", probe_on_workers(run_id))
             elif settings.probe_enabled and settings.probe_shards > 1:
-                runner = ProcessPoolTaskRunner(max_workers=stages.shard_workers(settings))
-                await run_stage("probe", probe_in_shards.with_options(task_runner=runner)(run_id))
+                await run_stage("probe", probe_in_shards(run_id))
             else:
                 await run_stage("probe", with_retries(probe, settings)(settings, run_id))
             await report_network_suspect(settings, "nightly", run_id)

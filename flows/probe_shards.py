@@ -1,12 +1,11 @@
 """The probe stage in shards: targets split by host and stored by shard, each shard a Prefect
 task in a process of its own reading its targets from the store and writing its probes into
-the same database. Wiring only: the stage's work
-is in `pipeline/operations/stages.py`.
+the same database. Wiring only: the stage's work is in `pipeline/operations/stages.py`, the
+processes' in `pipeline/operations/shard_processes.py`.
 
 One event loop in one Python process tops out at one core, some 1,500 probes a second on
-loopback (figures in docs/scaling.md); shards spread the probing over processes through the
-flow's task runner, a `ProcessPoolTaskRunner` (another runner, such as prefect-dask's, would
-spread the same tasks over a cluster). No host is in two shards, and hosts joined by an
+loopback (figures in docs/scaling.md); shards spread the probing over processes through
+Prefect's `ProcessPoolTaskRunner`. No host is in two shards, and hosts joined by an
 earlier redirect are in one, so each shard's prober keeps its hosts' politeness alone; a host
 a new redirect leads to is shared politely (docs/scaling.md). The run's counts and its
 network-suspect flag are taken over all shards together.
@@ -23,12 +22,9 @@ import asyncio
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
-from prefect.futures import wait
 from prefect.runtime import flow_run as current_flow_run
-from prefect.task_runners import ProcessPoolTaskRunner
 
-from pipeline.operations import shard_runs, stages
-from pipeline.operations.runs import api_for_workers
+from pipeline.operations import shard_processes, shard_runs, stages
 from pipeline.settings import Settings
 
 # A shard's flow run on a worker: retried like a stage, bounded like a run. Read where the
@@ -51,22 +47,21 @@ async def probe_shard(settings: Settings, run_id: int, shard: int) -> stages.Sha
     return report
 
 
-@flow(name="probe-shards", task_runner=ProcessPoolTaskRunner())
+@flow(name="probe-shards")
 async def probe_in_shards(run_id: int) -> list[stages.ShardReport]:
-    """Plan every published entry's targets and store them by shard, probe the shards, then
-    count the run.
+    """Plan every published entry's targets and store them by shard, probe the shards in
+    processes of Prefect's process pool (`shard_processes`), then count the run.
 
     The targets reach the shards' processes through the store, as they reach workers, never
     as task parameters. The settings come from the environment, never as a parameter:
     Prefect's server keeps every flow run's parameters, and the database URL may carry a
-    password. The caller sets the number of processes with `with_options(task_runner=...)`.
+    password.
     """
     settings = Settings()
     shards = await asyncio.to_thread(stages.store_shard_plan, settings, run_id)
-    with api_for_workers():
-        futures = [probe_shard.submit(settings, run_id, shard.index) for shard in shards]
-    await asyncio.to_thread(wait, futures)  # the flow's event loop stays free meanwhile
-    outcomes = [future.result(raise_on_failure=False) for future in futures]
+    calls = [{"settings": settings, "run_id": run_id, "shard": shard.index} for shard in shards]
+    outcomes = await shard_processes.run_in_processes(probe_shard, calls,
+                                                      stages.shard_workers(settings))
     reports, probed = stages.close_shards(settings, run_id, shards, outcomes)
     get_run_logger().info("probed %d URLs in %d shards: %s", probed.probes, len(shards),
                           probed.outcomes)

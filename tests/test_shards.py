@@ -8,6 +8,7 @@ import itertools
 import json
 import logging
 import os
+import signal
 import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from aiohttp import web
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import (
     FlowRunFilter,
@@ -25,7 +27,6 @@ from prefect.client.schemas.filters import (
 )
 from prefect.client.schemas.sorting import FlowRunSort, TaskRunSort
 from prefect.settings import PREFECT_API_URL, temporary_settings
-from prefect.task_runners import ProcessPoolTaskRunner
 from sqlalchemy import Connection, event
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, select
@@ -34,6 +35,7 @@ from flows.nightly import nightly
 from flows.probe_shards import probe_in_shards
 from pipeline.catalogue.entries import read_catalog
 from pipeline.catalogue.ingest import ingest_catalog
+from pipeline.operations.runs import StageFailed
 from pipeline.operations.shard_runs import ShardDeploymentError, start_shard_runs
 from pipeline.operations.stages import (
     ShardReport,
@@ -42,7 +44,6 @@ from pipeline.operations.stages import (
     close_shards,
     probe_entries,
     probe_stored_shard,
-    shard_workers,
     store_shard_plan,
     stored_shard_outcomes,
 )
@@ -209,8 +210,7 @@ async def test_shards_run_as_prefect_tasks_in_other_processes_into_one_store(
         ingest_catalog(session, read_catalog([settings.entries_dir], settings.entries_dir))
         run_id = start_run(session, "nightly").id
 
-    runner = ProcessPoolTaskRunner(max_workers=shard_workers(Settings()))
-    reports: list[ShardReport] = await probe_in_shards.with_options(task_runner=runner)(run_id)
+    reports: list[ShardReport] = await probe_in_shards(run_id)
 
     assert sorted(report.index for report in reports) == [0, 1, 2]
     assert all(report.process_id != os.getpid() for report in reports)
@@ -256,6 +256,104 @@ async def test_nightly_with_shards_publishes_every_entry_live(
             sort=TaskRunSort.NAME_ASC, limit=10)
     assert [run.name for run in task_runs] == ["probe-shard-0", "probe-shard-1"]
     assert {run.state.type.value for run in task_runs} == {"COMPLETED"}
+
+
+class ShardKiller:
+    """Kills with SIGKILL, as the kernel's out-of-memory killer would, the process of the
+    latest run's shard that probes `host`, once it has started and every other shard has
+    stored its probes; at most `times` processes, each once. Until then the host's requests
+    hang (its route waits on `hanging`), so the shard is caught in the middle of probing."""
+
+    def __init__(self, database_url: str, host: str, times: int) -> None:
+        self.engine, self.host, self.times = engine_for(database_url), host, times
+        self.killed: list[int] = []
+        self.hanging, self.stop = threading.Event(), threading.Event()
+        self.hanging.set()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> ShardKiller:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.hanging.clear()
+        self.thread.join()
+
+    def _watch(self) -> None:
+        while not self.stop.wait(0.1) and len(self.killed) < self.times:
+            with Session(self.engine) as session:
+                rows = session.exec(select(ProbeShardRow)).all()
+            latest = [row for row in rows if row.run_id == max(r.run_id for r in rows)]
+            doomed = [row for row in latest if any(f"//{self.host}:" in url
+                                                   for url, *_ in row.targets)]
+            if not doomed or not all(row.finished_at for row in latest if row not in doomed):
+                continue
+            pid = doomed[0].pid
+            if pid and pid != os.getpid() and doomed[0].finished_at is None \
+                    and pid not in self.killed:
+                os.kill(pid, signal.SIGKILL)
+                self.killed.append(pid)
+        if len(self.killed) == self.times:
+            self.hanging.clear()
+
+
+@pytest.mark.prefect
+async def test_a_shard_whose_process_is_killed_is_run_again_and_the_others_kept(
+    prefect_backend: None, hosts: FakeServer, write_entry: WriteEntry,
+    settings_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A shard's process killed outright breaks Prefect's process pool under every shard: the
+    shard is run once more in a fresh process; one that stored its probes keeps them."""
+    doomed, healthy = HOSTS[:2]
+    for name, host, path in (("doomed", doomed, "/hang"), ("healthy", healthy, "/ok")):
+        base = f"https://{host}:{hosts.port}"
+        write_entry(make_entry(id=name, baseUrl=base, sampleRequest=f'curl "{base}{path}"',
+                               endpoints=[{"method": "GET", "path": path,
+                                           "description": "Probed."}]))
+    shard_env(monkeypatch, 2)
+    monkeypatch.setenv("APIDIR_PROBE_TIMEOUT", "300")
+    database = settings_env["APIDIR_DATABASE_URL"]
+
+    def requests_to(host: str) -> int:
+        return sum(1 for request in hosts.requests if request.local == host)
+
+    # the doomed shard's process is killed once: its second process probes it, and the night
+    # goes on with the other shard's probes as it stored them
+    with ShardKiller(database, doomed, times=1) as killer:
+        async def hang(_request: object) -> web.StreamResponse:
+            while killer.hanging.is_set():
+                await asyncio.sleep(0.05)
+            return web.Response(text="ok")
+
+        hosts.routes["/hang"] = hang
+        result = await nightly()
+    assert len(killer.killed) == 1
+    published = json.loads((tmp_path / "public" / "api" / "apis.json").read_text())
+    assert {api["id"]: api["status"]["state"] for api in published["apis"]} == {
+        "doomed": "live", "healthy": "live"}
+    assert (requests_to(doomed), requests_to(healthy)) == (2, 1)  # the healthy one probed once
+    with Session(engine_for(database)) as session:
+        run = session.get(PipelineRun, result["run"])
+    assert run.state == "completed" and run.probes == 2
+
+    # killed on both attempts: the night fails naming that shard, the other's probes kept
+    before = (tmp_path / "public" / "api" / "apis.json").read_bytes()
+    with ShardKiller(database, doomed, times=2) as killer, pytest.raises(StageFailed) as failed:
+        await nightly()  # the host's route waits on this killer's `hanging` now
+    assert len(killer.killed) == 2
+    with Session(engine_for(database)) as session:
+        run = session.exec(select(PipelineRun).order_by(PipelineRun.id.desc())).first()
+        shard = next(row.shard for row in session.exec(select(ProbeShardRow).where(
+            ProbeShardRow.run_id == run.id)) if f"//{doomed}:" in row.targets[0][0])
+    message = str(failed.value)
+    assert message == (
+        f"probe stage failed: ShardsFailedError: probe shards [{shard}] of 2 failed; shard "
+        f"{shard}: ShardProcessDied: its process ended abruptly (killed, or out of memory) on "
+        "each of its 2 attempts"), message
+    assert run.state == "failed" and run.message == message and run.probes == 1
+    assert requests_to(healthy) == 2  # once a night
+    assert (tmp_path / "public" / "api" / "apis.json").read_bytes() == before
 
 
 async def test_a_stored_shard_stores_its_probes_once(
