@@ -8,6 +8,8 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, replace
 from datetime import date
 from pathlib import Path
@@ -101,6 +103,29 @@ def warn_if_local(settings: Settings) -> None:
                    err=True)
 
 
+@contextmanager
+def time_limit_told(output_dir: Path) -> Iterator[None]:
+    """A run stopped by its time limit ends in one line naming the setting that set it
+    (Prefect's own words name neither it nor the release) and whether a release went live."""
+    from prefect.flow_engine import FlowRunTimeoutError
+
+    from pipeline.release.swap import live_release
+
+    before = live_release(output_dir)
+    try:
+        yield
+    except FlowRunTimeoutError:
+        fail(time_limit_line(Settings().run_timeout, live_release(output_dir) == before))
+
+
+def time_limit_line(seconds: float, unchanged: bool) -> str:
+    """The one line for a run stopped by its time limit, and whether a release went live."""
+    live = ("nothing was published: the live release is unchanged" if unchanged
+            else "its new release went live before it was stopped")
+    return (f"the run passed its time limit (APIDIR_RUN_TIMEOUT={seconds:g} s) and was "
+            f"stopped; {live}")
+
+
 @app.command()
 def run() -> None:
     """Run the nightly pipeline once, here, in Prefect's local mode."""
@@ -111,7 +136,8 @@ def run() -> None:
     tether_temporary_server()
     settings = Settings()
     warn_if_local(settings)
-    result = asyncio.run(nightly())
+    with time_limit_told(settings.output_dir):
+        result = asyncio.run(nightly())
     typer.echo(
         f"published release {result['version']} with {result['published']} entries "
         f"to {settings.output_dir}/"
@@ -170,8 +196,9 @@ def backfill(
             fail(f"no category {name!r}: {hint}the categories are {', '.join(CATEGORY_IDS)}")
 
     tether_temporary_server()
-    result = asyncio.run(
-        backfill_flow(start, end, entries=entry, categories=category, reprobe=reprobe))
+    with time_limit_told(Settings().output_dir):
+        result = asyncio.run(
+            backfill_flow(start, end, entries=entry, categories=category, reprobe=reprobe))
     typer.echo(
         f"rolled up {len(result['days'])} days ({result['rows']} rows); "
         f"published release {result['version']} with {result['published']} entries"

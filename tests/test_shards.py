@@ -9,6 +9,8 @@ import json
 import logging
 import os
 import signal
+import subprocess
+import sys
 import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable
@@ -49,6 +51,7 @@ from pipeline.operations.stages import (
 )
 from pipeline.probing.probe import ProbeSettings, ProbeTarget, host_politeness, target_host
 from pipeline.probing.shards import Shard, host_groups, split_by_host
+from pipeline.processes import process_alive
 from pipeline.settings import Settings
 from pipeline.store.history import redirect_links
 from pipeline.store.shards import ShardPlanError, load_shard, save_shards
@@ -61,8 +64,8 @@ from pipeline.store.tables import (
     session_scope,
     start_run,
 )
-from tests.conftest import WriteEntry, hold_the_write_lock, make_entry
-from tests.fake_internet import FakeServer, self_signed_context
+from tests.conftest import REPO, WriteEntry, hold_the_write_lock, make_entry
+from tests.fake_internet import FakeServer, self_signed_context, serving_in_thread
 
 HOSTS = [f"127.0.0.{number}" for number in range(11, 19)]
 PATHS = ("/ok", "/", "/slow")  # three targets per host; /slow answers after 0.3 s
@@ -604,3 +607,36 @@ async def test_shards_on_workers_need_a_server_and_the_deployment(prefect_backen
     with temporary_settings(restore_defaults={PREFECT_API_URL}), pytest.raises(
             ShardDeploymentError, match="needs a Prefect server whose workers run the shards"):
         await start_shard_runs("probe-shard/probe-shard", 1, "night", 2)
+
+
+def test_a_sharded_night_over_its_time_limit_stops_its_shards_and_says_so(
+    write_entry: WriteEntry, settings_env: dict[str, str], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`apidir run` with shards in processes, stopped by APIDIR_RUN_TIMEOUT while its shards
+    wait on hosts that answer after 100 s: the shards' processes are killed, so they store
+    nothing under the failed run, and the command's one line names the setting."""
+    with serving_in_thread(FakeServer(hosts=HOSTS[:2])) as internet:
+        for index, host in enumerate(HOSTS[:2]):
+            base = f"http://{host}:{internet.port}"
+            write_entry(make_entry(id=f"slow-{index}", baseUrl=base,
+                                   sampleRequest=f'curl "{base}/ok"',
+                                   endpoints=[{"method": "GET", "path": "/slow?d=100",
+                                               "description": "Answers after 100 s."}]))
+        shard_env(monkeypatch, 2)
+        monkeypatch.setenv("APIDIR_PROBE_TIMEOUT", "300")
+        monkeypatch.setenv("APIDIR_RUN_TIMEOUT", "30")
+        done = subprocess.run([sys.executable, "-m", "pipeline.cli", "run"], cwd=REPO,
+                              capture_output=True, text=True, timeout=300)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and lines[-1] == (
+        "apidir: the run passed its time limit (APIDIR_RUN_TIMEOUT=30 s) and was stopped; "
+        "nothing was published: the live release is unchanged"), done.stderr
+    assert not (tmp_path / "public").exists()
+    with Session(engine_for(settings_env["APIDIR_DATABASE_URL"])) as session:
+        run = session.exec(select(PipelineRun)).one()
+        shards = session.exec(select(ProbeShardRow)).all()
+        probes = session.exec(select(ProbeRow)).all()
+    assert run.state == "failed" and probes == [] and run.probes == 0
+    assert len(shards) == 2 and not any(shard.finished_at for shard in shards)
+    assert not any(shard.pid and process_alive(shard.pid) for shard in shards)
