@@ -210,7 +210,7 @@ class Settings(BaseSettings):
         description="Seconds a nightly or backfill run may take before it is failed, so a "
         "hung run never holds back the nights queued behind it.",
     )
-    close_failed_run: float = Field(
+    alert_timeout: float = Field(
         default=10.0, gt=0, le=MAX_PROBE_TIMEOUT, allow_inf_nan=False,
         description="Seconds per alert attempt.")
     stage_retries: int = Field(

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import jsonschema
+import pytest
 import pytest_asyncio
 
 from pipeline.judging.changes import Change
@@ -119,3 +120,12 @@ async def test_an_unreachable_webhook_is_reported_not_raised() -> None:
 async def test_no_webhook_configured_sends_nothing() -> None:
     delivery = await send_alert(None, {"event": "x"})
     assert (delivery.delivered, delivery.attempts) == (False, 0)
+
+
+def test_the_alert_timeout_is_the_documented_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """README and docs/alerts.md name APIDIR_ALERT_TIMEOUT: the setting of that name bounds
+    each attempt."""
+    from pipeline.settings import Settings
+
+    monkeypatch.setenv("APIDIR_ALERT_TIMEOUT", "2.5")
+    assert Settings().alert_timeout == 2.5

@@ -356,6 +356,8 @@ def test_ctrl_c_during_validate_says_interrupted(tmp_path: Path) -> None:
     ("APIDIR_RUN_TIMEOUT", "inf", "Input should be a finite number"),
     ("APIDIR_PUBLISH_LOCK_TIMEOUT", "inf", "Input should be a finite number"),
     ("APIDIR_PUBLISH_LOCK_TIMEOUT", "1e12", "Input should be less than or equal to 604800"),
+    ("APIDIR_ALERT_TIMEOUT", "inf", "Input should be a finite number"),
+    ("APIDIR_ALERT_TIMEOUT", "1e12", "Input should be less than or equal to 600"),
 ])
 def test_a_probe_wait_without_end_is_one_setting_line(variable: str, value: str, said: str
                                                       ) -> None:

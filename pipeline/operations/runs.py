@@ -190,7 +190,7 @@ async def alert(
     if url:
         payload = alert_payload(event, flow, run, changes, message,
                                 flow_run_id or current_flow_run.id)
-        await send_alert(url, payload, settings.close_failed_run)
+        await send_alert(url, payload, settings.alert_timeout)
 
 
 async def alert_state_changes(settings: Settings, flow: str, run: PipelineRun,
