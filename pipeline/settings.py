@@ -78,6 +78,28 @@ def database_url_problem(database_url: str) -> str | None:
     return None
 
 
+def ca_file_problem(path: Path) -> str | None:
+    """Checked when the settings are read, so a file the prober cannot trust is one line naming
+    APIDIR_PROBE_CA_FILE and the file, not OpenSSL's words (naming neither) when a probe stage
+    starts. What keeps `path` from loading as certificates, in a few words; None when it loads.
+    Loaded into a bare context: the system's certificates are not read for it."""
+    import ssl
+
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=path)
+    except ssl.SSLError as exc:  # before OSError, which it is
+        why = "no certificate in it" if exc.reason == "NO_CERTIFICATE_OR_CRL_FOUND" else \
+            re.sub(r"\s*\(_ssl\.c:\d+\)$", "", str(exc))  # OpenSSL's words, not its source line
+        return f"{path}: not a PEM file of certificates ({why})"
+    except FileNotFoundError:
+        return f"{path}: no such file"
+    except IsADirectoryError:
+        return f"{path}: a folder, not a PEM file of certificates"
+    except OSError as exc:
+        return f"{path}: cannot read: {exc.strerror or exc}"
+    return None
+
+
 class Settings(BaseSettings):
     """Everything runs with no configuration; each field is `APIDIR_<NAME>` in the environment."""
 
@@ -228,6 +250,20 @@ class Settings(BaseSettings):
         if isinstance(value, str) and not value.strip():  # Path("") is the working folder
             raise ValueError("empty: name the folder the release is published to")
         return value
+
+    @field_validator("probe_ca_file", mode="before")
+    @classmethod
+    def _a_named_ca_file(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():  # Path("") is the working folder
+            raise ValueError("empty: name a PEM file of certificate authorities, or unset it")
+        return value
+
+    @field_validator("probe_ca_file")
+    @classmethod
+    def _certificates_the_prober_trusts(cls, path: Path | None) -> Path | None:
+        if path is not None and (problem := ca_file_problem(path)):
+            raise ValueError(problem)
+        return path
 
     @field_validator("probes_kept_days")
     @classmethod

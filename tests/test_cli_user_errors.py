@@ -366,3 +366,37 @@ def test_a_probe_wait_without_end_is_one_setting_line(variable: str, value: str,
                   env={variable: value})
     assert done.returncode == 2
     assert one_line(done) == f"apidir: invalid setting: {variable}: {said}"
+
+
+@pytest.mark.parametrize(("name", "content", "said"), [
+    ("missing.pem", None, "{path}: no such file"),
+    ("notes.txt", "my notes\n", "{path}: not a PEM file of certificates (no certificate in it)"),
+    ("broken.pem", "-----BEGIN CERTIFICATE-----\nnot base64!\n-----END CERTIFICATE-----\n",
+     "{path}: not a PEM file of certificates ([X509] PEM lib)"),
+    ("folder", "", "{path}: a folder, not a PEM file of certificates"),
+    ("", None, "empty: name a PEM file of certificate authorities, or unset it"),
+])
+def test_a_ca_file_the_prober_cannot_load_is_one_setting_line(
+    tmp_path: Path, name: str, content: str | None, said: str
+) -> None:
+    """The prober loaded the file when a probe stage began: a missing one said `[Errno 2] No
+    such file or directory`, naming neither the file nor the setting."""
+    path = tmp_path / name if name else ""
+    if content == "":
+        (tmp_path / name).mkdir()
+    elif content is not None:
+        (tmp_path / name).write_text(content)
+    done = apidir("probe", "--allow-private", "http://127.0.0.1:9/",
+                  env={"APIDIR_PROBE_CA_FILE": str(path)})
+    assert done.returncode == 2
+    assert one_line(done) == ("apidir: invalid setting: APIDIR_PROBE_CA_FILE: Value error, "
+                              + said.format(path=path))
+
+
+def test_a_ca_file_of_certificates_is_trusted(tmp_path: Path) -> None:
+    from pipeline.settings import Settings
+    from tests.fake_internet import self_signed_context
+
+    self_signed_context(tmp_path)
+    settings = Settings(probe_ca_file=tmp_path / "cert.pem")
+    assert settings.probe_settings().ca_file == str(tmp_path / "cert.pem")
