@@ -100,6 +100,27 @@ def ca_file_problem(path: Path) -> str | None:
     return None
 
 
+def webhook_url_problem(url: str) -> str | None:
+    """Checked when the settings are read, so an address no alert can be POSTed to is one line
+    naming APIDIR_ALERT_WEBHOOK_URL, not three failed tries when a run has something to tell.
+    What keeps `url` from being one, in a few words that never repeat it (a webhook's address
+    often holds its token); None when it is one."""
+    from yarl import URL
+
+    try:
+        parsed = URL(url)
+    except ValueError as exc:  # yarl parses it as aiohttp will: a port past 65535, a bad IPv6
+        return f"not a URL ({exc})"
+    if parsed.scheme not in ("http", "https"):
+        return "must be an http:// or https:// address, " + (
+            f"not {parsed.scheme}://" if parsed.scheme else "as https://HOST/PATH")
+    if not parsed.host:
+        return f"must name a host, as {parsed.scheme}://HOST/PATH"
+    if any(character.isspace() for character in url):
+        return "must be one address, without spaces"
+    return None
+
+
 class Settings(BaseSettings):
     """Everything runs with no configuration; each field is `APIDIR_<NAME>` in the environment."""
 
@@ -289,6 +310,13 @@ class Settings(BaseSettings):
         if problem := database_url_problem(database_url):
             raise ValueError(problem)
         return database_url
+
+    @field_validator("alert_webhook_url")
+    @classmethod
+    def _an_address_alerts_reach(cls, url: str | None) -> str | None:
+        if url and (problem := webhook_url_problem(url)):  # empty: none, as unset
+            raise ValueError(problem)
+        return url
 
     def probe_settings(self) -> ProbeSettings:
         """The prober's limits, with a User-Agent naming the directory's address."""

@@ -400,3 +400,21 @@ def test_a_ca_file_of_certificates_is_trusted(tmp_path: Path) -> None:
     self_signed_context(tmp_path)
     settings = Settings(probe_ca_file=tmp_path / "cert.pem")
     assert settings.probe_settings().ca_file == str(tmp_path / "cert.pem")
+
+
+@pytest.mark.parametrize(("url", "said"), [
+    ("not a url", "must be an http:// or https:// address, as https://HOST/PATH"),
+    ("ftp://hooks.test/t0ken", "must be an http:// or https:// address, not ftp://"),
+    ("https:///t0ken", "must name a host, as https://HOST/PATH"),
+    ("https://hooks.test:99999/t0ken", "not a URL (Port out of range 0-65535)"),
+    ("https://hooks.test/t0ken here", "must be one address, without spaces"),
+])
+def test_a_webhook_alerts_cannot_reach_is_one_setting_line(url: str, said: str) -> None:
+    """Such an address was tried three times when a run had something to tell, then logged
+    as `InvalidUrlClientError: not%20a%20url`; the line never repeats it (its token)."""
+    done = apidir("probe", "--allow-private", "http://127.0.0.1:9/",
+                  env={"APIDIR_ALERT_WEBHOOK_URL": url})
+    assert done.returncode == 2
+    assert one_line(done) == ("apidir: invalid setting: APIDIR_ALERT_WEBHOOK_URL: Value error, "
+                              + said)
+    assert "t0ken" not in done.stderr
