@@ -619,7 +619,13 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 def one_line(error: BaseException, command: str = "apidir") -> str:
     """An error as one line: a settings error names its variables, a failed validation
     counts its problems and shows the first, a database error says what failed (`command`,
-    or a run's stage), on which store, and why, without the statement it ran."""
+    or a run's stage), on which store, and why, without the statement it ran; a failed run
+    whose alert was not delivered says so."""
+    return _said(error, command) + alert_not_delivered(error)
+
+
+def _said(error: BaseException, command: str) -> str:
+    """What `one_line` says of `error` itself."""
     from pydantic import ValidationError
     from sqlalchemy.exc import DBAPIError
 
@@ -644,8 +650,15 @@ def one_line(error: BaseException, command: str = "apidir") -> str:
     if isinstance(error, StageFailed | DBAPIError) and (
             told := failure_line(error, command, Settings().database_url)):
         return told
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def alert_not_delivered(error: BaseException) -> str:
+    """The clause a failed run's last line ends with when its alert was not delivered (the
+    webhook told nothing, so the command must); empty otherwise."""
+    runs = sys.modules.get("pipeline.operations.runs")  # never loaded, no run was made
+    note = runs.undelivered_alert(error) if runs else None
+    return f"; {note}" if note else ""
 
 
 def command_named(args: list[str]) -> str:

@@ -117,6 +117,17 @@ async def test_an_unreachable_webhook_is_reported_not_raised() -> None:
     assert "ClientConnectorError" in delivery.error
 
 
+async def test_a_webhook_that_never_answers_is_told_with_the_seconds_waited() -> None:
+    """aiohttp's timeout has no words of its own: it was logged as `TimeoutError: `."""
+    with socket.socket() as silent:  # accepts connections and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/hook"
+        delivery = await send_alert(url, {"event": "x"}, timeout=0.2, attempts=1)
+    assert (delivery.delivered, delivery.attempts, delivery.status) == (False, 1, None)
+    assert delivery.error == "no answer within 0.2 s (APIDIR_ALERT_TIMEOUT bounds each attempt)"
+
+
 async def test_no_webhook_configured_sends_nothing() -> None:
     delivery = await send_alert(None, {"event": "x"})
     assert (delivery.delivered, delivery.attempts) == (False, 0)

@@ -218,6 +218,26 @@ def test_a_failed_run_ends_in_one_line_without_tracebacks(
     assert last.startswith("apidir: ingest stage failed: EmptyCatalogError: no entries folder")
 
 
+def test_a_failed_run_whose_alert_was_not_delivered_says_so_in_its_last_line(
+    settings_env: dict[str, str], data_dir: Path
+) -> None:
+    """The webhook told nobody of the failure, so the command does; a webhook that never
+    answers is told by the seconds waited and the setting bounding them."""
+    (data_dir / "entries").rmdir()
+    with socket.socket() as silent:  # accepts connections and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        done = apidir("run", env=settings_env | {
+            "APIDIR_PROBE_ENABLED": "false", "APIDIR_STAGE_RETRIES": "0",
+            "APIDIR_ALERT_TIMEOUT": "0.5",
+            "APIDIR_ALERT_WEBHOOK_URL": f"http://127.0.0.1:{silent.getsockname()[1]}/hook"})
+    assert done.returncode == 2
+    last = [line for line in done.stderr.splitlines() if line.startswith("apidir: ")][-1]
+    assert last.startswith("apidir: ingest stage failed: EmptyCatalogError: no entries folder")
+    assert last.endswith("; the alert was not delivered: no answer within 0.5 s "
+                         "(APIDIR_ALERT_TIMEOUT bounds each attempt)")
+
+
 def test_a_temporary_server_that_does_not_start_in_time_is_told_in_one_line(
     settings_env: dict[str, str], write_entry: WriteEntry
 ) -> None:

@@ -81,6 +81,12 @@ class Delivery:
     error: str | None = None
 
 
+def stalled(timeout: float) -> str:
+    """Why an attempt that timed out failed: the seconds it waited, and the setting bounding
+    them (the error's own text is empty)."""
+    return f"no answer within {timeout:g} s (APIDIR_ALERT_TIMEOUT bounds each attempt)"
+
+
 async def send_alert(
     url: str | None, payload: dict[str, Any], timeout: float = 10.0, attempts: int = 3,
     backoff: float = 1.0,
@@ -101,7 +107,9 @@ async def send_alert(
                     if response.status != 429 and response.status < 500:
                         break
                     error = f"HTTP {response.status}"
-            except (aiohttp.ClientError, TimeoutError) as exc:
+            except TimeoutError:  # before ClientError: aiohttp's, most of them without words
+                status, error = None, stalled(timeout)
+            except aiohttp.ClientError as exc:
                 status, error = None, f"{type(exc).__name__}: {exc}"
             if attempt < attempts:
                 await asyncio.sleep(backoff * 2 ** (attempt - 1))

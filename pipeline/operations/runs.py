@@ -23,7 +23,7 @@ from sqlmodel import Session, col, select
 
 from pipeline.catalogue.ingest import EmptyCatalogError
 from pipeline.judging.changes import Change
-from pipeline.operations.alerts import AlertEvent, alert_payload, send_alert
+from pipeline.operations.alerts import AlertEvent, Delivery, alert_payload, send_alert
 from pipeline.operations.events import (
     RUN_ENTRIES_LEFT_OUT,
     RUN_FAILED,
@@ -65,6 +65,9 @@ T = TypeVar("T")
 # swapped in but not recorded: it is live, and a retry would publish a second one.
 PERMANENT_ERRORS = (EmptyCatalogError, ReleaseValidationError, ValidationError, ValueError,
                     PublishLockTimeout, ReleaseNotRecorded)
+
+# How a failed run's error notes that its alert was not delivered.
+UNDELIVERED = "the alert was not delivered: "
 
 
 class StageFailed(RuntimeError):
@@ -184,13 +187,14 @@ async def alert(
     changes: Sequence[Change] = (),
     message: str | None = None,
     flow_run_id: str | None = None,
-) -> None:
-    """Send one alert to the configured webhook (none configured: nothing is sent)."""
+) -> Delivery | None:
+    """Send one alert to the configured webhook; how it went (none configured: nothing is
+    sent, None)."""
     url = await webhook_url(settings)
-    if url:
-        payload = alert_payload(event, flow, run, changes, message,
-                                flow_run_id or current_flow_run.id)
-        await send_alert(url, payload, settings.alert_timeout)
+    if not url:
+        return None
+    payload = alert_payload(event, flow, run, changes, message, flow_run_id or current_flow_run.id)
+    return await send_alert(url, payload, settings.alert_timeout)
 
 
 async def alert_state_changes(settings: Settings, flow: str, run: PipelineRun,
@@ -247,7 +251,16 @@ async def fail_run(settings: Settings, run_id: int, error: BaseException, flow: 
         finish_run(session, run, "failed", message)
     get_run_logger().error("%s run %d failed: %s", flow, run_id, message)
     emit_run_event(RUN_FAILED, flow, run_id, message)
-    await alert(settings, "run_failed", flow, run, message=message)
+    delivery = await alert(settings, "run_failed", flow, run, message=message)
+    if delivery is not None and not delivery.delivered:  # the command's last line tells it
+        error.add_note(f"{UNDELIVERED}{delivery.error}")
+
+
+def undelivered_alert(error: BaseException) -> str | None:
+    """Why the alert of the run `error` failed was not delivered, if it was not: the operator
+    learns of that failure from the command, then, not from the webhook."""
+    notes = getattr(error, "__notes__", ())
+    return next((note for note in notes if note.startswith(UNDELIVERED)), None)
 
 
 async def _close_left_open(flow: Flow, flow_run: FlowRun, state: State, ending: str,
