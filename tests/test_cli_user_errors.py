@@ -418,3 +418,20 @@ def test_a_webhook_alerts_cannot_reach_is_one_setting_line(url: str, said: str) 
     assert one_line(done) == ("apidir: invalid setting: APIDIR_ALERT_WEBHOOK_URL: Value error, "
                               + said)
     assert "t0ken" not in done.stderr
+
+
+@pytest.mark.parametrize("webhook", ["https://hooks.test/alerts", ""])
+def test_automations_for_a_prefect_server_that_is_down_name_its_address(webhook: str) -> None:
+    """The client's own words (`ConnectError: All connection attempts failed`) named no
+    address, and ended as an unexpected error. Unset, the webhook is first looked up on the
+    server, as a Secret block."""
+    import socket
+
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        api = f"http://127.0.0.1:{closed.getsockname()[1]}/api"
+        done = apidir("automations", "apply", env={"PREFECT_API_URL": api,
+                                                   "APIDIR_ALERT_WEBHOOK_URL": webhook})
+    assert done.returncode == 2
+    assert one_line(done) == (f"apidir: the Prefect server at {api} (PREFECT_API_URL) cannot be "
+                              "reached: All connection attempts failed")

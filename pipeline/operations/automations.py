@@ -7,10 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
 from prefect import get_client
 from prefect.blocks.webhook import Webhook
 from prefect.events.schemas.automations import AutomationCore
+from prefect.settings import PREFECT_API_URL
 
 from pipeline.operations.runs import webhook_url
 from pipeline.settings import Settings
@@ -54,7 +56,18 @@ def resolve(definition: dict[str, Any], blocks: dict[str, str],
 
 async def apply_automations(path: Path, settings: Settings,
                             within: float | None = None) -> list[str]:
-    """Save the webhook block, then create every automation of `path`; their names."""
+    """Save the webhook block, then create every automation of `path`; their names. A server
+    that cannot be reached is an AutomationError naming PREFECT_API_URL: the client's own
+    words ("All connection attempts failed") name no address."""
+    try:
+        return await _apply(path, settings, within)
+    except httpx.TransportError as exc:
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        raise AutomationError(f"the Prefect server at {PREFECT_API_URL.value()} "
+                              f"(PREFECT_API_URL) cannot be reached: {why}") from exc
+
+
+async def _apply(path: Path, settings: Settings, within: float | None) -> list[str]:
     url = await webhook_url(settings)
     if not url:
         raise AutomationError(
