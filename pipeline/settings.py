@@ -35,6 +35,12 @@ DAY = 24 * 3600.0
 # and `postgresql://` name them), synchronous, and installed with the pipeline.
 SUPPORTED_DRIVERS = {("sqlite", "pysqlite"), ("postgresql", "psycopg")}
 SUPPORTED_FORMS = "sqlite:///FILE or postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE"
+# The options of a SQLite URL that its driver takes, beside the file. The others are SQLite
+# URI options (`mode=ro`, `cache`, `immutable`): without `uri=true` the driver ignores them
+# (SQLAlchemy warns), with it they would name the file differently from the store's locks.
+SQLITE_OPTIONS = {"timeout", "isolation_level", "detect_types", "check_same_thread",
+                  "cached_statements"}
+MAX_PORT = 65535
 # A SQLite file's URL without options, the default's form: known good without SQLAlchemy,
 # whose import (a tenth of a second) a command that never opens the store is spared.
 _PLAIN_SQLITE_URL = re.compile(r"sqlite(\+pysqlite)?://(/[^?#]*)?")
@@ -71,6 +77,12 @@ def database_url_problem(database_url: str) -> str | None:
     if driver not in SUPPORTED_DRIVERS:
         return (f"{shown(url)}: the store runs on SQLite and on PostgreSQL through psycopg, "
                 f"not {url.drivername}; use {SUPPORTED_FORMS}")
+    if url.port is not None and not 0 < url.port <= MAX_PORT:
+        return f"{shown(url)}: its port {url.port} is not between 1 and {MAX_PORT}"
+    if url.get_backend_name() == "sqlite" and (others := sorted(set(url.query) - SQLITE_OPTIONS)):
+        return (f"{shown(url)}: SQLite URI options are not supported ({', '.join(others)}): the "
+                "store is one file its commands write, never opened read-only; use "
+                "sqlite:///FILE, with ?timeout=SECONDS if need be")
     try:
         url.get_dialect()().create_connect_args(url)
     except (ArgumentError, ValueError, TypeError) as exc:

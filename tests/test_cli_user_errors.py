@@ -66,6 +66,11 @@ def test_a_store_of_a_newer_version_says_so_in_one_line(
     ("postgresql+psycopg2://u:secret@127.0.0.1/db", "not postgresql+psycopg2;"),
     ("sqlite+aiosqlite:///{tmp}/x.db", "not sqlite+aiosqlite;"),
     ("postgresql+asyncpg://u:secret@127.0.0.1/db", "not postgresql+asyncpg;"),
+    ("postgresql+psycopg://u:secret@127.0.0.1:99999/db",
+     "postgresql+psycopg://u:***@127.0.0.1:99999/db: its port 99999 is not between 1 and 65535"),
+    ("sqlite:///{tmp}/x.db?mode=ro", "x.db?mode=ro: SQLite URI options are not supported (mode): "
+     "the store is one file its commands write, never opened read-only"),
+    ("sqlite:///{tmp}/x.db?mode=ro&uri=true", "SQLite URI options are not supported (mode, uri)"),
 ])
 def test_a_database_url_the_store_cannot_use_is_one_setting_line(
     tmp_path: Path, data_dir: Path, url: str, said: str
@@ -76,6 +81,7 @@ def test_a_database_url_the_store_cannot_use_is_one_setting_line(
     line = one_line(done)
     assert line.startswith("apidir: invalid setting: APIDIR_DATABASE_URL: ") and said in line
     assert "secret" not in done.stderr
+    assert not list(tmp_path.glob("x.db*"))  # nor a store written past the option
     if said.startswith("not "):
         assert line.endswith("; use sqlite:///FILE or "
                              "postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE")
