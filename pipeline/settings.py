@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.probing.probe import ProbeSettings
@@ -41,6 +41,11 @@ SUPPORTED_FORMS = "sqlite:///FILE or postgresql+psycopg://USER:PASSWORD@HOST:POR
 SQLITE_OPTIONS = {"timeout", "isolation_level", "detect_types", "check_same_thread",
                   "cached_statements"}
 MAX_PORT = 65535
+# What each path setting that may not be empty names (Path("") is the working folder).
+_NAMED_PATHS = {
+    "output_dir": "the folder the release is published to",
+    "probe_ca_file": "a PEM file of certificate authorities, or unset it",
+}
 # A SQLite file's URL without options, the default's form: known good without SQLAlchemy,
 # whose import (a tenth of a second) a command that never opens the store is spared.
 _PLAIN_SQLITE_URL = re.compile(r"sqlite(\+pysqlite)?://(/[^?#]*)?")
@@ -277,18 +282,11 @@ class Settings(BaseSettings):
         description="Seconds before a stage's first retry; doubles after."
     )
 
-    @field_validator("output_dir", mode="before")
+    @field_validator("output_dir", "probe_ca_file", mode="before")
     @classmethod
-    def _a_named_folder(cls, value: object) -> object:
+    def _a_named_path(cls, value: object, info: ValidationInfo) -> object:
         if isinstance(value, str) and not value.strip():  # Path("") is the working folder
-            raise ValueError("empty: name the folder the release is published to")
-        return value
-
-    @field_validator("probe_ca_file", mode="before")
-    @classmethod
-    def _a_named_ca_file(cls, value: object) -> object:
-        if isinstance(value, str) and not value.strip():  # Path("") is the working folder
-            raise ValueError("empty: name a PEM file of certificate authorities, or unset it")
+            raise ValueError(f"empty: name {_NAMED_PATHS[info.field_name]}")
         return value
 
     @field_validator("probe_ca_file")

@@ -154,19 +154,8 @@ async def test_a_description_at_a_url_is_fetched_and_named(settings_env: dict[st
     async def serve(_: web.Request) -> web.Response:
         return web.Response(body=body, content_type="application/yaml")
 
-    app = web.Application()
-    app.router.add_get("/openapi.yaml", serve)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/openapi.yaml"
-    try:
-        import asyncio
-
+    async with serving(serve) as url:
         done = await asyncio.to_thread(apidir, "draft", url, env=settings_env)
-    finally:
-        await runner.cleanup()
     assert done.returncode == 0, done.stderr
     entry = yaml.safe_load(done.stdout)
     assert entry["openapiUrl"] == url and entry["sources"] == [url]
