@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -240,12 +241,18 @@ async def test_shards_run_on_two_workers_and_a_failed_shard_fails_the_night(
         report_figures(api, wall, runs, shards, by_worker)
 
         # the store's runs are gone (a new store, a backup from before them): its run ids start
-        # again, and the night's shards are new flow runs, not the first night's of that id
+        # again, and the night's shards are new flow runs, not the first night's of that id.
+        # The night is its own process, as an operator's `apidir run` is (Prefect's client
+        # keeps its concurrency service for the life of a process).
         with engine.begin() as connection:
             connection.execute(text("TRUNCATE pipeline_run RESTART IDENTITY CASCADE"))
-        with temporary_settings(updates={PREFECT_API_URL: api}):
-            again = await nightly()
+        done = await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-m", "pipeline.cli", "run"], cwd=REPO,
+            env={**os.environ, "PREFECT_API_URL": api, "PYTHONPATH": str(REPO)},
+            capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
         with Session(engine) as session:
+            again = {"run": session.exec(select(PipelineRun.id)).one()}
             rerun = session.get(PipelineRun, again["run"])
             rerun_shards = session.exec(select(ProbeShardRow)
                                         .where(ProbeShardRow.run_id == rerun.id)).all()
