@@ -299,9 +299,7 @@ def base_url_of(document: Mapping[str, Any], source: str) -> str:
         return f"{scheme}://{host}{document.get('basePath') or ''}".rstrip("/")
     servers = list(document.get("servers") or [])
     if not servers:
-        for path, item in (document.get("paths") or {}).items():
-            if str(path).startswith("x-"):  # an extension, not a path
-                continue
+        for _, item in _path_items(document):
             servers = list((item or {}).get("servers") or [])
             if servers:
                 break
@@ -346,14 +344,20 @@ def auth_of(document: Mapping[str, Any]) -> tuple[str, str, str]:
             todo("where the credential goes"), todo("auth header with a placeholder"))
 
 
-def _operations(document: Mapping[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+def _path_items(document: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """Each path of the description with its item, in order; an `x-` key is an extension, not
+    a path."""
     for path, item in (document.get("paths") or {}).items():
-        if str(path).startswith("x-"):  # an extension, not a path
-            continue
+        if not str(path).startswith("x-"):
+            yield str(path), item
+
+
+def _operations(document: Mapping[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for path, item in _path_items(document):
         for method in _METHODS:
             operation = (item or {}).get(method)
             if isinstance(operation, dict) and not operation.get("deprecated"):
-                yield method.upper(), str(path), operation
+                yield method.upper(), path, operation
 
 
 def endpoints_of(document: Mapping[str, Any], limit: int = MAX_ENDPOINTS) -> list[dict[str, str]]:
