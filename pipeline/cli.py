@@ -656,8 +656,9 @@ def _said(error: BaseException, command: str) -> str:
 def alert_not_delivered(error: BaseException) -> str:
     """The clause a failed run's last line ends with when its alert was not delivered (the
     webhook told nothing, so the command must); empty otherwise."""
-    runs = sys.modules.get("pipeline.operations.runs")  # never loaded, no run was made
-    note = runs.undelivered_alert(error) if runs else None
+    from pipeline.operations.runs import undelivered_alert
+
+    note = undelivered_alert(error)
     return f"; {note}" if note else ""
 
 
