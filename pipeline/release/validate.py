@@ -21,7 +21,7 @@ from contextlib import ExitStack, nullcontext
 from functools import cache
 from itertools import islice, repeat
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import orjson
 from pydantic import BaseModel, ValidationError
@@ -108,7 +108,11 @@ def _schema_validators() -> dict[str, Any]:
     return validators
 
 
-def _faults(name: str, document: Any, where: str = "") -> list[tuple[str, str, str]]:
+# (where, what is wrong, which check) of each problem of a document
+Faults: TypeAlias = list[tuple[str, str, str]]
+
+
+def _faults(name: str, document: Any, where: str = "") -> Faults:
     """(where, what is wrong, which check: `schema` or `contract`) of each JSON Schema and
     pydantic problem of one document (or part, at `where`)."""
     found = []
@@ -130,8 +134,19 @@ def _check_document(
     name: str, path: str, document: Any, problems: list[str], where: str = ""
 ) -> None:
     """JSON Schema and pydantic problems of one document (or part, at `where`) of a file."""
-    problems += [f"{path}: {at}: {message} [{check}]"
-                 for at, message, check in _faults(name, document, where)]
+    problems += _told(path, _faults(name, document, where))
+
+
+def _told(path: str, faults: Faults) -> list[str]:
+    """`_faults` as the problems of the file at `path`."""
+    return [f"{path}: {at}: {message} [{check}]" for at, message, check in faults]
+
+
+def _entry_checked(entry: Any, where: str = "") -> tuple[Faults, Faults | None]:
+    """An entry's own faults (`_faults`: JSON Schema and the model), and its search item's,
+    None where the entry has faults (its item is not made of an invalid entry)."""
+    faults = _faults("APIEntry", entry, where)
+    return faults, None if faults else _faults("SearchItem", search_item(entry), where)
 
 
 class _Malformed(ValueError):
@@ -322,14 +337,9 @@ def _line_problems(lines: list[tuple[int, bytes]]) -> list[tuple[list[str], list
             entry = orjson.loads(data)
         except orjson.JSONDecodeError:
             entry = None  # reported by the reader of the lines, then checked as it is
-        entry_problems: list[str] = []
-        _check_document("APIEntry", FULL_DATASET, entry, entry_problems, f"apis/{count}")
-        item_problems = None
-        if not entry_problems:
-            item_problems = []
-            _check_document("SearchItem", SEARCH_INDEX, search_item(entry), item_problems,
-                            f"apis/{count}")
-        found.append((entry_problems, item_problems))
+        own, item_faults = _entry_checked(entry, f"apis/{count}")
+        found.append((_told(FULL_DATASET, own),
+                      None if item_faults is None else _told(SEARCH_INDEX, item_faults)))
     return found
 
 
@@ -341,11 +351,9 @@ def entry_faults(lines: Sequence[bytes]) -> list[list[tuple[str, str]]]:
     `validate_release` then skips it (`entries_checked`): each entry is checked once."""
     found = []
     for data in lines:
-        entry = orjson.loads(data)
-        faults = _faults("APIEntry", entry)
-        if not faults:
-            faults = [(f"{at} (search item)", message, check)
-                      for at, message, check in _faults("SearchItem", search_item(entry))]
+        faults, item_faults = _entry_checked(orjson.loads(data))
+        faults = faults or [(f"{at} (search item)", message, check)
+                            for at, message, check in item_faults or ()]
         by_field: dict[str, str] = {}
         for at, message, check in faults:  # the contract's words where both checks speak
             if at not in by_field or check == "contract":
