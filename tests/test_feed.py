@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from xml.etree import ElementTree
@@ -118,8 +119,12 @@ def test_every_link_of_the_feed_resolves_in_the_release_that_publishes_it(
     links = {entry.findtext(f"{{{ATOM}}}title"): entry.find(f"{{{ATOM}}}link").get("href")
              for entry in feed.iter(f"{{{ATOM}}}entry")}
     releases = [link for title, link in links.items() if title.startswith("Release ")]
-    # the two newest link their kept dataset; the two pruned, the current one
-    assert [link.removeprefix(root) for link in releases[2:]] == ["api/apis.json"] * 2
+    # the two newest link their kept dataset; the two pruned, the change log listing them
+    assert [link.removeprefix(root) for link in releases[2:]] == ["api/changes.json"] * 2
+    pruned = {title.removeprefix("Release ") for title, link in links.items()
+              if title.startswith("Release ") and link == root + "api/changes.json"}
+    log = json.loads((output / "api" / "changes.json").read_text())
+    assert len(pruned) == 2 and pruned <= {event.get("version") for event in log["events"]}
     assert all(link.startswith(root + "api/releases/") for link in releases[:2])
     assert {"Gone added", "Gone retired", "Gone: live → unreachable"} <= set(links)
 

@@ -16,6 +16,7 @@ from xml.etree import ElementTree
 
 from pipeline.contract import xml_safe
 from pipeline.release.layout import (
+    CHANGES,
     CHANGES_FEED,
     FULL_DATASET,
     INDEX_PAGE,
@@ -82,10 +83,10 @@ class FeedLinks:
         return self._at(entry_document(entry_id)), JSON
 
     def release(self, version: str) -> tuple[str, str]:
-        """A release links its own dataset while it is kept; once pruned, the current dataset,
-        which replaced it: the same kind of document, where a reader following releases
-        expects the data."""
-        return self._at(self.kept.get(version, FULL_DATASET)), JSON
+        """A release links its own dataset while it is kept; once pruned, the change log,
+        which still lists the release's event (the feed's items are its own): the current
+        dataset is newer data than the item tells of."""
+        return self._at(self.kept.get(version, CHANGES)), JSON
 
 
 def _item(document: Mapping[str, Any], links: FeedLinks) -> tuple[str, str, tuple[str, str], str]:
