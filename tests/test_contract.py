@@ -219,6 +219,19 @@ def test_committed_openapi_copy_equals_the_generated_one() -> None:
     assert committed == render_openapi(), "docs/openapi.json is stale: run `make openapi`"
 
 
+def test_a_release_s_openapi_document_names_its_address_literally() -> None:
+    """Many tools read `servers[0].url` as it is, never filling in a server variable: a
+    release's copy names its own address there, and differs from the committed copy by that
+    address alone."""
+    published = json.loads(render_openapi("https://dir.example/"))
+    assert published["servers"][0]["url"] == "https://dir.example"
+    assert "variables" not in published["servers"][0]
+    committed = json.loads((REPO / "docs" / "openapi.json").read_text(encoding="utf-8"))
+    assert committed["servers"][0]["url"] == "http://localhost:8000"
+    committed["servers"][0]["url"] = "https://dir.example"
+    assert published == committed
+
+
 def test_an_entry_document_is_the_whole_entry_with_its_meta() -> None:
     entry = published() | {"uptimeSla": "99.9%"}  # a field this version does not know yet
     document = EntryDocument.model_validate({"meta": META, "api": entry})

@@ -1,9 +1,10 @@
 """The OpenAPI 3.1 document of the public interface, generated from the contract models.
 
-A release's copy names the address it is published on (`APIDIR_BASE_URL`) as its server,
-since tools (Swagger UI, client generators) call the first server; with the neutral default,
-the document is the copy committed under `docs/openapi.json`, compared byte for byte with a
-fresh generation.
+A release's copy names the address it is published on (`APIDIR_BASE_URL`) as its first
+server's URL, literally: tools (Swagger UI, client generators) call the first server, and many
+read its URL as it is, without filling in server variables. With the neutral default, the
+document is the copy committed under `docs/openapi.json`, compared byte for byte with a fresh
+generation; a release's copy differs from it by that address alone.
 """
 
 from __future__ import annotations
@@ -139,8 +140,7 @@ def _get(operation_id: str, summary: str, description: str, schema: str,
 
 def openapi_document(base_url: str = DEFAULT_SERVER) -> dict[str, Any]:
     """The interface description: the two seed operations, one document per entry and the
-    documents published beside them, served from `base_url` (the server variable's default,
-    so another host serving the release is named by setting it)."""
+    documents published beside them, served from `base_url`."""
     return {
         "openapi": "3.1.0",
         "info": {
@@ -155,10 +155,9 @@ def openapi_document(base_url: str = DEFAULT_SERVER) -> dict[str, Any]:
         },
         "servers": [
             {
-                "url": "{base_url}",
-                "description": "The static host a release is published on; any host serving "
-                               "a copy of it may be named instead.",
-                "variables": {"base_url": {"default": base_url.rstrip("/")}},
+                "url": base_url.rstrip("/"),
+                "description": "The static host the release is published on; a host serving "
+                               "a copy of it answers the same paths at its own address.",
             }
         ],
         "paths": {
