@@ -785,6 +785,46 @@ def test_a_stored_entry_the_release_refuses_is_left_out_and_the_others_published
     assert problem["message"].endswith("; left out of the release")
 
 
+def test_an_entry_whose_successor_is_left_out_is_published_without_naming_it(
+    write_entry, settings_env: dict[str, str]
+) -> None:
+    """Two deprecated entries, one before and one after it in id order, name a successor the
+    release's check refuses: the successor is left out, and both are published with no
+    successor in their lifecycle or deprecation (the contract's successor is an entry the
+    directory lists), so no file of the release names it and no page links to it."""
+    from pipeline.release.layout import LLMS_TXT, category_markdown, entry_markdown
+    from pipeline.store.tables import engine_for, session_scope, start_run
+
+    deprecated = {"on": "2026-10-01", "successor": "middle-weather", "note": "moved"}
+    for entry_id in ("alpha-weather", "zeta-weather"):
+        write_entry(make_entry(id=entry_id, name=entry_id.replace("-", " ").title(),
+                               deprecated=deprecated))
+    for entry_id in ("middle-weather", "other-weather"):
+        write_entry(make_entry(id=entry_id, name=entry_id.replace("-", " ").title()))
+    settings = Settings()
+    with session_scope(engine_for(settings.database_url)) as session:
+        run_id = start_run(session, "nightly").id
+    stages.ingest_entries(settings, run_id)
+    store_refused_value(settings, "middle-weather", baseUrl="https://api.example.com/%zz")
+    now = datetime.now(UTC)
+    published, _ = stages.publish_now(settings, stages.score_entries_now(settings, now), now,
+                                      run_id)
+    assert [item.entry for item in published.left_out] == ["middle-weather"]
+    out = settings.output_dir
+    kept = ["alpha-weather", "other-weather", "zeta-weather"]
+    assert [api["id"] for api in read(out, FULL_DATASET)["apis"]] == kept
+    for entry_id in ("alpha-weather", "zeta-weather"):
+        api = read(out, entry_document(entry_id))["api"]
+        assert api["lifecycle"]["state"] == "deprecated" and "successor" not in api["lifecycle"]
+        assert api["deprecated"] == {"on": "2026-10-01", "note": "moved"}
+        for path in (entry_page(entry_id), entry_markdown(entry_id)):
+            assert "middle-weather" not in (out / path).read_text()
+    for path in (FULL_DATASET, category_file("weather"), SEARCH_INDEX, LLMS_TXT,
+                 category_markdown("weather"), "categories/weather.html"):
+        assert "middle-weather" not in (out / path).read_text(), path
+    assert validate_release(out, CATEGORIES) == []
+
+
 def test_a_large_release_checks_its_entries_in_worker_processes_as_it_writes_them(
     tmp_path: Path, catalogue_entries, monkeypatch: pytest.MonkeyPatch
 ) -> None:

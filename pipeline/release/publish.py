@@ -13,7 +13,7 @@ import logging
 import os
 import re
 from collections import Counter, deque
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, nullcontext, suppress
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
@@ -41,7 +41,7 @@ from pipeline.contract import (
     StatusState,
     Uptime,
 )
-from pipeline.judging.changes import Change, Event, release_event
+from pipeline.judging.changes import Change, Event, curated_deprecations, release_event
 from pipeline.judging.health import is_https
 from pipeline.judging.present import Presented, PresentedValues
 from pipeline.judging.rollup import entry_trends
@@ -219,6 +219,19 @@ def published_entry(
     return entry
 
 
+def without_absent_successors(entry: dict[str, Any], held: Container[str]) -> dict[str, Any]:
+    """The published entry with a successor that is not among `held`, the ids the release
+    holds, left out of its lifecycle and its deprecation: the contract's successor is an entry
+    the directory lists, and the entry's page and Markdown link it (one retired, or one the
+    release's check leaves out, `LeftOut`, is named nowhere in the release)."""
+    for key in ("lifecycle", "deprecated"):
+        value = entry.get(key)
+        successor = value.get("successor") if isinstance(value, Mapping) else None
+        if successor is not None and successor not in held:
+            entry[key] = {name: item for name, item in value.items() if name != "successor"}
+    return entry
+
+
 _VERSION_RE = re.compile(r"\+(\d{8})\.(\d+)$")
 
 
@@ -390,6 +403,15 @@ def _row(entry: Mapping[str, Any]) -> _Row:
     return _Row(entry.get("id"), entry.get("category"), entry_line(entry), search_line(entry))
 
 
+def _release_faults(row: _Row, faults: list[tuple[str, str]],
+                    category_ids: Container[str]) -> list[tuple[str, str]]:
+    """What keeps a row out of the release: what its check refused (`entry_faults`), else a
+    category that is not one of the release's."""
+    if not faults and row.category not in category_ids:
+        return [("category", f"{row.category!r} is not one of the release's")]
+    return faults
+
+
 def _checked(rows: Iterable[_Row]) -> Iterator[tuple[_Row, list[tuple[str, str]]]]:
     """Each row with what the release's check refuses in it (`entry_faults`), in order: here,
     or in worker processes a chunk at a time once the rows reach `PARALLEL_CHECK_FROM` bytes
@@ -510,10 +532,8 @@ def stream_release(
         refused: list[LeftOut] = []
         with ExitStack() as stack:
             writer = _DatasetWriter(staging, categories, stack)
-            for row, faults in _checked(map(_row, entries)):
-                if not faults and row.category not in writer.by_category:
-                    faults = [("category", f"{row.category!r} is not one of the release's")]
-                if faults:
+            for row, found in _checked(map(_row, entries)):
+                if faults := _release_faults(row, found, writer.by_category):
                     refused.append(LeftOut(str(row.entry_id), tuple(faults)))
                 else:
                     writer.add(row)
@@ -561,7 +581,11 @@ def _active_contents(session: Session) -> Iterator[tuple[str, dict[str, Any]]]:
     list at a time. The ids are ordered here, by code points: a PostgreSQL database in a
     collation that ignores punctuation (glibc's en_US.UTF-8) sorts `openai` before
     `open-meteo`, and the release is written in code-point order (`stream_release`)."""
-    ids = active_entry_ids(session)
+    return _contents(session, active_entry_ids(session))
+
+
+def _contents(session: Session, ids: Sequence[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(id, curated content) of each of `ids`, in their order, an IN list at a time."""
     for chunk in in_lists(ids):
         statement = select(EntryRow.id, type_coerce(EntryRow.content, Text)).where(
             col(EntryRow.id).in_(chunk))  # the JSON text, parsed below
@@ -569,6 +593,25 @@ def _active_contents(session: Session) -> Iterator[tuple[str, dict[str, Any]]]:
         for entry_id in chunk:
             content = contents[entry_id]  # an entry retired meanwhile keeps its row
             yield entry_id, orjson.loads(content) if isinstance(content, str | bytes) else content
+
+
+def held_successors(
+    session: Session,
+    entry_of: Callable[[str, Mapping[str, Any]], dict[str, Any]],
+    category_ids: Container[str],
+) -> frozenset[str]:
+    """The successors the curators of the published entries named that the release will
+    hold: active entries (`curated_deprecations`) that its check passes, as `stream_release`
+    checks them (`entry_of` builds an entry as published). Found before any entry is
+    written, since an entry comes before its successor in id order as often as after it."""
+    named = sorted({deprecation.successor for deprecation in
+                    curated_deprecations(session).values() if deprecation.successor is not None})
+    # A successor's own successor is a slug of an active entry, or left out: never a fault.
+    rows = [_row(without_absent_successors(entry_of(entry_id, content), ()))
+            for entry_id, content in _contents(session, named)]
+    faults = entry_faults([row.line for row in rows])
+    return frozenset(row.entry_id for row, found in zip(rows, faults, strict=True)
+                     if not _release_faults(row, found, category_ids))
 
 
 def release_summary(
@@ -778,7 +821,8 @@ def publish_release(
     A stored entry the release's check refuses is left out of every file (`stream_release`),
     with its state changes and events, and named in `Published.left_out` and, with `run_id`,
     among the run's errors (its file under `entries_dir`, else as stored); more left out than
-    published refuses the release (TooManyLeftOut).
+    published refuses the release (TooManyLeftOut). An entry naming it as its successor is
+    published without naming it (`without_absent_successors`), as one naming a retired entry.
     """
     if releases_kept < 1:
         raise ValueError(f"releases_kept must be at least 1, not {releases_kept}")
@@ -788,14 +832,20 @@ def publish_release(
 
     left_out: list[LeftOut] = []
 
+    def entry_of(entry_id: str, content: Mapping[str, Any]) -> dict[str, Any]:
+        entry = values.published(entry_id)
+        return published_entry(content, entry.status, entry.score, entry.uptime, now.date(),
+                               stale_days, entry.endpoints, entry.lifecycle, entry.https,
+                               entry.cors)
+
+    successors: frozenset[str] = frozenset()  # those the release holds (`held_successors`)
+
     def entries() -> Iterator[dict[str, Any]]:
         by_state.clear()
         for entry_id, content in _active_contents(session):
-            entry = values.published(entry_id)
-            by_state[_state_of(entry.status)] += 1
-            yield published_entry(content, entry.status, entry.score, entry.uptime, now.date(),
-                                  stale_days, entry.endpoints, entry.lifecycle, entry.https,
-                                  entry.cors)
+            entry = entry_of(entry_id, content)
+            by_state[_state_of(entry["status"])] += 1
+            yield without_absent_successors(entry, successors)
 
     # The version, the staging and the swap under one lock: two publishers never take the
     # same version or remove each other's staging folder.
@@ -803,6 +853,7 @@ def publish_release(
         version = next_version(output_dir, now.date(), stored_versions(session, now.date()))
         previous = kept_releases(output_dir, releases_kept - 1)
         carry = [listed_folder(release) for release in previous]
+        successors = held_successors(session, entry_of, {c.id for c in categories})
 
         def leave_out(found: list[LeftOut]) -> list[LeftOut]:
             """Name each left-out entry's file, and take it out of the counts by state."""
