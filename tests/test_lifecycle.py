@@ -379,7 +379,8 @@ def test_a_retired_successor_leaves_its_deprecated_entry_published_without_a_dea
 ) -> None:
     """The successor's file is deleted: it is retired, the deprecated entry naming it is
     reported on every ingest (its file unchanged, not parsed again) and stays published as
-    stored, and no page links to the retired entry, so every later release still publishes."""
+    stored but for the successor, which no field names and no page links, so every later
+    release still publishes."""
     full, _ = publish(catalogue)
     assert {api.id: api.lifecycle.successor for api in full.apis}["old"] == "steady"
     next((data_dir / "entries").glob("*/steady.yaml")).unlink()
@@ -395,6 +396,7 @@ def test_a_retired_successor_leaves_its_deprecated_entry_published_without_a_dea
         assert "steady" not in published
         assert published["old"].lifecycle.state == "deprecated"
         assert published["old"].lifecycle.successor is None
+        assert published["old"].deprecated.successor is None  # named nowhere in the release
     page = (catalogue.output_dir / "apis" / "old.html").read_text()
     assert "Lifecycle: <strong>Deprecated</strong>" in page and "steady.html" not in page
 
