@@ -85,7 +85,9 @@ def test_if_modified_since_without_if_none_match(since: str, unchanged: bool) ->
     ('"0123abcd"', formatdate(0, usegmt=True), False),  # If-Match decides alone
     (None, AT, False),
     (None, formatdate(1_794_999_999, usegmt=True), True),
-    (None, "yesterday", False),  # no date: ignored
+    (None, "yesterday", True),  # no date: not taken as held, as nginx answers
+    (None, "", True),
+    ('"0123abcd"', "yesterday", False),  # If-Match decides alone
     (None, None, False),
 ])
 def test_a_precondition_fails_when_the_file_is_not_the_one_held(

@@ -82,12 +82,14 @@ def precondition_failed(if_match: str | None, if_unmodified_since: str | None,
                         file: Validators) -> bool:
     """True when the client's condition on the file it holds fails, to be answered `412`
     (§13.2.2), so that a client never takes a newer file for the one it had: If-Match decides
-    whenever it is sent; If-Unmodified-Since only without it, and only when a valid date."""
+    whenever it is sent; If-Unmodified-Since only without it. An If-Unmodified-Since that is
+    no date fails too, as nginx answers it (§13.1.4 would have it ignored): a condition the
+    host cannot check is not taken as held."""
     if if_match is not None:
         return not strong_match(if_match, file.etag)
     if if_unmodified_since is not None:
         since = http_date(if_unmodified_since)
-        return since is not None and int(file.modified) > since
+        return since is None or int(file.modified) > since
     return False
 
 

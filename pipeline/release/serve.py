@@ -136,6 +136,20 @@ def accepts_gzip(accept_encoding: str) -> bool:
     return False
 
 
+def tag_list(request: web.Request, name: str) -> str | None:
+    """The entity tags of a condition (None when not sent): lines of a list header are one
+    list (RFC 9110 §5.3)."""
+    lines = request.headers.getall(name, [])
+    return ", ".join(lines) if lines else None
+
+
+def one_date(request: web.Request, name: str) -> str | None:
+    """The date of a condition (None when not sent): a header of one date sent on two lines
+    holds no date, so an If-Modified-Since is ignored and an If-Unmodified-Since fails."""
+    lines = request.headers.getall(name, [])
+    return lines[0] if len(lines) == 1 else ("" if lines else None)
+
+
 def without_content_type(headers: dict[str, str]) -> dict[str, str]:
     """Headers for an answer without a body (204, 304): no representation type."""
     return {name: value for name, value in headers.items() if name.lower() != "content-type"}
@@ -239,18 +253,12 @@ def preview_app(folder: Path) -> web.Application:
                     data = handle.read()
                     etag = etags.remember(stat, content_etag(data))
                 validators = Validators(etag, stat.st_mtime)
-                matches = request.headers.getall("If-Match", [])
-                unmodified = request.headers.getall("If-Unmodified-Since", [])
-                if precondition_failed(", ".join(matches) if matches else None,
-                                       unmodified[0] if len(unmodified) == 1 else None,
-                                       validators):
+                if precondition_failed(tag_list(request, "If-Match"),
+                                       one_date(request, "If-Unmodified-Since"), validators):
                     return error_answer(412, "precondition failed", headers)
                 headers.update(validators.headers(compressed))
-                # Repeated If-None-Match lines are one list; repeated dates are no date.
-                tags = request.headers.getall("If-None-Match", [])
-                dates = request.headers.getall("If-Modified-Since", [])
-                if not_modified(", ".join(tags) if tags else None,
-                                dates[0] if len(dates) == 1 else None, validators):
+                if not_modified(tag_list(request, "If-None-Match"),
+                                one_date(request, "If-Modified-Since"), validators):
                     return web.Response(status=304, headers=without_content_type(headers))
             if data is None:
                 data = handle.read()
