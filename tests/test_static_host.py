@@ -238,6 +238,19 @@ def kept_dataset(release: Path) -> str:
     return "/" + json.loads((release / RELEASE_INDEX).read_text())["releases"][0]["path"]
 
 
+def test_both_hosts_encode_every_published_file_alike(hosts: tuple[Host, Host]) -> None:
+    """nginx gzips no text under 256 bytes (gzip_min_length) and names no Vary for it; the
+    preview gzipped every text, the robots file and the favicon among them."""
+    paths = release_paths(hosts[0].release)
+    assert any((hosts[0].release / path.lstrip("/")).stat().st_size < 256 for path in paths)
+    for path in paths:
+        for extra in ({}, {"Accept_Encoding": "gzip"}):
+            nginx, serve = (host.get(path, **extra) for host in hosts)
+            assert nginx.status == serve.status == 200, (path, extra)
+            for name in ("Content-Encoding", "Vary"):
+                assert nginx.header(name) == serve.header(name), (path, extra, name)
+
+
 def test_every_published_file_has_one_caching_rule(sample: SampleRelease) -> None:
     """Immutable where a name never changes content, live elsewhere; and no path gets one
     header from two rules (Cloudflare Pages would join their values with a comma)."""

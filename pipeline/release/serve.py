@@ -56,6 +56,8 @@ mimetypes.add_type("application/atom+xml", ".atom")  # not in every system's tab
 mimetypes.add_type("text/markdown", ".md")
 mimetypes.add_type("text/xml", ".xml")  # the sitemap: the type nginx's mime.types gives it
 COMPRESSIBLE = ("text/", *TEXT_TYPES)
+# nginx's gzip_min_length in the shipped site: a smaller text goes as it is, with no Vary.
+GZIP_MIN_LENGTH = 256
 
 
 def content_type(path: Path) -> str:
@@ -121,6 +123,13 @@ def release_file(folder: Path, path: str) -> Path | None:
         return candidate if candidate.is_file() else None
     except (OSError, RuntimeError):  # a name too long, a symlink loop (RuntimeError before 3.13)
         return None  # no file the host can open: missing, as for nginx
+
+
+def compressible(kind: str, size: int) -> bool:
+    """True when a file of the Content-Type `kind` and `size` bytes is gzipped for a client that
+    takes it, as nginx decides: a text, of GZIP_MIN_LENGTH bytes or more (below that, gzip's
+    own header and trailer would outweigh what it saves)."""
+    return kind.startswith(COMPRESSIBLE) and size >= GZIP_MIN_LENGTH
 
 
 def accepts_gzip(accept_encoding: str) -> bool:
@@ -240,14 +249,14 @@ def preview_app(folder: Path) -> web.Application:
         if found is None or handle is None:
             return error_answer(404, "not found", headers)
         headers = {"Content-Type": content_type(found), **headers}
-        compressed = headers["Content-Type"].startswith(COMPRESSIBLE)
-        if compressed:
-            headers["Vary"] = "Accept-Encoding"
-            compressed = accepts_gzip(request.headers.get("Accept-Encoding", ""))
         data = None
         with handle:  # one open file: its version, tag and bytes agree
+            stat = os.fstat(handle.fileno())
+            compressed = compressible(headers["Content-Type"], stat.st_size)
+            if compressed:
+                headers["Vary"] = "Accept-Encoding"
+                compressed = accepts_gzip(request.headers.get("Accept-Encoding", ""))
             if status == 200:
-                stat = os.fstat(handle.fileno())
                 etag = etags.get(stat)
                 if etag is None:
                     data = handle.read()
