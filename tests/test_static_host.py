@@ -444,13 +444,165 @@ def test_a_failed_precondition_is_answered_412(host: Host) -> None:
         assert host.get(path, If_Unmodified_Since=junk).status == 412, (host.name, junk)
 
 
+# Range questions, each with the answer nginx gives: status, Content-Range, the bytes sent
+# (None: the whole file; a list: the parts of a multipart body). `{etag}` and `{modified}` stand
+# for the validators the host gave the file.
+RANGE_QUESTIONS: list[tuple[str, dict[str, str], int, str | None, object]] = [
+    ("/api/apis.json", {"Range": "bytes=0-99"}, 206, "bytes 0-99/{size}", slice(0, 100)),
+    ("/api/apis.json", {"Range": "bytes=100-"}, 206, "bytes 100-{last}/{size}", slice(100, None)),
+    ("/api/apis.json", {"Range": "bytes=-100"}, 206, "bytes {size-100}-{last}/{size}",
+     slice(-100, None)),
+    ("/api/apis.json", {"Range": "BYTES= 0 - 0 "}, 206, "bytes 0-0/{size}", slice(0, 1)),
+    ("/api/apis.json", {"Range": "bytes=5-99999999999"}, 206, "bytes 5-{last}/{size}",
+     slice(5, None)),
+    ("/api/apis.json", {"Range": "bytes=-99999999999"}, 206, "bytes 0-{last}/{size}", None),
+    ("/api/apis.json", {"Range": "bytes=99999999999-,0-1"}, 206, "bytes 0-1/{size}",
+     slice(0, 2)),
+    # several ranges: one multipart body, in the order asked, overlaps kept
+    ("/api/apis.json", {"Range": "bytes=10-19,0-4"}, 206, None, [slice(10, 20), slice(0, 5)]),
+    ("/api/apis.json", {"Range": "bytes=0-99,50-149"}, 206, None, [slice(0, 100),
+                                                                   slice(50, 150)]),
+    # more bytes than the file: the whole file
+    ("/api/apis.json", {"Range": "bytes=0-,0-"}, 200, None, None),
+    # not satisfiable, or no byte range nginx can read
+    ("/api/apis.json", {"Range": "bytes=99999999999-"}, 416, "bytes */{size}", None),
+    ("/api/apis.json", {"Range": "bytes=-0"}, 416, "bytes */{size}", None),
+    ("/api/apis.json", {"Range": "bytes=5-2"}, 416, "bytes */{size}", None),
+    ("/api/apis.json", {"Range": "bytes=0-1,"}, 416, "bytes */{size}", None),
+    ("/api/apis.json", {"Range": "bytes=abc"}, 416, "bytes */{size}", None),
+    ("/api/apis.json", {"Range": "bytes=99999999999999999999-"}, 416, "bytes */{size}", None),
+    ("/api/apis.json", {"Range": "bytes=\u0661-"}, 416, "bytes */{size}", None),  # an Arabic 1
+    # another unit, or no range at all: the whole file
+    ("/api/apis.json", {"Range": "items=0-9"}, 200, None, None),
+    ("/api/apis.json", {"Range": "bytes="}, 200, None, None),
+    # If-Range: the range only for the file as the client knows it
+    ("/api/apis.json", {"Range": "bytes=0-99", "If-Range": "{etag}"}, 206, "bytes 0-99/{size}",
+     slice(0, 100)),
+    ("/api/apis.json", {"Range": "bytes=0-99", "If-Range": "{modified}"}, 206,
+     "bytes 0-99/{size}", slice(0, 100)),
+    ("/api/apis.json", {"Range": "bytes=0-99", "If-Range": "W/{etag}"}, 200, None, None),
+    ("/api/apis.json", {"Range": "bytes=0-99", "If-Range": '"another-version"'}, 200, None,
+     None),
+    ("/api/apis.json", {"Range": "bytes=0-99", "If-Range": "Mon, 01 Jan 2024 00:00:00 GMT"},
+     200, None, None),
+    ("/api/apis.json", {"Range": "bytes=0-99", "If-Range": "yesterday"}, 200, None, None),
+    # the conditions first: a current copy is 304, a failed one 412
+    ("/api/apis.json", {"Range": "bytes=0-99", "If-None-Match": "{etag}"}, 304, None, None),
+    ("/api/apis.json", {"Range": "bytes=0-99", "If-Match": '"another-version"'}, 412, None,
+     None),
+    # a gzipped answer is whole; a text too small to gzip is cut
+    ("/api/apis.json", {"Range": "bytes=0-99", "Accept-Encoding": "gzip"}, 200, None, None),
+    ("/api/apis.json", {"Range": "bytes=0-99", "Accept-Encoding": "gzip;q=0"}, 206,
+     "bytes 0-99/{size}", slice(0, 100)),
+    ("/robots.txt", {"Range": "bytes=0-6", "Accept-Encoding": "gzip"}, 206, "bytes 0-6/{size}",
+     slice(0, 7)),
+    ("/index.html", {"Range": "bytes=-10"}, 206, "bytes {size-10}-{last}/{size}",
+     slice(-10, None)),
+    # a missing document is a whole 404
+    ("/api/categories/nosuch.json", {"Range": "bytes=0-9"}, 404, None, None),
+]
+
+BOUNDARY = re.compile(r"multipart/byteranges; boundary=(\S+)")
+
+
+def range_answer(host: Host, path: str, headers: dict[str, str], method: str = "GET") -> Answer:
+    """The answer to a range question, with `{etag}` and `{modified}` filled from the host."""
+    first = host.get(path)
+    known = {"{etag}": first.header("ETag") or "", "{modified}": first.header("Last-Modified")}
+    filled = {}
+    for name, value in headers.items():
+        for mark, current in known.items():
+            value = value.replace(mark, current or "")
+        # http.client sends a value as Latin-1: its UTF-8 bytes go as they are
+        filled[name.replace("-", "_")] = value.encode().decode("latin-1")
+    return host.get(path, method, **filled)
+
+
+def multipart_parts(answer: Answer) -> list[tuple[str, str, bytes]]:
+    """The (Content-Type, Content-Range, bytes) of each part of a multipart/byteranges body,
+    read by its boundary."""
+    boundary = BOUNDARY.fullmatch(answer.header("Content-Type")).group(1).encode()
+    chunks = answer.body.split(b"\r\n--" + boundary)
+    assert chunks[0] == b"" and chunks[-1] == b"--\r\n", answer.body[:200]
+    parts = []
+    for chunk in chunks[1:-1]:
+        head, data = chunk.removeprefix(b"\r\n").split(b"\r\n\r\n", 1)
+        fields = dict(line.split(": ", 1) for line in head.decode().split("\r\n"))
+        parts.append((fields["Content-Type"], fields["Content-Range"], data))
+    return parts
+
+
+@pytest.mark.parametrize(("path", "headers", "status", "content_range", "cut"), RANGE_QUESTIONS)
+def test_both_hosts_answer_a_range_alike(hosts: tuple[Host, Host], path: str,
+                                         headers: dict[str, str], status: int,
+                                         content_range: str | None, cut: object) -> None:
+    """A consumer resuming a download of `api/apis.json` asks for the bytes it lacks; nginx
+    answers 206 as RFC 9110 §14 says, and the preview, which sent the whole file, answers
+    alike (a gzipped answer is whole on both, and `Accept-Ranges` is named where nginx names
+    it)."""
+    file = hosts[0].release / path.lstrip("/")
+    published = file.read_bytes() if file.is_file() else b""
+    size = len(published)
+    expected_range = None if content_range is None else content_range.format_map(
+        {"size": size, "last": size - 1, "size-100": size - 100, "size-10": size - 10})
+    nginx, serve = (range_answer(host, path, headers) for host in hosts)
+    for answer in (nginx, serve):
+        assert answer.status == status, (answer, headers)
+        assert answer.header("Content-Range") == expected_range
+    for name in ("Content-Encoding", "Accept-Ranges", "Content-Range"):
+        assert nginx.header(name) == serve.header(name), (headers, name)
+    if status in (304, 412):  # (the preview names Vary on these, nginx does not)
+        return
+    assert nginx.header("Vary") == serve.header("Vary"), headers
+    if status == 416:
+        return
+    if isinstance(cut, list):
+        kind = hosts[0].get(path).header("Content-Type")
+        expected = [(kind, f"bytes {part.indices(size)[0]}-{part.indices(size)[1] - 1}/{size}",
+                     published[part]) for part in cut]
+        assert multipart_parts(nginx) == multipart_parts(serve) == expected
+        assert nginx.header("Content-Length") == serve.header("Content-Length"), headers
+        return
+    assert nginx.header("Content-Type") == serve.header("Content-Type"), headers
+    if nginx.header("Content-Encoding") == "gzip":  # (nginx sends it chunked)
+        assert gzip.decompress(nginx.body) == gzip.decompress(serve.body) == published
+        return
+    assert nginx.header("Content-Length") == serve.header("Content-Length"), headers
+    expected_body = published[cut] if isinstance(cut, slice) else (
+        published if status == 200 else nginx.body)
+    assert nginx.body == serve.body == expected_body, headers
+
+
+def test_both_hosts_answer_a_range_of_head_alike(hosts: tuple[Host, Host]) -> None:
+    """HEAD with a Range is the 206's head: its Content-Range and the length of the part."""
+    for host in hosts:
+        answer = range_answer(host, "/api/apis.json", {"Range": "bytes=0-99"}, "HEAD")
+        assert answer.status == 206 and answer.body == b"", host.name
+        assert answer.header("Content-Length") == "100", host.name
+        assert answer.header("Content-Range").startswith("bytes 0-99/"), host.name
+        assert answer.header("Accept-Ranges") is None, host.name
+
+
+def test_a_whole_file_sent_as_it_is_takes_byte_ranges(host: Host) -> None:
+    """`Accept-Ranges: bytes` on a 200 sent as it is, as nginx names it; not on a gzipped
+    answer, whose bytes are not the file's, nor on a 404 or a 304."""
+    assert host.get("/api/apis.json").header("Accept-Ranges") == "bytes"
+    assert host.get("/api/apis.json", method="HEAD").header("Accept-Ranges") == "bytes"
+    assert host.get(asset(host, ".css")).header("Accept-Ranges") == "bytes"
+    packed = host.get("/api/apis.json", Accept_Encoding="gzip")
+    assert packed.header("Content-Encoding") == "gzip" and packed.header("Accept-Ranges") is None
+    assert host.get("/api/categories/nosuch.json").header("Accept-Ranges") is None
+    etag = host.get("/api/apis.json").header("ETag")
+    assert host.get("/api/apis.json", If_None_Match=etag).header("Accept-Ranges") is None
+
+
 def test_head_is_answered_like_get_without_the_body(host: Host) -> None:
     for path, extra in (("/api/apis.json", {}), ("/index.html", {"Accept_Encoding": "gzip"}),
                         ("/api/categories/nosuch.json", {})):
         got, head = host.get(path, **extra), host.get(path, method="HEAD", **extra)
         assert head.status == got.status and head.body == b"", path
         for name in ("Content-Type", "ETag", "Last-Modified", "Cache-Control",
-                     "Access-Control-Allow-Origin", "Content-Encoding", "Vary"):
+                     "Access-Control-Allow-Origin", "Content-Encoding", "Vary", "Accept-Ranges"):
             assert head.header(name) == got.header(name), (host.name, path, name)
     revalidated = host.get("/api/apis.json", method="HEAD",
                            If_None_Match=host.get("/api/apis.json").header("ETag"))

@@ -4,8 +4,9 @@ The headers and the JSON 404 come from the release's own `_headers` and `_redire
 files (Netlify semantics: a redirect applies only where no file matches), so the preview
 shows what those files say; without them, the rules of `pipeline.release.hosting` apply.
 HTTP as a good static host does it: strong ETags from the file's bytes and Last-Modified with
-304s and 412s (`pipeline.release.conditional`), HEAD like GET without the body, gzip where the
-client takes it, and CORS preflights (OPTIONS) answered 204.
+304s and 412s (`pipeline.release.conditional`), byte ranges as nginx answers them
+(`pipeline.release.ranges`), HEAD like GET without the body, gzip where the client takes it,
+and CORS preflights (OPTIONS) answered 204.
 """
 
 from __future__ import annotations
@@ -46,6 +47,12 @@ from pipeline.release.hosting import (
     parse_redirects_file,
 )
 from pipeline.release.layout import NOT_FOUND_PAGE
+from pipeline.release.ranges import (
+    RangeNotSatisfiable,
+    byte_ranges,
+    multipart_body,
+    range_applies,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -152,9 +159,10 @@ def tag_list(request: web.Request, name: str) -> str | None:
     return ", ".join(lines) if lines else None
 
 
-def one_date(request: web.Request, name: str) -> str | None:
-    """The date of a condition (None when not sent): a header of one date sent on two lines
-    holds no date, so an If-Modified-Since is ignored and an If-Unmodified-Since fails."""
+def one_value(request: web.Request, name: str) -> str | None:
+    """The value of a condition that holds one date or tag (None when not sent): sent on two
+    lines it holds none, so an If-Modified-Since is ignored, an If-Unmodified-Since fails and an
+    If-Range sends the whole file."""
     lines = request.headers.getall(name, [])
     return lines[0] if len(lines) == 1 else ("" if lines else None)
 
@@ -263,14 +271,16 @@ def preview_app(folder: Path) -> web.Application:
                     etag = etags.remember(stat, content_etag(data))
                 validators = Validators(etag, stat.st_mtime)
                 if precondition_failed(tag_list(request, "If-Match"),
-                                       one_date(request, "If-Unmodified-Since"), validators):
+                                       one_value(request, "If-Unmodified-Since"), validators):
                     return error_answer(412, "precondition failed", headers)
                 headers.update(validators.headers(compressed))
                 if not_modified(tag_list(request, "If-None-Match"),
-                                one_date(request, "If-Modified-Since"), validators):
+                                one_value(request, "If-Modified-Since"), validators):
                     return web.Response(status=304, headers=without_content_type(headers))
             if data is None:
                 data = handle.read()
+            if status == 200 and not compressed:  # ranges are of the bytes as they are
+                return ranged_answer(request, data, validators, headers)
         response = web.Response(body=data, status=status, headers=headers)
         if compressed:
             response.enable_compression(ContentCoding.gzip)
@@ -289,6 +299,29 @@ def preview_app(folder: Path) -> web.Application:
     # Every path, a newline (%0A) in it too: `.` would leave it to aiohttp's bare 404.
     app.router.add_route("*", r"/{tail:[\s\S]*}", serve_path)
     return app
+
+
+def ranged_answer(request: web.Request, data: bytes, file: Validators,
+                  headers: dict[str, str]) -> web.Response:
+    """A file sent as it is, as nginx answers its `Range`: the ranges asked (`206`), `416` when
+    none can be served, else the whole file, saying that it takes byte ranges."""
+    value = request.headers.get("Range")  # the first line, as nginx reads it
+    try:
+        ranges = (byte_ranges(value, len(data)) if value is not None
+                  and range_applies(one_value(request, "If-Range"), file) else None)
+    except RangeNotSatisfiable:
+        unsatisfied = {name: text for name, text in headers.items()
+                       if name not in ("ETag", "Last-Modified")}
+        return error_answer(416, "range not satisfiable",
+                            {**unsatisfied, "Content-Range": f"bytes */{len(data)}"})
+    if ranges is None:
+        return web.Response(body=data, headers={**headers, "Accept-Ranges": "bytes"})
+    if len(ranges) == 1:
+        part = ranges[0]
+        return web.Response(status=206, body=data[part.start:part.end], headers={
+            **headers, "Content-Range": part.content_range(len(data))})
+    kind, body = multipart_body(data, ranges, headers["Content-Type"])
+    return web.Response(status=206, body=body, headers={**headers, "Content-Type": kind})
 
 
 def host_and_port(host: str, port: int) -> str:
