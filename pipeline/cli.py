@@ -523,6 +523,7 @@ def draft(
     """Draft an entry from a provider's official API description; every field it cannot
     know is a TODO that `validate` rejects until it is filled."""
     from pipeline.catalogue.draft import (
+        DRAFT_PURPOSE,
         draft_entry,
         entry_id_problem,
         load_description,
@@ -535,12 +536,15 @@ def draft(
         fail(f"no category {category!r}: the categories are {', '.join(CATEGORY_IDS)}")
     if entry_id is not None and (problem := entry_id_problem(entry_id)):
         fail(problem)
-    entry = draft_entry(load_description(source), source, category, entry_id)
+    settings = Settings()
+    description = load_description(source, user_agent=settings.user_agent(
+        "draft", DRAFT_PURPOSE))
+    entry = draft_entry(description, source, category, entry_id)
     text = render_draft(entry)
     if category is None:
         write_out(text)
         return
-    target = write_draft(text, Settings().entries_dir, category, entry["id"])
+    target = write_draft(text, settings.entries_dir, category, entry["id"])
     typer.echo(f"wrote {target}: fill every TODO, then `apidir validate {target}`")
 
 

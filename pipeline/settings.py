@@ -328,6 +328,11 @@ class Settings(BaseSettings):
             raise ValueError(problem)
         return url
 
+    def user_agent(self, tool: str, purpose: str) -> str:
+        """The User-Agent of every request the directory makes to a provider (the prober's, the
+        draft's): one form, naming the directory's address, so a provider sees one identity."""
+        return f"apidir-{tool}/2.0 (+{self.base_url}; {purpose})"
+
     def probe_settings(self) -> ProbeSettings:
         """The prober's limits, with a User-Agent naming the directory's address."""
         return ProbeSettings(
@@ -338,7 +343,7 @@ class Settings(BaseSettings):
             total_timeout=self.probe_timeout,
             max_attempts=self.probe_attempts,
             allow_private=self.probe_allow_private,
-            user_agent=f"apidir-prober/2.0 (+{self.base_url}; read-only health check)",
+            user_agent=self.user_agent("prober", "read-only health check"),
             origin=self.probe_origin,
             ca_file=str(self.probe_ca_file) if self.probe_ca_file else None,
             confirm_failures=self.probe_confirm,

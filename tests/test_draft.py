@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import os
 import subprocess
 import sys
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -25,6 +27,7 @@ from pipeline.catalogue.draft import (
     write_draft,
 )
 from pipeline.catalogue.entries import read_catalog
+from pipeline.settings import Settings
 from tests.conftest import REPO, make_entry
 
 FIXTURES = REPO / "tests" / "fixtures" / "openapi"
@@ -149,9 +152,13 @@ def test_the_command_writes_the_file_once_and_refuses_to_overwrite(
 
 
 async def test_a_description_at_a_url_is_fetched_and_named(settings_env: dict[str, str]) -> None:
+    """The request names the directory as the prober does (the draft sent a bare
+    `apidir-draft`, with no version and no address to reach it at)."""
     body = (FIXTURES / "petstore-3.0.yaml").read_bytes()
+    agents: list[str] = []
 
-    async def serve(_: web.Request) -> web.Response:
+    async def serve(request: web.Request) -> web.Response:
+        agents.append(request.headers.get("User-Agent", ""))
         return web.Response(body=body, content_type="application/yaml")
 
     async with serving(serve) as url:
@@ -160,6 +167,65 @@ async def test_a_description_at_a_url_is_fetched_and_named(settings_env: dict[st
     entry = yaml.safe_load(done.stdout)
     assert entry["openapiUrl"] == url and entry["sources"] == [url]
     assert entry["name"] == "Swagger Petstore"
+    prober = Settings(base_url=settings_env["APIDIR_BASE_URL"]).probe_settings().user_agent
+    assert agents == [f"apidir-draft/2.0 (+{settings_env['APIDIR_BASE_URL']}; reads an API "
+                      "description to draft an entry)"]
+    assert prober.startswith("apidir-prober/2.0 (+https://directory.test; ")
+
+
+def raw_deflate(data: bytes) -> bytes:
+    packer = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    return packer.compress(data) + packer.flush()
+
+
+@pytest.mark.parametrize(("coding", "pack"), [
+    ("gzip", gzip.compress), ("x-gzip", gzip.compress), ("deflate", zlib.compress),
+    ("deflate", raw_deflate), ("identity", bytes)])
+async def test_a_body_compressed_anyway_is_decoded(coding: str, pack: Callable[[bytes], bytes]
+                                                   ) -> None:
+    """Identity is asked for; a server that compresses anyway was refused as "not UTF-8"."""
+    text = (FIXTURES / "petstore-3.0.yaml").read_bytes()
+
+    async def serve(_: web.Request) -> web.Response:
+        return web.Response(body=pack(text), headers={"Content-Encoding": coding})
+
+    async with serving(serve) as url:
+        document = await asyncio.to_thread(load_description, url)
+    assert document["info"]["title"] == "Swagger Petstore"
+
+
+async def test_a_gzip_bomb_is_refused_as_a_large_file_is() -> None:
+    """A few kilobytes of gzip that expand past the limit are refused by the size rule, and
+    never decoded further than one byte past it."""
+    bomb = gzip.compress(b"openapi: 3.0.0\n#" + b"x" * MAX_DESCRIPTION_BYTES, compresslevel=9)
+    assert len(bomb) < MAX_DESCRIPTION_BYTES // 100
+
+    async def serve(_: web.Request) -> web.Response:
+        return web.Response(body=bomb, headers={"Content-Encoding": "gzip"})
+
+    async with serving(serve) as url:
+        message = await asyncio.to_thread(refusal, url)
+    assert message == f"{url}: file is larger than {MAX_DESCRIPTION_BYTES:,} bytes [too-large]"
+
+
+PACKED = gzip.compress((FIXTURES / "petstore-3.0.yaml").read_bytes())
+
+
+@pytest.mark.parametrize(("coding", "body", "problem"), [
+    ("gzip", b"\x1f\x8b not gzip at all", "its gzip body is corrupt"),
+    ("gzip", PACKED[:len(PACKED) // 2],
+     "its gzip body ends before the end of its compressed stream"),
+    ("br", b"\x0b\x02\x80openapi", "sent in the 'br' encoding, where a draft reads gzip, "
+                                   "deflate or none"),
+], ids=["corrupt", "cut-short", "brotli"])
+async def test_a_body_that_cannot_be_decoded_is_one_line(coding: str, body: bytes,
+                                                         problem: str) -> None:
+    async def serve(_: web.Request) -> web.Response:
+        return web.Response(body=body, headers={"Content-Encoding": coding})
+
+    async with serving(serve) as url:
+        message = await asyncio.to_thread(refusal, url)
+    assert message.startswith(f"{url}: cannot download it: {problem}"), message
 
 
 @pytest.mark.parametrize("value", ["!!bool abc", "!!timestamp abc", "2026-02-30"])

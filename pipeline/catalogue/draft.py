@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date
@@ -40,6 +41,10 @@ MAX_DESCRIPTION_DEPTH = 100
 # Values once every alias is expanded: a 10 MB description holds well under a million.
 MAX_DESCRIPTION_NODES = 5_000_000
 DOWNLOAD_DEADLINE = 60.0  # seconds for the whole download, however slowly the bytes come
+# The prober's form of User-Agent; `apidir draft` names the configured address in it
+# (`Settings.user_agent`).
+DRAFT_PURPOSE = "reads an API description to draft an entry"
+DRAFT_USER_AGENT = f"apidir-draft/2.0 (+https://github.com/apidir/apidir; {DRAFT_PURPOSE})"
 _METHODS = ("get", "post", "put", "patch", "delete")
 _PLACEHOLDER = re.compile(r"\{[^}]*\}")
 _SENTENCE = re.compile(r"^(.+?[.!?])(?:\s|$)", re.DOTALL)
@@ -53,14 +58,16 @@ def todo(what: str) -> str:
     return f"{TODO} {what}"
 
 
-def load_description(source: str, deadline: float = DOWNLOAD_DEADLINE) -> dict[str, Any]:
+def load_description(source: str, deadline: float = DOWNLOAD_DEADLINE,
+                     user_agent: str = DRAFT_USER_AGENT) -> dict[str, Any]:
     """The description at `source`: a file, or an http(s) URL downloaded within `deadline`
-    seconds. It keeps the entry files' limits (`guard`) with a description's size and depth,
-    and the shape of every field a draft reads, so that no description ends in a traceback."""
+    seconds as `user_agent`. It keeps the entry files' limits (`guard`) with a description's
+    size and depth, and the shape of every field a draft reads, so that no description ends in
+    a traceback."""
     if not source.strip():
         raise DraftError("no description named: give its file or its http(s) URL")
     try:
-        text = (download(source, deadline) if _is_url(source)
+        text = (download(source, deadline, user_agent) if _is_url(source)
                 else read_text(Path(source), MAX_DESCRIPTION_BYTES, setting=None))
         document = parse_description(text)
     except UnsafeEntryFile as exc:
@@ -93,17 +100,59 @@ def _is_url(source: str) -> bool:
     return urlsplit(source).scheme in ("http", "https")
 
 
-def download(url: str, deadline: float = DOWNLOAD_DEADLINE) -> str:
+def download(url: str, deadline: float = DOWNLOAD_DEADLINE,
+             user_agent: str = DRAFT_USER_AGENT) -> str:
     """The text at `url`, refused past `deadline` seconds in all (a server trickling bytes
     would hold the command for ever) and past the size a file may have, as a file is."""
-    return decode_within(asyncio.run(_download(url, deadline)), MAX_DESCRIPTION_BYTES)
+    return decode_within(asyncio.run(_download(url, deadline, user_agent)),
+                         MAX_DESCRIPTION_BYTES)
 
 
-async def _download(url: str, deadline: float) -> bytes:
-    """At most one byte more than a description may have: enough to refuse it. Bytes as sent
-    (identity asked for, nothing decompressed), so that the limit is on what is held."""
-    headers = {"User-Agent": "apidir-draft", "Accept-Encoding": "identity"}
-    body = bytearray()
+class BodyDecoder:
+    """A body's bytes as its Content-Encoding gives them: as sent, or gzip or deflate (with
+    the zlib header HTTP names, or raw, as some servers send it) decoded as they come. The
+    limit is on the bytes decoded, so a small gzip bomb is refused as a large file is."""
+
+    def __init__(self, url: str, coding: str) -> None:
+        coding = coding.strip().lower()
+        if coding not in ("", "identity", "gzip", "x-gzip", "deflate"):
+            raise DraftError(f"{url}: cannot download it: sent in the {coding!r} encoding, "
+                             "where a draft reads gzip, deflate or none")
+        self.url, self.coding, self.body = url, coding, bytearray()
+        self._zlib: Any = None  # a zlib decompressor, made from the first bytes
+
+    def feed(self, chunk: bytes, limit: int) -> bool:
+        """Take `chunk`, keeping at most one byte past `limit` (enough to refuse the body);
+        True when nothing more need be read."""
+        if self.coding in ("", "identity"):
+            self.body += chunk
+            return len(self.body) > limit
+        if self._zlib is None:
+            if self.coding == "deflate":  # 0x78 opens the zlib header, or the stream is raw
+                wbits = zlib.MAX_WBITS if chunk.startswith(b"\x78") else -zlib.MAX_WBITS
+            else:
+                wbits = zlib.MAX_WBITS | 16  # the gzip header and trailer
+            self._zlib = zlib.decompressobj(wbits)
+        try:
+            self.body += self._zlib.decompress(chunk, limit + 1 - len(self.body))
+        except zlib.error as exc:
+            raise DraftError(f"{self.url}: cannot download it: its {self.coding} body is "
+                             f"corrupt ({exc})") from None
+        return len(self.body) > limit or self._zlib.eof
+
+    def decoded(self, limit: int) -> bytes:
+        """The body, refused when its compressed stream stopped short of its end."""
+        whole = self._zlib is None or self._zlib.eof or len(self.body) > limit
+        if self.coding not in ("", "identity") and not whole:
+            raise DraftError(f"{self.url}: cannot download it: its {self.coding} body ends "
+                             "before the end of its compressed stream")
+        return bytes(self.body)
+
+
+async def _download(url: str, deadline: float, user_agent: str) -> bytes:
+    """At most one byte more than a description may have: enough to refuse it. Identity is
+    asked for; a body the server compresses anyway is decoded within the same limit."""
+    headers = {"User-Agent": user_agent, "Accept-Encoding": "identity"}
     try:
         async with aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=deadline), headers=headers,
@@ -112,10 +161,11 @@ async def _download(url: str, deadline: float) -> bytes:
             if response.status >= 400:
                 raise DraftError(f"{url}: cannot download it: HTTP {response.status} "
                                  f"{response.reason or ''}".rstrip())
+            body = BodyDecoder(url, response.headers.get("Content-Encoding", ""))
             async for chunk in response.content.iter_chunked(1 << 16):
-                body += chunk
-                if len(body) > MAX_DESCRIPTION_BYTES:
+                if body.feed(chunk, MAX_DESCRIPTION_BYTES):
                     break
+            return body.decoded(MAX_DESCRIPTION_BYTES)
     except TimeoutError:
         raise DraftError(f"{url}: not downloaded within {deadline:g} s") from None
     except aiohttp.InvalidURL:
@@ -123,7 +173,6 @@ async def _download(url: str, deadline: float) -> bytes:
     except aiohttp.ClientError as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
         raise DraftError(f"{url}: cannot download it: {reason}") from None
-    return bytes(body)
 
 
 def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
