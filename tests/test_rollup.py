@@ -192,6 +192,40 @@ def test_a_day_of_two_runs_counts_both_and_no_other_day_counts_them(
     assert (second["probes"], second["live"]) == (3, 0)
 
 
+def retire(session: Session, entry_id: str, at_moment: datetime) -> None:
+    """The entry's file removed, as the ingest of the night at `at_moment` stores it."""
+    session.exec(select(EntryRow).where(EntryRow.id == entry_id)).one().retired_at = at_moment
+    session.commit()
+
+
+def test_an_entry_retired_after_a_probed_day_keeps_that_day_s_rollup(
+        session: Session, history: dict[str, str]) -> None:
+    """A nightly ingests before it rolls up: the night that retires an entry rolls up its last
+    probed day with it, and rolling up old days again (a backfill) keeps a retired entry's
+    rows as they were; an entry retired before a day it was not probed has none that day."""
+    maps = next(t.url for t in plan_targets(session) if t.entry_id == "quiet-maps")
+    run = start_run(session, "nightly")
+    record_probes(session, run, [result(maps, "live", 200, 90.0, at=at(day, 4),
+                                        entry="quiet-maps") for day in (DAY1, DAY2)])
+    roll_up_days(session, [DAY1])
+    before = stored(session)
+    retire(session, "quiet-maps", at(DAY3, 3))  # the night of DAY3 retires it, then rolls up
+    roll_up_days(session, [DAY2])
+    rows = {(r["day"], r["entry_id"]): r for r in stored(session)[0]}
+    assert (rows[(DAY2, "quiet-maps")]["probes"], rows[(DAY2, "quiet-maps")]["state"]) == (
+        1, "live")
+    assert {(r["day"], r["url"]) for r in stored(session)[1]} >= {(DAY2, maps)}
+
+    roll_up_days(session, [DAY1])  # a backfill of an older day
+    assert [r for r in stored(session)[0] if r["day"] == DAY1] == [
+        r for r in before[0] if r["day"] == DAY1]
+    assert [r for r in stored(session)[1] if r["day"] == DAY1] == [
+        r for r in before[1] if r["day"] == DAY1]
+    roll_up_days(session, [DAY3])  # after it was retired, and not probed: no row
+    assert {r["entry_id"] for r in stored(session)[0] if r["day"] == DAY3} == {
+        "example-weather"}
+
+
 def test_a_known_entry_without_probes_is_unchecked(session: Session, history) -> None:
     today = datetime.now(UTC).date()
     rollup = compute_day(session, today)

@@ -73,3 +73,10 @@ def content_scores(session: Session, entry_ids: Collection[str] | None = None,
                      if entry_id not in scores and (wanted is None or entry_id in wanted))
     scores.update((entry_id, judged) for entry_id, _, judged in _judged(session, missing))
     return scores
+
+
+def judged_content_scores(session: Session, entry_ids: Collection[str]) -> dict[str, ContentScores]:
+    """The content scores of `entry_ids`, retired or not, judged from their content (those the
+    store does not hold are passed over): for the few entries a past day's rollup holds that
+    `content_scores`, of the active entries, leaves out."""
+    return {entry_id: judged for entry_id, _, judged in _judged(session, sorted(entry_ids))}

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlmodel import Session, col, delete, func, select, update
+from sqlmodel import Session, col, delete, func, or_, select, update
 
-from pipeline.judging.content_scores import content_scores
+from pipeline.judging.content_scores import content_scores, judged_content_scores
 from pipeline.judging.day_figures import DayFigures
 from pipeline.judging.evidence import (
     WINDOW_DAYS,
@@ -150,7 +150,8 @@ def compute_day(
     entry_ids: Collection[str] | None = None,
     judged: Mapping[str, ContentScores] | None = None,
 ) -> DayRollup:
-    """The rollup of `day` for the active entries known or probed by its end (or `entry_ids`).
+    """The rollup of `day` for the entries published at its end or probed that day (or those of
+    them in `entry_ids`).
 
     `judged` may hold the content scores of more entries than the day's (read once for a
     range of days). Its scores are those at the end of the day, from the rollups of the days
@@ -170,20 +171,29 @@ def _day_rows(
 ) -> _DayRows:
     """`compute_day`'s rows, made `ROWS_AT_ONCE` at a time from the day's figures. The day's
     probes are read once, for its figures and its scores: scored as of its last instant, the
-    day is the only one whose raw probes the scores read (`evidence.evidence_days`)."""
+    day is the only one whose raw probes the scores read (`evidence.evidence_days`).
+
+    The day's entries are those published at its end and those with trusted probes that day,
+    retired since or not: a nightly ingests (and retires) before it rolls up the day before,
+    and a backfill rolls up days of entries retired since; neither may drop a day's evidence.
+    """
     end = day_bounds(day)[1]
+    of_day = day_history(session, day)
+    probed = set(of_day["entry_id"].unique())
     statement = select(EntryRow.id, EntryRow.first_seen_at).where(
-        col(EntryRow.retired_at).is_(None))
+        or_(col(EntryRow.retired_at).is_(None), col(EntryRow.retired_at) > end))
     known, later = [], []  # known by the day's end; first seen after it (rare: a backfill)
     for entry_id, first_seen_at in session.exec(statement):
-        if entry_ids is None or entry_id in entry_ids:
+        if entry_id not in probed and (entry_ids is None or entry_id in entry_ids):
             (known if as_utc(first_seen_at) <= end else later).append(entry_id)
     if later:  # only those probed in the window count; asked of the store only when any
         known += probed_entries(session, end - timedelta(days=WINDOW_DAYS), end, later)
-    ids = sorted(known)
+    ids = sorted({*known, *(probed if entry_ids is None else probed & set(entry_ids))})
     judged = content_scores(session, ids) if judged is None else judged
-    of_day = day_history(session, day)
-    scores, _ = bounded_scores(session, {i: judged[i] for i in ids}, end, own_day=of_day)
+    chosen = {i: judged[i] for i in ids if i in judged}
+    if len(chosen) < len(ids):  # entries retired since, which `content_scores` leaves out
+        chosen |= judged_content_scores(session, set(ids) - chosen.keys())
+    scores, _ = bounded_scores(session, chosen, end, own_day=of_day)
     states = latest_states(session, until=end, entry_ids=ids)  # none asked of a day before any
     of_day = of_day[of_day["entry_id"].isin(ids)]
     per_entry = _day_figures(of_day, ["entry_id"], timed=True)
