@@ -17,7 +17,15 @@ from aiohttp import web
 from fake_internet import FakeServer, RawServer, closed_port, self_signed_context
 
 from pipeline.contract import Cors, Https
-from pipeline.judging.health import is_https, measured_cors, measured_https
+from pipeline.judging.health import (
+    LifecycleRules,
+    RunVerdict,
+    is_https,
+    judge_lifecycle,
+    lifecycle_reason,
+    measured_cors,
+    measured_https,
+)
 from pipeline.probing.probe import ProbeResult, ProbeSettings, ProbeTarget, probe_all
 from pipeline.store.tables import utc_text
 from tests.conftest import model_json_of
@@ -250,6 +258,39 @@ def test_a_run_is_counted_by_its_conclusions_not_by_its_looks() -> None:
     tally = ProbeTally.of(results)
     assert tally.probes == 10 and tally.outcomes == {"unreachable": 6, "live": 4}
     assert not tally.network_suspect
+
+
+def test_an_entry_is_dead_over_trusted_runs_never_over_the_clock_alone() -> None:
+    """The days that make an entry dead lie between trusted verdicts: one run finding every
+    target dead, then weeks of nights adding no trusted run (network-suspect, or publishing
+    without probing), leaves it degraded, with no dead event; it is dead once trusted runs
+    have found every target dead for the days the rule asks, and a run that finds a target
+    alive starts the count again."""
+    rules = LifecycleRules(failing_runs=3, dead_days=14)
+    t0 = dt.datetime(2026, 3, 1, 3, tzinfo=dt.UTC)
+
+    def dead_run(run_id: int, days: int) -> RunVerdict:
+        return RunVerdict(run_id, t0 + dt.timedelta(days=days), targets=1, failed=1, dead=1)
+
+    record = judge_lifecycle(None, RunVerdict(1, t0 - dt.timedelta(days=1), 1, 0, 0), None,
+                             t0 - dt.timedelta(days=1), rules)
+    once = dead_run(2, 0)
+    for night in range(31):  # the same latest trusted run, published night after night
+        record = judge_lifecycle(record, once, None, t0 + dt.timedelta(days=night), rules)
+        assert (record.state, record.down_runs) == ("degraded", 1)
+
+    record = judge_lifecycle(record, dead_run(3, 13), None, t0 + dt.timedelta(days=40), rules)
+    assert record.state == "degraded"  # two dead runs 13 days apart: not yet
+    latest = dead_run(4, 14)
+    record = judge_lifecycle(record, latest, None, t0 + dt.timedelta(days=41), rules)
+    assert record.state == "dead" and record.since == t0 + dt.timedelta(days=41)
+    assert lifecycle_reason(record, latest, None).endswith("since 2026-03-01")
+
+    alive = RunVerdict(5, t0 + dt.timedelta(days=15), targets=1, failed=0, dead=0)
+    record = judge_lifecycle(record, alive, None, t0 + dt.timedelta(days=42), rules)
+    assert (record.state, record.dead_since) == ("active", None)
+    record = judge_lifecycle(record, dead_run(6, 16), None, t0 + dt.timedelta(days=60), rules)
+    assert record.state == "degraded"
 
 
 @pytest.mark.parametrize("base_url", [

@@ -136,23 +136,34 @@ def judge_lifecycle(
             record.dead_since = None
         elif record.dead_since is None:
             record.dead_since = verdict.checked_at
-    state = _state(record, verdict, deprecation, now, rules)
+    state = _state(record, verdict, deprecation, rules)
     if state != record.state:
         record.state, record.since = state, now
     return record
 
 
 def _state(record: LifecycleRecord, verdict: RunVerdict | None, deprecation: Deprecation | None,
-           now: datetime, rules: LifecycleRules) -> LifecycleState:
+           rules: LifecycleRules) -> LifecycleState:
     if deprecation is not None:
         return "deprecated"
-    if record.dead_since is not None and now - record.dead_since >= timedelta(rules.dead_days):
+    dead_for = _dead_for(record, verdict)
+    if dead_for is not None and dead_for >= timedelta(rules.dead_days):
         return "dead"
     if record.down_runs >= rules.failing_runs:
         return "failing"
     if verdict is not None and verdict.failed:
         return "degraded"
     return "active"
+
+
+def _dead_for(record: LifecycleRecord, verdict: RunVerdict | None) -> timedelta | None:
+    """How long every target has been confirmed dead (None: it is not), between trusted
+    verdicts: from the first run of the unbroken dead streak to the latest (`verdict`). Never
+    by the clock: nights whose runs are network-suspect, or publishing without probing, add no
+    evidence, so they never make an entry dead."""
+    if record.dead_since is None or verdict is None or not verdict.all_dead:
+        return None
+    return verdict.checked_at - record.dead_since
 
 
 def lifecycle_reason(record: LifecycleRecord, verdict: RunVerdict | None,
