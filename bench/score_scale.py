@@ -100,8 +100,11 @@ def write_history(database_url: str, entries: int, nights: int) -> float:
             " sum(outcome != 'unreachable'), sum(outcome = 'live'), avg(outcome = 'live'),"
             " json_group_array(total_ms) FILTER (WHERE total_ms IS NOT NULL),"
             " 'live', 0, '', '' FROM probe GROUP BY 1, 2"))
-        connection.execute(text("INSERT INTO rolled_day (day, rolled_at)"
-                                " SELECT DISTINCT day, :now FROM daily_entry"), {"now": now})
+        connection.execute(text(  # each naming the trusted runs of its day, as a rollup does
+            "INSERT INTO rolled_day (day, rolled_at, runs_read) SELECT day, :now, (SELECT"
+            " group_concat(id) FROM pipeline_run WHERE judged_at IS NOT NULL AND NOT"
+            " network_suspect AND date(first_checked_at) <= day AND date(last_checked_at) >= day)"
+            " FROM (SELECT DISTINCT day FROM daily_entry)"), {"now": now})
     engine.dispose()
     return seconds
 

@@ -893,3 +893,43 @@ def test_every_stored_run_keeps_its_judgement_but_one_that_died_before_it(
         assert "judged_at" not in {column["name"] for column in
                                    inspect(connection).get_columns("pipeline_run")}
     engine.dispose()
+
+
+def test_each_rolled_day_names_the_runs_its_rollup_read_as_the_stamps_told_it(
+    database_url: str,
+) -> None:
+    """Revision 0022 names with each rolled-up day the trusted runs whose probes its rollup
+    read: those with probes that day judged before it was rolled up (a run judged after, a
+    network-suspect run or one of another day is not named), so each day is as complete as it
+    was; going back drops the column and keeps the days."""
+    from pipeline.judging.evidence import complete_days
+
+    engine = entries_stored_at(database_url, "0021", [("weather", "{}", "weather.yaml")])
+    day, other = T0.date(), T0.date() + timedelta(days=1)
+    rolled_at = T0 + timedelta(days=1, hours=1)
+    with engine.begin() as connection:
+        for run_id, suspect, checked, judged in (
+                (1, False, T0, T0), (2, True, T0, T0), (3, False, T0 + timedelta(days=1), T0),
+                (4, False, T0 + timedelta(hours=5), rolled_at + timedelta(hours=1))):
+            connection.execute(text(
+                "INSERT INTO pipeline_run (id, flow, started_at, state, entries_seen,"
+                " entries_published, entries_added, entries_updated, entries_retired,"
+                " entries_invalid, probes, probes_failed, network_suspect, first_checked_at,"
+                " last_checked_at, judged_at) VALUES (:id, 'nightly', :checked, 'completed', 0,"
+                " 0, 0, 0, 0, 0, 1, 0, :suspect, :checked, :checked, :judged)"),
+                {"id": run_id, "suspect": suspect, "checked": checked, "judged": judged})
+        for rolled in (day, other):
+            connection.execute(text("INSERT INTO rolled_day (day, rolled_at) VALUES (:day, :at)"),
+                               {"day": rolled, "at": rolled_at + (rolled - day)})
+    assert upgrade_store(engine) == ("0021", head_revision())
+    with Session(engine) as session:
+        assert dict(session.exec(select(RolledDay.day, RolledDay.runs_read)).all()) == {
+            day: "1", other: "3"}
+        assert complete_days(session, [day, other]) == {other}  # run 4 was judged after
+    with engine.begin() as connection:
+        command.downgrade(alembic_config(connection), "0021")
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM rolled_day")).scalar_one() == 2
+        assert "runs_read" not in {column["name"] for column in
+                                   inspect(connection).get_columns("rolled_day")}
+    engine.dispose()

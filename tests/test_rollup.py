@@ -147,6 +147,31 @@ def test_a_day_is_rolled_up_again_once_a_run_with_probes_that_day_is_judged_afte
     assert day.probes == 2
 
 
+def test_a_run_judged_by_a_clock_behind_the_rollup_s_is_rolled_up_with_its_day(
+        session: Session) -> None:
+    """Whether a day's rollup read a run does not hang on clocks agreeing: a day rolled up by a
+    clock running fast (or on another machine sharing the store), then probed by a run whose
+    clock was stepped back into it and which was judged, by that clock, "before" the rollup,
+    is not complete: it is rolled up again, with that run's probes, and then is."""
+    url = next(t.url for t in plan_targets(session) if t.entry_id == "quiet-maps")
+    record_probes(session, start_run(session, "nightly"),
+                  [result(url, "live", 200, 90.0, at=at(DAY1, 3), entry="quiet-maps")])
+    roll_up_days(session, [DAY1])
+    rolled_at = as_utc(session.get(RolledDay, DAY1).rolled_at)
+    behind = start_run(session, "nightly")
+    record_probes(session, behind, [result(url, "unreachable", None, None, at=at(DAY1, 22),
+                                           error_class="refused", entry="quiet-maps")])
+    behind.judged_at = rolled_at - timedelta(hours=6)  # by its clock, 6 hours behind
+    session.add(behind)
+    session.commit()
+    assert days_to_roll(session, DAY1, at(DAY2, 3)) == [DAY1]
+    roll_up_days(session, [DAY1])
+    day = session.exec(select(DailyEntryRollup).where(
+        DailyEntryRollup.entry_id == "quiet-maps", DailyEntryRollup.day == DAY1)).one()
+    assert (day.probes, day.successes) == (2, 1)
+    assert days_to_roll(session, DAY1, at(DAY2, 3)) == []
+
+
 def test_day_bounds_and_ranges() -> None:
     start, end = day_bounds(DAY1)
     assert start == at(DAY1, 0) and end < at(DAY2, 0) and end > at(DAY1, 23)

@@ -79,29 +79,48 @@ def days_between(start: date, end: date) -> list[date]:
 
 
 def complete_days(session: Session, days: Collection[date]) -> set[date]:
-    """Those of `days` whose rollups were computed for every entry after the day ended, and
-    after every trusted run with probes that day was judged: their rows hold all of the day's
-    probes that count (probes are never dated in the past, and a run's count only once it is
-    judged, which may be after a rollup of its day). A day with probes of a run still open is
-    not complete yet: that run may still be judged."""
-    statement = select(RolledDay.day, RolledDay.rolled_at).where(col(RolledDay.day).in_(days))
-    rolled = {day: as_utc(rolled_at) for day, rolled_at in session.exec(statement)
+    """Those of `days` whose rollups were computed for every entry after the day ended and read
+    every trusted run with probes that day: each such run is among those its `RolledDay` names
+    (`runs_read`), so a run judged after the rollup read the day makes it incomplete whatever
+    the clocks of the machines that judged and rolled up said (a clock stepped back, or
+    another machine's, dates probes in a day already rolled up). A day with probes of a run
+    still open is not complete yet: that run may still be judged."""
+    statement = select(RolledDay.day, RolledDay.rolled_at, RolledDay.runs_read).where(
+        col(RolledDay.day).in_(days))
+    rolled = {day: read_run_ids(runs_read) for day, rolled_at, runs_read in session.exec(statement)
               if as_utc(rolled_at) > day_bounds(day)[1]}
     if not rolled:
         return set()
-    late = select(PipelineRun.first_checked_at, PipelineRun.last_checked_at,
+    late = select(PipelineRun.id, PipelineRun.first_checked_at, PipelineRun.last_checked_at,
                   PipelineRun.judged_at).where(
         col(PipelineRun.first_checked_at) <= day_bounds(max(rolled))[1],
         col(PipelineRun.last_checked_at) >= day_bounds(min(rolled))[0],
         or_(col(PipelineRun.judged_at).is_(None) & (col(PipelineRun.state) == "running"),
-            (col(PipelineRun.judged_at) >= min(rolled.values()))
+            col(PipelineRun.judged_at).is_not(None)
             & col(PipelineRun.network_suspect).is_(False)))
-    for first, last, judged_at in session.exec(late):
+    for run_id, first, last, judged_at in session.exec(late):
         for day in days_between(max(as_utc(first).date(), min(rolled)),
                                 min(as_utc(last).date(), max(rolled))):
-            if day in rolled and (judged_at is None or as_utc(judged_at) >= rolled[day]):
+            if day in rolled and (judged_at is None or run_id not in rolled[day]):
                 del rolled[day]
     return set(rolled)
+
+
+def day_runs(session: Session, day: date) -> str:
+    """The trusted runs with probes in `day` (by their first and last check times), as
+    `RolledDay.runs_read` keeps them: their ids joined by commas, ascending. Asked before the
+    day's probes are read: a run judged in between is read too, and only rolls the day up
+    once more."""
+    start, end = day_bounds(day)
+    statement = select(PipelineRun.id).where(
+        col(PipelineRun.judged_at).is_not(None), col(PipelineRun.network_suspect).is_(False),
+        col(PipelineRun.first_checked_at) <= end, col(PipelineRun.last_checked_at) >= start)
+    return ",".join(str(run_id) for run_id in sorted(session.exec(statement)))
+
+
+def read_run_ids(runs_read: str | None) -> set[int]:
+    """The run ids `RolledDay.runs_read` names (none where it names none)."""
+    return {int(run_id) for run_id in runs_read.split(",")} if runs_read else set()
 
 
 def _window_starts(as_of: datetime) -> dict[str, datetime]:

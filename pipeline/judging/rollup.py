@@ -25,6 +25,7 @@ from pipeline.judging.evidence import (
     day_bounds,
     day_evidence,
     day_history,
+    day_runs,
     days_between,
 )
 from pipeline.judging.score import ContentScores, succeeded_probes
@@ -278,11 +279,13 @@ def roll_up_days(
     judged = content_scores(session, entry_ids)
     rollups = []
     for day in days:
+        runs_read = day_runs(session, day) if entry_ids is None else ""  # before its probes
         entries, endpoints = _store_rows(
             session, _day_rows(session, day, entry_ids, judged), entry_ids)
         # The day's evidence in columns, from the rows as now stored, in the same transaction.
         if entry_ids is None:  # every entry's row of the day is as of now
-            session.merge(RolledDay(day=day, rolled_at=utcnow(), **day_evidence(session, day)))
+            session.merge(RolledDay(day=day, rolled_at=utcnow(), runs_read=runs_read,
+                                    **day_evidence(session, day)))
         else:  # some entries' rows changed: a complete day's evidence with them
             keep_evidence(session, day)
         session.commit()

@@ -309,8 +309,9 @@ class DailyEndpointRollup(SQLModel, table=True):
 
 
 class RolledDay(SQLModel, table=True):
-    """When a day's rollups were last computed for every entry: a day rolled up after it ended
-    is complete, and its rows stand in for its raw probes."""
+    """When a day's rollups were last computed for every entry, and from which runs: a day
+    rolled up after it ended, having read every trusted run with probes that day, is complete,
+    and its rows stand in for its raw probes."""
 
     __tablename__ = "rolled_day"
 
@@ -327,6 +328,10 @@ class RolledDay(SQLModel, table=True):
     # are and cannot be computed again. The probes of a run that is still an entry's latest
     # trusted run may stay on such a day (its published status is read from them).
     probes_pruned: bool = Field(default=False, sa_column_kwargs={"server_default": "0"})
+    # The trusted runs with probes that day when its rollup read them (ids joined by commas;
+    # `evidence.day_runs`): a trusted run not among them makes the day incomplete, whichever
+    # clock judged it (`evidence.complete_days`). None or empty: none.
+    runs_read: str | None = Field(default=None, sa_column=Column(Text))
 
 
 class StateChange(SQLModel, table=True):
