@@ -105,25 +105,21 @@ def warn_if_local(settings: Settings) -> None:
 
 @contextmanager
 def time_limit_told(output_dir: Path) -> Iterator[None]:
-    """A run stopped by its time limit ends in one line naming the setting that set it
-    (Prefect's own words name neither it nor the release) and whether a release went live."""
+    """A run stopped by its time limit ends in the line its record took (`time_limit_line`:
+    the setting, and whether a release went live), else the same words from what the command
+    saw of the live release; and says so when the alert of it was not delivered."""
     from prefect.flow_engine import FlowRunTimeoutError
 
+    from pipeline.operations.runs import time_limit_line, time_limit_recorded
     from pipeline.release.swap import live_release
 
     before = live_release(output_dir)
     try:
         yield
-    except FlowRunTimeoutError:
-        fail(time_limit_line(Settings().run_timeout, live_release(output_dir) == before))
-
-
-def time_limit_line(seconds: float, unchanged: bool) -> str:
-    """The one line for a run stopped by its time limit, and whether a release went live."""
-    live = ("nothing was published: the live release is unchanged" if unchanged
-            else "its new release went live before it was stopped")
-    return (f"the run passed its time limit (APIDIR_RUN_TIMEOUT={seconds:g} s) and was "
-            f"stopped; {live}")
+    except FlowRunTimeoutError as stopped:
+        line = time_limit_recorded(stopped) or time_limit_line(
+            Settings().run_timeout, live_release(output_dir) == before)
+        fail(line + alert_not_delivered(stopped))
 
 
 @app.command()

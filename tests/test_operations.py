@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+import typer
 from prefect import flow, task
 from prefect.blocks.system import Secret
 from prefect.client.orchestration import get_client
@@ -186,10 +187,18 @@ async def test_a_stage_the_store_refuses_is_one_line_in_the_record_the_alert_and
     assert one_line(failed.value, "run") == told
 
 
-async def test_a_run_over_its_time_limit_is_failed_and_alerted(
+@pytest.mark.parametrize("answer", [204, 410], ids=["alert-delivered", "alert-refused"])
+async def test_a_run_over_its_time_limit_is_failed_and_alerted_in_the_command_s_line(
     prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str],
     receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str], answer: int,
 ) -> None:
+    """The run's record, its alert and the command's line are one line naming the setting and
+    whether a release went live, not Prefect's words; an alert the webhook refused is told by
+    the command, as for any failed run."""
+    from pipeline.cli import time_limit_told
+    from pipeline.operations.runs import time_limit_line
+
     assert RUN_TIMEOUT == Settings().run_timeout == 6 * 3600  # what the deployments run with
     silent = socket.socket()  # accepts connections and never answers: the probe stage hangs
     silent.bind(("127.0.0.1", 0))
@@ -200,17 +209,23 @@ async def test_a_run_over_its_time_limit_is_failed_and_alerted(
     monkeypatch.setenv("APIDIR_PROBE_ALLOW_PRIVATE", "true")
     monkeypatch.setenv("APIDIR_PROBE_TIMEOUT", "300")
     monkeypatch.setenv("APIDIR_ALERT_WEBHOOK_URL", receiver.url)
+    receiver.statuses = [answer]
+    capsys.readouterr()
     try:
-        with pytest.raises(TimeoutError):
+        with pytest.raises(typer.Exit), time_limit_told(Path(quiet_env["APIDIR_OUTPUT_DIR"])):
             await nightly.with_options(timeout_seconds=4)()
     finally:
         silent.close()
+    told = time_limit_line(4, unchanged=True)
     with Session(engine_for(quiet_env["APIDIR_DATABASE_URL"])) as session:
         run = session.exec(select(PipelineRun)).one()
     assert run.state == "failed" and run.finished_at is not None
-    assert "timed out" in run.message or "timeout" in run.message.lower()
+    assert run.message == told
     assert receiver.events() == ["run_failed"]
     assert receiver.received[0]["run"]["id"] == run.id
+    assert receiver.received[0]["run"]["message"] == told
+    undelivered = "" if answer < 300 else f"; the alert was not delivered: HTTP {answer}"
+    assert capsys.readouterr().err.splitlines()[-1] == f"apidir: {told}{undelivered}"
 
 
 async def test_a_run_killed_outright_is_marked_crashed_by_the_next_run(

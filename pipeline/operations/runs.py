@@ -12,6 +12,7 @@ from prefect import Flow, get_run_logger
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 from prefect.blocks.system import Secret
 from prefect.client.schemas.objects import FlowRun, TaskRun
+from prefect.flow_engine import FlowRunTimeoutError
 from prefect.runtime import flow_run as current_flow_run
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.states import State
@@ -68,6 +69,8 @@ PERMANENT_ERRORS = (EmptyCatalogError, ReleaseValidationError, ValidationError, 
 
 # How a failed run's error notes that its alert was not delivered.
 UNDELIVERED = "the alert was not delivered: "
+# How the error of a run its time limit stopped notes the line the run's record took.
+TIME_LIMIT_TOLD = "the run's record says: "
 
 
 class StageFailed(RuntimeError):
@@ -265,19 +268,45 @@ def undelivered_alert(error: BaseException) -> str | None:
 
 async def _close_left_open(flow: Flow, flow_run: FlowRun, state: State, ending: str,
                            event: AlertEvent) -> None:
-    """Close the run's record if the flow ended without closing it, and tell."""
+    """Close the run's record if the flow ended without closing it, and tell; a run its time
+    limit stopped is told in the command's line (`time_limit_line`), which the error it raises
+    carries to the command, with a note of an alert not delivered."""
     settings = Settings()
-    message = state.message or f"the flow run {ending}"
+    stopped = state.data if isinstance(state.data, FlowRunTimeoutError) else None
     with session_scope(engine_for(settings.database_url)) as session:
         statement = select(PipelineRun).where(PipelineRun.flow_run_id == str(flow_run.id))
         run = session.exec(statement).first()
         if run is None or run.state != "running":
             return  # the flow closed it itself, and alerted
+        message = state.message or f"the flow run {ending}"
+        if stopped is not None:  # its release is recorded once it is live: none, none went live
+            message = time_limit_line(flow.timeout_seconds or 0, run.release_version is None)
+            stopped.add_note(f"{TIME_LIMIT_TOLD}{message}")
         finish_run(session, run, ending, message)
     if ending == "failed":
         emit_run_event(RUN_FAILED, flow.name, run.id, message)
-    await alert(settings, event, flow.name, run, message=message,
-                flow_run_id=str(flow_run.id))
+    delivery = await alert(settings, event, flow.name, run, message=message,
+                           flow_run_id=str(flow_run.id))
+    if stopped is not None and delivery is not None and not delivery.delivered:
+        stopped.add_note(f"{UNDELIVERED}{delivery.error}")
+
+
+def time_limit_line(seconds: float, unchanged: bool) -> str:
+    """The one line of a run stopped by its time limit, in its record, its alert and the
+    command's last line: the setting that set the limit (Prefect's own words name neither it
+    nor the release), and whether a release went live before the stop."""
+    live = ("nothing was published: the live release is unchanged" if unchanged
+            else "its new release went live before it was stopped")
+    return (f"the run passed its time limit (APIDIR_RUN_TIMEOUT={seconds:g} s) and was "
+            f"stopped; {live}")
+
+
+def time_limit_recorded(error: BaseException) -> str | None:
+    """The line the run's record took for the time limit that stopped it (`time_limit_line`),
+    if its record was closed so; None otherwise."""
+    notes = getattr(error, "__notes__", ())
+    return next((note.removeprefix(TIME_LIMIT_TOLD) for note in notes
+                 if note.startswith(TIME_LIMIT_TOLD)), None)
 
 
 async def alert_crash(flow: Flow, flow_run: FlowRun, state: State) -> None:
