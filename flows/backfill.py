@@ -65,7 +65,7 @@ async def backfill(
             if reprobe:
                 await run_stage("probe",
                                 with_retries(probe, settings)(settings, run_id, selection))
-                await report_network_suspect(settings, "backfill", run_id)
+                await run_stage("probe", report_network_suspect(settings, "backfill", run_id))
             rows = await run_stage(
                 "rollup", with_retries(rollup, settings)(settings, days, selection))
             now = utcnow()

@@ -131,7 +131,9 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
     try:  # the hand-over file goes however the run ends
         try:
             ingested = await run_stage("ingest", with_retries(ingest, settings)(settings, run_id))
-            ended = stages.ended_days(settings, day)
+            # The days to roll are the rollup stage's first read: a store that fails it
+            # is told as that stage, alike in the run's record and the command's line.
+            ended = await run_stage("rollup", asyncio.to_thread(stages.ended_days, settings, day))
             await run_stage("rollup", with_retries(rollup, settings)(settings, ended))
             if settings.probe_enabled and settings.probe_deployment:
                 await run_stage("probe", probe_on_workers(run_id))
@@ -139,7 +141,7 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
                 await run_stage("probe", probe_in_shards(run_id))
             else:
                 await run_stage("probe", with_retries(probe, settings)(settings, run_id))
-            await report_network_suspect(settings, "nightly", run_id)
+            await run_stage("probe", report_network_suspect(settings, "nightly", run_id))
             now = utcnow()
             presented = await run_stage("score", score(settings, run_id, now))
             version = await run_stage(

@@ -187,6 +187,34 @@ async def test_a_stage_the_store_refuses_is_one_line_in_the_record_the_alert_and
     assert one_line(failed.value, "run") == told
 
 
+async def test_the_days_to_roll_up_the_store_cannot_read_are_the_rollup_stage_s_one_line(
+    prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str],
+) -> None:
+    """The nightly's read of the days to roll up failing on the store (here its probe table
+    gone) is told as the rollup stage, one line alike in the run's record and the command's:
+    not as the nightly run in one and the command in the other."""
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+
+    from pipeline.cli import one_line
+
+    url = quiet_env["APIDIR_DATABASE_URL"]
+    with engine_for(url).begin() as connection:
+        connection.execute(text("DROP TABLE probe CASCADE" if url.startswith("postgresql")
+                                else "DROP TABLE probe"))
+    write_entry()
+    with pytest.raises(StageFailed) as failed:
+        await nightly()
+    with Session(engine_for(url)) as session:
+        run = session.exec(select(PipelineRun)).one()
+    assert run.state == "failed"
+    assert run.message.startswith(
+        f"rollup stage failed on the store {make_url(url).render_as_string(hide_password=True)}"
+        ": ")
+    assert "probe" in run.message and "SELECT" not in run.message
+    assert one_line(failed.value, "run") == run.message
+
+
 @pytest.mark.parametrize("answer", [204, 410], ids=["alert-delivered", "alert-refused"])
 async def test_a_run_over_its_time_limit_is_failed_and_alerted_in_the_command_s_line(
     prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str],
