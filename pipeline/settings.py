@@ -47,8 +47,14 @@ _NAMED_PATHS = {
     "probe_ca_file": "a PEM file of certificate authorities, or unset it",
 }
 # A SQLite file's URL without options, the default's form: known good without SQLAlchemy,
-# whose import (a tenth of a second) a command that never opens the store is spared.
-_PLAIN_SQLITE_URL = re.compile(r"sqlite(\+pysqlite)?://(/[^?#]*)?")
+# whose import (a tenth of a second) a command that never opens the store is spared. A file
+# named as a SQLite URI (`file:…`) is not one of them (`SQLITE_URI_PREFIX`).
+_PLAIN_SQLITE_URL = re.compile(r"sqlite(\+pysqlite)?://(/(?!file:)[^?#]*)?")
+# How a SQLite URI begins. Named as a store's file, without `uri=true` the driver opens a
+# file of that very name under the working folder (`file:/x.db` is `./file:/x.db`, its
+# folders made), while SQLite itself, where built to read URIs, opens the file the URI names:
+# two stores for one setting, and neither the file the operator meant for sure.
+SQLITE_URI_PREFIX = "file:"
 
 
 def shown(url: URL) -> str:
@@ -84,6 +90,11 @@ def database_url_problem(database_url: str) -> str | None:
                 f"not {url.drivername}; use {SUPPORTED_FORMS}")
     if url.port is not None and not 0 < url.port <= MAX_PORT:
         return f"{shown(url)}: its port {url.port} is not between 1 and {MAX_PORT}"
+    if url.get_backend_name() == "sqlite" and (url.database or "").startswith(SQLITE_URI_PREFIX):
+        return (f"a SQLite URI ({SQLITE_URI_PREFIX}…) is not supported: SQLite reads it as a "
+                "file of that name under the working folder or as the file it names, as it is "
+                "opened; name the file itself, as sqlite:///FILE (sqlite:////var/x.db for "
+                "/var/x.db)")
     if url.get_backend_name() == "sqlite" and (others := sorted(set(url.query) - SQLITE_OPTIONS)):
         return (f"{shown(url)}: SQLite URI options are not supported ({', '.join(others)}): the "
                 "store is one file its commands write, never opened read-only; use "

@@ -71,6 +71,9 @@ def test_a_store_of_a_newer_version_says_so_in_one_line(
     ("sqlite:///{tmp}/x.db?mode=ro", "x.db?mode=ro: SQLite URI options are not supported (mode): "
      "the store is one file its commands write, never opened read-only"),
     ("sqlite:///{tmp}/x.db?mode=ro&uri=true", "SQLite URI options are not supported (mode, uri)"),
+    ("sqlite:///file:{tmp}/x.db", "a SQLite URI (file:…) is not supported: SQLite reads it as a "
+     "file of that name under the working folder or as the file it names"),
+    ("sqlite:///file:{tmp}/x.db?timeout=5", "a SQLite URI (file:…) is not supported"),
 ])
 def test_a_database_url_the_store_cannot_use_is_one_setting_line(
     tmp_path: Path, data_dir: Path, url: str, said: str
@@ -82,6 +85,7 @@ def test_a_database_url_the_store_cannot_use_is_one_setting_line(
     assert line.startswith("apidir: invalid setting: APIDIR_DATABASE_URL: ") and said in line
     assert "secret" not in done.stderr
     assert not list(tmp_path.glob("x.db*"))  # nor a store written past the option
+    assert not (REPO / "file:").exists()  # nor one under the working folder, named as the URI
     if said.startswith("not "):
         assert line.endswith("; use sqlite:///FILE or "
                              "postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE")
