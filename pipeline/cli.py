@@ -596,7 +596,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from pipeline.catalogue.draft import DraftError
     from pipeline.catalogue.ingest import EmptyCatalogError
     from pipeline.operations.automations import AutomationError
-    from pipeline.operations.runs import StageFailed
+    from pipeline.operations.runs import StageFailed, UnusableWebhook
     from pipeline.operations.stages import UnknownSelectionError
     from pipeline.release.publish import ReleaseNotRecorded
     from pipeline.release.swap import (
@@ -613,7 +613,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
             AutomationError, DraftError, UnknownSelectionError, PublishLockTimeout,
             PublishLockLost, ReleaseNotRecorded, ReleaseValidationError, StoreOutOfDateError,
             StoreTooNewError, StoreUnreadableError, MigrationFailedError, CategoryError, OSError,
-            UnsafeOutputFolder, PublishWriteFailed)
+            UnsafeOutputFolder, PublishWriteFailed, UnusableWebhook)
 
 
 def one_line(error: BaseException, command: str = "apidir") -> str:

@@ -32,7 +32,7 @@ from pipeline.release.publish import ReleaseNotRecorded
 from pipeline.release.swap import PublishLockTimeout
 from pipeline.settings import Settings
 from pipeline.store.tables import PipelineRun, engine_for
-from tests.conftest import WriteEntry, make_entry
+from tests.conftest import REPO, WriteEntry, make_entry
 from tests.webhook import WebhookReceiver
 
 pytestmark = pytest.mark.prefect
@@ -92,6 +92,42 @@ async def test_the_webhook_comes_from_a_prefect_secret_block(
     failed = await events_named(RUN_FAILED, started)
     assert failed and failed[0]["payload"]["flow"] == "nightly"
     assert "ingest stage failed" in failed[0]["payload"]["message"]
+
+
+@pytest.mark.parametrize(("address", "said"), [
+    ("ftp://hooks.example/T0KEN", "must be an http:// or https:// address, not ftp://"),
+    ("https://hooks.example/T0KEN and more", "must be one address, without spaces"),
+])
+async def test_a_webhook_in_the_secret_block_is_checked_as_the_setting_is(
+    prefect_backend: None, quiet_env: dict[str, str], data_dir: Path,
+    monkeypatch: pytest.MonkeyPatch, address: str, said: str,
+) -> None:
+    """An address in the Secret block that no alert can be POSTed to is told as the setting's
+    is, naming the block and never the address (its token): the failed run's line says its
+    alert was not delivered, nothing tried, and the automations are not applied with it."""
+    from pipeline.cli import _user_errors, one_line
+    from pipeline.operations.automations import apply_automations
+    from pipeline.operations.runs import UnusableWebhook
+
+    name = "apidir-test-bad-webhook"
+    monkeypatch.setenv("APIDIR_ALERT_WEBHOOK_SECRET", name)
+    await Secret(value=address).save(name, overwrite=True)
+    told = (f"the alert webhook in the Prefect Secret block {name!r} "
+            f"(APIDIR_ALERT_WEBHOOK_SECRET): {said}")
+    try:
+        (data_dir / "entries").rename(data_dir / "gone")
+        with pytest.raises(StageFailed) as failed:
+            await nightly()
+        with pytest.raises(UnusableWebhook) as refused:
+            await apply_automations(REPO / "deploy/prefect/automations.yaml", Settings())
+    finally:
+        async with get_client() as client:
+            block = await client.read_block_document_by_name(name, "secret")
+            await client.delete_block_document(block.id)
+    line = one_line(failed.value, "run")
+    assert line.endswith(f"; the alert was not delivered: {told}") and "T0KEN" not in line
+    assert isinstance(refused.value, _user_errors())
+    assert one_line(refused.value, "automations apply") == told
 
 
 async def test_a_network_suspect_run_alerts_and_emits_an_event(

@@ -113,6 +113,12 @@ async def send_alert(
                 status, error = None, f"{type(exc).__name__}: {exc}"
             if attempt < attempts:
                 await asyncio.sleep(backoff * 2 ** (attempt - 1))
-    _log.warning("alert %s not delivered to the webhook: %s", payload.get("event"),
-                 error or f"HTTP {status}")
-    return Delivery(False, attempt, status, error or f"HTTP {status}")
+    return not_delivered(payload.get("event"), error or f"HTTP {status}", attempt, status)
+
+
+def not_delivered(event: object, error: str, attempts: int = 0,
+                  status: int | None = None) -> Delivery:
+    """An alert that did not reach the webhook, logged: it never fails the run that sent it,
+    so the log (and a failed run's command line) is where the operator learns of it."""
+    _log.warning("alert %s not delivered to the webhook: %s", event, error)
+    return Delivery(False, attempts, status, error)

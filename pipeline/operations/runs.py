@@ -24,7 +24,13 @@ from sqlmodel import Session, col, select
 
 from pipeline.catalogue.ingest import EmptyCatalogError
 from pipeline.judging.changes import Change
-from pipeline.operations.alerts import AlertEvent, Delivery, alert_payload, send_alert
+from pipeline.operations.alerts import (
+    AlertEvent,
+    Delivery,
+    alert_payload,
+    not_delivered,
+    send_alert,
+)
 from pipeline.operations.events import (
     RUN_ENTRIES_LEFT_OUT,
     RUN_FAILED,
@@ -46,7 +52,7 @@ from pipeline.release.layout import FULL_DATASET
 from pipeline.release.publish import ReleaseNotRecorded, left_out_line
 from pipeline.release.swap import PublishLockTimeout, PublishWriteFailed
 from pipeline.release.validate import ReleaseValidationError
-from pipeline.settings import Settings
+from pipeline.settings import Settings, webhook_url_problem
 from pipeline.store.migrate import store_failure_line
 from pipeline.store.tables import (
     ABANDONED,
@@ -168,9 +174,15 @@ async def complete_run(settings: Settings, run_id: int, handed_over: Path,
     return run
 
 
+class UnusableWebhook(ValueError):
+    """The alert webhook kept in the Prefect Secret block is no address an alert can be POSTed
+    to; the line names the block, never the address (a webhook's often holds its token)."""
+
+
 async def webhook_url(settings: Settings) -> str | None:
     """The alert webhook: `APIDIR_ALERT_WEBHOOK_URL`, else the Prefect Secret block named by
-    `APIDIR_ALERT_WEBHOOK_SECRET` where one is saved, else none."""
+    `APIDIR_ALERT_WEBHOOK_SECRET` where one is saved, else none. The block's address is checked
+    as the setting's is, when read (`webhook_url_problem`): UnusableWebhook when it is none."""
     if settings.alert_webhook_url:
         return settings.alert_webhook_url
     if not settings.alert_webhook_secret:
@@ -179,7 +191,12 @@ async def webhook_url(settings: Settings) -> str | None:
         secret = await Secret.aload(settings.alert_webhook_secret)
     except ValueError:  # no such block
         return None
-    return str(secret.get()) or None
+    url = str(secret.get()) or None
+    if url and (problem := webhook_url_problem(url)):
+        raise UnusableWebhook(f"the alert webhook in the Prefect Secret block "
+                              f"{settings.alert_webhook_secret!r} (APIDIR_ALERT_WEBHOOK_SECRET): "
+                              f"{problem}")
+    return url
 
 
 async def alert(
@@ -193,7 +210,10 @@ async def alert(
 ) -> Delivery | None:
     """Send one alert to the configured webhook; how it went (none configured: nothing is
     sent, None)."""
-    url = await webhook_url(settings)
+    try:
+        url = await webhook_url(settings)
+    except UnusableWebhook as unusable:
+        return not_delivered(event, str(unusable))
     if not url:
         return None
     payload = alert_payload(event, flow, run, changes, message, flow_run_id or current_flow_run.id)
