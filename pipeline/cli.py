@@ -591,7 +591,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     """Errors a user can cause (bad settings, files, selections, a busy lock, an old store):
     each is told in one line, never a traceback."""
     from pydantic import ValidationError
-    from sqlalchemy.exc import ArgumentError, OperationalError
+    from sqlalchemy.exc import ArgumentError
 
     from pipeline.catalogue.draft import DraftError
     from pipeline.catalogue.ingest import EmptyCatalogError
@@ -609,11 +609,22 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from pipeline.store.migrate import MigrationFailedError, StoreOutOfDateError, StoreTooNewError
     from pipeline.store.tables import StoreUnreadableError
 
-    return (ValidationError, ArgumentError, OperationalError, EmptyCatalogError, StageFailed,
+    return (ValidationError, ArgumentError, EmptyCatalogError, StageFailed,
             AutomationError, DraftError, UnknownSelectionError, PublishLockTimeout,
             PublishLockLost, ReleaseNotRecorded, ReleaseValidationError, StoreOutOfDateError,
             StoreTooNewError, StoreUnreadableError, MigrationFailedError, CategoryError, OSError,
             UnsafeOutputFolder, PublishWriteFailed, UnusableWebhook)
+
+
+def user_caused(error: BaseException) -> bool:
+    """Whether a user can cause `error` (`_user_errors`), or its store's operator can: a
+    database refusing the store for how it was set up (`migrate.operator_caused`)."""
+    from sqlalchemy.exc import DBAPIError
+
+    from pipeline.store.migrate import operator_caused
+
+    return isinstance(error, _user_errors()) or (
+        isinstance(error, DBAPIError) and operator_caused(error))
 
 
 def one_line(error: BaseException, command: str = "apidir") -> str:
@@ -742,7 +753,7 @@ def main() -> None:
     except Exception as error:
         if os.environ.get("APIDIR_DEBUG"):
             raise
-        if isinstance(error, _user_errors()):
+        if user_caused(error):
             typer.echo(f"apidir: {one_line(error, command_named(sys.argv[1:]))}", err=True)
             sys.exit(2)
         if started_too_late(error):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, WriteEntry, hold_the_write_lock, ingested_session
-from tests.postgres_server import free_port
+from tests.postgres_server import free_port, scratch_database
 from tests.test_cli_errors import apidir, one_line
 from tests.webhook import WebhookReceiver
 
@@ -194,6 +194,60 @@ def test_a_postgres_server_refusing_the_store_s_user_is_one_line(
     assert line.startswith(
         f"apidir: publish failed on the store {url.render_as_string(hide_password=True)}: ")
     assert line.endswith('role "nobody_here" does not exist'), line
+    assert "secret" not in done.stderr
+    assert_no_statement(line)
+
+
+# How an operator sets a PostgreSQL store up so that the pipeline cannot use it, with what the
+# server says then: each is PostgreSQL's own class of error, none an OperationalError.
+STORES_SET_UP_WRONG = {
+    "user-without-rights": ([
+        "CREATE ROLE {role} LOGIN PASSWORD 'secret'",
+        "GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}"],
+        "permission denied for table "),
+    "read-only-database": (['ALTER DATABASE "{database}" SET default_transaction_read_only = on'],
+                           "in a read-only transaction"),
+    "table-taken-away": (["DROP TABLE entry_event"], 'relation "entry_event" does not exist'),
+}
+
+
+@pytest.mark.parametrize("setup", STORES_SET_UP_WRONG)
+def test_a_postgres_store_set_up_so_the_pipeline_cannot_use_it_is_one_line(
+    tmp_path: Path, data_dir: Path, write_entry: WriteEntry, postgres_server: str, setup: str
+) -> None:
+    """A store the operator set up wrong (a user without the rights on its tables, a database
+    taking no writes, a table taken away) is the operator's to mend: one line naming the
+    command, the store and the server's reason, exit status 2, not an unexpected error."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    statements, said = STORES_SET_UP_WRONG[setup]
+    role = f"apidir_reader_{tmp_path.name[-8:].replace('-', '_')}".lower()
+    write_entry()
+    server = create_engine(postgres_server, isolation_level="AUTOCOMMIT")
+    try:
+        with scratch_database(postgres_server) as url:
+            with ingested_session(url, data_dir / "entries"):
+                pass
+            admin = create_engine(url, isolation_level="AUTOCOMMIT")
+            with admin.connect() as connection:
+                for statement in statements:
+                    connection.execute(text(statement.format(
+                        role=role, database=make_url(url).database)))
+            admin.dispose()
+            used = make_url(url).set(username=role, password="secret") \
+                if setup == "user-without-rights" else make_url(url)
+            done = apidir("publish", env=sqlite_env(tmp_path, data_dir) | {
+                "APIDIR_DATABASE_URL": used.render_as_string(hide_password=False)})
+    finally:  # its rights went with the database
+        with server.connect() as connection:
+            connection.execute(text(f"DROP ROLE IF EXISTS {role}"))
+        server.dispose()
+    assert done.returncode == 2, done.stderr
+    line = last_line(done)
+    assert line.startswith(
+        f"apidir: publish failed on the store {used.render_as_string(hide_password=True)}: "), line
+    assert said in line and "unexpected" not in line
     assert "secret" not in done.stderr
     assert_no_statement(line)
 

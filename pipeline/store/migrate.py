@@ -25,7 +25,7 @@ from alembic.script import ScriptDirectory
 from filelock import FileLock
 from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import URL, Connection, Engine
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from pipeline.processes import process_gone
 from pipeline.settings import shown
@@ -102,6 +102,27 @@ def database_said(error: DBAPIError) -> str:
     which tell a user nothing to act on and may show the data."""
     said = next(iter(str(error.orig).strip().splitlines()), "")
     return said.strip() or type(error.orig).__name__
+
+
+# What PostgreSQL says, by SQLSTATE, of a store its operator set up so that the pipeline cannot
+# use it, beside the connection and resource failures SQLAlchemy counts as OperationalError:
+# a user without the rights on its tables, a database that takes no writes (a standby, or
+# `default_transaction_read_only`), tables or columns a hand or another program took away.
+OPERATOR_SQLSTATES = {
+    "42501": "insufficient_privilege",
+    "25006": "read_only_sql_transaction",
+    "42P01": "undefined_table",
+    "42703": "undefined_column",
+}
+
+
+def operator_caused(error: DBAPIError) -> bool:
+    """Whether the database refused `error`'s statement for what its operator set up or did
+    (out of reach, busy, full, read-only, without rights, tables gone), which the operator
+    mends, rather than for a fault of the pipeline. SQLite says each of those as an
+    OperationalError; PostgreSQL says some in other classes, told by their SQLSTATE."""
+    return isinstance(error, OperationalError) or (
+        getattr(error.orig, "sqlstate", None) in OPERATOR_SQLSTATES)
 
 
 def store_failure_line(what: str, error: DBAPIError, store: Engine | URL) -> str:
