@@ -558,16 +558,21 @@ def automations_apply(
     ] = None,
 ) -> None:
     """Create the automations on the Prefect server of PREFECT_API_URL (the alert on a missed
-    night among them), with the alert webhook saved as a Webhook block."""
+    night among them), with the alert webhook saved as a Webhook block; without a webhook,
+    those that call it are skipped with a warning."""
     from prefect.settings import PREFECT_API_URL
 
-    from pipeline.operations.automations import apply_automations
+    from pipeline.operations.automations import apply_automations, missing_webhook_hint
 
     if not PREFECT_API_URL.value():
         fail("automations live on a Prefect server: set PREFECT_API_URL (see the README, "
              "Run on a schedule)")
-    names = asyncio.run(apply_automations(file, Settings(), within))
-    typer.echo(f"applied {len(names)} automation(s): {', '.join(names)}")
+    settings = Settings()
+    done = asyncio.run(apply_automations(file, settings, within))
+    if done.skipped:
+        typer.echo(f"apidir: warning: no alert webhook, so {', '.join(done.skipped)} not "
+                   f"applied: {missing_webhook_hint(settings)}", err=True)
+    typer.echo(f"applied {len(done.applied)} automation(s): {', '.join(done.applied)}")
 
 
 @app.command()

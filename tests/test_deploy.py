@@ -140,3 +140,37 @@ def test_the_missed_night_automation_calls_the_webhook(prefect_server: dict[str,
                             format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
     finally:
         hook.shutdown()
+
+
+def test_automations_apply_without_a_webhook_applies_the_shard_watch(
+    prefect_server: dict[str, str],
+) -> None:
+    """The README's steps with the webhook left out: the shard watch needs none and is
+    applied; the missed-night alert, which calls the webhook, is skipped in one warning line
+    saying how to add it (the command used to refuse both)."""
+    env = {key: value for key, value in prefect_server.items()
+           if key != "APIDIR_ALERT_WEBHOOK_URL"}
+    api = env["PREFECT_API_URL"]
+
+    def automation_ids() -> dict[str, set[str]]:
+        found: dict[str, set[str]] = {}
+        for automation in json.loads(urllib.request.urlopen(urllib.request.Request(
+                f"{api}/automations/filter", data=b"{}",
+                headers={"Content-Type": "application/json"}), timeout=10).read()):
+            found.setdefault(automation["name"], set()).add(automation["id"])
+        return found
+
+    before = automation_ids()
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "automations", "apply"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "applied 1 automation(s): apidir-probe-shard-zombie"
+    assert done.stderr.splitlines() == [
+        "apidir: warning: no alert webhook, so apidir-nightly-missed not applied: set "
+        "APIDIR_ALERT_WEBHOOK_URL or save the Prefect Secret block 'apidir-alert-webhook', "
+        "then run `apidir automations apply` again"]
+    after = automation_ids()
+    [zombie] = after["apidir-probe-shard-zombie"]
+    assert zombie not in before.get("apidir-probe-shard-zombie", set())  # created anew
+    # one applied earlier with a webhook is left as it was
+    assert after.get("apidir-nightly-missed") == before.get("apidir-nightly-missed")

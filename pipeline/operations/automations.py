@@ -1,9 +1,11 @@
 """The Prefect automations of `deploy/prefect/automations.yaml`, applied to a Prefect server:
 the alert webhook saved as a Webhook block, block names resolved to ids, each automation
-created anew (one of the same name is replaced)."""
+created anew (one of the same name is replaced). Without a webhook, those that call it are
+skipped and the others applied: the shard watch needs none."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,14 @@ class AutomationError(ValueError):
     """The automations cannot be applied as asked (no webhook, a bad definition)."""
 
 
+@dataclass(frozen=True)
+class AppliedAutomations:
+    """The automations created, and those skipped for want of the alert webhook."""
+
+    applied: list[str]
+    skipped: list[str]
+
+
 def load_definitions(path: Path) -> list[dict[str, Any]]:
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -31,6 +41,18 @@ def load_definitions(path: Path) -> list[dict[str, Any]]:
     except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
         raise AutomationError(f"{path}: no automations list: {exc}") from exc
     return definitions
+
+
+def needs_webhook(definition: dict[str, Any]) -> bool:
+    """Whether an action of the automation calls the alert webhook's block."""
+    return any(action.get("block") == WEBHOOK_BLOCK for action in definition.get("actions", []))
+
+
+def missing_webhook_hint(settings: Settings) -> str:
+    """How to give the automations their webhook, in the words of the settings."""
+    secret = settings.alert_webhook_secret
+    where = f" or save the Prefect Secret block {secret!r}" if secret else ""
+    return f"set APIDIR_ALERT_WEBHOOK_URL{where}, then run `apidir automations apply` again"
 
 
 def resolve(definition: dict[str, Any], blocks: dict[str, str],
@@ -55,10 +77,11 @@ def resolve(definition: dict[str, Any], blocks: dict[str, str],
 
 
 async def apply_automations(path: Path, settings: Settings,
-                            within: float | None = None) -> list[str]:
-    """Save the webhook block, then create every automation of `path`; their names. A server
-    that cannot be reached is an AutomationError naming PREFECT_API_URL: the client's own
-    words ("All connection attempts failed") name no address."""
+                            within: float | None = None) -> AppliedAutomations:
+    """Save the webhook block, then create every automation of `path` (without a webhook,
+    every one that does not call it). A server that cannot be reached is an AutomationError
+    naming PREFECT_API_URL: the client's own words ("All connection attempts failed") name no
+    address."""
     try:
         return await _apply(path, settings, within)
     except httpx.TransportError as exc:
@@ -67,19 +90,21 @@ async def apply_automations(path: Path, settings: Settings,
                               f"(PREFECT_API_URL) cannot be reached: {why}") from exc
 
 
-async def _apply(path: Path, settings: Settings, within: float | None) -> list[str]:
-    url = await webhook_url(settings)
-    if not url:
-        raise AutomationError(
-            "no alert webhook: set APIDIR_ALERT_WEBHOOK_URL or save the Prefect Secret block "
-            f"{settings.alert_webhook_secret or WEBHOOK_BLOCK!r}")
+async def _apply(path: Path, settings: Settings, within: float | None) -> AppliedAutomations:
     definitions = load_definitions(path)
-    block = Webhook(method="POST", url=url, headers={"Content-Type": "application/json"})
-    block_id = await block.asave(WEBHOOK_BLOCK, overwrite=True)
-    automations = [resolve(d, {WEBHOOK_BLOCK: str(block_id)}, within) for d in definitions]
+    url = await webhook_url(settings)
+    blocks: dict[str, str] = {}
+    skipped = []
+    if url:
+        block = Webhook(method="POST", url=url, headers={"Content-Type": "application/json"})
+        blocks[WEBHOOK_BLOCK] = str(await block.asave(WEBHOOK_BLOCK, overwrite=True))
+    else:
+        skipped = [str(d.get("name")) for d in definitions if needs_webhook(d)]
+        definitions = [d for d in definitions if not needs_webhook(d)]
+    automations = [resolve(d, blocks, within) for d in definitions]
     async with get_client() as client:
         for automation in automations:
             for existing in await client.read_automations_by_name(automation.name):
                 await client.delete_automation(existing.id)
             await client.create_automation(automation)
-    return [automation.name for automation in automations]
+    return AppliedAutomations([automation.name for automation in automations], skipped)
