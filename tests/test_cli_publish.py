@@ -16,6 +16,13 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeline.cli import app
+from pipeline.release.hosting import (
+    HEADERS_FILE,
+    NOT_FOUND_JSON,
+    REDIRECTS_FILE,
+    parse_headers_file,
+    parse_redirects_file,
+)
 from pipeline.release.swap import UnsafeOutputFolder, live_folder
 from pipeline.store.history import plan_targets, record_probes
 from pipeline.store.tables import start_run
@@ -64,6 +71,12 @@ def test_pages_can_be_left_out(stored: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert outcome.exit_code == 0 and "entries" in outcome.output and "pages" not in outcome.output
     assert (stored / "api" / "apis.json").is_file()
     assert not (stored / "index.html").exists() and not (stored / "apis").exists()
+    # the host's files come with every release: its rules, and the JSON 404 body that
+    # api/openapi.json declares and the nginx config sends, which the one 404 rule names
+    assert parse_headers_file((stored / HEADERS_FILE).read_text())
+    assert json.loads((stored / NOT_FOUND_JSON).read_text())["error"]["code"] == "not_found"
+    assert parse_redirects_file((stored / REDIRECTS_FILE).read_text()) == [
+        ("/api/*", "/" + NOT_FOUND_JSON, 404)]
 
 
 def first_server(document: dict) -> str:

@@ -20,6 +20,7 @@ from pipeline.operations import stages
 from pipeline.release import publish as publish_module
 from pipeline.release import search as search_module
 from pipeline.release import validate as validate_module
+from pipeline.release.hosting import HEADERS_FILE, NOT_FOUND_JSON, REDIRECTS_FILE
 from pipeline.release.layout import (
     CATEGORY_INDEX,
     ENTRY_DOCUMENTS,
@@ -236,6 +237,27 @@ def test_validation_finds_a_missing_changed_or_stray_entry_document(
         in problems
     assert problems[-1] == f"{ENTRY_DOCUMENTS}: 1 file(s) that are no entry's document"
     assert len(problems) == 3
+
+
+def test_a_release_without_its_host_files_is_refused(tmp_path: Path, catalogue_entries) -> None:
+    """Every release carries `_headers`, `_redirects` and the JSON 404 body its OpenAPI
+    document declares, pages or not: one without them, or whose 404 rule leads nowhere, is
+    not swapped in (the nginx config's `error_page 404 /api/404.json` would lead nowhere)."""
+    files = release(catalogue_entries)
+    assert {HEADERS_FILE, REDIRECTS_FILE, NOT_FOUND_JSON} <= files.keys()
+    out = write_release(tmp_path / "public", files, CATEGORIES)
+    (out / NOT_FOUND_JSON).unlink()
+    (out / HEADERS_FILE).unlink()
+    (out / REDIRECTS_FILE).write_text("/api/*  /api/missing.json  404\n")
+    problems = validate_release(out, CATEGORIES)
+    assert [p.split(":")[0] for p in problems] == [HEADERS_FILE, REDIRECTS_FILE, NOT_FOUND_JSON]
+    assert problems[1] == (f"{REDIRECTS_FILE}: /api/* leads to /api/missing.json, which is no "
+                           "file of the release")
+    (out / NOT_FOUND_JSON).write_text('{"error": {}}')
+    assert any(p.startswith(f"{NOT_FOUND_JSON}: error") for p in validate_release(out, CATEGORIES))
+    without = {path: data for path, data in files.items() if path != NOT_FOUND_JSON}
+    with pytest.raises(ReleaseValidationError, match=NOT_FOUND_JSON):
+        write_release(out, without, CATEGORIES)
 
 
 def test_a_release_that_breaks_the_contract_leaves_the_old_one(

@@ -48,6 +48,7 @@ from pipeline.judging.rollup import entry_trends
 from pipeline.processes import in_order, worker_pool
 from pipeline.release.feed import FeedLinks, feed_items, render_feed
 from pipeline.release.files import Folders, keep_only
+from pipeline.release.hosting import host_files
 from pipeline.release.layout import (
     CATEGORY_INDEX,
     CHANGES,
@@ -324,6 +325,7 @@ def build_release(
     counts = {category_id: len(members) for category_id, members in by_category.items()}
     files[CATEGORY_INDEX] = _index_document(meta, counts, categories)
     files[OPENAPI] = render_openapi(base_url).encode()
+    files.update(host_files())
     return files
 
 
@@ -547,6 +549,8 @@ def stream_release(
         write_entry_documents(staging, writer.ids, meta)
         write_file(staging, CATEGORY_INDEX, _index_document(meta, writer.counts, categories))
         write_file(staging, OPENAPI, render_openapi(base_url).encode())
+        for relative, data in host_files().items():  # with or without the pages
+            write_file(staging, relative, data)
         if complete is not None:
             complete_staged(complete, staging, meta, writer.counts, categories)
 

@@ -27,7 +27,6 @@ from pipeline.release.entry_site import (
     write_entry_site,
 )
 from pipeline.release.files import dataset_lines, dataset_meta, keep_only
-from pipeline.release.hosting import host_files
 from pipeline.release.layout import (
     CATEGORY_INDEX,
     ENTRY_PAGES,
@@ -93,7 +92,7 @@ class SiteReport:
 def write_site(staging: Path, base_url: str,
                trends: Mapping[str, Sequence[DayFigures]] | None = None,
                workers: int | None = None, previous: Path | None = None) -> SiteReport:
-    """The reader pages, assets and host files, the Markdown for agents (`llms.txt`, one file
+    """The reader pages and assets, the Markdown for agents (`llms.txt`, one file
     per entry and category) and the sitemap and `robots.txt` for crawlers, rendered from the
     staged documents; each page's, Markdown file's and sitemap's links are checked. Raises
     PageError naming every page with a problem.
@@ -116,9 +115,8 @@ def write_site(staging: Path, base_url: str,
                              for path in (entry_page(entry_id), entry_markdown(entry_id))})
     assets, asset_paths = asset_files()
     crawlers = crawler_files(ids, category_ids, base_url)
-    shared = {**assets, **host_files()}
     release = frozenset({
-        *staged_paths(staging), *shared, *crawlers, INDEX_PAGE, NOT_FOUND_PAGE, LLMS_TXT,
+        *staged_paths(staging), *assets, *crawlers, INDEX_PAGE, NOT_FOUND_PAGE, LLMS_TXT,
         *map(category_page, category_ids), *map(category_markdown, category_ids),
         *map(entry_page, ids), *map(entry_markdown, ids),
     })
@@ -152,7 +150,7 @@ def write_site(staging: Path, base_url: str,
         ordered = {category: [card for _, card in sorted(members, key=lambda m: m[0])]
                    for category, members in cards.items()}
         del cards
-        site = {**shared, **render_pages(context.common, ordered, root_path)}
+        site = {**assets, **render_pages(context.common, ordered, root_path)}
         del ordered
         pages = [(path, data) for path, data in site.items() if path.endswith(".html")]
         if pool is None:

@@ -35,6 +35,7 @@ from pipeline.contract import (
     CategoryMeta,
     ChangeLog,
     EntryDocument,
+    ErrorBody,
     FullDataset,
     Meta,
     ReleaseIndex,
@@ -45,6 +46,13 @@ from pipeline.contract import (
 from pipeline.processes import in_order, worker_pool
 from pipeline.release.feed import check_feed
 from pipeline.release.files import dataset_lines
+from pipeline.release.hosting import (
+    HEADERS_FILE,
+    NOT_FOUND_JSON,
+    REDIRECTS_FILE,
+    parse_headers_file,
+    parse_redirects_file,
+)
 from pipeline.release.layout import (
     CATEGORY_INDEX,
     CHANGES,
@@ -91,6 +99,7 @@ _MODELS: dict[str, type[BaseModel]] = {
     "SearchIndex": SearchIndex,
     "SearchItem": SearchItem,
     "EntryDocument": EntryDocument,
+    "ErrorBody": ErrorBody,
 }
 _SLUG = re.compile(SLUG_PATTERN)
 
@@ -441,6 +450,32 @@ def dataset_problems(folder: Path, categories: list[Category],
     return problems
 
 
+def host_file_problems(folder: Path) -> list[str]:
+    """Problems of the files every release carries for its host, with or without pages: the
+    `_headers` and `_redirects` a host reads, and the JSON 404 body that `api/openapi.json`
+    declares and the nginx config sends. A host rule leading to no file of the release is one:
+    the host would answer a miss with a miss."""
+    problems = []
+    for path, parse in ((HEADERS_FILE, parse_headers_file),
+                        (REDIRECTS_FILE, parse_redirects_file)):
+        try:
+            rules = parse((folder / path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            problems.append(f"{path}: unreadable: {exc}")
+            continue
+        if path == REDIRECTS_FILE:
+            problems += [f"{path}: {source} leads to {target}, which is no file of the release"
+                         for source, target, _ in rules
+                         if not (folder / target.lstrip("/")).is_file()]
+    try:
+        body = json.loads((folder / NOT_FOUND_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        problems.append(f"{NOT_FOUND_JSON}: unreadable: {exc}")
+    else:
+        _check_document("ErrorBody", NOT_FOUND_JSON, body, problems)
+    return problems
+
+
 def validate_release(folder: Path, categories: list[Category],
                      entries_checked: bool = False) -> list[str]:
     """Every contract problem of the release in `folder` (empty when it is valid);
@@ -458,6 +493,7 @@ def validate_release(folder: Path, categories: list[Category],
     if index is not None:
         _check_document("CategoryIndex", CATEGORY_INDEX, index, problems)
     load(OPENAPI)
+    problems += host_file_problems(folder)
     releases = load(RELEASE_INDEX) if (folder / RELEASE_INDEX).exists() else None
     if releases is not None:
         _check_document("ReleaseIndex", RELEASE_INDEX, releases, problems)
