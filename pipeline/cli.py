@@ -288,7 +288,9 @@ def probe(
         "--entry", "-e", metavar="ID", help="Probe this entry's targets (repeatable).")] = None,
     allow_private: Annotated[bool, typer.Option(
         "--allow-private", help="Turn the network guard off: private addresses allowed.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON lines.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help=(
+        "Print results as JSON lines, one per look: a URL that failed gets a second line, "
+        'its second look ("confirmation": true), which decides it.'))] = False,
 ) -> None:
     """Probe entries or URLs now and print each result; nothing is stored. Exit status 1
     when any probe got no HTTP response (unreachable, blocked, malformed), else 0."""

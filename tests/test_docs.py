@@ -1,11 +1,18 @@
 """The README's reference tables against the product: every setting in the configuration
-table with its default. A setting added without its line would otherwise go unseen by every
-user who reads the README."""
+table with its default, every command and option in the command table. A setting or option
+added without its line would otherwise go unseen by every user who reads the README."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from pipeline.cli import app
 from pipeline.settings import Settings
 from tests.conftest import REPO
 
@@ -48,4 +55,31 @@ def test_every_setting_is_in_the_configuration_table_with_its_default() -> None:
     assert sorted(expected.keys() - documented.keys()) == []  # settings the table lacks
     assert sorted(documented.keys() - expected.keys()) == []  # lines of no setting
     assert {name: documented[name] for name in expected} == expected
+
+
+def commands(group: Any, path: tuple[str, ...] = ("apidir",)) -> Iterator[tuple[str, Any]]:
+    """Every command of the `apidir` app with its full name (`apidir db current`)."""
+    for name, command in getattr(group, "commands", {}).items():
+        if getattr(command, "commands", None):
+            yield from commands(command, (*path, name))
+        elif not command.hidden:
+            yield " ".join((*path, name)), command
+
+
+COMMANDS = dict(commands(typer.main.get_group(app)))
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_command_and_option_is_in_the_command_table(name: str) -> None:
+    rows = [row for row in table_rows(section("The `apidir` command"))
+            if re.search(rf"`{re.escape(name)}(`| )", row[0])]
+    assert rows, f"{name} is not in the README's command table"
+    options = [option for param in COMMANDS[name].params if param.param_type_name == "option"
+               for option in param.opts if option.startswith("--")]
+    assert [option for option in options if not any(option in row[0] for row in rows)] == []
+
+
+def test_probe_help_says_a_failed_url_has_a_second_json_line() -> None:
+    outcome = CliRunner().invoke(app, ["probe", "--help"], terminal_width=200)
+    assert '"confirmation": true' in " ".join(outcome.output.split())
 
