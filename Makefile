@@ -60,9 +60,11 @@ postgres-binaries:
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
 	fi
 
-test: $(STAMP) system-packages postgres-binaries  ## lint and run the whole test suite (SQLite and PostgreSQL)
-	mkdir -p $(PREFECT_HOME)
+lint: $(STAMP)  ## check the code with ruff
 	$(BIN)/ruff check .
+
+test: lint system-packages postgres-binaries  ## lint and run the whole test suite (SQLite and PostgreSQL)
+	mkdir -p $(PREFECT_HOME)
 	$(BIN)/python -m pytest
 
 BENCH_STAMP := $(VENV)/.bench-installed
@@ -89,5 +91,9 @@ openapi: $(STAMP)  ## refresh the committed OpenAPI document and the entry file'
 	$(BIN)/apidir openapi > docs/openapi.json
 	$(BIN)/apidir entry-schema > docs/entry.schema.json
 
-clean:
-	rm -rf $(VENV) var public .pytest_cache test-output
+# What is rebuilt: the store (var/apidir.db), Prefect's local state (var/prefect) and the
+# published release (public/) are kept, as they hold the history no command rebuilds.
+clean:  ## remove the virtual environment, caches, build output and benchmark data
+	rm -rf $(VENV) .pytest_cache .ruff_cache build test-output var/bench var/test-postgres
+	find . -path ./var -prune -o -path ./public -prune -o \
+	  \( -name __pycache__ -o -name '*.egg-info' \) -type d -prune -exec rm -rf {} +

@@ -5,6 +5,8 @@ added without its line would otherwise go unseen by every user who reads the REA
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -83,3 +85,20 @@ def test_probe_help_says_a_failed_url_has_a_second_json_line() -> None:
     outcome = CliRunner().invoke(app, ["probe", "--help"], terminal_width=200)
     assert '"confirmation": true' in " ".join(outcome.output.split())
 
+
+
+def make_dry_run(target: str) -> list[str]:
+    """The words of the commands `make TARGET` would run (nothing is run)."""
+    done = subprocess.run(["make", "-n", target], cwd=REPO, capture_output=True, text=True,
+                          check=True, timeout=60)
+    return done.stdout.split()
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_make_clean_keeps_the_store_and_the_release_and_make_lint_runs_ruff() -> None:
+    """`make clean` removed `var` and `public`: the default store with every night's history
+    and the published release, which no command rebuilds."""
+    words = make_dry_run("clean")
+    assert "rm" in words
+    assert {"var", "var/", "var/apidir.db", "var/prefect", "public", "public/"}.isdisjoint(words)
+    assert "ruff" in " ".join(make_dry_run("lint"))
