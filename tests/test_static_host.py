@@ -39,7 +39,7 @@ from pipeline.release.layout import RELEASE_INDEX
 from pipeline.release.openapi import openapi_document
 from tests.conftest import REPO
 from tests.site_release import SampleRelease, publish_sample_release
-from tests.static_host import free_port, run_nginx, run_serve, wait_for_port
+from tests.static_host import checked_nginx, free_port, run_nginx, run_serve, wait_for_port
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,13 @@ def hosts(sample: SampleRelease,
 def asset(host: Host, suffix: str) -> str:
     return "/" + next(p for p in (host.release / "assets").iterdir()
                       if p.suffix == suffix).relative_to(host.release).as_posix()
+
+
+def test_the_site_config_passes_nginx_t_without_a_warning(tmp_path: Path) -> None:
+    """Included next to Debian's mime.types, as the README says, `nginx -t` warned of a
+    duplicate MIME type: text/html is in charset_types by default."""
+    (tmp_path / "root").mkdir()
+    checked_nginx(tmp_path / "root", tmp_path / "nginx", free_port())
 
 
 JSON_PATHS = ["/api/apis.json", "/api/categories/ai.json", "/api/categories.json",
