@@ -4,6 +4,7 @@ The run plans its shards once and stores each one's targets; a worker reads its 
 and index (flow-run parameters stay small, and the targets never pass through the
 orchestrator), probes, and commits its probe rows together with the shard's `finished_at`.
 Only the first commit of a shard counts: a shard retried or run twice stores its probes once.
+Once the run has ended its shards are read no more: the next sharded run deletes them.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, func, update
+from sqlalchemy import Row, delete, func, update
 from sqlmodel import Session, col, select
 
 from pipeline.probing.probe import ProbeTarget
 from pipeline.probing.shards import Shard
 from pipeline.store.history import ProbeTally
-from pipeline.store.tables import ProbeShardRow, insert_rows, utcnow
+from pipeline.store.tables import PipelineRun, ProbeShardRow, insert_rows, utcnow
 
 
 class ShardPlanError(ValueError):
@@ -27,7 +28,9 @@ class ShardPlanError(ValueError):
 
 
 def save_shards(session: Session, run_id: int, shards: Sequence[Shard]) -> None:
-    """Store what each shard of the run must probe (committed by the caller)."""
+    """Store what each shard of the run must probe (committed by the caller), after deleting
+    the shards of every run that has ended (`drop_ended_shards`)."""
+    drop_ended_shards(session)
     if shards:
         insert_rows(session, ProbeShardRow.__table__, [
             {"run_id": run_id, "shard": shard.index, "connect_failures": 0,
@@ -35,6 +38,17 @@ def save_shards(session: Session, run_id: int, shards: Sequence[Shard]) -> None:
              "linked_hosts": sorted(shard.linked)}
             for shard in shards
         ])
+
+
+def drop_ended_shards(session: Session) -> int:
+    """Delete the shards (targets and figures) of every run that is no longer running; their
+    count. A night's targets, as large as its plan, are read only while it runs: a retried
+    or repeated shard finds them, and a night run again is a new run that plans its own. A
+    run's shards stay until the next sharded night plans, for a look at where and how long
+    they ran."""
+    ended = select(PipelineRun.id).where(PipelineRun.state != "running")
+    return session.execute(delete(ProbeShardRow).where(
+        col(ProbeShardRow.run_id).in_(ended))).rowcount
 
 
 def _target(item: Any) -> ProbeTarget:

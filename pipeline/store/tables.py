@@ -4,7 +4,8 @@ SQLite by default; PostgreSQL through a `postgresql+psycopg://` URL works the sa
 (the tests run against both). Nothing here is dialect-specific: text is ordered in
 Python, never by the server's collation, so every backend publishes the same bytes.
 Nothing is deleted but raw probes past `APIDIR_PROBES_KEPT_DAYS`, once their day is rolled
-up: an entry gone from `data/` is retired with its history kept.
+up, and the probe shards of ended runs: an entry gone from `data/` is retired with its history
+kept.
 """
 
 from __future__ import annotations
@@ -225,7 +226,8 @@ class ProbeRow(SQLModel, table=True):
 class ProbeShardRow(SQLModel, table=True):
     """One shard of a run's probe stage when shards run as flow runs on workers of any
     machine: the targets it must probe (planned once by the run), then where it ran and
-    what it counted. A shard's probe rows and its `finished_at` are committed together."""
+    what it counted. A shard's probe rows and its `finished_at` are committed together. The
+    shards of a run that has ended are deleted when the next sharded run plans its own."""
 
     __tablename__ = "probe_shard"
 
