@@ -418,7 +418,8 @@ IgnoreRunning = Annotated[bool, typer.Option(
     help="Go on although the store marks runs as running: for a run whose machine or "
          "process is gone.")]
 
-db = typer.Typer(help="The store: show its schema, upgrade it, take it back, compact it.",
+db = typer.Typer(help="The store: show its schema, upgrade it, take it back, compact it, "
+                 "back it up.",
                  no_args_is_help=True)
 app.add_typer(db, name="db")
 
@@ -507,6 +508,29 @@ def db_compact(
     finally:
         engine.dispose()
     typer.echo(f"compacted the store from {compacted.before:,} to {compacted.after:,} bytes")
+
+
+@db.command("backup")
+def db_backup(
+    target: Annotated[Path, typer.Argument(
+        metavar="FILE", help="The new file to write the backup to (never overwritten).")],
+) -> None:
+    """Copy a SQLite store to a new file, consistent while a run writes (the store's file
+    alone may lack the latest writes, still in its write-ahead log); to restore it, stop the
+    runs and point APIDIR_DATABASE_URL at the copy. A PostgreSQL store is backed up with
+    pg_dump."""
+    from pipeline.store.backup import BackupRefusedError, back_up_store
+    from pipeline.store.tables import open_engine
+
+    engine = open_engine(Settings().database_url)
+    try:
+        backed_up = back_up_store(engine, target)
+    except BackupRefusedError as exc:
+        fail(str(exc))
+    finally:
+        engine.dispose()
+    typer.echo(f"backed up the store (schema revision {backed_up.revision}) to "
+               f"{backed_up.path}: {backed_up.size:,} bytes")
 
 
 @app.command()

@@ -1,17 +1,130 @@
-"""The store after weeks of nights: a night's shard plan goes once a later night plans."""
+"""The store after weeks of nights: a backup opens as the store it copied, the store's file
+alone holds every ended run, and a night's shard plan goes once a later night plans."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
 import pytest
-from sqlmodel import func, select
+from sqlalchemy import make_url, text
+from sqlmodel import Session, func, select
 
 from pipeline.settings import Settings
+from pipeline.store.migrate import head_revision
 from pipeline.store.tables import (
     ProbeShardRow,
     finish_run,
+    make_engine,
+    open_engine,
     start_run,
 )
-from tests.conftest import WriteEntry, make_entry
+from tests.conftest import REPO, WriteEntry, make_entry
+from tests.test_migrations import run_apidir
+
+
+def one_line(done: subprocess.CompletedProcess[str]) -> str:
+    """A refused command's whole answer: one line on standard error, nothing else."""
+    assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    return done.stderr.rstrip("\n")
+
+
+def ended_runs(database_url: str, count: int) -> None:
+    """`count` runs of the nightly, each recorded and closed by the pipeline's own functions."""
+    engine = make_engine(database_url)
+    with Session(engine) as session:
+        for _ in range(count):
+            finish_run(session, start_run(session, "nightly"), "completed")
+    engine.dispose()
+
+
+def run_count(database_url: str) -> int:
+    engine = open_engine(database_url)
+    with engine.connect() as connection:
+        counted = connection.execute(text("SELECT count(*) FROM pipeline_run")).scalar_one()
+    engine.dispose()
+    return counted
+
+
+def test_a_backup_taken_while_a_run_writes_opens_as_the_store_with_its_runs(
+    database_url: str, tmp_path: Path,
+) -> None:
+    """`apidir db backup FILE` copies the store as its runs committed it, while another writer
+    holds a write open (the copy neither waits for it nor holds its rows); the copy opens as
+    a store of this version with the same runs. An existing file, or a folder that cannot be
+    written, is refused in one line, nothing written. A PostgreSQL store is told, in one
+    line, to use pg_dump."""
+    ended_runs(database_url, 3)
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    target = backups / "apidir.db.bak"
+    if database_url.startswith("postgresql"):
+        told = one_line(run_apidir(database_url, "db", "backup", str(target)))
+        assert "pg_dump" in told, told
+        assert (make_url(database_url).password or "never shown") not in told
+        assert list(backups.iterdir()) == []
+        return
+
+    engine = open_engine(database_url)
+    with engine.connect() as writing:  # a run writing: its row not committed yet
+        writing.execute(text("INSERT INTO pipeline_run (flow, started_at, state, entries_seen,"
+                             " entries_published, entries_added, entries_updated,"
+                             " entries_retired, entries_invalid, probes, probes_failed,"
+                             " network_suspect) VALUES ('nightly', :at, 'running', 0, 0, 0, 0,"
+                             " 0, 0, 0, 0, false)"), {"at": datetime.now(UTC)})
+        done = run_apidir(database_url, "db", "backup", str(target))
+        writing.rollback()
+    engine.dispose()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"backed up the store (schema revision {head_revision()}) "
+                                  f"to {target}: "), done.stdout
+    assert sorted(path.name for path in backups.iterdir()) == ["apidir.db.bak"]  # one file
+    copy = f"sqlite:///{target}"
+    current = run_apidir(copy, "db", "current")
+    assert (current.returncode, current.stdout) == (
+        0, f"schema revision {head_revision()} (up to date)\n"), current.stderr
+    assert run_count(copy) == 3
+
+    kept = target.read_bytes()
+    assert one_line(run_apidir(database_url, "db", "backup", str(target))) == (
+        f"apidir: {target} exists already: a backup goes to a new file")
+    assert target.read_bytes() == kept
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    assert one_line(run_apidir(database_url, "db", "backup", str(afile / "b.db"))) == (
+        f"apidir: cannot write the backup {afile / 'b.db'}: Not a directory")
+    if os.geteuid() == 0 and not shutil.which("setpriv"):
+        return  # root writes in any folder; setpriv, which would drop that, is missing
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o500)
+    call = [sys.executable, "-m", "pipeline.cli", "db", "backup", str(closed / "b.db")]
+    if os.geteuid() == 0:
+        call = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *call]
+    refused = subprocess.run(call, cwd=REPO, capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "APIDIR_DATABASE_URL": database_url})
+    assert one_line(refused) == (
+        f"apidir: cannot write the backup {closed / 'b.db'}: Permission denied")
+    assert list(closed.iterdir()) == []
+
+
+@pytest.mark.backends("sqlite")
+def test_the_store_file_alone_holds_every_ended_run(database_url: str, tmp_path: Path) -> None:
+    """A run's end folds the write-ahead log back into the store's file: a copy of the file
+    alone, made while the pipeline still has the store open, holds every ended run."""
+    engine = make_engine(database_url)
+    with Session(engine) as session:
+        for _ in range(3):
+            finish_run(session, start_run(session, "nightly"), "completed")
+        file_alone = tmp_path / "copied" / "apidir.db"
+        file_alone.parent.mkdir()
+        shutil.copyfile(make_url(database_url).database, file_alone)
+        assert run_count(f"sqlite:///{file_alone}") == 3
+    engine.dispose()
 
 
 def several_hosts(write_entry: WriteEntry, count: int) -> None:
