@@ -419,7 +419,7 @@ IgnoreRunning = Annotated[bool, typer.Option(
          "process is gone.")]
 
 db = typer.Typer(help="The store: show its schema, upgrade it, take it back, compact it, "
-                 "back it up.",
+                 "back it up, close a run left running.",
                  no_args_is_help=True)
 app.add_typer(db, name="db")
 
@@ -531,6 +531,28 @@ def db_backup(
         engine.dispose()
     typer.echo(f"backed up the store (schema revision {backed_up.revision}) to "
                f"{backed_up.path}: {backed_up.size:,} bytes")
+
+
+@db.command("close-run")
+def db_close_run(
+    run_id: Annotated[int, typer.Argument(
+        metavar="RUN", help="The run's id, as `db compact` or `db downgrade` names it.")],
+) -> None:
+    """Record as crashed a run the store still marks running whose process is gone with its
+    machine (a container replaced, a store restored on another server): its days are then
+    rolled up and pruned as others, and `db compact` and `db downgrade` go on. A run older
+    than APIDIR_RUN_TIMEOUT and an hour is closed so by the next run; a run of this machine
+    whose process is alive is refused."""
+    from pipeline.store.tables import RunNotClosedError, close_run, engine_for, session_scope
+
+    settings = Settings()
+    try:
+        with session_scope(engine_for(settings.database_url)) as session:
+            closed = close_run(session, run_id, settings.run_timeout)
+    except RunNotClosedError as exc:
+        fail(str(exc))
+    typer.echo(f"run {closed.id} ({closed.flow}, on {closed.host or 'an unnamed host'}) is "
+               "recorded as crashed")
 
 
 @app.command()

@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from multiprocessing.context import BaseContext
 from typing import Any, TypeVar
 
@@ -165,3 +166,25 @@ def process_gone(host: str | None, pid: int | None) -> bool:
     not this process, and not alive. Another machine's cannot be told from here."""
     return (host == socket.gethostname() and pid is not None and pid != os.getpid()
             and not process_alive(pid))
+
+
+# How long past its time limit a run's record may still say `running` while its process lives:
+# the flow is failed at the limit and its hook closes the record then, in seconds. A run
+# started longer ago than its limit and this margin ran on a machine that is gone (a container
+# replaced, a store restored on another server) or under a process number now another's.
+LEFT_BEHIND_MARGIN = timedelta(hours=1)
+
+
+def left_behind_before(now: datetime, run_timeout: float) -> datetime:
+    """The start before which a run still recorded as running is left behind: no run lasts
+    past `run_timeout` seconds (APIDIR_RUN_TIMEOUT) and LEFT_BEHIND_MARGIN."""
+    return now - timedelta(seconds=run_timeout) - LEFT_BEHIND_MARGIN
+
+
+def run_left_behind(host: str | None, pid: int | None, started_at: datetime,
+                    before: datetime) -> bool:
+    """Whether a run recorded as running on `host` under `pid` provably runs no more: its
+    process is gone from this machine (`process_gone`), or it started `before` the bound
+    of `left_behind_before`, on any machine (another's cannot be asked; here its process
+    number may be another process's by now)."""
+    return process_gone(host, pid) or started_at < before

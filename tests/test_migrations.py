@@ -423,6 +423,7 @@ def test_a_store_a_run_is_still_using_is_not_taken_back(database_url: str) -> No
     engine = open_engine(database_url)
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
+    since = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)  # within its limit
     with engine.begin() as connection:
         for host, pid in ((socket.gethostname(), os.getpid()), ("elsewhere", 4242),
                           (socket.gethostname(), int(gone.stdout))):
@@ -431,7 +432,7 @@ def test_a_store_a_run_is_still_using_is_not_taken_back(database_url: str) -> No
                 " entries_published, entries_added, entries_updated, entries_retired,"
                 " entries_invalid, probes, probes_failed, network_suspect, host, pid) VALUES"
                 " ('nightly', :at, 'running', 0, 0, 0, 0, 0, 0, 0, 0, false, :host, :pid)"),
-                {"at": datetime(2026, 11, 28, 3, 0, 1, tzinfo=UTC), "host": host, "pid": pid})
+                {"at": since, "host": host, "pid": pid})
 
     def refused(*flags: str) -> str:
         answer = run_apidir(database_url, "db", "downgrade", "0015", *flags)
@@ -440,11 +441,12 @@ def test_a_store_a_run_is_still_using_is_not_taken_back(database_url: str) -> No
         assert store_revision(engine) == head_revision()
         return answer.stderr
 
-    here = f"run 1 (nightly, since 2026-11-28 03:00:01, on {socket.gethostname()})"
+    shown = since.strftime("%Y-%m-%d %H:%M:%S")
+    here = f"run 1 (nightly, since {shown}, on {socket.gethostname()})"
     assert f"{here} is still running (and 1 more): wait for it to end" in refused()
     with engine.begin() as connection:
         connection.execute(text("UPDATE pipeline_run SET state = 'completed' WHERE id = 1"))
-    assert "run 2 (nightly, since 2026-11-28 03:00:01, on elsewhere) is still running: " in (
+    assert f"run 2 (nightly, since {shown}, on elsewhere) is still running: " in (
         refused())  # run 3's process is gone: not counted
     back = run_apidir(database_url, "db", "downgrade", "0015", "--ignore-running")
     assert back.returncode == 0, back.stderr

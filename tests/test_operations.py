@@ -353,6 +353,45 @@ async def test_a_run_killed_outright_is_marked_crashed_by_the_next_run(
     assert f"nightly run {killed.id}" in summary.data and "was left running" in summary.data
 
 
+async def test_a_run_left_running_by_a_machine_that_is_gone_is_closed_by_the_next_run(
+    prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str],
+    receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run record another machine left `running` (a container replaced, a store restored on
+    another server) whose start is longer ago than a run may last: the next night marks it
+    crashed, alerts and says so in its summary, as for a run killed here. One of another
+    machine within its time limit is left running."""
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.sorting import ArtifactSort
+
+    from pipeline.processes import LEFT_BEHIND_MARGIN
+
+    write_entry(make_entry())
+    engine = engine_for(quiet_env["APIDIR_DATABASE_URL"])
+    now = datetime.now(UTC)
+    with Session(engine, expire_on_commit=False) as session:
+        gone = PipelineRun(flow="nightly", host="3f2a9c1e7b44", pid=4242, started_at=(
+            now - timedelta(seconds=RUN_TIMEOUT) - LEFT_BEHIND_MARGIN - timedelta(minutes=1)))
+        lately = PipelineRun(flow="nightly", host="elsewhere", pid=4242,
+                             started_at=now - timedelta(minutes=1))
+        session.add_all([gone, lately])
+        session.commit()
+    monkeypatch.setenv("APIDIR_ALERT_WEBHOOK_URL", receiver.url)
+    outcome = await nightly()
+    with Session(engine) as session:
+        gone, lately = session.get(PipelineRun, gone.id), session.get(PipelineRun, lately.id)
+    assert (gone.state, lately.state) == ("crashed", "running")
+    assert "(pid 4242 on 3f2a9c1e7b44) is taken as gone" in gone.message
+    assert receiver.events().count("run_crashed") == 1
+    assert receiver.received[0]["run"]["id"] == gone.id
+    async with get_client() as client:
+        [summary] = await client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["nightly-summary"])),
+            sort=ArtifactSort.CREATED_DESC, limit=1)
+    assert f"# nightly run {outcome['run']}: completed" in summary.data
+    assert f"nightly run {gone.id}" in summary.data and "was left running" in summary.data
+
+
 async def test_a_nightly_among_hostile_files_publishes_the_rest_within_its_memory_bound(
     prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str], data_dir: Path,
     tmp_path: Path,

@@ -1,30 +1,41 @@
 """The store after weeks of nights: a backup opens as the store it copied, the store's file
-alone holds every ended run, and a night's shard plan goes once a later night plans."""
+alone holds every ended run, a night's shard plan goes once a later night plans, and a run
+left running on a machine that is gone is closed, by the next run past its time limit or by
+the operator at once."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from sqlalchemy import make_url, text
 from sqlmodel import Session, func, select
 
+from pipeline.judging.evidence import complete_days
+from pipeline.judging.rollup import roll_up_days
+from pipeline.processes import LEFT_BEHIND_MARGIN
 from pipeline.settings import Settings
 from pipeline.store.migrate import head_revision
 from pipeline.store.tables import (
+    ABANDONED,
+    PipelineRun,
     ProbeShardRow,
     finish_run,
     make_engine,
     open_engine,
+    reap_abandoned_runs,
     start_run,
 )
 from tests.conftest import REPO, WriteEntry, make_entry
 from tests.test_migrations import run_apidir
+
+RUN_TIMEOUT = 6 * 3600.0
 
 
 def one_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -173,3 +184,95 @@ def test_a_nights_shard_plan_goes_once_a_later_night_plans(
     assert stored() == {last.id: 3}
 
 
+def running_row(session: Session, host: str, pid: int, started_at: datetime) -> PipelineRun:
+    """A run record still `running`, as a process of `host` left it."""
+    run = PipelineRun(flow="nightly", host=host, pid=pid, started_at=started_at)
+    session.add(run)
+    session.commit()
+    return run
+
+
+def test_a_run_left_running_on_a_machine_that_is_gone_is_reaped_past_its_time_limit(
+    database_url: str, write_entry: WriteEntry, ingested_store,
+) -> None:
+    """A run recorded as running on another machine (a container replaced, a store restored on
+    another server) cannot be asked whether its process lives: once it started longer ago
+    than APIDIR_RUN_TIMEOUT and a margin allow, the next run marks it crashed, and the day it
+    probed is complete at last (rolled up once, then prunable). A run of another machine
+    within its limit is left running, as is a run here whose process lives; one here under a
+    process number that has lived past any run's limit is left behind too."""
+    write_entry(make_entry())
+    session = ingested_store()
+    now = datetime.now(UTC)
+    limit = timedelta(seconds=RUN_TIMEOUT) + LEFT_BEHIND_MARGIN
+    long_ago = now - limit - timedelta(minutes=5)
+    gone = running_row(session, "3f2a9c1e7b44", 4242, now - timedelta(days=10))
+    lately = running_row(session, "elsewhere", 4242, now - limit + timedelta(minutes=5))
+    alive_here = running_row(session, socket.gethostname(), os.getpid(), now)
+    reused = running_row(session, socket.gethostname(), os.getpid(), long_ago)
+    day = (now - timedelta(days=10)).date()
+    session.execute(PipelineRun.__table__.update().where(PipelineRun.id == gone.id).values(
+        first_checked_at=now - timedelta(days=10), last_checked_at=now - timedelta(days=10)))
+    roll_up_days(session, [day])
+    session.commit()
+    assert complete_days(session, [day]) == set()  # its run may still be judged
+
+    reaped = reap_abandoned_runs(session, RUN_TIMEOUT)
+    assert sorted(run.id for run in reaped) == [gone.id, reused.id]
+    for run in (gone, lately, alive_here, reused):
+        session.refresh(run)
+    assert (gone.state, reused.state, lately.state, alive_here.state) == (
+        "crashed", "crashed", "running", "running")
+    assert gone.finished_at is not None and gone.message.startswith(ABANDONED)
+    assert gone.message == (
+        f"{ABANDONED} (pid 4242 on 3f2a9c1e7b44) is taken as gone: it started at "
+        f"{(now - timedelta(days=10)).isoformat().replace('+00:00', 'Z')}, longer ago than a "
+        "run may last (APIDIR_RUN_TIMEOUT=21600 s and 1 h)")
+    assert complete_days(session, [day]) == {day}
+    assert reap_abandoned_runs(session, RUN_TIMEOUT) == []
+
+
+def test_a_stuck_run_is_closed_in_one_command_and_no_longer_holds_the_store(
+    database_url: str, tmp_path: Path,
+) -> None:
+    """`db compact` and `db downgrade` refuse a store marking a run of another machine running
+    within its time limit, naming the command that closes it; `apidir db close-run N` records
+    it as crashed, after which they go on. A run past its limit holds nothing back. A run
+    that is no more, or not running, or running here still, is refused in one line."""
+    make_engine(database_url).dispose()
+    engine = make_engine(database_url)
+    now = datetime.now(UTC)
+    with Session(engine, expire_on_commit=False) as session:
+        gone = running_row(session, "3f2a9c1e7b44", 4242, now - timedelta(days=3))
+        stuck = running_row(session, "elsewhere", 77, now - timedelta(minutes=10))
+    refused = one_line(run_apidir(database_url, "db", "compact"))
+    assert refused.startswith(f"apidir: run {stuck.id} (nightly, since ") and refused.endswith(
+        f", on elsewhere) is still running: wait for it to end and pause the schedule first, "
+        f"or, if its process is gone, pass --ignore-running (or close its record: "
+        f"`apidir db close-run {stuck.id}`)"), refused  # the run past its limit is not named
+
+    closed = run_apidir(database_url, "db", "close-run", str(stuck.id))
+    assert (closed.returncode, closed.stdout) == (
+        0, f"run {stuck.id} (nightly, on elsewhere) is recorded as crashed\n"), closed.stderr
+    with Session(engine) as session:
+        record = session.get(PipelineRun, stuck.id)
+        assert record.state == "crashed" and record.finished_at is not None
+        assert record.message.startswith(f"{ABANDONED} (pid 77 on elsewhere) is gone")
+        assert session.get(PipelineRun, gone.id).state == "running"  # the next run reaps it
+    assert run_apidir(database_url, "db", "compact").returncode == 0
+
+    assert one_line(run_apidir(database_url, "db", "close-run", str(stuck.id))).startswith(
+        f"apidir: run {stuck.id} is not running: it ended crashed at ")
+    assert one_line(run_apidir(database_url, "db", "close-run", "999")) == (
+        "apidir: no run 999 in the store")
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        with Session(engine, expire_on_commit=False) as session:
+            live = running_row(session, socket.gethostname(), alive.pid, now)
+        assert one_line(run_apidir(database_url, "db", "close-run", str(live.id))) == (
+            f"apidir: run {live.id} is running here still, as process {alive.pid}: stop it "
+            f"(`kill {alive.pid}`), and its record closes itself")
+    finally:
+        alive.kill()
+        alive.wait()
+    engine.dispose()

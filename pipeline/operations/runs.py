@@ -127,11 +127,13 @@ async def run_stage(name: str, call: Awaitable[T]) -> T:
 
 
 async def open_run(settings: Settings, flow: str) -> int:
-    """Record a new run, after closing (as crashed, and alerting) every earlier run on this
-    host whose process died without closing its own record."""
+    """Record a new run, after closing (as crashed, and alerting) every earlier run whose
+    process died without closing its own record: on this host, or on a machine that is gone
+    (`reap_abandoned_runs`)."""
     with session_scope(engine_for(settings.database_url)) as session:
         run = start_run(session, flow, current_flow_run.id)
-        reaped = reap_abandoned_runs(session)  # closed after this run began: its report says
+        # closed after this run began: its report says
+        reaped = reap_abandoned_runs(session, settings.run_timeout)
     for dead in reaped:
         get_run_logger().warning("%s run %d was left running: %s", dead.flow, dead.id,
                                  dead.message)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
+from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 from typing import Literal
@@ -23,15 +24,16 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from filelock import FileLock
-from sqlalchemy import event, inspect, text
+from sqlalchemy import DateTime, event, inspect, text
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from pipeline.processes import process_gone
-from pipeline.settings import shown
+from pipeline.processes import left_behind_before, run_left_behind
+from pipeline.settings import Settings, shown
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 UPGRADE_COMMAND = "apidir db upgrade"
+CLOSE_RUN_COMMAND = "apidir db close-run"
 UpgradeMode = Literal["auto", "check"]
 # A database from before migrations, told by its tables: the newest schema's first.
 UNVERSIONED_SCHEMAS = (("0002", "daily_entry"), ("0001", "entry"))
@@ -287,23 +289,35 @@ def running_refusal(connection: Connection) -> str | None:
     no run is using it."""
     if not (running := running_runs(connection)):
         return None
+    run_id, named = running[0]
     more = f" (and {len(running) - 1} more)" if len(running) > 1 else ""
-    return (f"{running[0]} is still running{more}: wait for it to end and pause the schedule "
-            "first, or pass --ignore-running if its process is gone")
+    return (f"{named} is still running{more}: wait for it to end and pause the schedule "
+            "first, or, if its process is gone, pass --ignore-running (or close its record: "
+            f"`{CLOSE_RUN_COMMAND} {run_id}`)")
 
 
-def running_runs(connection: Connection) -> list[str]:
-    """The runs the store marks running, as "run N (flow, since …, on host)": a newer version
-    still writing would fail on the columns a downgrade drops. A run on this machine whose
-    process is gone is not counted (the next run marks it crashed); one on another machine
-    cannot be told from a live one."""
+def running_runs(connection: Connection) -> list[tuple[int, str]]:
+    """The runs the store marks running, each with its id and as "run N (flow, since …, on
+    host)": a newer version still writing would fail on the columns a downgrade drops. A run
+    that provably runs no more (`run_left_behind`: its process here is gone, or it started
+    longer ago than APIDIR_RUN_TIMEOUT allows) is not counted: the next run marks it crashed.
+    One on another machine within its time limit cannot be told from a live one."""
     owner = {"host", "pid"} <= {column["name"] for column in
                                 inspect(connection).get_columns("pipeline_run")}
     rows = connection.execute(text(
-        "SELECT id, flow, started_at" + (", host, pid" if owner else ", NULL, NULL")
-        + " FROM pipeline_run WHERE state = 'running' ORDER BY id"))
-    return [f"run {run_id} ({flow}, since {str(started)[:19]}{f', on {host}' if host else ''})"
-            for run_id, flow, started, host, pid in rows if not process_gone(host, pid)]
+        "SELECT id, flow, started_at" + (", host, pid" if owner else ", NULL AS host, NULL AS pid")
+        + " FROM pipeline_run WHERE state = 'running' ORDER BY id").columns(
+            started_at=DateTime(timezone=True)))
+    before = left_behind_before(datetime.now(UTC), Settings().run_timeout)
+    return [(run_id, f"run {run_id} ({flow}, since {str(started)[:19]}"
+                     f"{f', on {host}' if host else ''})")
+            for run_id, flow, started, host, pid in rows
+            if not run_left_behind(host, pid, _utc(started), before)]
+
+
+def _utc(moment: datetime) -> datetime:
+    """A stored time, which SQLite hands back naive, as the UTC time it is."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def prepare_store(engine: Engine, mode: UpgradeMode = "auto") -> None:

@@ -39,14 +39,20 @@ from sqlalchemy import (
     bindparam,
     event,
     insert,
+    or_,
     true,
     update,
 )
 from sqlalchemy.engine import Connection, Engine, ExceptionContext, make_url
 from sqlalchemy.exc import DBAPIError
-from sqlmodel import Field, Session, SQLModel, create_engine, select
+from sqlmodel import Field, Session, SQLModel, col, create_engine, select
 
-from pipeline.processes import process_gone
+from pipeline.processes import (
+    LEFT_BEHIND_MARGIN,
+    left_behind_before,
+    process_gone,
+    run_left_behind,
+)
 from pipeline.settings import Settings
 from pipeline.store.migrate import UpgradeMode, prepare_store
 
@@ -477,19 +483,61 @@ def content_hash(content: dict[str, Any]) -> str:
 ABANDONED = "abandoned: the process running it"
 
 
-def reap_abandoned_runs(session: Session) -> list[PipelineRun]:
-    """Runs still `running` whose process on this host is gone (killed by the kernel, a
-    signal or a crash): marked `crashed`, and returned so the new run can tell."""
-    host = socket.gethostname()
-    statement = select(PipelineRun).where(PipelineRun.state == "running",
-                                          PipelineRun.host == host)
+def reap_abandoned_runs(session: Session, run_timeout: float) -> list[PipelineRun]:
+    """Runs still `running` that provably run no more (`run_left_behind`): their process on
+    this host is gone (killed by the kernel, a signal or a crash), or they started longer ago
+    than a run may last (`run_timeout`, APIDIR_RUN_TIMEOUT, and a margin), on a machine that
+    is gone. Marked `crashed`, and returned so the new run can tell."""
+    here = socket.gethostname()
+    before = left_behind_before(utcnow(), run_timeout)
+    statement = select(PipelineRun).where(
+        PipelineRun.state == "running",
+        or_(PipelineRun.host == here, col(PipelineRun.started_at) < before))
     reaped = []
-    for run in session.exec(statement):
+    for run in list(session.exec(statement)):
         if process_gone(run.host, run.pid):
             finish_run(session, run, "crashed",
-                       f"{ABANDONED} (pid {run.pid} on {host}) is gone")
-            reaped.append(run)
+                       f"{ABANDONED} (pid {run.pid} on {here}) is gone")
+        elif as_utc(run.started_at) < before:
+            finish_run(session, run, "crashed", left_behind_line(run, run_timeout))
+        else:
+            continue
+        reaped.append(run)
     return reaped
+
+
+def left_behind_line(run: PipelineRun, run_timeout: float) -> str:
+    """Why a run whose process cannot be asked is taken as gone: it started too long ago."""
+    margin = LEFT_BEHIND_MARGIN.total_seconds() / 3600
+    return (f"{ABANDONED} (pid {run.pid} on {run.host or 'an unnamed host'}) is taken as gone: "
+            f"it started at {utc_text(as_utc(run.started_at))}, longer ago than a run may "
+            f"last (APIDIR_RUN_TIMEOUT={run_timeout:g} s and {margin:g} h)")
+
+
+class RunNotClosedError(ValueError):
+    """A run `close_run` was asked to close and did not: none of that id, ended already, or
+    running here still."""
+
+
+def close_run(session: Session, run_id: int, run_timeout: float) -> PipelineRun:
+    """Close the record of run `run_id`, which the operator says no process runs any more (its
+    machine is gone): marked `crashed`, as a reaped run is. A run of this machine whose
+    process is alive, and not left behind (`run_left_behind`), is refused."""
+    run = session.get(PipelineRun, run_id)
+    if run is None:
+        raise RunNotClosedError(f"no run {run_id} in the store")
+    if run.state != "running":
+        ended = f" at {utc_text(as_utc(run.finished_at))}" if run.finished_at else ""
+        raise RunNotClosedError(f"run {run_id} is not running: it ended {run.state}{ended}")
+    before = left_behind_before(utcnow(), run_timeout)
+    if run.host == socket.gethostname() and not run_left_behind(
+            run.host, run.pid, as_utc(run.started_at), before):
+        raise RunNotClosedError(f"run {run_id} is running here still, as process {run.pid}: "
+                                f"stop it (`kill {run.pid}`), and its record closes itself")
+    finish_run(session, run, "crashed",
+               f"{ABANDONED} (pid {run.pid} on {run.host or 'an unnamed host'}) is gone, "
+               "as the operator said (`apidir db close-run`)")
+    return run
 
 
 def start_run(session: Session, flow: str, flow_run_id: str | None = None) -> PipelineRun:
