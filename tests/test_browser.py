@@ -525,6 +525,48 @@ def test_the_index_cards_read_as_the_category_pages_cards_and_show_more(
     assert watch.problems == []
 
 
+# What has the keyboard focus: its tag, and the entry of the card it is in.
+FOCUSED = """
+() => {
+  const at = document.activeElement;
+  const card = at.closest("li.card");
+  return {tag: at.tagName, card: card && card.dataset.id};
+}
+"""
+
+
+def test_show_more_from_the_keyboard_moves_the_focus_to_the_first_new_card(
+    browser: BrowserContext, site: str, sample: SampleRelease
+) -> None:
+    """Enter on "Show more" moves the focus to the first card it adds, and says how many it
+    added; on the last page too, where the button hides (and would drop the focus to the
+    page's body)."""
+    search = json.loads((sample.folder / SEARCH_INDEX).read_text())
+    real = search["apis"]
+    total = 2 * INDEX_PAGE_SIZE + INDEX_PAGE_SIZE // 2  # three pages, the last one short
+    search["apis"] = [real[n % len(real)] | {"id": f"{real[n % len(real)]['id']}-{n}",
+                                             "percent": total - n, "provisional": False}
+                      for n in range(total)]
+    page = browser.new_page()
+    watch = Watch(page)
+    page.route(f"{site}/{SEARCH_INDEX}", lambda route: route.fulfill(
+        status=200, content_type="application/json", body=json.dumps(search)))
+    page.goto(f"{site}/{INDEX_PAGE}")
+    expect(page.locator("#result-count")).to_have_text(f"{total} APIs")
+    more = page.locator("#show-more")
+    for shown in (2 * INDEX_PAGE_SIZE, total):
+        first = len(visible_cards(page))
+        more.focus()
+        page.keyboard.press("Enter")
+        cards = visible_cards(page)
+        assert len(cards) == shown
+        assert page.evaluate(FOCUSED) == {"tag": "A", "card": cards[first]["id"]}
+        expect(page.locator("#more-status")).to_have_text(
+            f"{shown - first} more shown: {shown} of {total} APIs.")
+    expect(more).to_be_hidden()
+    assert watch.problems == []
+
+
 # The colours a badge's text is drawn in and on, as Chromium computes them: the text colour
 # over the first opaque background behind it (layers with alpha composited in order).
 COLOURS_OF_TEXT = """

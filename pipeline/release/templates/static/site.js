@@ -141,6 +141,7 @@
     var count = document.getElementById("result-count");
     var empty = document.getElementById("no-results");
     var more = document.getElementById("show-more");
+    var moreStatus = document.getElementById("more-status");
     var fromIndex = Boolean(list.dataset.source);
     var pageSize = fromIndex ? Number(list.dataset.pageSize) || 100 : Infinity;
     var names = fromIndex ? {
@@ -165,7 +166,9 @@
       return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
     }
 
-    function show() {
+    // The cards up to the limit; `from`, after "Show more", is the first new card, whose link
+    // takes the focus before the button may hide (a hidden button would drop it to the page).
+    function show(from) {
       var shown = matches.slice(0, limit).map(function (found) {
         if (!found.card) found.card = card(found, names);
         return found.card;
@@ -179,6 +182,11 @@
         return;
       }
       list.replaceChildren.apply(list, shown);
+      if (from !== undefined && from < shown.length) {
+        shown[from].querySelector("h3 a").focus();
+        moreStatus.textContent = (shown.length - from) + " more shown: " + shown.length +
+          " of " + countOf(matches.length) + ".";
+      }
       var left = matches.length - shown.length;
       more.hidden = left <= 0;
       more.textContent = "Show " + Math.min(left, pageSize) + " more (" + left + " not shown)";
@@ -224,8 +232,9 @@
       return;
     }
     more.addEventListener("click", function () {
+      var from = limit;
       limit += pageSize;
-      show();
+      show(from);
     });
     fetch(list.dataset.source).then(function (response) {
       if (!response.ok) throw new Error("HTTP " + response.status);
