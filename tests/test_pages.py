@@ -534,6 +534,27 @@ def test_free_quota_wording() -> None:
         "no probes"
 
 
+def test_each_source_link_names_its_host(sample: SampleRelease) -> None:
+    """A reader sees where a fact comes from before following its link: the source's host,
+    with its path where two sources share a host, numbered where still alike."""
+    assert pages.source_links(["https://www.frankfurter.dev", "https://ecb.europa.eu/x"]) == [
+        ("https://www.frankfurter.dev", "frankfurter.dev"),
+        ("https://ecb.europa.eu/x", "ecb.europa.eu")]
+    assert [text for _, text in pages.source_links([
+        "https://frankfurter.dev", "https://frankfurter.dev/zh-cn/", "https://a.test/p?x=1",
+        "https://a.test/p?x=2", "https://b.test/q", "https://b.test/q/"])] == [
+        "frankfurter.dev", "frankfurter.dev/zh-cn", "a.test/p?x=1", "a.test/p?x=2",
+        "b.test/q (1)", "b.test/q (2)"]
+    api = json.loads(page(sample, entry_document(LIVE_ID)))["api"]
+    html = Elements(page(sample, entry_page(LIVE_ID)))
+    sources = api["provenance"]["sources"]
+    shown = html.by_id("provenance")
+    assert f"{len(sources)} sources: frankfurter.dev · frankfurter.dev/zh-cn · github.com/" \
+        in shown
+    linked = [attrs["href"] for tag, attrs in html.tags if tag == "a"]
+    assert all(source in linked for source in sources)
+
+
 def test_a_share_short_of_every_probe_or_none_is_never_shown_as_all_or_none() -> None:
     """`100%` says every probe answered and `0%` none did: the page, the Markdown and the
     trend chart's bars say a share by one function, which never rounds to either."""

@@ -257,6 +257,27 @@ def https_text(https: Mapping[str, Any]) -> str:
     return said
 
 
+def source_links(sources: Sequence[str]) -> list[tuple[str, str]]:
+    """Each source of an entry's facts with the text its link shows: its host (`frankfurter.dev`),
+    so a reader sees where a fact comes from before following it; a host two sources share
+    shows their paths too, and sources still alike are numbered."""
+    hosts = [(urlsplit(source).hostname or source).removeprefix("www.") for source in sources]
+    shared = {host for host in hosts if hosts.count(host) > 1}
+    texts = []
+    for source, host in zip(sources, hosts, strict=True):
+        if host in shared:
+            parts = urlsplit(source)
+            host += parts.path.rstrip("/") + (f"?{parts.query}" if parts.query else "")
+        texts.append(host)
+    alike = {text for text in texts if texts.count(text) > 1}
+    seen: dict[str, int] = {}
+    for number, text in enumerate(texts):
+        if text in alike:
+            seen[text] = seen.get(text, 0) + 1
+            texts[number] = f"{text} ({seen[text]})"
+    return list(zip(sources, texts, strict=True))
+
+
 def directionless(text: str) -> str:
     """An entry's name or provider as shown inside `<bdi>`: without explicit direction controls,
     since an isolate's end (PDI) of its own would close the `<bdi>` early and let an override
@@ -411,6 +432,7 @@ SHARED_GLOBALS = {"STATE_LABELS": STATE_LABELS, "AUTH_LABELS": AUTH_LABELS,
                   "NO_AUTH_HEADER": NO_AUTH_HEADER, "ONLINE_NOTE": ONLINE_NOTE,
                   "auth_mention": auth_mention, "pricing_facts": pricing_facts,
                   "grade_basis": grade_basis, "SUBSCORE_NAMES": SUBSCORE_NAMES,
+                  "source_links": source_links,
                   # An entry without `pricing` (it is optional) shows every fact as not stated.
                   "NO_PRICING": with_defaults({}, Pricing)}
 
