@@ -341,6 +341,38 @@ def test_an_endpoint_without_method_or_path_is_said_so_in_markdown(sample: Sampl
     assert "\n- `/x`\n" in parts["endpoints"]
 
 
+def test_an_endpoints_reason_and_confirmed_failure_read_alike_in_page_and_markdown(
+    sample: SampleRelease,
+) -> None:
+    """Page and Markdown say why an endpoint answered or failed in a reader's words, not its
+    code, and both say a failure the run confirmed."""
+    from pipeline.release.markdown import nightly_markdown_parts
+
+    api = json.loads(page(sample, entry_document("stripe")))["api"]
+    api["endpoints"] = [
+        {"method": "GET", "path": "/gone", "status": {
+            "state": "online", "httpStatus": 404, "reason": "not_found", "failure": "dead"}},
+        {"method": "GET", "path": "/tls", "status": {
+            "state": "unreachable", "reason": "tls", "failure": "tls"}},
+        {"method": "GET", "path": "/new", "status": {"state": "online", "httpStatus": 418,
+                                                      "reason": "a_code_not_yet_labelled"}},
+    ]
+    presented = pages.presented_entry(api)
+    html = Elements(pages.nightly_page_parts(presented, "", Markup(""), "")["endpoints"])
+    text = nightly_markdown_parts(presented, {"version": "2.0.0", "license": ""})["endpoints"]
+    rows = [" ".join(row.split()) for row in html.text.get("endpoints", "").split("GET")[1:]]
+    assert rows == ["/gone Online HTTP 404 (not found) dead (404/410 or no such host)",
+                    "/tls Unreachable (TLS certificate or handshake failed) TLS (certificate or "
+                    "handshake)",
+                    "/new Online HTTP 418 (a_code_not_yet_labelled)"]
+    assert ("- `GET /gone` Status: Online, HTTP 404 (not found), failed: dead (404/410 or no "
+            "such host).\n") in text
+    assert ("- `GET /tls` Status: Unreachable (TLS certificate or handshake failed), failed: TLS "
+            "(certificate or handshake).\n") in text
+    assert "(a\\_code\\_not\\_yet\\_labelled)" in text
+    assert "not_found" not in text and "(tls)" not in text
+
+
 def test_the_grade_basis_names_the_sub_scores_that_count() -> None:
     assert grade_basis({"pricing": 60, "latency": 70, "depth": 50}) is None
     assert grade_basis({"pricing": 60, "latency": None, "depth": 50}) == (

@@ -79,6 +79,28 @@ FAILURE_LABELS = {
     "transient": "transient (server error, timeout or reset)",
     "tls": "TLS (certificate or handshake)",
 }
+# Why an endpoint answered as it did, or why it failed (`EndpointStatus.reason`: a probe's
+# reason or its error class), in a reader's words; a code not here is shown as it is.
+REASON_LABELS = {
+    "auth": "needs credentials",
+    "rate_limited": "rate limited",
+    "bot_challenge": "bot challenge",
+    "not_found": "not found",
+    "method_not_allowed": "method not allowed",
+    "redirect": "redirected",
+    "server_error": "server error",
+    "other": "an error status",
+    "dns": "host name not found",
+    "tls": "TLS certificate or handshake failed",
+    "refused": "connection refused",
+    "connect_timeout": "timed out connecting",
+    "read_timeout": "timed out waiting for an answer",
+    "reset": "connection reset",
+    "blocked": "host resolves to a private address: not called",
+    "malformed": "address not valid",
+    "protocol": "broken answer",
+    "redirect_loop": "too many redirects",
+}
 CORS_LABELS = {
     "yes": "yes: a web page on another site may read its answers",
     "no": "no: answers carry no Access-Control-Allow-Origin for other sites",
@@ -137,6 +159,11 @@ def cents_text(cents: int | None) -> str:
 
 # What an entry's free quota says of its renewal (`freeQuota.recurring`), where it says it.
 RENEWAL_WORDS = {True: "renewed each period", False: "not renewed"}
+
+
+def reason_text(reason: str) -> str:
+    """An endpoint's reason code (`not_found`, `tls`) as a reader's words (`REASON_LABELS`)."""
+    return REASON_LABELS.get(reason, reason)
 
 
 def free_quota_text(quota: Mapping[str, Any] | None) -> str:
@@ -425,7 +452,7 @@ def trend_svg(days: Sequence[DayFigures], last_day: date) -> str:
 
 # What the pages and their Markdown alternates say alike: the same formats and labels.
 SHARED_FILTERS = {"checked": checked_text, "share": share_text, "cents": cents_text,
-                  "free_quota": free_quota_text, "https": https_text}
+                  "free_quota": free_quota_text, "https": https_text, "reason": reason_text}
 SHARED_GLOBALS = {"STATE_LABELS": STATE_LABELS, "AUTH_LABELS": AUTH_LABELS,
                   "LIFECYCLE_LABELS": LIFECYCLE_LABELS, "FAILURE_LABELS": FAILURE_LABELS,
                   "CORS_LABELS": CORS_LABELS,
