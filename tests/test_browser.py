@@ -674,6 +674,57 @@ def test_grade_badges_are_coloured_by_band_and_readable_in_both_schemes(
     assert watch.problems == []
 
 
+# The colour of a control's edge, over what is behind it, beside the colours it separates: the
+# control's own fill and the fill around it (each layer with alpha composited in order).
+EDGE_COLOURS = """
+control => {
+  const parse = value => {
+    const [r, g, b, a] = value.match(/[\\d.]+/g).map(Number);
+    return [r, g, b, a === undefined ? 1 : a];
+  };
+  const over = (top, bottom) => [0, 1, 2].map(i => top[3] * top[i] + (1 - top[3]) * bottom[i]);
+  const fillOf = node => {
+    const layers = [];
+    for (let at = node; at; at = at.parentElement) {
+      layers.push(parse(getComputedStyle(at).backgroundColor));
+    }
+    return layers.reverse().reduce((below, layer) => over(layer, below), [255, 255, 255]);
+  };
+  const inside = fillOf(control), outside = fillOf(control.parentElement);
+  const style = getComputedStyle(control);
+  return {control: control.id || control.className, width: style.borderTopWidth,
+          edge: over(parse(style.borderTopColor), outside), inside, outside};
+}
+"""
+
+
+def test_fields_and_buttons_have_edges_that_stand_out_in_both_schemes(
+    browser: BrowserContext, site: str
+) -> None:
+    """The edge of every field and button (search, category, sort, "Show more", the copy
+    buttons) is 3:1 or better against the fill inside it and the fill around it (WCAG 1.4.11),
+    in the light and the dark scheme."""
+    page = browser.new_page()
+    watch = Watch(page)
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        edges = []
+        for path in (INDEX_PAGE, entry_page(LIVE_ID)):
+            page.goto(f"{site}/{path}")
+            expect(page.locator("button:visible").first).to_be_visible()
+            edges += page.eval_on_selector_all(
+                "main input:visible, main select:visible, main button:visible",
+                f"controls => controls.map({EDGE_COLOURS})")
+        assert {edge["control"] for edge in edges} >= {
+            "filter-q", "filter-category", "filter-sort", "show-more", "copy"}, edges
+        for edge in edges:
+            assert edge["width"] == "1px", edge
+            for fill in ("inside", "outside"):
+                ratio = contrast(edge["edge"], edge[fill])
+                assert ratio >= 3, (scheme, edge["control"], fill, round(ratio, 2))
+    assert watch.problems == []
+
+
 def test_the_404_page_reads_with_its_stylesheet(browser: BrowserContext, site: str) -> None:
     page = browser.new_page()
     watch = Watch(page)
