@@ -26,13 +26,18 @@ from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
 from pipeline.contract import CATEGORY_IDS
 from pipeline.judging.score import GRADE_BANDS
 from pipeline.release.hosting import LIVE_CACHE
-from pipeline.release.layout import FULL_DATASET, NOT_FOUND_PAGE, SEARCH_INDEX
+from pipeline.release.layout import FULL_DATASET, NOT_FOUND_PAGE, SEARCH_INDEX, entry_document
 from pipeline.release.pages import (
     INDEX_PAGE,
     INDEX_PAGE_SIZE,
     NO_AUTH_HEADER,
+    asset_files,
     category_page,
+    entry_badges,
     entry_page,
+    page_context,
+    presented_entry,
+    render_entry_page,
     score_key,
 )
 from tests.conftest import REPO
@@ -190,12 +195,12 @@ def test_filter_search_and_open_an_entry(
             expect(row).to_contain_text(reason)
     expect(page.locator("#uptime")).to_contain_text("Last 7 days")
     expect(page.locator("#endpoints tbody tr")).to_have_count(len(entry["endpoints"]))
-    expect(page.locator("#sample-request")).to_have_text(entry["sampleRequest"].strip())
+    expect(page.locator("#sample-request")).to_have_text(entry["sampleRequest"])
 
     browser.grant_permissions(["clipboard-read", "clipboard-write"], origin=site)
     page.click("button[data-copy='sample-request']")
     expect(page.locator("button[data-copy='sample-request']")).to_have_text("Copied")
-    assert page.evaluate("navigator.clipboard.readText()") == entry["sampleRequest"].strip()
+    assert page.evaluate("navigator.clipboard.readText()") == entry["sampleRequest"]
     page.screenshot(path=SCREENSHOTS / "entry.png", full_page=True)
     assert watch.problems == []
 
@@ -722,6 +727,60 @@ def test_fields_and_buttons_have_edges_that_stand_out_in_both_schemes(
             for fill in ("inside", "outside"):
                 ratio = contrast(edge["edge"], edge[fill])
                 assert ratio >= 3, (scheme, edge["control"], fill, round(ratio, 2))
+    assert watch.problems == []
+
+
+# A request indented as a shell script, and a response of 10 kB on one line, which the page
+# shows indented over more than a thousand lines.
+INDENTED_REQUEST = ("  curl -s \"https://api.frankfurter.dev/v1/latest\" \\\n"
+                    "    -H 'Accept: application/json'\n")
+LONG_RESPONSE = json.dumps({"rates": [{"day": n, "base": "EUR", "quote": "USD", "rate": 1.08}
+                                      for n in range(220)]}, separators=(",", ":"))
+
+
+def entry_page_with(sample: SampleRelease, entry_id: str, **fields: Any) -> str:
+    """The page of a published entry with some fields set otherwise, as the release draws it."""
+    api = json.loads((sample.folder / entry_document(entry_id)).read_text())["api"] | fields
+    meta = json.loads((sample.folder / FULL_DATASET).read_text())["meta"]
+    categories = json.loads((sample.folder / "api" / "categories.json").read_text())["categories"]
+    common = page_context(meta, categories, asset_files()[1])
+    presented = presented_entry(api)
+    return render_entry_page(presented, common, [], entry_badges(presented))
+
+
+def test_a_long_sample_scrolls_in_its_own_box_and_copies_as_stored(
+    site: str, sample: SampleRelease, tmp_path: Path
+) -> None:
+    """On a phone 320 px wide, a 10 kB sample response shown over a thousand lines scrolls in
+    a box of its own, which the keyboard scrolls, not the page; each copy button copies the
+    sample as the entry stores it: the request with its indentation, the response on its one
+    line, as it was written, not as the page indents it."""
+    assert len(LONG_RESPONSE) > 10_000
+    html = entry_page_with(sample, LIVE_ID, sampleRequest=INDENTED_REQUEST,
+                           sampleResponse=LONG_RESPONSE)
+    address = f"{site}/{entry_page('long-sample')}"
+    with chromium(tmp_path / "profile", viewport={"width": 320, "height": 640}) as context:
+        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=site)
+        page = context.new_page()
+        watch = Watch(page)
+        page.route(address, lambda route: route.fulfill(
+            status=200, content_type="text/html; charset=utf-8", body=html))
+        page.goto(address)
+        shown = page.locator("#sample-response")
+        assert shown.text_content().count("\n") > 1_000  # indented for reading
+        box = page.locator("pre", has=shown)
+        size = box.evaluate("pre => ({client: pre.clientHeight, scroll: pre.scrollHeight})")
+        assert size["client"] <= 640 < size["scroll"], size
+        assert page.evaluate("document.documentElement.scrollHeight") < 8_000
+        box.focus()
+        page.keyboard.press("End")
+        assert box.evaluate("pre => pre.scrollTop") > 0
+        for element, stored in (("sample-request", INDENTED_REQUEST),
+                                ("sample-response", LONG_RESPONSE)):
+            button = page.locator(f"button[data-copy='{element}']")
+            button.click()
+            expect(button).to_have_text("Copied")
+            assert page.evaluate("navigator.clipboard.readText()") == stored, element
     assert watch.problems == []
 
 

@@ -266,7 +266,9 @@
     var status = document.getElementById("copy-status");
     button.hidden = false;
     button.addEventListener("click", function () {
-      copyText(source.textContent).then(function () {
+      // A sample shown otherwise than stored (indented) has its stored text on the button.
+      var text = button.dataset.text !== undefined ? button.dataset.text : source.textContent;
+      copyText(text).then(function () {
         button.textContent = "Copied";
         if (status) status.textContent = "Copied to the clipboard.";
       }, function () {
