@@ -587,6 +587,15 @@ def test_each_source_link_names_its_host(sample: SampleRelease) -> None:
     assert all(source in linked for source in sources)
 
 
+@pytest.mark.parametrize(("days", "said"), [
+    (60, "certificate expires in 60 days"), (1, "certificate expires in 1 day"),
+    (0, "certificate expires today"), (-1, "certificate expired 1 day ago"),
+    (-12, "certificate expired 12 days ago")])
+def test_a_certificates_days_left_read_as_words(days: int, said: str) -> None:
+    assert pages.https_text({"enabled": True, "tlsVersion": "TLSv1.3", "certDaysLeft": days}) \
+        == f"yes, TLSv1.3; {said}"
+
+
 def test_a_share_short_of_every_probe_or_none_is_never_shown_as_all_or_none() -> None:
     """`100%` says every probe answered and `0%` none did: the page, the Markdown and the
     trend chart's bars say a share by one function, which never rounds to either."""

@@ -279,9 +279,18 @@ def https_text(https: Mapping[str, Any]) -> str:
     if not https.get("enabled"):
         return "no: the base address is plain HTTP"
     said = f"yes, {https['tlsVersion']}" if https.get("tlsVersion") else "yes"
-    if https.get("certDaysLeft") is not None:
-        said += f"; certificate expires in {https['certDaysLeft']} days"
+    if (days := https.get("certDaysLeft")) is not None:
+        said += f"; {certificate_text(days)}"
     return said
+
+
+def certificate_text(days: int) -> str:
+    """When a certificate expires, from its days left at the check: `expires in 1 day`,
+    `expires today`, `expired 3 days ago` (a negative count is a certificate already out)."""
+    if days == 0:
+        return "certificate expires today"
+    count = f"{abs(days)} day{'' if abs(days) == 1 else 's'}"
+    return f"certificate expires in {count}" if days > 0 else f"certificate expired {count} ago"
 
 
 def source_links(sources: Sequence[str]) -> list[tuple[str, str]]:
