@@ -562,6 +562,11 @@ def test_free_quota_wording() -> None:
     assert free_quota_text({"amount": None, "period": "month", "note": "10 GB storage"}) == \
         "10 GB storage"
     assert free_quota_text(None) == "none stated"
+    # an unlimited allowance has no period to renew
+    assert free_quota_text({"amount": None, "period": "unlimited", "recurring": True,
+                            "note": "No request quota is published."}) == \
+        "No request quota is published."
+    assert free_quota_text({"period": "unlimited", "recurring": True}) == "unlimited"
     assert share_text(0.995) == "99.5%" and share_text(1.0) == "100%" and share_text(None) == \
         "no probes"
 

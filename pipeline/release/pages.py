@@ -157,8 +157,10 @@ def cents_text(cents: int | None) -> str:
     return f"${cents // 100:,}" if cents % 100 == 0 else f"${cents / 100:,.2f}"
 
 
-# What an entry's free quota says of its renewal (`freeQuota.recurring`), where it says it.
+# What an entry's free quota says of its renewal (`freeQuota.recurring`), where it says it:
+# never of an unlimited one, which has no period to renew.
 RENEWAL_WORDS = {True: "renewed each period", False: "not renewed"}
+UNLIMITED = "unlimited"
 
 
 def reason_text(reason: str) -> str:
@@ -175,12 +177,14 @@ def free_quota_text(quota: Mapping[str, Any] | None) -> str:
     if quota.get("amount") is not None:
         unit = f" {quota['unit']}" if quota.get("unit") else ""
         said.append(f"{amount_text(quota['amount'])}{unit}/{quota.get('period')}")
-    if (renewal := RENEWAL_WORDS.get(quota.get("recurring"))) is not None:
+    unlimited = quota.get("period") == UNLIMITED
+    renewal = RENEWAL_WORDS.get(quota.get("recurring"))
+    if renewal is not None and not unlimited:
         said.append(renewal)
     parts = [", ".join(said)] if said else []
     if quota.get("note"):
         parts.append(quota["note"])
-    return " — ".join(parts) or f"per {quota.get('period')}"
+    return " — ".join(parts) or (UNLIMITED if unlimited else f"per {quota.get('period')}")
 
 
 # A token of a JSON text: a string, a mark of its structure, or a number or literal.
