@@ -784,6 +784,45 @@ def test_a_long_sample_scrolls_in_its_own_box_and_copies_as_stored(
     assert watch.problems == []
 
 
+RTL_DESCRIPTION = "واجهة برمجة لأسعار الصرف"  # Arabic: "an API for exchange rates"
+
+
+def test_a_right_to_left_description_reads_right_to_left_on_its_card_and_page(
+    browser: BrowserContext, site: str, sample: SampleRelease
+) -> None:
+    """An entry's description takes its direction from its own text, on the index's card (drawn
+    by the script), on its category page's card and on its page."""
+    page = browser.new_page()
+    watch = Watch(page)
+
+    def arabic(route: Any) -> None:
+        index = route.fetch().json()
+        for item in index["apis"]:
+            if item["id"] == LIVE_ID:
+                item["description"] = RTL_DESCRIPTION
+        route.fulfill(json=index)
+
+    page.route(f"**/{SEARCH_INDEX}", arabic)
+    page.goto(f"{site}/{INDEX_PAGE}")
+    page.fill("#filter-q", RTL_DESCRIPTION.split()[0])
+    assert [card["id"] for card in visible_cards(page)] == [LIVE_ID]
+    direction = "node => getComputedStyle(node).direction"
+    assert page.locator("#api-list .description").evaluate(direction) == "rtl"
+    assert page.locator("#api-list .provider").evaluate(direction) == "ltr"
+
+    entry = entry_page_with(sample, LIVE_ID, description=RTL_DESCRIPTION,
+                            longDescription=RTL_DESCRIPTION)
+    address = f"{site}/{entry_page('rtl-description')}"
+    page.route(address, lambda route: route.fulfill(
+        status=200, content_type="text/html; charset=utf-8", body=entry))
+    page.goto(address)
+    for prose in page.locator(".entry-head p[dir]").all():
+        assert prose.evaluate(direction) == "rtl"
+    assert page.locator(".entry-head p[dir]").count() == 2
+    assert page.locator(".entry-head .provider").evaluate(direction) == "ltr"
+    assert watch.problems == []
+
+
 def test_the_404_page_reads_with_its_stylesheet(browser: BrowserContext, site: str) -> None:
     page = browser.new_page()
     watch = Watch(page)

@@ -447,6 +447,20 @@ def test_direction_controls_in_an_entry_stay_inside_its_text(sample: SampleRelea
     assert "\u202e" not in re.sub(r"<[^>]*>", "", card)  # but in its data, never shown
 
 
+def test_an_entrys_descriptions_take_their_direction_from_their_text(
+    sample: SampleRelease,
+) -> None:
+    """`dir="auto"` on the descriptions of an entry's page and of its card: right-to-left
+    text reads right to left, isolated from the page's own words."""
+    html = Elements(page(sample, entry_page(LIVE_ID)))
+    lead = [attrs for tag, attrs in html.tags if tag == "p" and attrs.get("class") == "lead"]
+    assert lead and all(attrs.get("dir") == "auto" for attrs in lead)
+    cards = Elements(page(sample, category_page("finance")))
+    described = [attrs for tag, attrs in cards.tags
+                 if tag == "p" and attrs.get("class") == "description"]
+    assert described and all(attrs.get("dir") == "auto" for attrs in described)
+
+
 def test_html_in_entries_shows_as_text(sample: SampleRelease) -> None:
     raw = page(sample, entry_page(UNREACHABLE_ID))
     assert "<script>alert" not in raw and "<img src=x" not in raw and "<h1>injected" not in raw

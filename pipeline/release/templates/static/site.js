@@ -86,7 +86,12 @@
     category.href = "categories/" + encodeURIComponent(item.category) + ".html";
     provider.appendChild(category);
     li.appendChild(provider);
-    if (item.description) li.appendChild(element("p", "description", item.description));
+    if (item.description) {
+      // Its direction from its own text (right to left for Arabic), as the category pages draw it.
+      var description = element("p", "description", item.description);
+      description.dir = "auto";
+      li.appendChild(description);
+    }
 
     var badges = element("p", "badges");
     badges.append(element("span", "badge state-" + item.state, names.states[item.state]));
