@@ -823,6 +823,33 @@ def test_a_right_to_left_description_reads_right_to_left_on_its_card_and_page(
     assert watch.problems == []
 
 
+def accessible_names(browser: BrowserContext, page: Page, roles: set[str]) -> list[tuple]:
+    """The (role, name) of each node of the page with one of `roles`, as Chromium's own
+    accessibility tree gives them (DevTools protocol), in the page's order."""
+    session = browser.new_cdp_session(page)
+    nodes = session.send("Accessibility.getFullAXTree")["nodes"]
+    return [(node["role"]["value"], node.get("name", {}).get("value", ""))
+            for node in nodes if not node.get("ignored")
+            and node.get("role", {}).get("value") in roles]
+
+
+def test_each_sample_box_and_copy_button_has_a_name_of_its_own(
+    browser: BrowserContext, site: str
+) -> None:
+    """Each sample's scrolling box is a region named by its heading, and each copy button
+    says what it copies: two buttons both named "Copy" tell a screen reader nothing."""
+    page = browser.new_page()
+    watch = Watch(page)
+    page.goto(f"{site}/{entry_page(LIVE_ID)}")
+    expect(page.locator("button.copy").first).to_be_visible()
+    named = accessible_names(browser, page, {"region", "button"})
+    assert [node for node in named if node[1].lower().startswith(("sample", "copy"))] == [
+        ("button", "Copy sample request"), ("region", "Sample request"),
+        ("button", "Copy sample response"), ("region", "Sample response")]
+    expect(page.locator("button.copy").first).to_have_text("Copy")
+    assert watch.problems == []
+
+
 def test_the_404_page_reads_with_its_stylesheet(browser: BrowserContext, site: str) -> None:
     page = browser.new_page()
     watch = Watch(page)
