@@ -346,7 +346,7 @@ def test_entry_pages_draw_the_last_30_days_and_show_health(catalogue: Settings) 
     down = (pages / "down.html").read_text()
     assert "Lifecycle: <strong>Failing</strong>" in down and "Failed in the last run" in down
     old = (pages / "old.html").read_text()
-    assert 'href="../apis/steady.html">steady</a>' in old
+    assert 'href="../apis/steady.html"><bdi>Steady</bdi></a>' in old  # by its name
     weather = (catalogue.output_dir / "categories" / "weather.html").read_text()
     assert 'class="badge lifecycle-failing"' in weather and 'class="badge cors-yes"' in weather
     search = json.loads((catalogue.output_dir / "api" / "search.json").read_text())

@@ -758,19 +758,20 @@ def test_the_markdown_states_the_lifecycle_failure_and_transport_the_page_shows(
 
     html = Elements(page(sample, entry_page(DEPRECATED_ID)))
     text = page(sample, entry_markdown(DEPRECATED_ID))
+    # the successor by its name, as the release holds it
     assert html.by_id("lifecycle") == ("Lifecycle: Deprecated — not judged from probes yet. "
-                                       "Successor: open-meteo-forecast .")
+                                       "Successor: Open-Meteo Forecast API .")
     assert ("\nLifecycle: **Deprecated**, not judged from probes yet. Successor: "
-            "[open-meteo-forecast](../apis/open-meteo-forecast.md).\n") in text
+            "[Open-Meteo Forecast API](../apis/open-meteo-forecast.md).\n") in text
     said = f"The provider on its deprecation: {DEPRECATION_NOTE}"
     assert html.by_id("deprecation-note") == said and f"\n{said}\n" in text
     assert "deprecation-note" not in Elements(page(sample, entry_page(LIVE_ID))).text
     assert (f"[Old Forecast API](../apis/{DEPRECATED_ID}.md): Hourly forecasts for any "
             "coordinates. (Not checked yet, grade ") in page(sample, category_markdown("weather"))
-    assert "; deprecated, successor [open-meteo-forecast](../apis/open-meteo-forecast.md))\n" \
-        in page(sample, category_markdown("weather"))
+    assert ("; deprecated, successor [Open-Meteo Forecast API](../apis/open-meteo-forecast.md))"
+            "\n") in page(sample, category_markdown("weather"))
     assert (f"- [Old Forecast API](apis/{DEPRECATED_ID}.md): Hourly forecasts for any "
-            "coordinates. (deprecated, successor [open-meteo-forecast]"
+            "coordinates. (deprecated, successor [Open-Meteo Forecast API]"
             "(apis/open-meteo-forecast.md))\n") in page(sample, LLMS_TXT)
     assert f"- [Frankfurter](apis/{LIVE_ID}.md): " in page(sample, LLMS_TXT)
     assert "(active" not in page(sample, LLMS_TXT)

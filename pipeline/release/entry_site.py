@@ -13,7 +13,7 @@ import orjson
 
 from pipeline.processes import paused_garbage_collection
 from pipeline.release.files import Folders
-from pipeline.release.layout import entry_markdown, entry_page
+from pipeline.release.layout import entry_document, entry_markdown, entry_page
 from pipeline.release.markdown import (
     listing,
     markdown_problems,
@@ -70,6 +70,8 @@ _context: SiteContext | None = None
 
 # A file of the previous release larger than this is not read: it was not drawn by a template.
 PREVIOUS_FILE_LIMIT = 4 << 20
+# An entry's staged document larger than this is not read for its name.
+DOCUMENT_LIMIT = 32 << 20
 
 
 def use_context(context: SiteContext) -> None:
@@ -98,13 +100,14 @@ def write_entry_site(
             page, markdown = entry_page(api["id"]), entry_markdown(api["id"])
             badges = entry_badges(api)
             key = static_key(api, common)
+            successor = successor_name(folders, api)
             html = text = None
             if before is not None and may_splice(line):
-                html, text = _spliced_files(before, api, key, trend, badges, problems)
+                html, text = _spliced_files(before, api, key, trend, badges, problems, successor)
             if html is None or text is None:
-                html = render_entry_page(api, common, trend, badges, key)
+                html = render_entry_page(api, common, trend, badges, key, successor)
                 problems += page_problems(page, html, release, root_path)
-                text = render_entry_markdown(api, meta, labels, key)
+                text = render_entry_markdown(api, meta, labels, key, successor)
                 problems += markdown_problems(markdown, text, release)
                 reused = False
             else:
@@ -113,14 +116,28 @@ def write_entry_site(
             folders.create(markdown, text.encode())
             summaries.append(
                 EntrySummary(api["category"], score_key(api), card_html(api, labels, badges),
-                             listing(api), reused)
+                             listing(api, successor), reused)
             )
     return summaries, problems
 
 
+def successor_name(staged: Folders, api: Mapping[str, Any]) -> str | None:
+    """The name of the entry a presented entry's lifecycle names as its successor, from the
+    successor's staged document (written before any page); None without one. Read only for
+    the few entries that name a successor, so a release of any size keeps no table of names."""
+    successor = (api.get("lifecycle") or {}).get("successor")
+    if not successor:
+        return None
+    document = staged.read(entry_document(successor), DOCUMENT_LIMIT)
+    if document is None:
+        return None
+    name = orjson.loads(document).get("api", {}).get("name")
+    return name if isinstance(name, str) else None
+
+
 def _spliced_files(
     before: Folders, api: Mapping[str, Any], key: str, trend: Sequence[DayFigures],
-    badges: Markup, problems: list[str],
+    badges: Markup, problems: list[str], successor: str | None = None,
 ) -> tuple[str | None, str | None]:
     """The entry's page and Markdown spliced into those of the previous release, with the
     problems of their new parts added to `problems`; (None, None) unless both kept `key`."""
@@ -131,13 +148,13 @@ def _spliced_files(
     if old_page is None or not kept_key(old_page, key):  # nothing drawn for a page not kept
         return None, None
     chart = trend_of(context.common, trend)
-    page_parts = nightly_page_parts(api, chart, badges, context.release_line)
+    page_parts = nightly_page_parts(api, chart, badges, context.release_line, successor)
     if (html := spliced(old_page, page_parts)) is None:
         return None, None
     old_markdown = before.read(markdown, PREVIOUS_FILE_LIMIT)
     if old_markdown is None or not kept_key(old_markdown, key):
         return None, None
-    markdown_parts = nightly_markdown_parts(api, context.common["meta"])
+    markdown_parts = nightly_markdown_parts(api, context.common["meta"], successor)
     if (text := spliced(old_markdown, markdown_parts)) is None:
         return None, None
     # The release line was checked once for every page; the trend chart is drawn from

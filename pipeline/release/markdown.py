@@ -205,9 +205,9 @@ def by_name(api: Mapping[str, Any]) -> tuple[str, str]:
     return api["name"].lower(), api["id"]
 
 
-def listing(api: Mapping[str, Any]) -> dict[str, Any]:
+def listing(api: Mapping[str, Any], successor_name: str | None = None) -> dict[str, Any]:
     """What `llms.txt` and a category's Markdown say of a presented entry (kept for every
-    entry while the entries stream)."""
+    entry while the entries stream), with the name of its successor if it has one."""
     score, lifecycle = api.get("builderScore"), api.get("lifecycle")
     return {
         "id": api["id"], "name": api["name"], "category": api["category"],
@@ -215,25 +215,30 @@ def listing(api: Mapping[str, Any]) -> dict[str, Any]:
         "status": {"state": api["status"]["state"]},
         "builderScore": score and {"grade": score["grade"], "label": score["label"]},
         # said only when not active, as an entry's card shows it
-        "lifecycle": {"state": lifecycle["state"], "successor": lifecycle.get("successor")}
+        "lifecycle": {"state": lifecycle["state"], "successor": lifecycle.get("successor"),
+                      "successorName": successor_name}
         if lifecycle and lifecycle["state"] != "active" else None,
     }
 
 
 def render_entry_markdown(api: Mapping[str, Any], meta: Mapping[str, Any],
-                          labels: Mapping[str, str], key: str = "") -> str:
-    """The Markdown of one presented entry; `key` is its `static_key`, which the file keeps."""
+                          labels: Mapping[str, str], key: str = "",
+                          successor_name: str | None = None) -> str:
+    """The Markdown of one presented entry; `key` is its `static_key`, which the file keeps;
+    `successor_name` the name of the entry its lifecycle names as successor."""
     here = entry_markdown(api["id"])
     return environment().get_template("entry.md").render(
-        meta=meta, api=api, category=labels.get(api["category"]), here=here, static_key=key)
+        meta=meta, api=api, category=labels.get(api["category"]), here=here, static_key=key,
+        successor_name=successor_name)
 
 
-def nightly_markdown_parts(api: Mapping[str, Any], meta: Mapping[str, Any]) -> dict[str, str]:
+def nightly_markdown_parts(api: Mapping[str, Any], meta: Mapping[str, Any],
+                           successor_name: str | None = None) -> dict[str, str]:
     """The marked parts of an entry's Markdown, by the name of their marks, drawn as
     `render_entry_markdown` draws them."""
     macros = environment().get_template("_entry_nightly.md").module
     return {
-        "status": macros.status_part(api),
+        "status": macros.status_part(api, successor_name),
         "score": macros.score_part(api),
         "endpoints": macros.endpoints_part(api),
         "release": macros.release_part(api, meta, entry_markdown(api["id"])),

@@ -588,16 +588,17 @@ def trend_of(common: Mapping[str, Any], trend: Sequence[DayFigures]) -> str:
 
 def render_entry_page(
     api: Mapping[str, Any], common: Mapping[str, Any], trend: Sequence[DayFigures],
-    badges: Markup, key: str = "",
+    badges: Markup, key: str = "", successor_name: str | None = None,
 ) -> str:
     """The page of one presented entry; `common` holds the release's meta, assets, category
     labels and categories (`page_context`), `trend` the entry's daily figures, `badges` its
-    `entry_badges`, `key` its `static_key` (which the page keeps, for the night after)."""
+    `entry_badges`, `key` its `static_key` (which the page keeps, for the night after),
+    `successor_name` the name of the entry its lifecycle names as successor."""
     path = entry_page(api["id"])
     return environment().get_template("entry.html").render(
         common, root="../", api=api, category=common["labels"].get(api["category"]), page=path,
         trend=trend_of(common, trend), markdown=entry_markdown(api["id"]), badges=badges,
-        static_key=key,
+        static_key=key, successor_name=successor_name,
     )
 
 
@@ -646,13 +647,13 @@ def may_splice(line: bytes) -> bool:
 
 
 def nightly_page_parts(api: Mapping[str, Any], trend: str, badges: Markup,
-                       release: str) -> dict[str, str]:
+                       release: str, successor_name: str | None = None) -> dict[str, str]:
     """The marked parts of an entry's page, drawn as `render_entry_page` draws them, with its
     `trend_of`, its `entry_badges` and the release's `release_line`, drawn before."""
     nightly = macros("_entry_nightly.html")
     return {
         "badges": str(badges),
-        "status": str(nightly.status_section(api, trend, "../")),
+        "status": str(nightly.status_section(api, trend, "../", successor_name)),
         "score": str(nightly.score_section(api)),
         "endpoints": str(nightly.endpoints_section(api)),
         "release": release,
