@@ -773,8 +773,8 @@ def test_a_long_sample_scrolls_in_its_own_box_and_copies_as_stored(
         assert size["client"] <= 640 < size["scroll"], size
         assert page.evaluate("document.documentElement.scrollHeight") < 8_000
         box.focus()
-        page.keyboard.press("End")
-        assert box.evaluate("pre => pre.scrollTop") > 0
+        page.keyboard.press("End")  # scrolls smoothly: waited for, up to the usual timeout
+        page.wait_for_function("pre => pre.scrollTop > 0", arg=box.element_handle())
         for element, stored in (("sample-request", INDENTED_REQUEST),
                                 ("sample-response", LONG_RESPONSE)):
             button = page.locator(f"button[data-copy='{element}']")
