@@ -373,6 +373,16 @@ def test_an_endpoints_reason_and_confirmed_failure_read_alike_in_page_and_markdo
     assert "not_found" not in text and "(tls)" not in text
 
 
+def test_the_markdown_keeps_a_sample_requests_indentation(sample: SampleRelease) -> None:
+    from pipeline.release.markdown import render_entry_markdown
+
+    api = json.loads(page(sample, entry_document("stripe")))["api"]
+    api["sampleRequest"] = "  curl -s https://api.stripe.com/v1/charges \\\n    -u KEY:\n"
+    meta = json.loads(page(sample, FULL_DATASET))["meta"]
+    text = render_entry_markdown(pages.presented_entry(api), meta, {})
+    assert "```sh\n  curl -s https://api.stripe.com/v1/charges \\\n    -u KEY:\n```\n" in text
+
+
 def test_the_grade_basis_names_the_sub_scores_that_count() -> None:
     assert grade_basis({"pricing": 60, "latency": 70, "depth": 50}) is None
     assert grade_basis({"pricing": 60, "latency": None, "depth": 50}) == (
