@@ -31,6 +31,7 @@ from pipeline.release.layout import (
     ROBOTS,
     SEARCH_INDEX,
     SITEMAP,
+    category_file,
     category_markdown,
     entry_document,
     entry_markdown,
@@ -648,6 +649,47 @@ def test_a_share_short_of_every_probe_or_none_is_never_shown_as_all_or_none() ->
                              DayFigures(last - timedelta(days=1), 2880, 1, 80.0)], last)
     assert f"<title>{last}: 99.9% up, median 80 ms</title>" in chart
     assert f"<title>{last - timedelta(days=1)}: 0.1% up, median 80 ms</title>" in chart
+
+
+def test_a_share_is_rounded_half_up_on_pages_and_in_markdown() -> None:
+    """Shares are shown to a tenth rounded half up, as the rubric rounds: 1/16 of the probes is
+    6.3 %, not the 6.2 % a float's round half to even gives; the page, the Markdown and the
+    trend chart say it alike."""
+    from pipeline.release import markdown
+
+    assert share_text(1 / 16) == "6.3%" and share_text(3 / 16) == "18.8%"
+    assert share_text(5 / 16) == "31.3%" and share_text(0.0125) == "1.3%"
+    api = pages.presented_entry(make_entry(
+        id="x", uptime={"last1d": 1 / 16, "last7d": 5 / 16, "last30d": 0.0125}))
+    status = pages.nightly_page_parts(api, "", Markup(""), "")["status"]
+    assert Elements(status).by_id("uptime") == \
+        "Last 24 hours 6.3% Last 7 days 31.3% Last 30 days 1.3%"
+    text = markdown.environment().get_template("_entry_nightly.md").module.status_part(api)
+    assert "Uptime: 6.3% over the last 24 hours, 31.3% over 7 days, 1.3% over 30 days." in text
+    chart = pages.trend_svg([DayFigures(NOW.date(), 16, 1, 80.0)], NOW.date())
+    assert f"<title>{NOW.date()}: 6.3% up, median 80 ms</title>" in chart
+
+
+def test_a_provisional_grade_is_said_so_in_the_category_markdown(sample: SampleRelease) -> None:
+    """A category's Markdown list says "provisional" beside a provisional grade, as the entry's
+    page and Markdown do."""
+    apis = json.loads(page(sample, category_file("weather")))["apis"]
+    provisional = [api for api in apis if api["builderScore"]["provisional"]]
+    assert provisional
+    text = page(sample, category_markdown("weather"))
+    for api in provisional:
+        score = api["builderScore"]
+        line = next(line for line in text.splitlines()
+                    if line.startswith("- [") and f"](../apis/{api['id']}.md): " in line)
+        assert f"grade {score['grade']}, {score['label']}, provisional" in line, line
+    confirmed = [api for api in json.loads(page(sample, FULL_DATASET))["apis"]
+                 if api["builderScore"] and not api["builderScore"]["provisional"]]
+    assert confirmed
+    for api in confirmed:
+        text = page(sample, category_markdown(api["category"]))
+        line = next(line for line in text.splitlines()
+                    if line.startswith("- [") and f"](../apis/{api['id']}.md): " in line)
+        assert "provisional" not in line, line
 
 
 def test_curated_pricing_facts_reach_the_page_and_the_markdown(sample: SampleRelease) -> None:

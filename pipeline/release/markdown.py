@@ -213,7 +213,8 @@ def listing(api: Mapping[str, Any], successor_name: str | None = None) -> dict[s
         "id": api["id"], "name": api["name"], "category": api["category"],
         "description": api.get("description"), "provider": api.get("provider"),
         "status": {"state": api["status"]["state"]},
-        "builderScore": score and {"grade": score["grade"], "label": score["label"]},
+        "builderScore": score and {"grade": score["grade"], "label": score["label"],
+                                   "provisional": score.get("provisional")},
         # said only when not active, as an entry's card shows it
         "lifecycle": {"state": lifecycle["state"], "successor": lifecycle.get("successor"),
                       "successorName": successor_name}

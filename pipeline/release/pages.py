@@ -32,6 +32,7 @@ from markupsafe import Markup
 
 from pipeline.contract import BIDI_CONTROL, ONLINE_NOTE, APIEntry, Pricing, Uptime
 from pipeline.judging.day_figures import DayFigures
+from pipeline.judging.score import round_half_up
 from pipeline.release.hosting import PAGE_CSP
 from pipeline.release.layout import (
     INDEX_PAGE,
@@ -136,15 +137,16 @@ def checked_text(value: str | None) -> str:
 
 
 def share_text(value: float | None) -> str:
-    """`99.5%` for a share of 0.995; `no probes` when there is none. `100%` says every probe
-    answered and `0%` none did, so a share short of either is never rounded to it: 0.9996
-    shows `99.9%`, 0.0004 `0.1%`."""
+    """`99.5%` for a share of 0.995, to a tenth rounded half up as the rubric rounds (1/16 is
+    `6.3%`); `no probes` when there is none. `100%` says every probe answered and `0%` none
+    did, so a share short of either is never rounded to it: 0.9996 shows `99.9%`, 0.0004
+    `0.1%`."""
     if value is None:
         return "no probes"
-    percent = value * 100
+    tenths = round_half_up(value * 1000)
     if 0 < value < 1:
-        percent = min(max(percent, 0.1), 99.9)
-    return f"{percent:.1f}".rstrip("0").rstrip(".") + "%"
+        tenths = min(max(tenths, 1), 999)
+    return f"{tenths / 10:.1f}".rstrip("0").rstrip(".") + "%"
 
 
 def amount_text(value: float) -> str:
