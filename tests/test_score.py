@@ -241,6 +241,28 @@ def test_adding_endpoints_or_an_openapi_link_never_lowers_depth() -> None:
         depth_score(make_entry()).value)
 
 
+@pytest.mark.parametrize("version", ["v1", "v2", "v1beta1", "2", "1.1", "2024-01-01", "api",
+                                     "api/v3"])
+def test_a_version_segment_is_no_resource_wherever_it_sits(version: str) -> None:
+    """Four resources under a version are four resources, whether the version is in the base
+    address or starts every path: Depth is the same either way."""
+    resources = ("customers", "orders", "refunds", "payouts")
+
+    def entry(base: str, prefix: str) -> dict[str, Any]:
+        return make_entry(baseUrl=base, endpoints=[
+            {"method": "GET", "path": f"{prefix}/{name}", "description": "x"}
+            for name in resources])
+
+    in_base = depth_score(entry(f"https://api.example.com/{version}", ""))
+    in_paths = depth_score(entry("https://api.example.com", f"/{version}"))
+    assert in_paths == in_base
+    assert in_paths.evidence["resources"] == 4
+    assert in_paths.reasons[0] == "4 endpoints over 1 method and 4 resources"
+    root = depth_score(make_entry(endpoints=[{"method": "GET", "path": f"/{version}",
+                                              "description": "x"}]))
+    assert root.evidence["resources"] == 1  # the API's root is one resource, not none
+
+
 def test_auth_friction_orders_depth() -> None:
     values = [depth_score(make_entry(authType=a)).value
               for a in ("none", "api-key", "basic", "hmac", "oauth2")]
@@ -303,7 +325,7 @@ def test_score_entries_is_deterministic_and_order_free() -> None:
     assert first["example-weather"].confidence == "medium"  # 14 samples, fewer than 20
     for entry_id, score in first.items():
         assert isinstance(score, EntryScore)
-        assert score.rubric == RUBRIC_VERSION == "2.1.0"
+        assert score.rubric == RUBRIC_VERSION == "2.2.0"
         assert score.label == f"{score.percent}% builder-friendly"
         assert (score.percent, score.grade) == builder_score(
             score.pricing.value, score.latency.value, score.depth.value)

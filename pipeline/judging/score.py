@@ -21,7 +21,7 @@ import pandas as pd
 from pipeline.contract import BuilderScore
 from pipeline.probing.probe import failed
 
-RUBRIC_VERSION = "2.1.0"
+RUBRIC_VERSION = "2.2.0"
 
 # Probe history columns this module reads, and what a probe outcome may be. A history may
 # also carry each probe's `reason` (the prober's word for an `online` answer): without it every
@@ -57,6 +57,9 @@ ENDPOINT_COUNTS = (0, 1, 3, 5, 10)
 ENDPOINT_POINTS = (0, 5, 12, 16, 20)  # linear in between, 20 from 10 endpoints
 METHOD_POINTS, METHOD_CAP = 4, 8  # per distinct HTTP method
 RESOURCE_POINTS, RESOURCE_CAP = 3, 12  # per distinct top-level path segment
+# A leading path segment that names a version or the API itself, not a resource: `v1`, `v2`,
+# `v1beta1`, `2`, `1.1`, a dated version `2024-01-01`, `api`.
+VERSION_SEGMENT = re.compile(r"v?\d+(?:\.\d+)*(?:(?:alpha|beta|rc)\d*)?|\d{4}-\d{2}-\d{2}|api")
 OPENAPI_POINTS = 15  # an official machine-readable description to generate a client from
 SDK_POINTS = 10  # an official SDK
 AUTH_POINTS = {"none": 15, "api-key": 10, "bearer": 10, "basic": 8, "hmac": 5, "oauth2": 3}
@@ -240,9 +243,13 @@ def pricing_score(content: Mapping[str, Any]) -> SubScore:
 
 
 def _resource(path: str) -> str:
-    """The top-level resource of a path: its first segment (`/repos/{o}/{r}` → `repos`)."""
-    segments = [s for s in path.split("?")[0].split("/") if s]
-    return segments[0].lower() if segments else "/"
+    """The top-level resource of a path: its first segment after any leading version or
+    `api` prefix (`/repos/{o}/{r}` and `/v1/repos/{o}` → `repos`), so Depth is the same
+    whether the version sits in the base address or in every path; `/` for none."""
+    segments = [s.lower() for s in path.split("?")[0].split("/") if s]
+    while segments and VERSION_SEGMENT.fullmatch(segments[0]):
+        segments.pop(0)
+    return segments[0] if segments else "/"
 
 
 def depth_score(content: Mapping[str, Any]) -> SubScore:
