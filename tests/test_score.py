@@ -98,11 +98,36 @@ def test_payments_priced_per_transaction_with_a_sandbox() -> None:
 
 def test_enterprise_without_price_and_no_pricing_at_all() -> None:
     enterprise = pricing_score(priced(model="enterprise", startingCentsPerMonth=None))
-    assert enterprise.value == 0
-    assert enterprise.reasons == ("no free tier", "monthly minimum not stated",
-                                  "no published price to grow into")
+    assert enterprise.value is None and enterprise.reasons == ("no price stated",)
     unknown = pricing_score(make_entry(pricing=None, hasFreeTier=None))
     assert unknown.value is None and unknown.reasons == ("no pricing stated",)
+
+
+@pytest.mark.parametrize("stated", [
+    {"hasFreeTier": False, "pricing": None},
+    {"hasFreeTier": None, "pricing": {"details": "contact sales"}},
+    {"hasFreeTier": False, "pricing": {"model": "enterprise", "startingCentsPerMonth": None,
+                                       "details": "contact sales"}},
+    {"hasFreeTier": False, "pricing": {"model": "subscription", "sandbox": True,
+                                       "tiers": [{"name": "Trial", "monthlyCents": 0,
+                                                  "included": "x"}]}},
+])
+def test_an_unknown_price_is_no_pricing_evidence_not_the_worst_price(
+    stated: dict[str, Any],
+) -> None:
+    """A price nobody states is missing evidence: Pricing is null with its reason and the grade
+    comes from the other sub-scores, not 0 points as if it cost $1,000 a month."""
+    unknown = pricing_score(make_entry(**stated))
+    assert unknown.value is None and unknown.reasons == ("no price stated",)
+    dear = pricing_score(priced(model="subscription", startingCentsPerMonth=100_000))
+    assert dear.value == 0 and "from $1,000/month" in dear.reasons
+    history = probes([])
+    scores = score_entries({"unknown": make_entry(**stated), "dear": priced(
+        model="subscription", startingCentsPerMonth=100_000)}, history, AS_OF)
+    depth = scores["unknown"].depth.value
+    assert scores["unknown"].pricing.value is None and scores["unknown"].percent == depth
+    assert scores["unknown"].confidence == "low"
+    assert scores["dear"].percent < scores["unknown"].percent
 
 
 def test_pricing_ignores_the_name_of_the_model() -> None:
@@ -132,7 +157,8 @@ def test_pay_as_you_go_with_a_free_test_mode_is_no_dearer_than_a_paid_subscripti
 def test_a_free_tier_never_lowers_pricing(model: str | None, start: int | None) -> None:
     without = pricing_score(priced(model=model, startingCentsPerMonth=start))
     with_tier = pricing_score(priced(model=model, startingCentsPerMonth=start, hasFreeTier=True))
-    assert with_tier.value >= without.value
+    assert with_tier.value is not None  # a free tier states a price: $0 to start
+    assert without.value is None or with_tier.value >= without.value
 
 
 @pytest.mark.parametrize("free", [True, False])

@@ -181,7 +181,9 @@ def _free_allowance(content: Mapping[str, Any]) -> str | None:
 
 def pricing_score(content: Mapping[str, Any]) -> SubScore:
     """What a builder pays to start (free allowance, sandbox, monthly minimum) and how plainly
-    growth is priced (unit cost, transaction fee, paid tiers); never the model's name."""
+    growth is priced (unit cost, transaction fee, paid tiers); never the model's name. None
+    (no evidence) when no price at all is stated: neither a free tier nor a minimum nor a
+    price to grow into."""
     pricing = content.get("pricing")
     if not pricing and content.get("hasFreeTier") is None:
         return SubScore(None, ("no pricing stated",), {})
@@ -236,6 +238,9 @@ def pricing_score(content: Mapping[str, Any]) -> SubScore:
         points += QUOTA_NOTE_POINTS
     evidence = {"freeAllowance": allowance, "sandbox": sandbox, "monthlyMinimumCents": minimum,
                 "growth": growth, "freeQuotaAmount": quota.get("amount") if allowance else None}
+    if not (allowance or model == "free" or minimum is not None or growth):
+        # "contact sales" is no price: unknown, not the 0 points of $1,000 a month
+        return SubScore(None, ("no price stated",), evidence)
     return SubScore(round_half_up(points), tuple(reasons[:MAX_REASONS]), evidence)
 
 
