@@ -267,11 +267,13 @@ LATENCY_EVIDENCE_EXAMPLE: dict[str, Any] = {
     "minimumSamples": 5, "eligible": True,
     "last7d": {"samples": 10, "p50Ms": 85, "p95Ms": 89},
     "last30d": {"samples": 41, "p50Ms": 88, "p95Ms": 140},
+    "minimumDays": 3, "failedProbeMs": 8000, "probes": 10, "failed": 0, "days": 5,
+    "p50Ms": 85, "p95Ms": 89,
 }
 BUILDER_SCORE_EXAMPLES: list[dict[str, Any]] = [
     {
         "grade": "A", "percent": 91, "label": "91% builder-friendly",
-        "pricing": 95, "latency": 100, "depth": 80, "rubric": "2.1.0",
+        "pricing": 95, "latency": 100, "depth": 80, "rubric": "2.2.0",
         "reasons": {
             "pricing": ["free tier", "no monthly minimum", "nothing to buy"],
             "latency": ["p50 85 ms, p95 89 ms over 10 responses in 7 days"],
@@ -289,10 +291,10 @@ BUILDER_SCORE_EXAMPLES: list[dict[str, Any]] = [
     },
     {
         "grade": "C", "percent": 67, "label": "67% builder-friendly",
-        "pricing": 55, "latency": None, "depth": 78, "rubric": "2.1.0",
+        "pricing": 55, "latency": None, "depth": 78, "rubric": "2.2.0",
         "reasons": {
             "pricing": ["one-time free credit", "paid tiers from $29"],
-            "latency": ["not enough probes: 0 timed responses in 7 days, 5 needed"],
+            "latency": ["not enough probes: 0 on 0 days in 7 days, 5 on 3 days needed"],
             "depth": ["6 endpoints over 2 methods and 4 resources"],
         },
         "confidence": "low", "provisional": True, "evidence": None,
@@ -660,16 +662,38 @@ class LatencyWindow(ContractModel):
 
 
 class LatencyEvidence(ContractModel):
-    """The response times the Latency sub-score is computed from."""
+    """The response times the Latency sub-score is computed from: the probes of the last 7
+    days, timed successful ones and failed ones (a failed probe counted as a response of
+    `failedProbeMs`, slower than any threshold)."""
 
     model_config = _examples(LATENCY_EVIDENCE_EXAMPLE)
 
-    minimum_samples: int = Field(description="Timed responses in 7 days the score needs.")
-    eligible: bool = Field(description="Whether the last 7 days hold that many.")
+    minimum_samples: int = Field(description="Probes in 7 days (timed successful or failed) "
+                                 "the score needs.")
+    eligible: bool = Field(description="Whether the last 7 days hold that many, on at least "
+                           "`minimumDays` days.")
     last7d: LatencyWindow = Field(alias="last7d", title="Last 7 days",
-                                  description="Response times over the last 7 days.")
+                                  description="Response times of the successful probes over "
+                                  "the last 7 days.")
     last30d: LatencyWindow = Field(alias="last30d", title="Last 30 days",
-                                   description="Response times over the last 30 days.")
+                                   description="Response times of the successful probes over "
+                                   "the last 30 days.")
+    minimum_days: int | None = Field(default=None, description="Distinct UTC days the probes "
+                                     "must fall on: evidence over time, not of one moment.")
+    failed_probe_ms: int | None = Field(default=None, ge=0, description="The time a failed "
+                                        "probe counts as, in milliseconds: 0 points on "
+                                        "both scales.")
+    probes: int | None = Field(default=None, ge=0, description="Probes of the last 7 days "
+                               "Latency counts: timed successful ones and failed ones.")
+    failed: int | None = Field(default=None, ge=0, description="Of those, the failed probes "
+                               "(no answer, or an answer that is a failure).")
+    days: int | None = Field(default=None, ge=0, description="Distinct UTC days those probes "
+                             "fall on.")
+    p50_ms: int | None = Field(default=None, ge=0, description="Median of those probes' times "
+                               "(a failed one as `failedProbeMs`), in milliseconds: Latency's "
+                               "p50; null without probes.")
+    p95_ms: int | None = Field(default=None, ge=0, description="95th percentile of the same: "
+                               "Latency's p95; null without probes.")
 
 
 class ScoreEvidence(ContractModel):

@@ -19,10 +19,16 @@ from sqlmodel import Session, col, delete, select, update
 from pipeline.contract import Uptime
 from pipeline.judging import rollup
 from pipeline.judging.content_scores import content_scores, store_content_scores
-from pipeline.judging.evidence import bounded_scores, day_bounds, days_between, evidence_days
+from pipeline.judging.evidence import (
+    EPOCH_DAY,
+    bounded_scores,
+    day_bounds,
+    days_between,
+    evidence_days,
+)
 from pipeline.judging.present import Presented, present_each, present_entries
 from pipeline.judging.rollup import keep_evidence, keep_missing_evidence, roll_up_days
-from pipeline.judging.score import entry_uptimes, score_entries
+from pipeline.judging.score import FAILED_PROBE_MS, entry_uptimes, score_entries
 from pipeline.operations import score_parts
 from pipeline.operations.handover import discard, handed_over, handover_dir
 from pipeline.operations.score_parts import hand_over_presented
@@ -134,8 +140,9 @@ def test_an_api_answering_only_failures_is_neither_up_nor_fast(
     write_entry: WriteEntry, ingested_store,
 ) -> None:
     """An API whose every probe is a confirmed 404 (or 429, or 5xx) answered fast is down:
-    uptime 0 and no Latency, from the raw probes and from the rollups alike; one asking for a
-    key (401) is up, and fast. The rollups count the successful probes apart."""
+    uptime 0 and Latency 0 (its failed probes count as slower than any threshold), from the
+    raw probes and from the rollups alike; one asking for a key (401) is up, and fast. The
+    rollups count the successful probes apart."""
     failing = {"gone": (404, "not_found"), "throttled": (429, "rate_limited"),
                "broken": (503, "server_error")}
     for entry_id in (*failing, "walled"):
@@ -158,8 +165,12 @@ def test_an_api_answering_only_failures_is_neither_up_nor_fast(
         assert uptimes == expected_uptimes, as_of
         for entry_id in failing:
             assert uptimes[entry_id] == {"last1d": 0.0, "last7d": 0.0, "last30d": 0.0}
-            assert scores[entry_id].latency.value is None, entry_id
-            assert scores[entry_id].latency.evidence["last30d"]["samples"] == 0
+            latency = scores[entry_id].latency
+            assert latency.value == 0 and not scores[entry_id].provisional, entry_id
+            assert latency.evidence["last30d"]["samples"] == 0
+            assert (latency.evidence["probes"], latency.evidence["failed"]) == (7, 7)
+            assert latency.evidence["days"] == 7
+            assert latency.reasons[0] == "0 of 7 probes answered in 7 days"
         assert uptimes["walled"] == {"last1d": 1.0, "last7d": 1.0, "last30d": 1.0}
         assert scores["walled"].latency.value == 100  # a fast 401 is fast
     gone = session.get(DailyEntryRollup, ((TODAY - timedelta(days=2)).date(), "gone"))
@@ -385,7 +396,7 @@ def test_a_span_of_a_database_that_sorts_ids_its_own_way_takes_its_own_kept_evid
 
         def read(span: EntrySpan) -> list[str]:
             samples, counts = _rollup_evidence(session, [day], day, span)
-            assert sorted(samples["entry_id"]) == sorted(counts["entry_id"])
+            assert sorted(set(samples["entry_id"])) == sorted(counts["entry_id"])
             return sorted(counts["entry_id"])
 
         from_rows = [read(span) for span in spans]
@@ -485,9 +496,12 @@ def test_the_rollups_of_days_with_other_entries_are_summed_for_their_own_entries
                                     **day_evidence(session, day - timedelta(days=back))))
         session.commit()
         samples, counts = _rollup_evidence(session, asked, day - timedelta(days=6), EVERY_ENTRY)
+        # each timed successful probe, and each failed probe timed as a failure is, on its day
         assert sorted(map(tuple, samples.to_numpy().tolist())) == sorted(
-            (entry_id, ms, back <= 6, True) for back in (1, 3, 9)
-            for entry_id, (_, _, timed) in rows[back].items() for ms in timed or ()), kept
+            (entry_id, ms, failed, (day - EPOCH_DAY).days - back, back <= 6, True)
+            for back in (1, 3, 9) for entry_id, (probes, successes, timed) in rows[back].items()
+            for ms, failed in [*((ms, False) for ms in timed or ()),
+                               *[(float(FAILED_PROBE_MS), True)] * (probes - successes)]), kept
         assert sorted(counts.to_dict("records"), key=lambda row: row["entry_id"]) == [
             {"entry_id": "alpha", "probes_1d": 0, "succeeded_1d": 0, "probes_7d": 3,
              "succeeded_7d": 2, "probes_30d": 5, "succeeded_30d": 4},
@@ -501,10 +515,11 @@ def test_the_rollups_of_days_with_other_entries_are_summed_for_their_own_entries
         # a day kept whole gives the entries asked for alone, their samples alone
         wanted = _rollup_evidence(session, asked, day, EVERY_ENTRY, wanted={"gamma"})
         assert set(wanted[1]["entry_id"]) == set(wanted[0]["entry_id"]) == {"gamma"}
-        assert len(wanted[0]) == 1
+        assert wanted[0]["failed"].tolist() == [False, True]  # its 40 ms and its failed probe
         empty = _rollup_evidence(session, [day], day, EVERY_ENTRY)
         assert empty[0].empty and empty[1].empty
-        assert list(empty[0].columns) == ["entry_id", "total_ms", "in_7d", "in_30d"]
+        assert list(empty[0].columns) == ["entry_id", "total_ms", "failed", "day", "in_7d",
+                                          "in_30d"]
     assert session.get(RolledDay, day - timedelta(days=12)).evidence_entries == "gamma"
 
 
@@ -539,9 +554,14 @@ def test_samples_joined_by_code_give_latency_the_figures_they_give_by_name() -> 
 
     rng = random.Random(5)
     def part(names: list[str]) -> pd.DataFrame:
+        failed = [rng.random() < 0.2 for _ in names]
         return pd.DataFrame({"entry_id": names,
-                             "total_ms": [round(rng.lognormvariate(5, 1), 3) for _ in names],
-                             "in_7d": [rng.random() < 0.3 for _ in names], "in_30d": True})
+                             "total_ms": [float(FAILED_PROBE_MS) if no else
+                                          round(rng.lognormvariate(5, 1), 3) for no in failed],
+                             "failed": failed, "day": [rng.randrange(20_000, 20_007)
+                                                       for _ in names],
+                             "in_7d": [rng.random() < 0.3 for _ in names], "in_30d": True}
+                            ).astype({"day": np.int32})
 
     day = part([rng.choice(["alpha", "beta", "unscored"]) for _ in range(40)])
     rolled = part([rng.choice(["beta", "gamma"]) for _ in range(300)])

@@ -290,8 +290,8 @@ def test_an_entry_without_any_optional_field_gets_its_page_and_markdown(
     assert html.by_id("provenance") == "never"
     assert html.by_id("no-sample") == "No sample request or response stated."
     assert html.by_id("grade-basis") == (
-        "Provisional: Pricing is not stated, and Latency needs more probes before it counts, "
-        "so this grade comes from Depth alone.")
+        "Provisional: Pricing is not stated, and Latency needs 5 probes on 3 days before it "
+        "counts, so this grade comes from Depth alone.")
     text = page(sample, entry_markdown(BARE_ID))
     for line in ("- **Auth header:** not stated", "- **Rate limit:** not stated",
                  "- **Pricing:** not stated", "- **Free quota:** none stated",
@@ -387,7 +387,7 @@ def test_the_markdown_keeps_a_sample_requests_indentation(sample: SampleRelease)
 def test_the_grade_basis_names_the_sub_scores_that_count() -> None:
     assert grade_basis({"pricing": 60, "latency": 70, "depth": 50}) is None
     assert grade_basis({"pricing": 60, "latency": None, "depth": 50}) == (
-        "Latency needs more probes before it counts, so this grade comes from Pricing and "
+        "Latency needs 5 probes on 3 days before it counts, so this grade comes from Pricing and "
         "Depth alone.")
     assert grade_basis({"pricing": None, "latency": 70, "depth": 50}) == (
         "Pricing is not stated, so this grade comes from Latency and Depth alone.")

@@ -175,49 +175,135 @@ def test_a_cheaper_minimum_never_scores_lower(free: bool) -> None:
 def test_no_probes_is_no_latency_with_its_reason() -> None:
     score = latency_score(probes([]), AS_OF)
     assert score.value is None
-    assert score.reasons == ("not enough probes: 0 timed responses in 7 days, 5 needed",)
+    assert score.reasons == ("not enough probes: 0 on 0 days in 7 days, 5 on 3 days needed",)
     assert score.evidence["eligible"] is False and score.evidence["minimumSamples"] == 5
 
 
 def test_too_few_responses_is_no_latency() -> None:
     score = latency_score(live_week([120, 130, 140, 150]), AS_OF)
-    assert score.value is None and "4 timed responses in 7 days" in score.reasons[0]
+    assert score.value is None
+    assert score.reasons[0] == "not enough probes: 4 on 4 days in 7 days, 5 on 3 days needed"
     assert score.evidence["last7d"] == {"samples": 4, "p50Ms": 135, "p95Ms": 149}
 
 
-def test_only_responses_that_reached_the_server_count_and_a_fast_401_is_fast() -> None:
-    fast_auth = probes([(h, "online", 90) for h in (1, 10, 20, 30, 40, 50)]
-                       + [(h, "unreachable", None) for h in (5, 15, 25)])
-    score = latency_score(fast_auth, AS_OF)
-    assert score.value == 100  # p50 and p95 of 90 ms; the unreachable probes have no time
-    assert score.evidence["last7d"]["samples"] == 6
+def test_a_fast_401_is_fast_and_an_unreachable_probe_counts_as_slower_than_any_threshold(
+) -> None:
+    fast_auth = probes([(h, "online", 90) for h in (1, 10, 20, 30, 40, 50)])
+    assert latency_score(fast_auth, AS_OF).value == 100  # p50 and p95 of 90 ms
+    unreachable = probes([(h, "online", 90) for h in (1, 10, 20, 30, 40, 50)]
+                         + [(h, "unreachable", None) for h in (5, 15, 25)])
+    score = latency_score(unreachable, AS_OF)
+    # sorted: six times 90, three times 8,000; p50 at 4: 90 (f50 100); p95 at 7.6: 8,000 (0)
+    assert score.value == 60
+    assert score.evidence["last7d"] == {"samples": 6, "p50Ms": 90, "p95Ms": 90}
+    assert {k: score.evidence[k] for k in ("probes", "failed", "days", "p50Ms", "p95Ms")} == {
+        "probes": 9, "failed": 3, "days": 3, "p50Ms": 90, "p95Ms": 8000}
+    assert score.reasons == ("6 of 9 probes answered in 7 days",
+                             "p50 90 ms, p95 8000 ms over 9 probes in 7 days, a failed one "
+                             "counted as 8,000 ms")
 
 
 @pytest.mark.parametrize("reason", sorted(FAILED_REASONS))
-def test_an_answer_the_prober_classes_a_failure_is_neither_up_nor_a_latency_sample(
+def test_an_answer_the_prober_classes_a_failure_is_neither_up_nor_fast(
     reason: str,
 ) -> None:
     """A fast 404, 429, bot challenge or 5xx got an HTTP answer, but the API failed: no up
-    time and no Latency sample. A 401 or 403 asking for a key is the service answering."""
+    time, and for Latency a response slower than any threshold, never a fast one. A 401 or
+    403 asking for a key is the service answering."""
     hours = (1, 10, 20, 30, 40, 50, 24 * 20)
     failing = probes([(h, "online", 40) for h in hours]).assign(reason=reason)
     assert uptime_shares(failing, AS_OF) == {"last1d": 0.0, "last7d": 0.0, "last30d": 0.0}
     assert entry_uptimes(failing, AS_OF) == {"example-weather": uptime_shares(failing, AS_OF)}
     latency = latency_score(failing, AS_OF)
-    assert latency.value is None and latency.evidence["last30d"]["samples"] == 0
+    assert latency.value == 0 and latency.evidence["last30d"]["samples"] == 0
+    assert (latency.evidence["probes"], latency.evidence["failed"]) == (6, 6)
+    assert latency.reasons[0] == "0 of 6 probes answered in 7 days"
     walled = failing.assign(reason="auth")
     assert uptime_shares(walled, AS_OF) == {"last1d": 1.0, "last7d": 1.0, "last30d": 1.0}
     assert latency_score(walled, AS_OF).value == 100
-    # half of the answers failures, the slow half: the fast successful ones alone are timed
-    mixed = probes([(h, "online", 40 if n % 2 else 5000) for n, h in enumerate(range(1, 21))])
+    # half of the answers failures, the fast half: the successful ones alone are timed as
+    # they came, the failures counted as slower than any threshold
+    mixed = probes([(h, "online", 40 if n % 2 else 30) for n, h in enumerate(range(1, 121, 6))])
     mixed["reason"] = np.where(mixed["total_ms"] == 40, "auth", reason)
     assert uptime_shares(mixed, AS_OF)["last7d"] == 0.5
     assert latency_score(mixed, AS_OF).evidence["last7d"] == {
         "samples": 10, "p50Ms": 40, "p95Ms": 40}
+    # p50 halfway between 40 and 8,000 ms: 4,020 (0 points), p95 8,000 (0)
+    assert latency_score(mixed, AS_OF).value == 0
     score = score_entries({"example-weather": make_entry()}, mixed, AS_OF)["example-weather"]
     assert score.latency == latency_score(mixed, AS_OF)
     row = endpoint_analytics(mixed, AS_OF).iloc[0]
     assert (row["responded_7d"], row["succeeded_7d"], row["p50_ms"]) == (1.0, 0.5, 40.0)
+
+
+def test_an_api_whose_probes_all_fail_does_not_keep_a_top_grade() -> None:
+    """Fourteen probes in a week all answered 503 are evidence, and bad: Latency 0, not a
+    missing Latency that leaves the grade to Pricing and Depth (an A); the API grades below
+    the same API answering every probe slowly, and its reasons say how many answered."""
+    content = entry_content("data/entries/developer/github-rest.yaml")
+
+    def week(outcome: str, reason: str | None, ms: float, answered: int = 0) -> pd.DataFrame:
+        rows = probes([(12 * n, outcome, ms) for n in range(14)])
+        rows["reason"] = reason
+        if answered:  # the latest ones answered, fast
+            rows.loc[rows.index[-answered:], ["outcome", "reason", "total_ms"]] = ("live", None,
+                                                                                    90.0)
+        return rows
+
+    histories = {"failing": week("online", "server_error", 40.0),
+                 "slow": week("live", None, 2500.0),
+                 "mostly-failing": week("online", "server_error", 40.0, answered=3),
+                 "unreachable": week("unreachable", None, None)}
+    scores = {name: score_entries({name: content}, history.assign(entry_id=name), AS_OF)[name]
+              for name, history in histories.items()}
+    never = score_entries({"never": content}, probes([]), AS_OF)["never"]
+    for name in ("failing", "unreachable"):
+        failing = scores[name]
+        assert failing.latency.value == 0 and not failing.provisional, name
+        assert failing.latency.reasons[0] == "0 of 14 probes answered in 7 days"
+        assert failing.percent < scores["slow"].percent < never.percent
+        assert failing.grade != "A" and failing.confidence == "medium"
+    assert scores["slow"].latency.value == 20
+    mostly = scores["mostly-failing"].latency
+    assert mostly.reasons[0] == "3 of 14 probes answered in 7 days"
+    assert (mostly.evidence["probes"], mostly.evidence["failed"]) == (14, 11)
+    assert mostly.evidence["last7d"] == {"samples": 3, "p50Ms": 90, "p95Ms": 90}
+    assert mostly.value == 0  # p50 and p95 among the failures
+    assert never.latency.value is None and never.provisional
+
+
+def test_latency_is_confirmed_only_by_probes_over_several_days() -> None:
+    """Five probes make no evidence over time when they come from one moment: six runs within
+    five minutes, or one night of an entry with five URLs (or two runs either side of
+    midnight), leave Latency null and the grade provisional; probes on three days confirm it."""
+    def runs(at: list[datetime], urls: int = 1) -> pd.DataFrame:
+        return pd.concat([probes([(0, "live", 120.0)], url=f"{URL}/{n}", as_of=moment)
+                          .assign(run_id=run)
+                          for run, moment in enumerate(at) for n in range(urls)],
+                         ignore_index=True)
+
+    def latency(history: pd.DataFrame) -> Any:
+        score = score_entries({"example-weather": make_entry()}, history, AS_OF)
+        return score["example-weather"]
+
+    minutes = runs([AS_OF - timedelta(minutes=n) for n in range(6)])
+    within = latency(minutes)
+    assert within.latency.value is None and within.provisional and within.confidence == "low"
+    assert within.latency.reasons == (
+        "not enough probes: 6 on 1 day in 7 days, 5 on 3 days needed",)
+    assert (within.latency.evidence["days"], within.latency.evidence["minimumDays"]) == (1, 3)
+    midnight = AS_OF.replace(hour=0, minute=2)
+    either_side = runs([midnight - timedelta(minutes=4 + n) for n in range(3)]
+                       + [midnight - timedelta(minutes=n) for n in range(3)])
+    assert latency(either_side).latency.value is None
+    nights = [AS_OF.replace(hour=3) - timedelta(days=n) for n in range(5)]
+    assert latency(runs(nights[:1], urls=5)).latency.value is None
+    assert latency(runs(nights[:2], urls=5)).latency.value is None
+    confirmed = latency(runs(nights[:3], urls=5))
+    assert confirmed.latency.value == 99 and not confirmed.provisional
+    assert confirmed.latency.evidence["days"] == 3
+    assert latency(runs(nights[:4])).latency.value is None  # four probes of one URL
+    assert latency(runs(nights)).latency.value == 99
 
 
 def test_latency_from_p50_and_p95() -> None:
@@ -551,6 +637,8 @@ def test_worked_example_1_confirmed_matches_the_doc() -> None:
     assert (score.percent, score.grade) == (stated["percent"], stated["grade"])
     assert (score.confidence, score.provisional) == (stated["confidence"], False)
     assert score.latency.evidence["last7d"] == {"samples": 13, "p50Ms": 250, "p95Ms": 528}
+    assert {k: score.latency.evidence[k] for k in ("probes", "failed", "p50Ms", "p95Ms")} == {
+        "probes": 14, "failed": 1, "p50Ms": 256, "p95Ms": 3249}
     shares = uptime_shares(history, as_of)
     assert shares["last1d"] == 1.0 and shares["last7d"] == pytest.approx(13 / 14)
 
@@ -564,7 +652,8 @@ def test_worked_example_2_provisional_matches_the_doc() -> None:
     assert (score.percent, score.grade, score.confidence) == (
         stated["percent"], stated["grade"], stated["confidence"])
     assert score.provisional and stated["provisional"]
-    assert score.latency.reasons == ("not enough probes: 0 timed responses in 7 days, 5 needed",)
+    assert score.latency.reasons == (
+        "not enough probes: 0 on 0 days in 7 days, 5 on 3 days needed",)
 
 
 @pytest.mark.parametrize("at_once", [1, 3, 20_000])
@@ -579,14 +668,18 @@ def test_latency_percentiles_taken_a_few_entries_at_a_time_are_each_entrys_own(
     rng = np.random.default_rng(4)
     ids = [f"entry-{n}" for n in range(7)]
     names = rng.choice([*ids[:6], "unscored"], 600)  # the last id has no sample at all
-    timed = pd.DataFrame({"entry_id": names, "total_ms": rng.lognormal(5, 1, 600).round(3),
+    failed = rng.random(600) < 0.1
+    timed = pd.DataFrame({"entry_id": names, "total_ms": np.where(
+                              failed, float(score.FAILED_PROBE_MS),
+                              rng.lognormal(5, 1, 600).round(3)),
+                          "failed": failed, "day": rng.integers(20_000, 20_007, 600),
                           "in_7d": rng.random(600) < 0.4, "in_30d": True})
     monkeypatch.setattr(score, "PERCENTILE_ENTRIES", at_once)
     stats = score._latency_stats(timed, ids)
     for window in ("7d", "30d"):
         for n, entry_id in enumerate(ids):
-            own = timed.loc[(timed["entry_id"] == entry_id) & timed[f"in_{window}"],
-                            "total_ms"].to_numpy()
+            own = timed.loc[(timed["entry_id"] == entry_id) & timed[f"in_{window}"]
+                            & ~timed["failed"], "total_ms"].to_numpy()
             assert stats[f"samples_{window}"][n] == len(own)
             for name, q in (("p50", 0.5), ("p95", 0.95)):
                 found = stats[f"{name}_{window}"][n]
@@ -594,6 +687,11 @@ def test_latency_percentiles_taken_a_few_entries_at_a_time_are_each_entrys_own(
                     assert found == pytest.approx(np.quantile(own, q), rel=1e-12)
                 else:
                     assert np.isnan(found) and stats[f"{name}Ms_{window}"][n] is None
+    for n, entry_id in enumerate(ids):  # Latency's own: every probe of the week, failed or not
+        week = timed.loc[(timed["entry_id"] == entry_id) & timed["in_7d"], "total_ms"]
+        scored = stats["scoredP50Ms"][n], stats["scoredP95Ms"][n]
+        assert scored == ((round(np.quantile(week, 0.5)), round(np.quantile(week, 0.95)))
+                          if len(week) else (None, None))
     monkeypatch.setattr(score, "PERCENTILE_ENTRIES", 20_000)
     at_once_stats = score._latency_stats(timed, ids)
     assert {k: [None if v != v else v for v in vs] for k, vs in stats.items()} == {

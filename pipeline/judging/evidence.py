@@ -41,6 +41,7 @@ from sqlmodel import Session, col, select
 
 from pipeline.judging.score import (
     COUNT_COLUMNS,
+    FAILED_PROBE_MS,
     SAMPLE_COLUMNS,
     WINDOWS,
     ContentScores,
@@ -63,6 +64,9 @@ from pipeline.store.tables import (
 )
 
 WINDOW_DAYS = max(WINDOWS.values())  # the longest window
+EPOCH_DAY = date(1970, 1, 1)  # a sample's `day` counts the days since
+SAMPLE_KINDS = {"total_ms": float, "failed": bool, "day": np.int32, "in_7d": bool,
+                "in_30d": bool}  # every sample column but the entry's
 
 
 def day_bounds(day: date) -> tuple[datetime, datetime]:
@@ -313,7 +317,8 @@ def _rollup_evidence(session: Session, days: list[date], week_starts: date,
     codes: dict[str, int] = {}  # each entry's code, as first met
     # the rows taken of a day's entries and their codes, by their text: days alike
     taken_of: dict[str, tuple[np.ndarray | None, np.ndarray]] = {}
-    at_days, probed, succeeded, timed_ms, timed_at, weeks = [], [], [], [], [], []
+    at_days, probed, succeeded, timed_ms, timed_at, failed_at, weeks, ordinals = (
+        [], [], [], [], [], [], [], [])
     for day, evidence in read:
         if not (evidence.row_count() == len(evidence.sizes) == len(evidence.probes)
                 == len(evidence.successes)):
@@ -331,7 +336,9 @@ def _rollup_evidence(session: Session, days: list[date], week_starts: date,
         at_days.append(at)
         timed_ms.append(ms)
         timed_at.append(np.repeat(at, sizes))
+        failed_at.append(np.repeat(at, probed[-1] - succeeded[-1]))  # Latency counts failures
         weeks.append(day >= week_starts)
+        ordinals.append((day - EPOCH_DAY).days)
     entries = pd.Index(list(codes), dtype=object)
 
     none = np.zeros(len(entries), dtype=np.int64)  # a rolled day is never the day before
@@ -354,12 +361,19 @@ def _rollup_evidence(session: Session, days: list[date], week_starts: date,
         "probes_30d": month["probes"], "succeeded_30d": month["succeeded"]},
         columns=COUNT_COLUMNS)
     # built at once, in the samples' column order: some 3.6 million a span, copied once; their
-    # entries by code (`joined_samples`)
+    # entries by code (`joined_samples`); each day's timed responses, then its failed probes
+    per_day = [part for pair in zip(timed_at, failed_at, strict=True) for part in pair]
+    sizes = [len(part) for part in per_day]
+    failed = np.tile([False, True], len(timed_at))
     sampled = pd.DataFrame({
         "entry_id": pd.Categorical.from_codes(
-            np.concatenate(timed_at or [np.empty(0, dtype=np.int64)]), entries),
-        "total_ms": np.concatenate(timed_ms or [np.empty(0)]),
-        "in_7d": np.repeat(np.array(weeks, dtype=bool), [len(ms) for ms in timed_ms]),
+            np.concatenate(per_day or [np.empty(0, dtype=np.int64)]), entries),
+        "total_ms": np.concatenate([part for ms, at in zip(timed_ms, failed_at, strict=True)
+                                    for part in (ms, np.full(len(at), float(FAILED_PROBE_MS)))]
+                                   or [np.empty(0)]),
+        "failed": np.repeat(failed, sizes),
+        "day": np.repeat(np.repeat(np.array(ordinals, dtype=np.int32), 2), sizes),
+        "in_7d": np.repeat(np.repeat(np.array(weeks, dtype=bool), 2), sizes),
         "in_30d": True}, columns=SAMPLE_COLUMNS)
     return sampled, counted
 
@@ -391,13 +405,12 @@ def joined_samples(*parts: pd.DataFrame) -> pd.DataFrame:
     codes rather than hashing every sample's name."""
     parts = tuple(part for part in parts if not part.empty)
     if not parts:
-        return pd.DataFrame(columns=SAMPLE_COLUMNS).astype(
-            {"total_ms": float, "in_7d": bool, "in_30d": bool})
+        return pd.DataFrame(columns=SAMPLE_COLUMNS).astype(SAMPLE_KINDS)
     entries = union_categoricals([_by_code(part["entry_id"]) for part in parts])
     return pd.DataFrame({
         "entry_id": entries,
         **{name: np.concatenate([part[name].to_numpy(dtype=kind) for part in parts])
-           for name, kind in (("total_ms", float), ("in_7d", bool), ("in_30d", bool))},
+           for name, kind in SAMPLE_KINDS.items()},
     }, columns=SAMPLE_COLUMNS)
 
 

@@ -41,14 +41,17 @@ MINIMUM_POINTS = (25, 18, 10, 3, 0)  # ... and its points, linear in between, 0 
 GROWTH_POINTS = 20  # a published price to grow into: unit cost, fee, paid tiers (or none needed)
 QUOTA_POINTS, QUOTA_NOTE_POINTS = 10, 5  # a free allowance with its amount (or only described)
 
-# Latency: time to headers of the successful probes, as a benchmark reports it.
+# Latency: time to headers of the successful probes, as a benchmark reports it, a failed probe
+# counted as a response slower than any threshold (a timeout): failed probes are evidence too.
 LATENCY_WINDOW = "7d"
-MIN_LATENCY_SAMPLES = 5  # timed successful probes in the window; fewer: no Latency, provisional
+MIN_LATENCY_SAMPLES = 5  # probes (timed successful or failed) in the window; fewer: provisional
+MIN_LATENCY_DAYS = 3  # UTC days they fall on: three days lie more than a whole day apart
 HIGH_CONFIDENCE_SAMPLES = 20
 P50_MS = (100, 300, 1_000, 3_000)
 P50_POINTS = (100, 80, 40, 0)
 P95_MS = (300, 1_000, 2_500, 8_000)
 P95_POINTS = (100, 75, 35, 0)
+FAILED_PROBE_MS = max(P50_MS[-1], P95_MS[-1])  # a failed probe's time: 0 points on both scales
 P50_WEIGHT = 0.6
 P95_WEIGHT = 0.4
 
@@ -516,17 +519,29 @@ def _speed(p50: np.ndarray, p95: np.ndarray) -> np.ndarray:
                            + P95_WEIGHT * np.interp(p95, P95_MS, P95_POINTS))
 
 
-SAMPLE_COLUMNS = ["entry_id", "total_ms", "in_7d", "in_30d"]
+SAMPLE_COLUMNS = ["entry_id", "total_ms", "failed", "day", "in_7d", "in_30d"]
+_DAY_NS = 86_400 * 10**9
 COUNT_COLUMNS = ["entry_id", *(f"{kind}_{name}" for name in WINDOWS
                                for kind in ("probes", "succeeded"))]
 
 
 def timed_samples(frame: pd.DataFrame) -> pd.DataFrame:
     """The evidence Latency reads, from a prepared history: each timed successful probe
-    (`succeeded_probes`: a fast 401 is fast, a fast 404 is no sample) with the windows it
-    falls in."""
-    timed = frame.loc[frame["succeeded"] & frame["total_ms"].notna(), SAMPLE_COLUMNS]
-    return timed.reset_index(drop=True)
+    (`succeeded_probes`: a fast 401 is fast) and each failed probe (a 404, a 5xx, no answer:
+    `failed`, timed as `FAILED_PROBE_MS`), with its UTC day (days since 1970) and the windows
+    it falls in."""
+    failed = ~frame["succeeded"].to_numpy(dtype=bool)
+    kept = failed | frame["total_ms"].notna().to_numpy()
+    chosen = frame.loc[kept]
+    return pd.DataFrame({
+        "entry_id": chosen["entry_id"].to_numpy(),
+        "total_ms": np.where(failed[kept], float(FAILED_PROBE_MS),
+                             chosen["total_ms"].to_numpy(dtype=float)),
+        "failed": failed[kept],
+        "day": (_nanoseconds(chosen["checked_at"]) // _DAY_NS).astype(np.int32),
+        "in_7d": chosen["in_7d"].to_numpy(dtype=bool),
+        "in_30d": chosen["in_30d"].to_numpy(dtype=bool),
+    }, columns=SAMPLE_COLUMNS)
 
 
 def window_counts(frame: pd.DataFrame) -> pd.DataFrame:
@@ -565,9 +580,18 @@ def _percentiles(ms: np.ndarray, position: np.ndarray, inside: np.ndarray,
     return found
 
 
+def _distinct_days(position: np.ndarray, day: np.ndarray, entries: int) -> np.ndarray:
+    """How many distinct days each of `entries` entries (by `position`) has a row on."""
+    pairs = np.unique((position.astype(np.int64) << 32) | day.astype(np.int64))
+    return np.bincount(pairs >> 32, minlength=entries)
+
+
 def _latency_stats(timed: pd.DataFrame, ids: list[str]) -> dict[str, list[Any]]:
-    """Per entry of `ids` and window (7d, 30d): timed responses, p50, p95 and their whole
-    milliseconds (None without a sample), from `timed_samples`; one list per figure."""
+    """Per entry of `ids` and window (7d, 30d): timed successful responses, p50, p95 and
+    their whole milliseconds (None without a sample); and of the 7 days Latency reads, the
+    failed probes, the days the probes fall on and the percentiles Latency's points come from
+    (the failed probes counted as `FAILED_PROBE_MS`), from `timed_samples`; one list per
+    figure."""
     # Each sample's entry as its position in `ids` (-1: not scored), hashed once for both
     # windows: millions of samples at 100k entries.
     entries = timed["entry_id"]
@@ -577,39 +601,71 @@ def _latency_stats(timed: pd.DataFrame, ids: list[str]) -> dict[str, list[Any]]:
     else:
         position = pd.Index(ids).get_indexer(entries)
     ms = timed["total_ms"].to_numpy(dtype=float)
-    stats: dict[str, list[Any]] = {}
+    failed = timed["failed"].to_numpy(dtype=bool)
+    stats: dict[str, Any] = {}
+    percentiles: dict[str, np.ndarray] = {}
     for window in ("7d", "30d"):
         inside = timed[f"in_{window}"].to_numpy(dtype=bool) & (position >= 0)
-        stats[f"samples_{window}"] = np.bincount(position[inside], minlength=len(ids)).tolist()
-        for name, values in _percentiles(ms, position, inside, len(ids)).items():
+        answered = inside & ~failed
+        stats[f"samples_{window}"] = np.bincount(position[answered], minlength=len(ids)).tolist()
+        for name, values in _percentiles(ms, position, answered, len(ids)).items():
+            percentiles[f"{name}_{window}"] = values
             stats[f"{name}_{window}"] = values.tolist()
-            stats[f"{name}Ms_{window}"] = [None if math.isnan(v) else int(v)
-                                           for v in rounded_half_up(values)]
-    week = np.array(stats["samples_7d"], dtype=np.int64) >= MIN_LATENCY_SAMPLES
-    speed = _speed(np.array(stats["p50_7d"]), np.array(stats["p95_7d"]))
-    stats["speed"] = [int(v) if ok else None for v, ok in zip(speed, week, strict=True)]
+            stats[f"{name}Ms_{window}"] = _whole_ms(values)
+    week = timed["in_7d"].to_numpy(dtype=bool) & (position >= 0)
+    failures = np.bincount(position[week & failed], minlength=len(ids))
+    probes = np.array(stats["samples_7d"], dtype=np.int64) + failures
+    days = _distinct_days(position[week], timed["day"].to_numpy()[week], len(ids))
+    # with failures, the percentiles of every probe; of the answered ones (as above) otherwise
+    scored = {name: percentiles[f"{name}_7d"].copy() for name in PERCENTILES}
+    with_failures = failures > 0
+    if with_failures.any():
+        found = _percentiles(ms, position, week & with_failures[np.maximum(position, 0)],
+                             len(ids))
+        for name in PERCENTILES:
+            scored[name][with_failures] = found[name][with_failures]
+    eligible = (probes >= MIN_LATENCY_SAMPLES) & (days >= MIN_LATENCY_DAYS)
+    speed = _speed(scored["p50"], scored["p95"])
+    stats.update({
+        "failed_7d": failures.tolist(), "probes_7d": probes.tolist(), "days_7d": days.tolist(),
+        "scoredP50Ms": _whole_ms(scored["p50"]), "scoredP95Ms": _whole_ms(scored["p95"]),
+        "speed": [int(v) if ok else None for v, ok in zip(speed, eligible, strict=True)]})
     return stats
 
 
+def _whole_ms(values: np.ndarray) -> list[int | None]:
+    """Milliseconds rounded half up to whole ones (None for NaN: no sample)."""
+    return [None if math.isnan(v) else int(v) for v in rounded_half_up(values)]
+
+
 def _latency_subscore(stats: Mapping[str, list[Any]], i: int) -> SubScore:
-    """The Latency of the `i`th entry of `_latency_stats`: p50 and p95 of its timed responses
-    of 7 days."""
+    """The Latency of the `i`th entry of `_latency_stats`: p50 and p95 of its probes of 7
+    days, a failed one counted as `FAILED_PROBE_MS`."""
     week_samples, speed = stats["samples_7d"][i], stats["speed"][i]
-    p50, p95 = stats["p50Ms_7d"][i], stats["p95Ms_7d"][i]
+    probes, failures, days = stats["probes_7d"][i], stats["failed_7d"][i], stats["days_7d"][i]
+    p50, p95 = stats["scoredP50Ms"][i], stats["scoredP95Ms"][i]
     evidence = {
         "minimumSamples": MIN_LATENCY_SAMPLES,
         "eligible": speed is not None,
-        "last7d": {"samples": week_samples, "p50Ms": p50, "p95Ms": p95},
+        "last7d": {"samples": week_samples, "p50Ms": stats["p50Ms_7d"][i],
+                   "p95Ms": stats["p95Ms_7d"][i]},
         "last30d": {"samples": stats["samples_30d"][i], "p50Ms": stats["p50Ms_30d"][i],
                     "p95Ms": stats["p95Ms_30d"][i]},
+        "minimumDays": MIN_LATENCY_DAYS, "failedProbeMs": FAILED_PROBE_MS,
+        "probes": probes, "failed": failures, "days": days, "p50Ms": p50, "p95Ms": p95,
     }
     if speed is None:
-        reason = (f"not enough probes: {week_samples} timed responses in 7 days, "
-                  f"{MIN_LATENCY_SAMPLES} needed")
+        reasons = [f"not enough probes: {probes} on {_plural(days, 'day')} in 7 days, "
+                   f"{MIN_LATENCY_SAMPLES} on {MIN_LATENCY_DAYS} days needed"]
+    elif failures:
+        reasons = [f"p50 {p50} ms, p95 {p95} ms over {_plural(probes, 'probe')} in 7 days, "
+                   f"a failed one counted as {_number(FAILED_PROBE_MS)} ms"]
     else:
-        reason = (f"p50 {p50} ms, p95 {p95} ms over "
-                  f"{_plural(week_samples, 'response')} in 7 days")
-    return SubScore(speed, (reason,), evidence)
+        reasons = [f"p50 {p50} ms, p95 {p95} ms over "
+                   f"{_plural(week_samples, 'response')} in 7 days"]
+    if failures:
+        reasons.insert(0, f"{week_samples} of {_plural(probes, 'probe')} answered in 7 days")
+    return SubScore(speed, tuple(reasons), evidence)
 
 
 def latency_score(history: pd.DataFrame, as_of: datetime) -> SubScore:
@@ -653,7 +709,7 @@ def confidence_of(pricing: SubScore, latency: SubScore) -> str:
     a sub-score lacks its evidence (the grade is provisional or partial)."""
     if latency.value is None or pricing.value is None:
         return "low"
-    samples = latency.evidence["last7d"]["samples"]
+    samples = latency.evidence["probes"]
     return "high" if samples >= HIGH_CONFIDENCE_SAMPLES else "medium"
 
 

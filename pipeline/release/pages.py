@@ -32,7 +32,7 @@ from markupsafe import Markup
 
 from pipeline.contract import BIDI_CONTROL, ONLINE_NOTE, APIEntry, Pricing, Uptime
 from pipeline.judging.day_figures import DayFigures
-from pipeline.judging.score import round_half_up
+from pipeline.judging.score import MIN_LATENCY_DAYS, MIN_LATENCY_SAMPLES, round_half_up
 from pipeline.release.hosting import PAGE_CSP
 from pipeline.release.layout import (
     INDEX_PAGE,
@@ -354,7 +354,8 @@ SUBSCORE_NAMES = (("pricing", "Pricing"), ("latency", "Latency"), ("depth", "Dep
 # Why a sub-score is not counted, said beside the sub-scores a grade comes from instead.
 _UNCOUNTED_WHY = {
     "pricing": "Pricing is not stated",
-    "latency": "Latency needs more probes before it counts",
+    "latency": (f"Latency needs {MIN_LATENCY_SAMPLES} probes on {MIN_LATENCY_DAYS} days "
+                "before it counts"),
     "depth": "Depth has nothing to measure",
 }
 
