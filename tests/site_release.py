@@ -81,10 +81,11 @@ class SampleRelease:
 
 
 def probe_history() -> pd.DataFrame:
-    """Ten probes per entry over the last day: one entry fast and live, one 401, one down."""
+    """Ten probes per entry over the last few days (Latency's minimum: probes on three days):
+    one entry fast and live, one 401, one down."""
     rows = []
     for step in range(10):
-        at = NOW - timedelta(hours=2 * step)
+        at = NOW - timedelta(hours=6 * step)
         rows.append((LIVE_ID, "https://api.frankfurter.dev/v1/latest", at, "live", 80.0 + step, 1))
         rows.append((ONLINE_ID, "https://api.openai.com/v1/models", at, "online", 300.0, 1))
         outcome = "unreachable" if step < 5 else "online"

@@ -260,8 +260,10 @@ def test_a_known_entry_without_probes_is_unchecked(session: Session, history) ->
 
 
 def test_scores_are_those_at_the_end_of_each_day(session: Session, history) -> None:
-    rolled = roll_up_days(session, [DAY1, DAY2])
-    rollups = [compute_day(session, day) for day in (DAY1, DAY2)]  # the rows it stored
+    record_probes(session, start_run(session, "nightly"), [  # a third day: Latency's minimum
+        result(url, "live", 200, 150.0, at=at(DAY3, 3)) for url in history.values()])
+    rolled = roll_up_days(session, [DAY1, DAY2, DAY3])
+    rollups = [compute_day(session, day) for day in (DAY1, DAY2, DAY3)]  # the rows it stored
     assert [(r.day, r.entries, r.endpoints) for r in rolled] == [
         (r.day, len(r.entries), len(r.endpoints)) for r in rollups]
     contents = {row.id: row.content for row in active_entries(session)}
@@ -273,8 +275,10 @@ def test_scores_are_those_at_the_end_of_each_day(session: Session, history) -> N
             assert tuple(row[k] for k in ("pricing", "latency", "depth", "percent", "grade")) == (
                 score.pricing.value, score.latency.value, score.depth.value, score.percent,
                 score.grade)
-    day1, day2 = ({r["entry_id"]: r for r in rollup.entries} for rollup in rollups)
-    assert day1["example-weather"]["latency"] != day2["example-weather"]["latency"]
+    day1, day2, day3 = ({r["entry_id"]: r for r in rollup.entries} for rollup in rollups)
+    # 3 probes on 1 day, then 6 on 2 days: no Latency yet; 9 on 3 days (3 failed): a Latency
+    assert day1["example-weather"]["latency"] is None is day2["example-weather"]["latency"]
+    assert day3["example-weather"]["latency"] is not None
 
 
 def test_a_day_made_and_stored_a_row_at_a_time_is_the_day_stored_at_once(
