@@ -87,6 +87,17 @@ def make_entry(**changes: Any) -> dict[str, Any]:
     return entry
 
 
+def listed_endpoint_ids(session: Session, entry_id: str) -> list[int]:
+    """The store's ids of an entry's endpoints, in listed order: what the prober links its
+    probes of them to (a probe of no endpoint is of the base address standing in for them)."""
+    from sqlmodel import select
+
+    from pipeline.store.tables import EndpointRow
+
+    return list(session.exec(select(EndpointRow.id).where(EndpointRow.entry_id == entry_id)
+                             .order_by(EndpointRow.position)))
+
+
 def hold_the_write_lock(database: str | Path, seconds: float, *,
                         taken: threading.Event | None = None,
                         start: Callable[[], bool] = lambda: True,

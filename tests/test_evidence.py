@@ -44,7 +44,13 @@ from pipeline.store.tables import (
     entry_spans,
     start_run,
 )
-from tests.conftest import WriteEntry, ingested_session, make_entry, model_json_of
+from tests.conftest import (
+    WriteEntry,
+    ingested_session,
+    listed_endpoint_ids,
+    make_entry,
+    model_json_of,
+)
 
 TODAY = datetime(2026, 11, 23, tzinfo=UTC)
 ENTRIES = ("alpha", "beta", "gamma")
@@ -55,14 +61,17 @@ ENTRIES = ("alpha", "beta", "gamma")
 ONLINE_ANSWERS = ((401, "auth"), (404, "not_found"), (429, "rate_limited"), (503, "server_error"))
 
 
-def probe(entry_id: str, url: str, at: datetime, rng: random.Random) -> list[ProbeResult]:
-    """One target's looks in a run: mostly answers, some failures, each failure confirmed."""
+def probe(entry_id: str, url: str, at: datetime, rng: random.Random,
+          endpoint_id: int) -> list[ProbeResult]:
+    """One target's looks in a run (a listed endpoint): mostly answers, some failures, each
+    failure confirmed."""
     def look(outcome: str, confirmation: bool = False) -> ProbeResult:
         status, reason = (rng.choice(ONLINE_ANSWERS) if outcome == "online"
                           else ({"live": 200}.get(outcome), None))
         return ProbeResult(
-            url=url, entry_id=entry_id, endpoint_id=None, checked_at=at, outcome=outcome,
-            reason=reason, error_class=None if status else "read_timeout", http_status=status,
+            url=url, entry_id=entry_id, endpoint_id=endpoint_id, checked_at=at,
+            outcome=outcome, reason=reason, error_class=None if status else "read_timeout",
+            http_status=status,
             total_ms=round(rng.lognormvariate(5, 0.8), 3) if status and rng.random() > 0.05
             else None, dns_ms=None, connect_ms=None, ttfb_ms=None, final_url=url, attempts=1,
             redirects=0, error=None, confirmation=confirmation)
@@ -82,14 +91,15 @@ def history(write_entry: WriteEntry, ingested_store) -> Session:
     session = ingested_store()
     store_content_scores(session)  # as the ingest stage does: Pricing and Depth read back
     rng = random.Random(7)
+    listed = {entry_id: listed_endpoint_ids(session, entry_id) for entry_id in ENTRIES}
     for day in days_between((TODAY - timedelta(days=40)).date(), TODAY.date()):
         for hour in sorted(rng.sample(range(24), rng.choice([1, 2, 3]))):
             at = datetime(day.year, day.month, day.day, hour, rng.randrange(60), tzinfo=UTC)
             run = start_run(session, "nightly")
             results = [look for entry_id in ENTRIES[: rng.choice([2, 3])]
-                       for path in ("/a", "/b")
+                       for n, path in enumerate(("/a", "/b"))
                        for look in probe(entry_id, f"https://{entry_id}.example.com{path}", at,
-                                         rng)]
+                                         rng, listed[entry_id][n])]
             record_probes(session, run, results)
     roll_up_days(session, days_between((TODAY - timedelta(days=35)).date(), TODAY.date()))
     return session
@@ -117,13 +127,14 @@ def test_rollups_and_a_few_raw_days_give_exactly_the_whole_window(history: Sessi
             assert orjson.dumps(uptime) == model_json_of(Uptime, uptime)
 
 
-def answers(entry_id: str, at: datetime, status: int, reason: str) -> list[ProbeResult]:
-    """A run's looks at an entry answering `status` (`reason`) in 40 ms: a failure is looked
-    at again, and answered the same."""
+def answers(entry_id: str, at: datetime, status: int, reason: str,
+            endpoint_id: int) -> list[ProbeResult]:
+    """A run's looks at an entry's endpoint answering `status` (`reason`) in 40 ms: a failure
+    is looked at again, and answered the same."""
     def look(confirmation: bool) -> ProbeResult:
-        url = f"https://{entry_id}.example.com/"
+        url = f"https://{entry_id}.example.com/forecast"
         return ProbeResult(
-            url=url, entry_id=entry_id, endpoint_id=None, checked_at=at, outcome="online",
+            url=url, entry_id=entry_id, endpoint_id=endpoint_id, checked_at=at, outcome="online",
             reason=reason, error_class=None, http_status=status, total_ms=40.0, dns_ms=None,
             connect_ms=None, ttfb_ms=None, final_url=url, attempts=1, redirects=0, error=None,
             confirmation=confirmation)
@@ -154,7 +165,8 @@ def test_an_api_answering_only_failures_is_neither_up_nor_fast(
         run = start_run(session, "nightly")
         record_probes(session, run, [
             look for entry_id, (status, reason) in (*failing.items(), ("walled", (401, "auth")))
-            for look in answers(entry_id, at, status, reason)])
+            for look in answers(entry_id, at, status, reason,
+                                listed_endpoint_ids(session, entry_id)[0])])
     roll_up_days(session, days_between((TODAY - timedelta(days=12)).date(),
                                        (TODAY - timedelta(days=1)).date()))
     contents = {row.id: row.content for row in active_entries(session)}

@@ -26,7 +26,13 @@ from pipeline.judging.health import (
     measured_cors,
     measured_https,
 )
-from pipeline.probing.probe import ProbeResult, ProbeSettings, ProbeTarget, probe_all
+from pipeline.probing.probe import (
+    ProbeResult,
+    ProbeSettings,
+    ProbeTarget,
+    is_failure,
+    probe_all,
+)
 from pipeline.store.tables import utc_text
 from tests.conftest import model_json_of
 
@@ -59,7 +65,7 @@ async def web_server() -> AsyncIterator[FakeServer]:
 
 async def probe(urls: list[str],
                 settings: ProbeSettings = SETTINGS) -> dict[str, list[ProbeResult]]:
-    return by_url(await probe_all([ProbeTarget(url, "e", None) for url in urls], settings))
+    return by_url(await probe_all([ProbeTarget(url, "e", 1) for url in urls], settings))
 
 
 async def test_each_failure_class_from_two_looks(web_server: FakeServer, tmp_path: Path) -> None:
@@ -100,6 +106,23 @@ async def test_each_failure_class_from_two_looks(web_server: FakeServer, tmp_pat
             first, second = looks[url]
             assert (first.confirmation, second.confirmation) == (False, True)
             assert first.failure_class is None  # one look alone is never a failure
+
+
+async def test_a_base_address_standing_in_is_not_dead_for_a_404(web_server: FakeServer) -> None:
+    """The target of no endpoint is an entry's base address standing in for its endpoints: a
+    404 or 410 there is its host answering (no failure, no second look), while a 429 or a 5xx
+    fails as anywhere. The same URL listed as another entry's endpoint is dead for its 404."""
+    missing, gone, broken = (web_server.url(path) for path in ("/missing", "/gone",
+                                                                "/unavailable"))
+    results = await probe_all([ProbeTarget(missing, "root", None), ProbeTarget(gone, "gone", None),
+                               ProbeTarget(broken, "broken", None), ProbeTarget(missing, "api", 1)],
+                              SETTINGS)
+    concluded = {r.entry_id: r for r in results}  # a confirmation comes after its first look
+    assert {entry: (r.http_status, r.failure_class) for entry, r in concluded.items()} == {
+        "root": (404, None), "gone": (410, None), "broken": (503, "transient"),
+        "api": (404, "dead")}
+    assert not is_failure(concluded["root"]) and is_failure(concluded["api"])
+    assert sorted(r.url for r in results if r.confirmation) == sorted([broken, missing, missing])
 
 
 async def test_a_flapping_target_is_not_a_failure_but_one_failing_twice_is(

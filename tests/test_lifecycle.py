@@ -25,7 +25,7 @@ from pipeline.store.tables import (
     session_scope,
     start_run,
 )
-from tests.conftest import WriteEntry, make_entry
+from tests.conftest import WriteEntry, listed_endpoint_ids, make_entry
 
 NOW = datetime.now(UTC)
 ENTRIES = ("steady", "wobbly", "down", "gone", "old")
@@ -47,13 +47,16 @@ FIRST_LOOK = {"dead": (404, "online", "not_found", None),
               "tls": (None, "unreachable", None, "tls")}
 
 
-def looks(entry_id: str, path: str, seen: str, at: datetime) -> list[ProbeResult]:
-    """One target's probes in a run: one look when fine, else the look and its confirmation."""
+def looks(entry_id: str, path: str, seen: str, at: datetime,
+          endpoint_id: int | None) -> list[ProbeResult]:
+    """One target's probes in a run (of the endpoint `endpoint_id`): one look when fine, else
+    the look and its confirmation."""
     def probe(status: int | None, outcome: str, reason: str | None, error: str | None,
               confirmation: bool = False, failure: str | None = None) -> ProbeResult:
         url = BASE[entry_id] + path
         return ProbeResult(
-            url=url, entry_id=entry_id, endpoint_id=None, checked_at=at, outcome=outcome,
+            url=url, entry_id=entry_id, endpoint_id=endpoint_id, checked_at=at,
+            outcome=outcome,
             reason=reason, error_class=error, http_status=status,
             total_ms=90.0 if status else None, dns_ms=1.0, connect_ms=1.0, ttfb_ms=None,
             final_url=url, attempts=1, redirects=0, error=None,
@@ -72,8 +75,9 @@ def record_run(settings: Settings, run: dict[str, tuple[str, str]], at: datetime
     with session_scope(engine_for(settings.database_url)) as session:
         record = start_run(session, "nightly")
         results = [probe for entry_id, seen in run.items()
-                   for endpoint, state in zip(ENDPOINTS, seen, strict=True)
-                   for probe in looks(entry_id, endpoint["path"], state, at)]
+                   for endpoint, state, endpoint_id in zip(
+                       ENDPOINTS, seen, listed_endpoint_ids(session, entry_id), strict=True)
+                   for probe in looks(entry_id, endpoint["path"], state, at, endpoint_id)]
         record_probes(session, record, results)
 
 
@@ -220,6 +224,50 @@ async def probe_and_publish(settings: Settings,
         run_id = start_run(session, "nightly").id
     await stages.probe_entries(settings, run_id, entry_ids)
     return publish(settings)
+
+
+async def test_a_base_address_standing_in_is_up_when_its_host_answers_even_404(
+    provider: FakeServer, write_entry: WriteEntry, settings_env: dict[str, str],
+) -> None:
+    """An entry listing only POST operations is probed at its base address alone, standing in
+    for them: a REST root answering 404 (or 405) is its host answering, up and active, never
+    a dead endpoint; a root answering 503 is down. A listed GET endpoint's own 404 is still a
+    dead endpoint."""
+    posts = [{"method": "POST", "path": "/things", "description": "Create a thing."}]
+    provider.routes["/v1"] = provider.routes["/missing"]  # a REST root answering 404
+    bases = {"rest-root": provider.url("/v1"), "no-get": provider.url("/method"),
+             "broken-root": provider.url("/unavailable")}
+    for entry_id, base in bases.items():
+        write_entry(make_entry(id=entry_id, name=entry_id.title(), baseUrl=base,
+                               sampleRequest=f'curl "{base}"', endpoints=posts))
+    write_entry(make_entry(id="gone", name="Gone", baseUrl=provider.url(""),
+                           sampleRequest=f'curl "{provider.url("/missing")}"',
+                           endpoints=[{"method": "GET", "path": "/missing", "description": "A."}]))
+    settings = Settings()
+    with session_scope(engine_for(settings.database_url)) as session:
+        run_id = start_run(session, "nightly").id
+    stages.ingest_entries(settings, run_id)
+    for _night in range(3):
+        full, _ = await probe_and_publish(settings)
+    apis = {api.id: api for api in full.apis}
+    for entry_id, code in (("rest-root", 404), ("no-get", 405)):
+        api = apis[entry_id]
+        assert (api.status.state, api.status.http_status, api.status.failure) == (
+            "online", code, None), entry_id
+        assert (api.uptime.last1d, api.uptime.last7d, api.uptime.last30d) == (1.0, 1.0, 1.0)
+        assert (api.lifecycle.state, api.lifecycle.reason) == ("active", "1 of 1 targets passed")
+        assert api.endpoints[0].status.note == "method is POST"
+    broken = apis["broken-root"]
+    assert (broken.status.failure, broken.uptime.last1d, broken.lifecycle.state) == (
+        "transient", 0.0, "failing")
+    gone = apis["gone"]
+    assert (gone.status.failure, gone.uptime.last1d, gone.lifecycle.state) == (
+        "dead", 0.0, "failing")
+    assert gone.endpoints[0].status.failure == "dead"
+    with session_scope(engine_for(settings.database_url)) as session:
+        looks = session.exec(select(ProbeRow.confirmation).where(
+            ProbeRow.entry_id == "rest-root")).all()
+    assert looks == [False] * 3  # an answer of its host: no second look
 
 
 @pytest.mark.parametrize("confirm", [True, False], ids=["confirmed", "one-look"])

@@ -43,7 +43,7 @@ def probes(spec: list[tuple[float, str, float | None]], *, entry_id: str = "exam
     rows = []
     for run, (hours, outcome, ms) in enumerate(sorted(spec, key=lambda s: -s[0]), start=1):
         rows.append({
-            "entry_id": entry_id, "endpoint_id": None, "url": url,
+            "entry_id": entry_id, "endpoint_id": 1, "url": url,  # a listed endpoint's
             "checked_at": pd.Timestamp(as_of - timedelta(hours=hours)),
             "outcome": outcome,
             "http_status": {"live": 200.0, "online": 403.0}.get(outcome, np.nan),

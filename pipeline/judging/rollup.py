@@ -81,7 +81,8 @@ def _day_figures(history: pd.DataFrame, keys: list[str], timed: bool = False) ->
     frame = history.assign(
         total_ms=pd.to_numeric(history["total_ms"], errors="coerce").astype(float),
         responded=history["outcome"].isin(["live", "online"]),
-        succeeded=succeeded_probes(history["outcome"], history.get("reason")),
+        succeeded=succeeded_probes(history["outcome"], history.get("reason"),
+                                   history.get("endpoint_id")),
         is_live=history["outcome"] == "live",
     )
     grouped = frame.groupby(keys, sort=True)

@@ -28,6 +28,7 @@ RUBRIC_VERSION = "2.2.0"
 # answer counts as a successful probe.
 HISTORY_COLUMNS = ("entry_id", "url", "checked_at", "outcome", "total_ms", "run_id")
 REASON_COLUMN = "reason"
+ENDPOINT_COLUMN = "endpoint_id"  # none on a probe of the base address standing in
 OUTCOMES = ("unreachable", "online", "live")  # worst to best; "responded" = online or live
 RESPONDED = ("live", "online")
 WINDOWS: dict[str, int] = {"1d": 1, "7d": 7, "30d": 30}  # window name -> days before as_of
@@ -350,6 +351,7 @@ def _prepare(history: pd.DataFrame, as_of: datetime) -> pd.DataFrame:
     if missing:
         raise ValueError(f"history lacks columns: {', '.join(missing)}")
     reasons = history[REASON_COLUMN] if REASON_COLUMN in history.columns else None
+    endpoints = history[ENDPOINT_COLUMN] if ENDPOINT_COLUMN in history.columns else None
     frame = history.loc[:, list(HISTORY_COLUMNS)]
     if not len(frame):  # an empty frame may carry no dtypes at all
         frame = frame.astype({"checked_at": "datetime64[ns, UTC]", "total_ms": "float64",
@@ -361,7 +363,7 @@ def _prepare(history: pd.DataFrame, as_of: datetime) -> pd.DataFrame:
     if frame["entry_id"].isna().any() or frame["url"].isna().any() or checked.isna().any():
         raise ValueError("every probe needs an entry_id, a url and a checked_at")
     frame = frame.assign(checked_at=checked, total_ms=pd.to_numeric(frame["total_ms"]),
-                         succeeded=succeeded_probes(frame["outcome"], reasons))
+                         succeeded=succeeded_probes(frame["outcome"], reasons, endpoints))
     frame = frame.loc[frame["checked_at"] <= cutoff]
     rank = frame["outcome"].map({o: i for i, o in enumerate(OUTCOMES)}).astype("int64")
     frame = frame.assign(rank=rank, responded=rank > 0, live=rank == 2)
@@ -370,20 +372,26 @@ def _prepare(history: pd.DataFrame, as_of: datetime) -> pd.DataFrame:
     return frame
 
 
-def succeeded_probes(outcomes: pd.Series, reasons: pd.Series | None = None) -> np.ndarray:
+def succeeded_probes(outcomes: pd.Series, reasons: pd.Series | None = None,
+                     endpoints: pd.Series | None = None) -> np.ndarray:
     """Whether each probe succeeded: it got an HTTP answer that is not a failure
     (`probe.failed`: a 401 asking for a key is the service answering; a 404, a 429, a bot
-    challenge or a 5xx is not). Uptime counts these, and Latency times only these: a fast 404
-    is no fast API. `reasons` None: no probe has one. The rule is asked once per distinct
-    outcome and reason, not once per probe."""
+    challenge or a 5xx is not, but a 404 of the base address standing in for the endpoints,
+    a probe of no endpoint in `endpoints`, is its host answering). Uptime counts these, and
+    Latency times only these: a fast 404 of an endpoint is no fast API. `reasons` None: no
+    probe has one; `endpoints` None: every probe is of an endpoint. The rule is asked once per
+    distinct outcome, reason and kind of target, not once per probe."""
     outcome_codes, outcome_kinds = pd.factorize(outcomes)
     if reasons is None:
         reasons = pd.Series(None, index=outcomes.index, dtype=object)
     reason_codes, reason_kinds = pd.factorize(reasons, use_na_sentinel=False)
-    table = np.array([[not failed(outcome, None if pd.isna(reason) else reason)
+    table = np.array([[[not failed(outcome, None if pd.isna(reason) else reason, stand_in)
+                        for stand_in in (False, True)]
                        for reason in reason_kinds] for outcome in outcome_kinds],
-                     dtype=bool).reshape(len(outcome_kinds), len(reason_kinds))
-    return table[outcome_codes, reason_codes]
+                     dtype=bool).reshape(len(outcome_kinds), len(reason_kinds), 2)
+    stand_in = (np.zeros(len(outcomes), dtype=np.int64) if endpoints is None
+                else endpoints.isna().to_numpy().astype(np.int64))
+    return table[outcome_codes, reason_codes, stand_in]
 
 
 def prepare_history(history: pd.DataFrame, as_of: datetime) -> pd.DataFrame:

@@ -134,6 +134,9 @@ FailureClass = Literal["dead", "blocked", "transient", "tls"]
 # Online answers that are failures of the API (an auth wall is not: it is the API asking for
 # a key); every unreachable probe is a failure too.
 FAILED_REASONS = frozenset({"not_found", "bot_challenge", "rate_limited", "server_error"})
+# The same of an entry's base address probed in place of its endpoints (`stands_in`): it is
+# probed only to see that the host answers, and many REST roots answer 404 or 410 by design.
+STAND_IN_FAILED_REASONS = FAILED_REASONS - {"not_found"}
 # Refused before anything was sent: a second look would see the same.
 SETTLED_ERRORS = frozenset({"malformed", "blocked"})
 # Probes waiting at once, per global slot: enough that the slots never wait for one to start
@@ -143,14 +146,24 @@ WINDOW_PER_SLOT = 64
 
 def is_failure(result: ProbeResult) -> bool:
     """Whether a probe failed: no answer at all, or an answer saying the API is gone, walled
-    off or broken (404/410, a bot challenge, 429, 5xx)."""
-    return failed(result.outcome, result.reason)
+    off or broken (404/410, a bot challenge, 429, 5xx; a base address standing in for the
+    endpoints is not gone for a 404 or 410: `stands_in`)."""
+    return failed(result.outcome, result.reason, stands_in(result.entry_id, result.endpoint_id))
 
 
-def failed(outcome: str, reason: str | None) -> bool:
-    """`is_failure` of a probe stored as its outcome and reason: the one rule of a failed
-    probe, read again where uptime and Latency count the successful ones."""
-    return outcome == "unreachable" or reason in FAILED_REASONS
+def stands_in(entry_id: str | None, endpoint_id: int | None) -> bool:
+    """Whether a probe of an entry is of its base address standing in for endpoints the prober
+    does not call (none is a GET without placeholders): the target of no endpoint
+    (`probe_targets_for`). A probe of no entry is a witness, not a stand-in."""
+    return entry_id is not None and endpoint_id is None
+
+
+def failed(outcome: str, reason: str | None, stand_in: bool = False) -> bool:
+    """`is_failure` of a probe stored as its outcome and reason (and whether it `stands_in`):
+    the one rule of a failed probe, read again where uptime and Latency count the successful
+    ones."""
+    return outcome == "unreachable" or reason in (
+        STAND_IN_FAILED_REASONS if stand_in else FAILED_REASONS)
 
 
 def failure_class(*looks: ProbeResult) -> FailureClass | None:
@@ -1034,13 +1047,9 @@ async def _probe_all(
 
     async def run(prober: Prober, url: str, indexes: list[int], again: bool = False) -> None:
         probed = await prober.probe(url)
-        if again:
-            probed.confirmation = True
-            probed.failure_class = failure_class(first[url], probed)
-        else:
+        probed.confirmation = again
+        if not again:
             first[url] = probed
-            if not (settings.confirm_failures and _needs_confirmation(probed)):
-                probed.failure_class = failure_class(probed)  # no second look to come
         for position, index in enumerate(indexes, 1):
             target = targets[index]
             if position < len(indexes):  # a URL of several targets: a copy for each but one
@@ -1048,6 +1057,11 @@ async def _probe_all(
             else:
                 result = probed
                 result.entry_id, result.endpoint_id = target.entry_id, target.endpoint_id
+            # Judged as each target's look: a base address standing in is not dead for a 404.
+            if again:
+                result.failure_class = failure_class(first[url], result)
+            elif not (settings.confirm_failures and _needs_confirmation(result)):
+                result.failure_class = failure_class(result)  # no second look to come
             (confirmations if again else results)[index] = result
             if on_result is not None:
                 on_result(result)
@@ -1076,9 +1090,9 @@ async def _probe_all(
         if settings.confirm_failures:
             # After every other target, through the same hosts' turns: a flapping target
             # gets its second look minutes later, and a failing host is never hammered.
-            await probe_in_order(
-                busiest_hosts_first(u for u in urls if _needs_confirmation(first[u])), again=True
-            )
+            await probe_in_order(busiest_hosts_first(
+                u for u in urls if any(_needs_confirmation(results[i]) for i in by_url[u])
+            ), again=True)
     return [result for result in [*results, *confirmations] if result is not None]
 
 
