@@ -239,13 +239,22 @@ class ContractJsonSchema(GenerateJsonSchema):
 _CHECKED = "2026-11-21T02:59:00Z"
 STATUS_EXAMPLES: list[dict[str, Any]] = [
     {"state": "live", "httpStatus": 200, "responseTimeMs": 84, "checkedAt": _CHECKED,
-     "note": None, "url": "https://api.frankfurter.dev/v2/currencies", "failure": None},
+     "note": None, "url": "https://api.frankfurter.dev/v2/currencies", "failure": None,
+     "finalUrl": None, "standIn": False},
     {"state": "online", "httpStatus": 401, "responseTimeMs": 312, "checkedAt": _CHECKED,
-     "note": ONLINE_NOTE, "url": "https://api.openai.com/v1/models", "failure": None},
+     "note": ONLINE_NOTE, "url": "https://api.openai.com/v1/models", "failure": None,
+     "finalUrl": None, "standIn": False},
+    {"state": "online", "httpStatus": 302, "responseTimeMs": 140, "checkedAt": _CHECKED,
+     "note": ONLINE_NOTE, "url": "https://api.example.com/v1/things", "failure": None,
+     "finalUrl": "https://example.com/login", "standIn": False},
+    {"state": "online", "httpStatus": 404, "responseTimeMs": 95, "checkedAt": _CHECKED,
+     "note": ONLINE_NOTE, "url": "https://api.example.com/v1", "failure": None,
+     "finalUrl": None, "standIn": True},
     {"state": "unreachable", "httpStatus": None, "responseTimeMs": None, "checkedAt": _CHECKED,
-     "note": None, "url": "https://api.example.com/v1/forecast", "failure": "dead"},
+     "note": None, "url": "https://api.example.com/v1/forecast", "failure": "dead",
+     "finalUrl": None, "standIn": False},
     {"state": "unchecked", "httpStatus": None, "responseTimeMs": None, "checkedAt": None,
-     "note": None, "url": None, "failure": None},
+     "note": None, "url": None, "failure": None, "finalUrl": None, "standIn": None},
 ]
 ENDPOINT_STATUS_EXAMPLES: list[dict[str, Any]] = [
     {"state": "live", "httpStatus": 200, "responseTimeMs": 84, "checkedAt": _CHECKED,
@@ -593,6 +602,15 @@ class Status(ContractModel):
         default=None, description="When every target failed in the run (no answer, or "
         "404/410, a challenge, 429 or 5xx; seen twice unless confirmation is off): the class "
         "of the failure of the deciding target (dead, blocked, transient, tls).")
+    final_url: Uri | None = Field(
+        default=None, description="Where the redirects of the deciding probe ended, when it "
+        "was redirected; null otherwise. A redirect of a listed endpoint to an HTML page at "
+        "another path (a sign-in page) is online with the redirect's status, not live.")
+    stand_in: bool | None = Field(
+        default=None, description="True when the deciding URL is the base address, probed in "
+        "place of the endpoints (the entry lists no GET endpoint without placeholders): any "
+        "answer there but a 429, a bot challenge or a 5xx shows the host up, a 404 too; false "
+        "when it is a listed endpoint; null when not probed.")
 
 
 class Lifecycle(ContractModel):

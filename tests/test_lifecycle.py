@@ -257,17 +257,67 @@ async def test_a_base_address_standing_in_is_up_when_its_host_answers_even_404(
         assert (api.uptime.last1d, api.uptime.last7d, api.uptime.last30d) == (1.0, 1.0, 1.0)
         assert (api.lifecycle.state, api.lifecycle.reason) == ("active", "1 of 1 targets passed")
         assert api.endpoints[0].status.note == "method is POST"
+        assert (api.status.stand_in, api.status.final_url) == (True, None)
+        page = (settings.output_dir / "apis" / f"{entry_id}.md").read_text()
+        assert "the base address, probed in place of the endpoints" in page
     broken = apis["broken-root"]
     assert (broken.status.failure, broken.uptime.last1d, broken.lifecycle.state) == (
         "transient", 0.0, "failing")
     gone = apis["gone"]
     assert (gone.status.failure, gone.uptime.last1d, gone.lifecycle.state) == (
         "dead", 0.0, "failing")
-    assert gone.endpoints[0].status.failure == "dead"
+    assert gone.endpoints[0].status.failure == "dead" and gone.status.stand_in is False
     with session_scope(engine_for(settings.database_url)) as session:
         looks = session.exec(select(ProbeRow.confirmation).where(
             ProbeRow.entry_id == "rest-root")).all()
     assert looks == [False] * 3  # an answer of its host: no second look
+
+
+async def test_a_redirect_to_a_sign_in_page_is_online_with_where_it_ended(
+    provider: FakeServer, write_entry: WriteEntry, settings_env: dict[str, str],
+) -> None:
+    """A listed endpoint redirected to an HTML page at another path (302 to /login, 200
+    text/html) did not answer as an API: online with its own 302, the page its final URL, not
+    live. A redirect to another path that answers as an API (not a page) stays live, and says
+    where it ended; the base address standing in keeps any page as its host answering."""
+    async def to_login(_r: web.BaseRequest) -> web.StreamResponse:
+        return web.Response(status=302, headers={"Location": "/login"})
+
+    async def login(_r: web.BaseRequest) -> web.StreamResponse:
+        return web.Response(text="<html>Sign in</html>", content_type="text/html")
+
+    async def to_v2(_r: web.BaseRequest) -> web.StreamResponse:
+        return web.Response(status=301, headers={"Location": "/v2/things"})
+
+    provider.routes |= {"/app/one": to_login, "/login": login, "/site": to_login,
+                        "/v1/things": to_v2, "/v2/things": provider.routes["/ok"]}
+    entries = {"sign-in": ("/app", [{"method": "GET", "path": "/one", "description": "One."}]),
+               "moved": ("/v1", [{"method": "GET", "path": "/things", "description": "All."}]),
+               "site": ("/site", [{"method": "POST", "path": "/x", "description": "X."}])}
+    for entry_id, (base, endpoints) in entries.items():
+        write_entry(make_entry(id=entry_id, name=entry_id.title(), baseUrl=provider.url(base),
+                               sampleRequest=f'curl "{provider.url(base)}"', endpoints=endpoints))
+    settings = Settings()
+    with session_scope(engine_for(settings.database_url)) as session:
+        run_id = start_run(session, "nightly").id
+    stages.ingest_entries(settings, run_id)
+    full, _ = await probe_and_publish(settings)
+    apis = {api.id: api for api in full.apis}
+    sign_in = apis["sign-in"]
+    assert (sign_in.status.state, sign_in.status.http_status, sign_in.status.failure) == (
+        "online", 302, None)
+    assert (sign_in.status.url, sign_in.status.final_url) == (
+        provider.url("/app/one"), provider.url("/login"))
+    assert (sign_in.endpoints[0].status.state, sign_in.endpoints[0].status.reason) == (
+        "online", "redirect")
+    assert f'id="final-url">{provider.url("/login")}<' in (
+        settings.output_dir / "apis" / "sign-in.html").read_text()
+    moved = apis["moved"]
+    assert (moved.status.state, moved.status.http_status, moved.status.final_url) == (
+        "live", 200, provider.url("/v2/things"))
+    site = apis["site"]
+    assert (site.status.state, site.status.final_url, site.status.stand_in) == (
+        "live", provider.url("/login"), True)
 
 
 @pytest.mark.parametrize("confirm", [True, False], ids=["confirmed", "one-look"])

@@ -128,6 +128,9 @@ class ProbeResult:
     # transient or tls. That is its confirmation, or the first look when there is none to come
     # (nothing was sent, or confirmation is off).
     failure_class: str | None = None
+    # Not stored: the first hop's status (a 3xx) when the redirects ended on an HTML page at
+    # another path, a sign-in page rather than the API's answer (`answered_by_page`).
+    page_redirect_status: int | None = None
 
 
 FailureClass = Literal["dead", "blocked", "transient", "tls"]
@@ -149,6 +152,21 @@ def is_failure(result: ProbeResult) -> bool:
     off or broken (404/410, a bot challenge, 429, 5xx; a base address standing in for the
     endpoints is not gone for a 404 or 410: `stands_in`)."""
     return failed(result.outcome, result.reason, stands_in(result.entry_id, result.endpoint_id))
+
+
+def answered_by_page(result: ProbeResult) -> ProbeResult:
+    """`result` as the probe of a listed endpoint judges it: redirected to an HTML page at
+    another path (`/v1/things` -> 302 -> `/login`, 200 text/html), the endpoint did not answer
+    as an API does; it is `online` with the status of its own answer, the redirect, the page
+    being its `final_url`. The base address standing in keeps its answer: any page there shows
+    its host up. Changed in place; returned for chaining."""
+    if result.page_redirect_status is not None and not stands_in(result.entry_id,
+                                                                 result.endpoint_id):
+        result.outcome, result.http_status = "online", result.page_redirect_status
+        result.reason = "redirect"
+        result.error = f"redirected to an HTML page at another path ({result.final_url})"[
+            :_MESSAGE_LIMIT]
+    return result
 
 
 def stands_in(entry_id: str | None, endpoint_id: int | None) -> bool:
@@ -498,6 +516,8 @@ class _Attempt:
     retryable: bool = False
     cors_allow_origin: str | None = None
     cors_allow_credentials: bool | None = None
+    first_status: int | None = None  # the first hop's status
+    landed_on_page: bool = False  # redirected to an HTML page at another path
 
     def result(self, url: str, attempts: int) -> ProbeResult:
         if self.error_class is not None:
@@ -539,6 +559,7 @@ class _Attempt:
             ),
             tls_version=self.hops[-1].tls_version if self.hops else None,
             cert_expires_at=self.hops[-1].cert_expires_at if self.hops else None,
+            page_redirect_status=self.first_status if self.landed_on_page else None,
         )
 
 
@@ -875,6 +896,8 @@ class Prober:
                 attempt.error = f"not an HTTP status: {status}"
                 return attempt
             attempt.status = status
+            if attempt.redirects == 0:
+                attempt.first_status = status
             allowed = headers.get("access-control-allow-origin")
             credentials = headers.get("access-control-allow-credentials")
             attempt.cors_allow_origin = allowed.strip()[:_MESSAGE_LIMIT] if allowed else None
@@ -901,6 +924,8 @@ class Prober:
                     url = target
                     continue
             attempt.reason = http_reason(status, headers)
+            attempt.landed_on_page = (status == 200 and attempt.redirects > 0
+                                      and _is_page(headers) and _moved(URL(url_text), url))
             if attempt.reason is not None:
                 attempt.error = f"HTTP {status}"
             attempt.retryable = status == 429 or status in RETRIED_5XX
@@ -947,6 +972,18 @@ class Prober:
             response.release()
 
 
+def _is_page(headers: Mapping[str, str]) -> bool:
+    """Whether an answer is an HTML page (its Content-Type), as a browser would show it."""
+    media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    return media in ("text/html", "application/xhtml+xml")
+
+
+def _moved(probed: URL, final: URL) -> bool:
+    """Whether redirects took a probe to another path (a trailing slash, the scheme or the
+    host alone do not count: `http://a/x` -> `https://a/x/` is the same resource)."""
+    return probed.path.rstrip("/") != final.path.rstrip("/")
+
+
 def _closed_early(exc: BaseException) -> bool:
     """The peer closed or reset the connection (not a timeout, not TLS, not DNS)."""
     if isinstance(exc, aiohttp.ServerDisconnectedError):
@@ -959,6 +996,7 @@ def _closed_early(exc: BaseException) -> bool:
 
 _KEPT_HEADERS = (
     "location",
+    "content-type",
     "retry-after",
     "server",
     "cf-mitigated",
@@ -1057,7 +1095,9 @@ async def _probe_all(
             else:
                 result = probed
                 result.entry_id, result.endpoint_id = target.entry_id, target.endpoint_id
-            # Judged as each target's look: a base address standing in is not dead for a 404.
+            # Judged as each target's look: a base address standing in is not dead for a 404,
+            # nor is a page it redirects to anything but its host answering.
+            answered_by_page(result)
             if again:
                 result.failure_class = failure_class(first[url], result)
             elif not (settings.confirm_failures and _needs_confirmation(result)):

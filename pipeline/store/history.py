@@ -25,7 +25,13 @@ from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import Select, SelectOfScalar
 
 from pipeline.contract import ONLINE_NOTE, EndpointStatus, Status
-from pipeline.probing.probe import ProbeResult, ProbeTarget, probe_targets_for, target_host
+from pipeline.probing.probe import (
+    ProbeResult,
+    ProbeTarget,
+    probe_targets_for,
+    stands_in,
+    target_host,
+)
 from pipeline.store.tables import (
     EVERY_ENTRY,
     EndpointRow,
@@ -75,7 +81,7 @@ _TARGET_KEYS = ["run_id", "entry_id", "url"]
 STATUS_COLUMNS = (
     "run_id", "entry_id", "endpoint_id", "url", "checked_at", "outcome", "http_status",
     "total_ms", "reason", "error_class", "failure_class", "confirmation", "cors_allow_origin",
-    "cors_allow_credentials", "tls_version", "cert_expires_at",
+    "cors_allow_credentials", "tls_version", "cert_expires_at", "final_url", "redirects",
 )
 # What a state needs (`_deciding_probe`'s state does not depend on the probes' order): the
 # rollup asks every entry's state as of a day's end, and reads no more than this.
@@ -329,6 +335,8 @@ def status_form(probes: Sequence[ProbeRow]) -> dict[str, Any]:
         "checkedAt": json_time(deciding.checked_at),
         "note": ONLINE_NOTE if state == "online" else None, "url": deciding.url,
         "failure": deciding.failure_class if all(p.failure_class for p in probes) else None,
+        "finalUrl": deciding.final_url if deciding.redirects else None,
+        "standIn": stands_in(deciding.entry_id, deciding.endpoint_id),
     }
 
 
@@ -564,7 +572,7 @@ def day_probes(session: Session, first: datetime, last: datetime, as_of: datetim
 # outcomes, reasons, TLS versions, CORS origins): kept as one object each wherever probes are
 # read in bulk. The driver makes one for every row.
 _RECURRING_TEXTS = frozenset(("entry_id", "url", "outcome", "reason", "error_class",
-                              "failure_class", "cors_allow_origin", "tls_version"))
+                              "failure_class", "cors_allow_origin", "tls_version", "final_url"))
 
 
 @cache
