@@ -309,7 +309,12 @@ BUILDER_SCORE_EXAMPLES: list[dict[str, Any]] = [
         "confidence": "low", "provisional": True, "evidence": None,
     },
 ]
-UPTIME_EXAMPLE: dict[str, Any] = {"last1d": 1.0, "last7d": 0.98, "last30d": 0.995}
+UPTIME_EXAMPLE: dict[str, Any] = {
+    "last1d": 1.0, "last7d": 0.98, "last30d": 0.995,
+    "evidence": {"last1d": {"probes": 4, "succeeded": 4, "days": 1},
+                 "last7d": {"probes": 50, "succeeded": 49, "days": 7},
+                 "last30d": {"probes": 200, "succeeded": 199, "days": 30}},
+}
 LIFECYCLE_EXAMPLES: list[dict[str, Any]] = [
     {"state": "active", "since": "2026-10-02T03:00:00Z"},
     {"state": "deprecated", "since": "2026-11-01T03:00:00Z",
@@ -762,8 +767,36 @@ class BuilderScore(ContractModel):
         return self
 
 
+class UptimeWindow(ContractModel):
+    """The probes one window's uptime share is counted from."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+    probes: int = Field(ge=0, le=MAX_SAFE_INTEGER, description="Trusted probes in the window, "
+                        "each target counted once a run.")
+    succeeded: int = Field(ge=0, le=MAX_SAFE_INTEGER, description="Of those, the successful "
+                           "ones: the share is succeeded / probes.")
+    days: int = Field(ge=0, le=31, description="UTC days with at least one of those probes (a "
+                      "window of 24 hours may touch two).")
+
+
+class UptimeEvidence(ContractModel):
+    """The probes behind each uptime share, so that a share of few probes or days reads as
+    such: one probe is 100 % as surely as a thousand."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+    last1d: UptimeWindow = Field(alias="last1d", title="Last day",
+                                 description="The probes of the last day.")
+    last7d: UptimeWindow = Field(alias="last7d", title="Last 7 days",
+                                 description="The probes of the last 7 days.")
+    last30d: UptimeWindow = Field(alias="last30d", title="Last 30 days",
+                                  description="The probes of the last 30 days.")
+
+
 class Uptime(ContractModel):
-    """Share of successful probes over the last 1, 7 and 30 days (null: no probes)."""
+    """Share of successful probes over the last 1, 7 and 30 days (null: no probes), with the
+    probes and days each share is counted from."""
 
     model_config = ConfigDict(json_schema_serialization_defaults_required=True,
                               json_schema_extra={"examples": [UPTIME_EXAMPLE]})
@@ -772,11 +805,16 @@ class Uptime(ContractModel):
                                  description="Share (0 to 1) of the last day's probes that "
                                  "succeeded: got an HTTP answer that is not a failure (a "
                                  "404/410, a bot challenge, a 429 or a 5xx is one; a 401 or 403 "
-                                 "asking for credentials is not); null without probes.")
+                                 "asking for credentials is not, nor a 404/410 of the base "
+                                 "address probed in place of the endpoints); null without "
+                                 "probes.")
     last7d: Share | None = Field(default=None, alias="last7d", title="Last 7 days",
                                  description="The same over the last 7 days.")
     last30d: Share | None = Field(default=None, alias="last30d", title="Last 30 days",
                                   description="The same over the last 30 days.")
+    evidence: UptimeEvidence | None = Field(
+        default=None, description="How many trusted probes, successful probes and days with "
+        "probes each share is counted from; null without probes.")
 
 
 class Provenance(ContractModel):

@@ -179,6 +179,29 @@ def test_each_lifecycle_state_and_its_transitions_from_recorded_runs(
                                      "at": document["events"][1]["at"]}
 
 
+def test_uptime_is_published_with_the_probes_and_days_it_is_counted_from(
+    catalogue: Settings,
+) -> None:
+    """One probe makes 100 % as surely as a thousand do: the entry, its page and its Markdown
+    say it is one probe on one day."""
+    with session_scope(engine_for(catalogue.database_url)) as session:
+        endpoint_id = listed_endpoint_ids(session, "steady")[0]
+        record_probes(session, start_run(session, "nightly"),
+                      looks("steady", "/a", "ok", NOW - timedelta(hours=2), endpoint_id))
+    full, _ = publish(catalogue)
+    apis = {api.id: api for api in full.apis}
+    steady = apis["steady"].uptime
+    assert (steady.last1d, steady.last7d, steady.last30d) == (1.0, 1.0, 1.0)
+    one = {"probes": 1, "succeeded": 1, "days": 1}
+    assert steady.evidence.model_dump() == {"last1d": one, "last7d": one, "last30d": one}
+    assert apis["wobbly"].uptime is None  # never probed
+    pages = catalogue.output_dir / "apis"
+    assert ("100% over the last 24 hours (1 probe), 100% over 7 days (1 probe on 1 of 7 days), "
+            "100% over 30 days (1 probe on 1 of 30 days).") in (pages / "steady.md").read_text()
+    assert '<span class="basis">(1 probe on 1 of 30 days)</span>' in (
+        pages / "steady.html").read_text()
+
+
 def test_a_failing_entry_that_answers_again_is_active(catalogue: Settings) -> None:
     publish(catalogue)
     down = {"down": ("transient", "transient")}

@@ -348,17 +348,19 @@ def _rollup_evidence(session: Session, days: list[date], week_starts: date,
         all): the days' entries joined once for both."""
         kept = [n for n, in_7d in enumerate(weeks) if in_7d or not week_only]
         if not kept:
-            return {"probes": none, "succeeded": none}
+            return {"probes": none, "succeeded": none, "days": none}
         at = np.concatenate([at_days[n] for n in kept])
+        probed_days = [(probes > 0).astype(np.int64) for probes in probed]  # a row a day
         return {kind: np.bincount(at, np.concatenate([values[n] for n in kept]),
                                   minlength=len(entries)).astype(np.int64)  # exact below 2**53
-                for kind, values in (("probes", probed), ("succeeded", succeeded))}
+                for kind, values in (("probes", probed), ("succeeded", succeeded),
+                                     ("days", probed_days))}
 
     week, month = summed(week_only=True), summed(week_only=False)
     counted = pd.DataFrame({
-        "entry_id": entries.to_numpy(), "probes_1d": none, "succeeded_1d": none,
-        "probes_7d": week["probes"], "succeeded_7d": week["succeeded"],
-        "probes_30d": month["probes"], "succeeded_30d": month["succeeded"]},
+        "entry_id": entries.to_numpy(), "probes_1d": none, "succeeded_1d": none, "days_1d": none,
+        **{f"{kind}_{name}": figures[kind] for name, figures in (("7d", week), ("30d", month))
+           for kind in ("probes", "succeeded", "days")}},
         columns=COUNT_COLUMNS)
     # built at once, in the samples' column order: some 3.6 million a span, copied once; their
     # entries by code (`joined_samples`); each day's timed responses, then its failed probes
@@ -425,7 +427,7 @@ def _combined_counts(*parts: pd.DataFrame) -> pd.DataFrame:
 def bounded_scores(
     session: Session, judged: Mapping[str, ContentScores], as_of: datetime,
     own_day: pd.DataFrame | None = None, span: EntrySpan = EVERY_ENTRY,
-) -> tuple[EntryScores, dict[str, dict[str, float | None]]]:
+) -> tuple[EntryScores, dict[str, dict[str, Any]]]:
     """Every entry's scores (of those in `judged`, with their content scores) and uptime as of
     `as_of`, as `score_entries` and `entry_uptimes` give them from the whole window, read from
     rollups and a few days of raw probes (of the entries in `span`). `own_day`: the probes of

@@ -530,7 +530,7 @@ def _speed(p50: np.ndarray, p95: np.ndarray) -> np.ndarray:
 SAMPLE_COLUMNS = ["entry_id", "total_ms", "failed", "day", "in_7d", "in_30d"]
 _DAY_NS = 86_400 * 10**9
 COUNT_COLUMNS = ["entry_id", *(f"{kind}_{name}" for name in WINDOWS
-                               for kind in ("probes", "succeeded"))]
+                               for kind in ("probes", "succeeded", "days"))]
 
 
 def timed_samples(frame: pd.DataFrame) -> pd.DataFrame:
@@ -553,13 +553,15 @@ def timed_samples(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def window_counts(frame: pd.DataFrame) -> pd.DataFrame:
-    """The evidence uptime reads, from a prepared history: per entry and window, probes and
-    successful probes (`succeeded_probes`)."""
+    """The evidence uptime reads, from a prepared history: per entry and window, probes,
+    successful probes (`succeeded_probes`) and UTC days with probes."""
+    entry_day = _entry_days(frame)
     columns = {}
     for name in WINDOWS:
         inside = frame[f"in_{name}"]
         columns[f"probes_{name}"] = inside.astype("int64")
         columns[f"succeeded_{name}"] = (inside & frame["succeeded"]).astype("int64")
+        columns[f"days_{name}"] = _first_of_each(entry_day, inside.to_numpy())
     counts = pd.DataFrame(columns).assign(entry_id=frame["entry_id"].to_numpy())
     return counts.groupby("entry_id", sort=True).sum().reset_index().loc[:, COUNT_COLUMNS]
 
@@ -768,13 +770,35 @@ def scores_from_samples(judged: Mapping[str, ContentScores],
     return EntryScores(judged, samples)
 
 
-def entry_uptimes(history: pd.DataFrame, as_of: datetime) -> dict[str, dict[str, float | None]]:
+def entry_uptimes(history: pd.DataFrame, as_of: datetime) -> dict[str, Any]:
     """Published `uptime` of every probed entry: the share of successful probes per window, in
     its JSON form (`uptimes_from_counts`)."""
     return uptimes_from_counts(window_counts(_prepare(history, as_of)))
 
 
-def uptimes_from_counts(counts: pd.DataFrame) -> dict[str, dict[str, float | None]]:
+DAY_NS = 86_400 * 10**9  # nanoseconds in a UTC day
+
+
+def _entry_days(frame: pd.DataFrame) -> np.ndarray:
+    """One integer per probe naming its entry and its UTC day, equal for the probes of an
+    entry on one day."""
+    days = _nanoseconds(frame["checked_at"]) // DAY_NS
+    if not len(days):
+        return days
+    days -= days.min()
+    return pd.factorize(frame["entry_id"])[0].astype(np.int64) * (int(days.max()) + 1) + days
+
+
+def _first_of_each(keys: np.ndarray, inside: np.ndarray) -> np.ndarray:
+    """1 on the first row `inside` of each key (an entry's day), 0 elsewhere: summed by entry,
+    its days with probes in a window."""
+    first = np.zeros(len(keys), dtype=np.int64)
+    _, at = np.unique(keys[inside], return_index=True)
+    first[np.flatnonzero(inside)[at]] = 1
+    return first
+
+
+def uptimes_from_counts(counts: pd.DataFrame) -> dict[str, Any]:
     """`entry_uptimes` from per-entry window counts (`window_counts`, or the same evidence
     gathered from daily rollups): each in its JSON form as published (fields in `Uptime`'s
     order), without a model built for each entry; the release is checked where it is
@@ -787,7 +811,15 @@ def uptimes_from_counts(counts: pd.DataFrame) -> dict[str, dict[str, float | Non
             share = succeeded / probes
         shares[f"last{name}"] = [v if n else None
                                  for v, n in zip(share.tolist(), probes.tolist(), strict=True)]
-    return {entry_id: {"last1d": day, "last7d": week, "last30d": month}
-            for entry_id, day, week, month in zip(
+    evidence = [dict(zip((f"last{name}" for name in WINDOWS), windows, strict=True))
+                for windows in zip(*(
+                    [{"probes": probes, "succeeded": succeeded, "days": days}
+                     for probes, succeeded, days in zip(
+                         *(counts[f"{kind}_{name}"].to_numpy(dtype=np.int64).tolist()
+                           for kind in ("probes", "succeeded", "days")), strict=True)]
+                    for name in WINDOWS), strict=True)]
+    return {entry_id: {"last1d": day, "last7d": week, "last30d": month,
+                       "evidence": None if month is None else proof}
+            for entry_id, day, week, month, proof in zip(
                 counts["entry_id"].tolist(), shares["last1d"], shares["last7d"],
-                shares["last30d"], strict=True)}
+                shares["last30d"], evidence, strict=True)}

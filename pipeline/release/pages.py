@@ -149,6 +149,21 @@ def share_text(value: float | None) -> str:
     return f"{tenths / 10:.1f}".rstrip("0").rstrip(".") + "%"
 
 
+def uptime_basis_text(uptime: Mapping[str, Any], window: str) -> str:
+    """What a window's uptime share is counted from, to read beside it: `12 probes on 3 of 7
+    days` (`4 probes` for the last day); '' without probes. One probe is 100 % as surely as a
+    thousand: the count tells them apart."""
+    evidence = (uptime.get("evidence") or {}).get(window)
+    if not evidence or not evidence["probes"]:
+        return ""
+    probes = evidence["probes"]
+    counted = f"{probes:,} probe{'' if probes == 1 else 's'}"
+    if window == "last1d":
+        return counted
+    days = window.removeprefix("last").removesuffix("d")
+    return f"{counted} on {evidence['days']} of {days} days"
+
+
 def amount_text(value: float) -> str:
     return f"{int(value):,}" if float(value).is_integer() else f"{value:,g}"
 
@@ -468,7 +483,8 @@ def trend_svg(days: Sequence[DayFigures], last_day: date) -> str:
 
 # What the pages and their Markdown alternates say alike: the same formats and labels.
 SHARED_FILTERS = {"checked": checked_text, "share": share_text, "cents": cents_text,
-                  "free_quota": free_quota_text, "https": https_text, "reason": reason_text}
+                  "uptime_basis": uptime_basis_text, "free_quota": free_quota_text,
+                  "https": https_text, "reason": reason_text}
 SHARED_GLOBALS = {"STATE_LABELS": STATE_LABELS, "AUTH_LABELS": AUTH_LABELS,
                   "LIFECYCLE_LABELS": LIFECYCLE_LABELS, "FAILURE_LABELS": FAILURE_LABELS,
                   "CORS_LABELS": CORS_LABELS,
