@@ -210,7 +210,7 @@ def test_a_complete_days_kept_evidence_is_its_rows_and_follows_a_backfill(
     run = start_run(history, "backfill")
     at = datetime.combine(past, datetime.min.time(), tzinfo=UTC).replace(hour=23)
     record_probes(history, run, probe("alpha", "https://alpha.example.com/a", at,
-                                      random.Random(3)))
+                                      random.Random(3), listed_endpoint_ids(history, "alpha")[0]))
     before = history.get(RolledDay, past).evidence
     roll_up_days(history, [past], entry_ids={"alpha"})
     history.expire_all()
