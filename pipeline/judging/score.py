@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -798,6 +799,16 @@ def _first_of_each(keys: np.ndarray, inside: np.ndarray) -> np.ndarray:
     return first
 
 
+@cache
+def _uptime_evidence(*counts: int) -> dict[str, dict[str, int]]:
+    """`uptime.evidence` in its JSON form from the probes, successful probes and days of each
+    window in turn: one object for each set of counts, shared by the entries that have it (most
+    entries of a nightly catalogue have the same), never changed once made."""
+    return {f"last{name}": dict(zip(("probes", "succeeded", "days"), counts[3 * n:3 * n + 3],
+                                    strict=True))
+            for n, name in enumerate(WINDOWS)}
+
+
 def uptimes_from_counts(counts: pd.DataFrame) -> dict[str, Any]:
     """`entry_uptimes` from per-entry window counts (`window_counts`, or the same evidence
     gathered from daily rollups): each in its JSON form as published (fields in `Uptime`'s
@@ -811,13 +822,9 @@ def uptimes_from_counts(counts: pd.DataFrame) -> dict[str, Any]:
             share = succeeded / probes
         shares[f"last{name}"] = [v if n else None
                                  for v, n in zip(share.tolist(), probes.tolist(), strict=True)]
-    evidence = [dict(zip((f"last{name}" for name in WINDOWS), windows, strict=True))
-                for windows in zip(*(
-                    [{"probes": probes, "succeeded": succeeded, "days": days}
-                     for probes, succeeded, days in zip(
-                         *(counts[f"{kind}_{name}"].to_numpy(dtype=np.int64).tolist()
-                           for kind in ("probes", "succeeded", "days")), strict=True)]
-                    for name in WINDOWS), strict=True)]
+    evidence = list(map(_uptime_evidence, *(
+        counts[f"{kind}_{name}"].to_numpy(dtype=np.int64).tolist()
+        for name in WINDOWS for kind in ("probes", "succeeded", "days"))))
     return {entry_id: {"last1d": day, "last7d": week, "last30d": month,
                        "evidence": None if month is None else proof}
             for entry_id, day, week, month, proof in zip(
