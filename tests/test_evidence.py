@@ -175,15 +175,23 @@ def test_an_api_answering_only_failures_is_neither_up_nor_fast(
         scores, uptimes = bounded_scores(session, content_scores(session), as_of)
         assert {k: v.contract() for k, v in scores.items()} == expected_scores, as_of
         assert uptimes == expected_uptimes, as_of
+        days = 13 if as_of.date() == TODAY.date() else 12  # a probe a day, from 12 days back
         for entry_id in failing:
-            assert uptimes[entry_id] == {"last1d": 0.0, "last7d": 0.0, "last30d": 0.0}
+            assert uptimes[entry_id] == {
+                "last1d": 0.0, "last7d": 0.0, "last30d": 0.0,
+                "evidence": {"last1d": {"probes": 1, "succeeded": 0, "days": 1},
+                             "last7d": {"probes": 7, "succeeded": 0, "days": 7},
+                             "last30d": {"probes": days, "succeeded": 0, "days": days}}}
             latency = scores[entry_id].latency
             assert latency.value == 0 and not scores[entry_id].provisional, entry_id
             assert latency.evidence["last30d"]["samples"] == 0
             assert (latency.evidence["probes"], latency.evidence["failed"]) == (7, 7)
             assert latency.evidence["days"] == 7
             assert latency.reasons[0] == "0 of 7 probes answered in 7 days"
-        assert uptimes["walled"] == {"last1d": 1.0, "last7d": 1.0, "last30d": 1.0}
+        assert {k: uptimes["walled"][k] for k in ("last1d", "last7d", "last30d")} == {
+            "last1d": 1.0, "last7d": 1.0, "last30d": 1.0}
+        assert uptimes["walled"]["evidence"]["last30d"] == {"probes": days, "succeeded": days,
+                                                            "days": days}
         assert scores["walled"].latency.value == 100  # a fast 401 is fast
     gone = session.get(DailyEntryRollup, ((TODAY - timedelta(days=2)).date(), "gone"))
     assert (gone.probes, gone.responses, gone.successes, gone.timed_ms, gone.p50_ms) == (
@@ -514,13 +522,17 @@ def test_the_rollups_of_days_with_other_entries_are_summed_for_their_own_entries
             for back in (1, 3, 9) for entry_id, (probes, successes, timed) in rows[back].items()
             for ms, failed in [*((ms, False) for ms in timed or ()),
                                *[(float(FAILED_PROBE_MS), True)] * (probes - successes)]), kept
+        # days: those with probes (alpha's row of none, 3 days back, is no day of probes)
         assert sorted(counts.to_dict("records"), key=lambda row: row["entry_id"]) == [
-            {"entry_id": "alpha", "probes_1d": 0, "succeeded_1d": 0, "probes_7d": 3,
-             "succeeded_7d": 2, "probes_30d": 5, "succeeded_30d": 4},
-            {"entry_id": "beta", "probes_1d": 0, "succeeded_1d": 0, "probes_7d": 5,
-             "succeeded_7d": 0, "probes_30d": 10, "succeeded_30d": 3},
-            {"entry_id": "gamma", "probes_1d": 0, "succeeded_1d": 0, "probes_7d": 3,
-             "succeeded_7d": 2, "probes_30d": 3, "succeeded_30d": 2},
+            {"entry_id": "alpha", "probes_1d": 0, "succeeded_1d": 0, "days_1d": 0,
+             "probes_7d": 3, "succeeded_7d": 2, "days_7d": 1,
+             "probes_30d": 5, "succeeded_30d": 4, "days_30d": 2},
+            {"entry_id": "beta", "probes_1d": 0, "succeeded_1d": 0, "days_1d": 0,
+             "probes_7d": 5, "succeeded_7d": 0, "days_7d": 2,
+             "probes_30d": 10, "succeeded_30d": 3, "days_30d": 3},
+            {"entry_id": "gamma", "probes_1d": 0, "succeeded_1d": 0, "days_1d": 0,
+             "probes_7d": 3, "succeeded_7d": 2, "days_7d": 2,
+             "probes_30d": 3, "succeeded_30d": 2, "days_30d": 2},
         ], kept
         beta_only = EntrySpan("beta", "gamma")
         assert set(_rollup_evidence(session, asked, day, beta_only)[1]["entry_id"]) == {"beta"}

@@ -47,6 +47,7 @@ from pipeline.release.pages import (
     grade_basis,
     pricing_facts,
     share_text,
+    uptime_basis_text,
 )
 from pipeline.release.publish import publish_release
 from pipeline.release.validate import validate_release
@@ -267,8 +268,9 @@ def test_entry_page_presents_every_item(sample: SampleRelease) -> None:
             assert reason in subscores
     uptime = api["uptime"]
     assert html.by_id("uptime") == (
-        f"Last 24 hours {share_text(uptime['last1d'])} Last 7 days {share_text(uptime['last7d'])} "
-        f"Last 30 days {share_text(uptime['last30d'])}"
+        f"Last 24 hours {share_text(uptime['last1d'])} ({uptime_basis_text(uptime, 'last1d')}) "
+        f"Last 7 days {share_text(uptime['last7d'])} ({uptime_basis_text(uptime, 'last7d')}) "
+        f"Last 30 days {share_text(uptime['last30d'])} ({uptime_basis_text(uptime, 'last30d')})"
     )
     for endpoint in api["endpoints"]:
         assert f"{endpoint['method']} {endpoint['path']}" in html.by_id("endpoints")

@@ -39,7 +39,8 @@ def test_fields_left_out_are_presented_with_their_defaults(sample: SampleRelease
     presented = presented_entry(api)
     assert presented == dumped(api)
     assert presented["status"]["state"] == "unchecked"
-    assert presented["uptime"] == {"last1d": None, "last7d": None, "last30d": None}
+    assert presented["uptime"] == {"last1d": None, "last7d": None, "last30d": None,
+                                   "evidence": None}
     assert presented_entry(api)["status"] is not presented["status"]
 
 

@@ -213,7 +213,8 @@ def test_an_answer_the_prober_classes_a_failure_is_neither_up_nor_fast(
     hours = (1, 10, 20, 30, 40, 50, 24 * 20)
     failing = probes([(h, "online", 40) for h in hours]).assign(reason=reason)
     assert uptime_shares(failing, AS_OF) == {"last1d": 0.0, "last7d": 0.0, "last30d": 0.0}
-    assert entry_uptimes(failing, AS_OF) == {"example-weather": uptime_shares(failing, AS_OF)}
+    assert shares_of(entry_uptimes(failing, AS_OF)) == {
+        "example-weather": uptime_shares(failing, AS_OF)}
     latency = latency_score(failing, AS_OF)
     assert latency.value == 0 and latency.evidence["last30d"]["samples"] == 0
     assert (latency.evidence["probes"], latency.evidence["failed"]) == (6, 6)
@@ -541,11 +542,24 @@ def test_each_entrys_uptime_is_handed_over_as_the_model_writes_it() -> None:
                          probes([(2, "live", 100), (20, "unreachable", None), (30, "online", 9)],
                                 entry_id="other")])
     uptimes = entry_uptimes(history, AS_OF)
-    assert uptimes == {entry_id: uptime_shares(history[history["entry_id"] == entry_id], AS_OF)
-                       for entry_id in ("example-weather", "other")}
+    assert shares_of(uptimes) == {
+        entry_id: uptime_shares(history[history["entry_id"] == entry_id], AS_OF)
+        for entry_id in ("example-weather", "other")}
+    assert uptimes["other"]["evidence"] == {  # 2, 20 and 30 hours before AS_OF (23:59:59)
+        "last1d": {"probes": 2, "succeeded": 1, "days": 1},
+        "last7d": {"probes": 3, "succeeded": 2, "days": 2},
+        "last30d": {"probes": 3, "succeeded": 2, "days": 2}}
+    assert uptimes["example-weather"]["evidence"]["last30d"] == {
+        "probes": 2, "succeeded": 1, "days": 2}
     assert uptimes["example-weather"]["last1d"] is None and uptimes["other"]["last1d"] == 0.5
     for uptime in uptimes.values():
         assert pydantic_core.to_json(uptime) == model_json_of(Uptime, uptime)
+
+
+def shares_of(uptimes: dict[str, dict]) -> dict[str, dict]:
+    """Each entry's uptime shares, without the evidence beside them."""
+    return {entry_id: {k: v for k, v in uptime.items() if k != "evidence"}
+            for entry_id, uptime in uptimes.items()}
 
 
 def test_window_edges_are_half_open() -> None:
