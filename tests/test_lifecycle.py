@@ -450,10 +450,12 @@ def test_entry_pages_draw_the_last_30_days_and_show_health(catalogue: Settings) 
     stages.roll_up(catalogue, days)
     full, _ = publish(catalogue)
     pages = catalogue.output_dir / "apis"
-    # every probe of `gone` a confirmed 404 (fast): never up, and no Latency from its 404s
+    # every probe of `gone` a confirmed 404 (fast): never up, and its 404s are no fast
+    # answers: each counts as a failed probe, so Latency is 0, not a speed
     gone = next(api for api in full.apis if api.id == "gone")
     assert (gone.uptime.last7d, gone.uptime.last30d) == (0.0, 0.0)  # the last run: a day ago
-    assert gone.builder_score.latency is None
+    assert gone.builder_score.latency == 0
+    assert "0 of 6 probes answered in 7 days" in gone.builder_score.reasons.latency
     assert ("0% over 7 days (6 probes on 3 of 7 days), 0% over 30 days (6 probes on 3 of 30 "
             "days).") in (pages / "gone.md").read_text()  # two targets a run, three runs
     assert "0% up" in (pages / "gone.html").read_text()
