@@ -75,9 +75,13 @@ async def test_nightly_probes_scores_and_publishes_every_entry(
     for api in published["apis"]:
         assert api["status"]["state"] == "unreachable"
         assert api["status"]["checkedAt"] is not None
-        assert api["uptime"] == {"last1d": 0.0, "last7d": 0.0, "last30d": 0.0}
+        # the shares, with what they are counted from: one run's two targets, on one day
+        assert api["uptime"] == {
+            "last1d": 0.0, "last7d": 0.0, "last30d": 0.0,
+            "evidence": {window: {"probes": 2, "succeeded": 0, "days": 1}
+                         for window in ("last1d", "last7d", "last30d")}}
         score = api["builderScore"]
-        # never reached: no timed response, so no Latency and a provisional grade
+        # never reached, on one day alone: too few probes for Latency, a provisional grade
         assert score["latency"] is None and score["provisional"] is True
         assert score["rubric"] and score["label"].endswith("% builder-friendly")
         assert score["evidence"]["latency"]["last7d"]["samples"] == 0
