@@ -8,12 +8,12 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from datetime import date
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
@@ -56,7 +56,7 @@ def options(
     """API Directory: curate, probe, score and publish the catalogue."""
 
 
-def fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> NoReturn:
     """End the command with one line on standard error."""
     typer.echo(f"apidir: {message}", err=True)
     raise typer.Exit(code)
@@ -423,20 +423,38 @@ db = typer.Typer(help="The store: show its schema, upgrade it, take it back, com
                  no_args_is_help=True)
 app.add_typer(db, name="db")
 
+T = TypeVar("T")
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+
+def on_store(action: Callable[[Engine], T],
+             refused: type[Exception] | tuple[type[Exception], ...] = ()) -> T:
+    """`action` on an engine of the configured store, let go after it, whatever happened: a
+    refusal it raises (`refused`) ends the command in its own line."""
+    from pipeline.store.tables import open_engine
+
+    engine = open_engine(Settings().database_url)
+    try:
+        return action(engine)
+    except refused as exc:
+        fail(str(exc))
+    finally:
+        engine.dispose()
+
 
 @db.command("current")
 def db_current() -> None:
     """Print the store's schema revision and the one this version needs; exit status 1 when
     the store needs `apidir db upgrade`, 2 when a newer version wrote it."""
     from pipeline.store.migrate import head_revision, refuse_too_new, store_name, store_revision
-    from pipeline.store.tables import open_engine
 
-    engine = open_engine(Settings().database_url)
-    try:
-        current, head = store_revision(engine), head_revision()
+    def revision(engine: Engine) -> str | None:
+        current = store_revision(engine)
         refuse_too_new(current, store_name(engine))
-    finally:
-        engine.dispose()
+        return current
+
+    current, head = on_store(revision), head_revision()
     if current == head:
         typer.echo(f"schema revision {current} (up to date)")
         return
@@ -449,11 +467,8 @@ def db_current() -> None:
 def db_upgrade() -> None:
     """Upgrade the store to this version's schema in place, keeping every row."""
     from pipeline.store.migrate import upgrade_store
-    from pipeline.store.tables import open_engine
 
-    engine = open_engine(Settings().database_url)
-    before, after = upgrade_store(engine)
-    engine.dispose()
+    before, after = on_store(upgrade_store)
     if before == after:
         typer.echo(f"schema revision {after}: already up to date")
     else:
@@ -473,15 +488,9 @@ def db_downgrade(
     builds it again on upgrade). Back the store up and pause the schedule first: a store a run
     is still using is refused."""
     from pipeline.store.migrate import RevisionRefusedError, downgrade_store
-    from pipeline.store.tables import open_engine
 
-    engine = open_engine(Settings().database_url)
-    try:
-        before, after = downgrade_store(engine, revision, ignore_running)
-    except RevisionRefusedError as exc:
-        fail(str(exc))
-    finally:
-        engine.dispose()
+    before, after = on_store(lambda engine: downgrade_store(engine, revision, ignore_running),
+                             RevisionRefusedError)
     if before == after:
         typer.echo(f"schema revision {after}: already there")
     else:
@@ -498,15 +507,9 @@ def db_compact(
     each table, locked while it runs. Pause the schedule first: a store a run is still using
     is refused; a `db upgrade` or `db downgrade` under way is waited for."""
     from pipeline.store.compact import CompactRefusedError, compact_store
-    from pipeline.store.tables import open_engine
 
-    engine = open_engine(Settings().database_url)
-    try:
-        compacted = compact_store(engine, ignore_running)
-    except CompactRefusedError as exc:
-        fail(str(exc))
-    finally:
-        engine.dispose()
+    compacted = on_store(lambda engine: compact_store(engine, ignore_running),
+                         CompactRefusedError)
     typer.echo(f"compacted the store from {compacted.before:,} to {compacted.after:,} bytes")
 
 
@@ -520,15 +523,8 @@ def db_backup(
     runs and point APIDIR_DATABASE_URL at the copy. A PostgreSQL store is backed up with
     pg_dump."""
     from pipeline.store.backup import BackupRefusedError, back_up_store
-    from pipeline.store.tables import open_engine
 
-    engine = open_engine(Settings().database_url)
-    try:
-        backed_up = back_up_store(engine, target)
-    except BackupRefusedError as exc:
-        fail(str(exc))
-    finally:
-        engine.dispose()
+    backed_up = on_store(lambda engine: back_up_store(engine, target), BackupRefusedError)
     typer.echo(f"backed up the store (schema revision {backed_up.revision}) to "
                f"{backed_up.path}: {backed_up.size:,} bytes")
 
