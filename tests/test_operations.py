@@ -71,6 +71,18 @@ async def events_named(prefix: str, since: datetime, timeout: float = 30) -> lis
             await asyncio.sleep(0.5)
 
 
+async def latest_summary() -> str:
+    """The markdown of the last nightly run's summary artifact."""
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.sorting import ArtifactSort
+
+    async with get_client() as client:
+        [summary] = await client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["nightly-summary"])),
+            sort=ArtifactSort.CREATED_DESC, limit=1)
+    return summary.data
+
+
 async def test_the_webhook_comes_from_a_prefect_secret_block(
     prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str], data_dir: Path,
     receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,
@@ -304,8 +316,6 @@ async def test_a_run_killed_outright_is_marked_crashed_by_the_next_run(
     import sys
     from time import monotonic
 
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-    from prefect.client.schemas.sorting import ArtifactSort
     from prefect.settings import PREFECT_API_URL
 
     from tests.conftest import REPO
@@ -345,12 +355,9 @@ async def test_a_run_killed_outright_is_marked_crashed_by_the_next_run(
     assert f"pid {process.pid}" in killed.message and "is gone" in killed.message
     assert receiver.events()[0] == "run_crashed"
     assert receiver.received[0]["run"]["id"] == killed.id
-    async with get_client() as client:
-        [summary] = await client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["nightly-summary"])),
-            sort=ArtifactSort.CREATED_DESC, limit=1)
-    assert f"# nightly run {outcome['run']}: completed" in summary.data
-    assert f"nightly run {killed.id}" in summary.data and "was left running" in summary.data
+    summary = await latest_summary()
+    assert f"# nightly run {outcome['run']}: completed" in summary
+    assert f"nightly run {killed.id}" in summary and "was left running" in summary
 
 
 async def test_a_run_left_running_by_a_machine_that_is_gone_is_closed_by_the_next_run(
@@ -361,9 +368,6 @@ async def test_a_run_left_running_by_a_machine_that_is_gone_is_closed_by_the_nex
     another server) whose start is longer ago than a run may last: the next night marks it
     crashed, alerts and says so in its summary, as for a run killed here. One of another
     machine within its time limit is left running."""
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-    from prefect.client.schemas.sorting import ArtifactSort
-
     from pipeline.processes import LEFT_BEHIND_MARGIN
 
     write_entry(make_entry())
@@ -384,12 +388,9 @@ async def test_a_run_left_running_by_a_machine_that_is_gone_is_closed_by_the_nex
     assert "(pid 4242 on 3f2a9c1e7b44) is taken as gone" in gone.message
     assert receiver.events().count("run_crashed") == 1
     assert receiver.received[0]["run"]["id"] == gone.id
-    async with get_client() as client:
-        [summary] = await client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["nightly-summary"])),
-            sort=ArtifactSort.CREATED_DESC, limit=1)
-    assert f"# nightly run {outcome['run']}: completed" in summary.data
-    assert f"nightly run {gone.id}" in summary.data and "was left running" in summary.data
+    summary = await latest_summary()
+    assert f"# nightly run {outcome['run']}: completed" in summary
+    assert f"nightly run {gone.id}" in summary and "was left running" in summary
 
 
 async def test_a_nightly_among_hostile_files_publishes_the_rest_within_its_memory_bound(
