@@ -164,6 +164,14 @@ def _nanoseconds(times: pd.Series) -> np.ndarray:
     return times.dt.tz_convert(None).to_numpy().astype("datetime64[ns]").view("int64")
 
 
+DAY_NS = 86_400 * 10**9  # nanoseconds in a UTC day
+
+
+def _utc_days(times: pd.Series) -> np.ndarray:
+    """The UTC day of each of `times`, as days since 1970."""
+    return _nanoseconds(times) // DAY_NS
+
+
 def _as_of(as_of: datetime) -> pd.Timestamp:
     if as_of.tzinfo is None:
         raise ValueError("as_of must be timezone-aware (UTC)")
@@ -529,7 +537,6 @@ def _speed(p50: np.ndarray, p95: np.ndarray) -> np.ndarray:
 
 
 SAMPLE_COLUMNS = ["entry_id", "total_ms", "failed", "day", "in_7d", "in_30d"]
-_DAY_NS = 86_400 * 10**9
 COUNT_COLUMNS = ["entry_id", *(f"{kind}_{name}" for name in WINDOWS
                                for kind in ("probes", "succeeded", "days"))]
 
@@ -547,7 +554,7 @@ def timed_samples(frame: pd.DataFrame) -> pd.DataFrame:
         "total_ms": np.where(failed[kept], float(FAILED_PROBE_MS),
                              chosen["total_ms"].to_numpy(dtype=float)),
         "failed": failed[kept],
-        "day": (_nanoseconds(chosen["checked_at"]) // _DAY_NS).astype(np.int32),
+        "day": _utc_days(chosen["checked_at"]).astype(np.int32),
         "in_7d": chosen["in_7d"].to_numpy(dtype=bool),
         "in_30d": chosen["in_30d"].to_numpy(dtype=bool),
     }, columns=SAMPLE_COLUMNS)
@@ -777,13 +784,10 @@ def entry_uptimes(history: pd.DataFrame, as_of: datetime) -> dict[str, Any]:
     return uptimes_from_counts(window_counts(_prepare(history, as_of)))
 
 
-DAY_NS = 86_400 * 10**9  # nanoseconds in a UTC day
-
-
 def _entry_days(frame: pd.DataFrame) -> np.ndarray:
     """One integer per probe naming its entry and its UTC day, equal for the probes of an
     entry on one day."""
-    days = _nanoseconds(frame["checked_at"]) // DAY_NS
+    days = _utc_days(frame["checked_at"])
     if not len(days):
         return days
     days -= days.min()
