@@ -284,8 +284,14 @@ async def fail_run(settings: Settings, run_id: int, error: BaseException, flow: 
 def undelivered_alert(error: BaseException) -> str | None:
     """Why the alert of the run `error` failed was not delivered, if it was not: the operator
     learns of that failure from the command, then, not from the webhook."""
+    return _noted(error, UNDELIVERED)
+
+
+def _noted(error: BaseException, prefix: str) -> str | None:
+    """The note of `error` that starts with `prefix` (the hooks tell the command through
+    notes on the error it raises), if it has one."""
     notes = getattr(error, "__notes__", ())
-    return next((note for note in notes if note.startswith(UNDELIVERED)), None)
+    return next((note for note in notes if note.startswith(prefix)), None)
 
 
 async def _close_left_open(flow: Flow, flow_run: FlowRun, state: State, ending: str,
@@ -326,9 +332,8 @@ def time_limit_line(seconds: float, unchanged: bool) -> str:
 def time_limit_recorded(error: BaseException) -> str | None:
     """The line the run's record took for the time limit that stopped it (`time_limit_line`),
     if its record was closed so; None otherwise."""
-    notes = getattr(error, "__notes__", ())
-    return next((note.removeprefix(TIME_LIMIT_TOLD) for note in notes
-                 if note.startswith(TIME_LIMIT_TOLD)), None)
+    note = _noted(error, TIME_LIMIT_TOLD)
+    return None if note is None else note.removeprefix(TIME_LIMIT_TOLD)
 
 
 async def alert_crash(flow: Flow, flow_run: FlowRun, state: State) -> None:
