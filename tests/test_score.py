@@ -29,9 +29,10 @@ from pipeline.judging.score import (
     latency_score,
     pricing_score,
     score_entries,
+    succeeded_probes,
     uptime_shares,
 )
-from pipeline.probing.probe import FAILED_REASONS
+from pipeline.probing.probe import FAILED_REASONS, ProbeResult, is_failure
 
 AS_OF = datetime(2026, 11, 21, 23, 59, 59, tzinfo=UTC)
 URL = "https://api.example.com/v1/forecast"
@@ -235,6 +236,30 @@ def test_an_answer_the_prober_classes_a_failure_is_neither_up_nor_fast(
     assert score.latency == latency_score(mixed, AS_OF)
     row = endpoint_analytics(mixed, AS_OF).iloc[0]
     assert (row["responded_7d"], row["succeeded_7d"], row["p50_ms"]) == (1.0, 0.5, 40.0)
+
+
+def test_the_score_stage_and_the_prober_agree_on_every_probe_and_kind_of_target() -> None:
+    """Uptime and Latency count a probe as the prober judges it (`probe.is_failure`), the base
+    address standing in by the prober's own rule: a target of an entry and of no endpoint. A
+    probe of no entry is a witness whose 404 fails it, though it has no endpoint either."""
+    looks = [("live", None), ("online", "auth"), ("online", "redirect"),
+             ("unreachable", None), *(("online", reason) for reason in sorted(FAILED_REASONS))]
+    targets = [(entry, endpoint) for entry in ("example-weather", None) for endpoint in (7, None)]
+    rows = [(outcome, reason, entry, endpoint)
+            for outcome, reason in looks for entry, endpoint in targets]
+    frame = pd.DataFrame(rows, columns=["outcome", "reason", "entry_id", "endpoint_id"])
+    prober = [not is_failure(ProbeResult(
+        url=URL, entry_id=entry, endpoint_id=endpoint, checked_at=AS_OF, outcome=outcome,
+        reason=reason, error_class="refused" if outcome == "unreachable" else None,
+        http_status=None, total_ms=None, dns_ms=None, connect_ms=None, ttfb_ms=None,
+        final_url=None, attempts=1, redirects=0, error=None))
+        for outcome, reason, entry, endpoint in rows]
+    assert succeeded_probes(frame["outcome"], frame["reason"], frame["endpoint_id"],
+                            frame["entry_id"]).tolist() == prober
+    witness = frame[frame["entry_id"].isna() & frame["endpoint_id"].isna()
+                    & (frame["reason"] == "not_found")]
+    assert not succeeded_probes(witness["outcome"], witness["reason"], witness["endpoint_id"],
+                                witness["entry_id"]).any()
 
 
 def test_an_api_whose_probes_all_fail_does_not_keep_a_top_grade() -> None:

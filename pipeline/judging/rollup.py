@@ -82,7 +82,7 @@ def _day_figures(history: pd.DataFrame, keys: list[str], timed: bool = False) ->
         total_ms=pd.to_numeric(history["total_ms"], errors="coerce").astype(float),
         responded=history["outcome"].isin(["live", "online"]),
         succeeded=succeeded_probes(history["outcome"], history.get("reason"),
-                                   history.get("endpoint_id")),
+                                   history.get("endpoint_id"), history.get("entry_id")),
         is_live=history["outcome"] == "live",
     )
     grouped = frame.groupby(keys, sort=True)

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.contract import BuilderScore
-from pipeline.probing.probe import failed
+from pipeline.probing.probe import failed, target_stands_in
 
 RUBRIC_VERSION = "2.2.0"
 
@@ -372,7 +372,8 @@ def _prepare(history: pd.DataFrame, as_of: datetime) -> pd.DataFrame:
     if frame["entry_id"].isna().any() or frame["url"].isna().any() or checked.isna().any():
         raise ValueError("every probe needs an entry_id, a url and a checked_at")
     frame = frame.assign(checked_at=checked, total_ms=pd.to_numeric(frame["total_ms"]),
-                         succeeded=succeeded_probes(frame["outcome"], reasons, endpoints))
+                         succeeded=succeeded_probes(frame["outcome"], reasons, endpoints,
+                                                    frame["entry_id"]))
     frame = frame.loc[frame["checked_at"] <= cutoff]
     rank = frame["outcome"].map({o: i for i, o in enumerate(OUTCOMES)}).astype("int64")
     frame = frame.assign(rank=rank, responded=rank > 0, live=rank == 2)
@@ -382,14 +383,16 @@ def _prepare(history: pd.DataFrame, as_of: datetime) -> pd.DataFrame:
 
 
 def succeeded_probes(outcomes: pd.Series, reasons: pd.Series | None = None,
-                     endpoints: pd.Series | None = None) -> np.ndarray:
+                     endpoints: pd.Series | None = None,
+                     entries: pd.Series | None = None) -> np.ndarray:
     """Whether each probe succeeded: it got an HTTP answer that is not a failure
     (`probe.failed`: a 401 asking for a key is the service answering; a 404, a 429, a bot
     challenge or a 5xx is not, but a 404 of the base address standing in for the endpoints,
-    a probe of no endpoint in `endpoints`, is its host answering). Uptime counts these, and
-    Latency times only these: a fast 404 of an endpoint is no fast API. `reasons` None: no
-    probe has one; `endpoints` None: every probe is of an endpoint. The rule is asked once per
-    distinct outcome, reason and kind of target, not once per probe."""
+    `probe.target_stands_in` of its entry in `entries` and endpoint in `endpoints`, is its
+    host answering). Uptime counts these, and Latency times only these: a fast 404 of an
+    endpoint is no fast API. `reasons` None: no probe has one; `endpoints` None: every probe
+    is of an endpoint; `entries` None: every probe is of an entry. The rules are asked once
+    per distinct outcome, reason and kind of target, not once per probe."""
     outcome_codes, outcome_kinds = pd.factorize(outcomes)
     if reasons is None:
         reasons = pd.Series(None, index=outcomes.index, dtype=object)
@@ -398,9 +401,19 @@ def succeeded_probes(outcomes: pd.Series, reasons: pd.Series | None = None,
                         for stand_in in (False, True)]
                        for reason in reason_kinds] for outcome in outcome_kinds],
                      dtype=bool).reshape(len(outcome_kinds), len(reason_kinds), 2)
-    stand_in = (np.zeros(len(outcomes), dtype=np.int64) if endpoints is None
-                else endpoints.isna().to_numpy().astype(np.int64))
-    return table[outcome_codes, reason_codes, stand_in]
+    kinds = np.array([[target_stands_in(of_entry=of_entry, of_endpoint=of_endpoint)
+                       for of_endpoint in (False, True)] for of_entry in (False, True)],
+                     dtype=np.int64)
+    of_entry = _has_id(entries, len(outcomes))
+    of_endpoint = _has_id(endpoints, len(outcomes))
+    return table[outcome_codes, reason_codes, kinds[of_entry, of_endpoint]]
+
+
+def _has_id(ids: pd.Series | None, size: int) -> np.ndarray:
+    """Whether each probe has an id in `ids` (as 0 or 1, to index with); None: every one."""
+    if ids is None:
+        return np.ones(size, dtype=np.int64)
+    return ids.notna().to_numpy().astype(np.int64)
 
 
 def prepare_history(history: pd.DataFrame, as_of: datetime) -> pd.DataFrame:

@@ -173,7 +173,13 @@ def stands_in(entry_id: str | None, endpoint_id: int | None) -> bool:
     """Whether a probe of an entry is of its base address standing in for endpoints the prober
     does not call (none is a GET without placeholders): the target of no endpoint
     (`probe_targets_for`). A probe of no entry is a witness, not a stand-in."""
-    return entry_id is not None and endpoint_id is None
+    return target_stands_in(of_entry=entry_id is not None, of_endpoint=endpoint_id is not None)
+
+
+def target_stands_in(*, of_entry: bool, of_endpoint: bool) -> bool:
+    """`stands_in` from what a probe's target is, not its ids: the one rule, also for readers
+    holding the ids as columns (the score stage asks it per kind of target, not per probe)."""
+    return of_entry and not of_endpoint
 
 
 def failed(outcome: str, reason: str | None, stand_in: bool = False) -> bool:
