@@ -24,6 +24,7 @@ from pipeline.probing.probe import (
     ProbeTarget,
     probe_all,
     probe_targets_for,
+    redirected_to,
 )
 from pipeline.settings import Settings
 
@@ -356,6 +357,8 @@ def _result_line(result: ProbeResult) -> str:
     took = f"{result.total_ms:.0f} ms" if result.total_ms is not None else "no response"
     who = f"{result.entry_id}: " if result.entry_id else ""
     extra = f" ({result.error})" if result.error and result.outcome == "unreachable" else ""
+    if final_url := redirected_to(result.final_url, result.redirects):
+        extra += f" -> {final_url}"  # the status's finalUrl, as a run publishes it
     if result.confirmation:  # the second look at a failure, at the end of the run
         extra += f" [second look: {result.failure_class or 'recovered'}]"
     return f"{who}{result.outcome:<11} {code} {took:>12}  {detail:<16} {result.url}{extra}"

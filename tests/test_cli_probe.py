@@ -21,9 +21,17 @@ async def loopback():
     async def locked(_: web.Request) -> web.Response:
         return web.Response(status=401)
 
+    async def to_sign_in(_: web.Request) -> web.Response:
+        return web.Response(status=302, headers={"Location": "/login"})
+
+    async def sign_in(_: web.Request) -> web.Response:
+        return web.Response(text="<html>Sign in</html>", content_type="text/html")
+
     app = web.Application()
     app.router.add_get("/ok", ok)
     app.router.add_get("/locked", locked)
+    app.router.add_get("/v1/things", to_sign_in)
+    app.router.add_get("/login", sign_in)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -51,6 +59,27 @@ async def test_probe_prints_json_results_for_urls(loopback: str) -> None:
     assert results[f"{loopback}/locked"]["outcome"] == "online"
     assert results[f"{loopback}/locked"]["reason"] == "auth"
     assert results[f"{loopback}/ok"]["total_ms"] >= 0
+
+
+async def test_a_redirect_to_a_sign_in_page_is_reported_as_a_run_publishes_it(
+    loopback: str,
+) -> None:
+    """A URL redirected to an HTML page at another path (302 to /login, 200 text/html) is
+    `online` with its own 302 and the page as where it ended, as a run publishes a listed
+    endpoint's status (`finalUrl`), in both forms of the output; an unredirected URL names
+    no final URL."""
+    things, login = f"{loopback}/v1/things", f"{loopback}/login"
+    code, out, err = await run_probe(things, f"{loopback}/ok", "--allow-private")
+    assert code == 0, err
+    line = next(line for line in out.splitlines() if things in line)
+    assert line.split()[:2] == ["online", "302"] and "redirect" in line.split()
+    assert line.endswith(f"{things} -> {login}")
+    assert "->" not in next(line for line in out.splitlines() if f"{loopback}/ok" in line)
+    code, out, err = await run_probe(things, "--allow-private", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert (result["outcome"], result["http_status"], result["reason"], result["final_url"]) == (
+        "online", 302, "redirect", login)
 
 
 async def test_probe_refuses_loopback_while_the_guard_is_on(loopback: str) -> None:

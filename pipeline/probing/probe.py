@@ -169,6 +169,12 @@ def answered_by_page(result: ProbeResult) -> ProbeResult:
     return result
 
 
+def redirected_to(final_url: str | None, redirects: int) -> str | None:
+    """Where a probe's redirects ended, as a status publishes it (`finalUrl`): None when it
+    was not redirected, though the prober keeps the URL it probed as its final one."""
+    return final_url if redirects else None
+
+
 def stands_in(entry_id: str | None, endpoint_id: int | None) -> bool:
     """Whether a probe of an entry is of its base address standing in for endpoints the prober
     does not call (none is a GET without placeholders): the target of no endpoint

@@ -29,6 +29,7 @@ from pipeline.probing.probe import (
     ProbeResult,
     ProbeTarget,
     probe_targets_for,
+    redirected_to,
     stands_in,
     target_host,
 )
@@ -335,7 +336,7 @@ def status_form(probes: Sequence[ProbeRow]) -> dict[str, Any]:
         "checkedAt": json_time(deciding.checked_at),
         "note": ONLINE_NOTE if state == "online" else None, "url": deciding.url,
         "failure": deciding.failure_class if all(p.failure_class for p in probes) else None,
-        "finalUrl": deciding.final_url if deciding.redirects else None,
+        "finalUrl": redirected_to(deciding.final_url, deciding.redirects),
         "standIn": stands_in(deciding.entry_id, deciding.endpoint_id),
     }
 
