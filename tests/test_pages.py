@@ -293,7 +293,8 @@ def test_an_entry_without_any_optional_field_gets_its_page_and_markdown(
     assert html.by_id("no-sample") == "No sample request or response stated."
     assert html.by_id("grade-basis") == (
         "Provisional: Pricing is not stated, and Latency needs 5 probes on 3 days before it "
-        "counts, so this grade comes from Depth alone.")
+        "counts (0 of 5 probes, on 0 of 3 days in the last 7 days), so this grade comes from "
+        "Depth alone.")
     text = page(sample, entry_markdown(BARE_ID))
     for line in ("- **Auth header:** not stated", "- **Rate limit:** not stated",
                  "- **Pricing:** not stated", "- **Free quota:** none stated",
@@ -391,6 +392,11 @@ def test_the_grade_basis_names_the_sub_scores_that_count() -> None:
     assert grade_basis({"pricing": 60, "latency": None, "depth": 50}) == (
         "Latency needs 5 probes on 3 days before it counts, so this grade comes from Pricing and "
         "Depth alone.")
+    evidence = {"probes": 4, "days": 2, "minimumSamples": 5, "minimumDays": 3}
+    assert grade_basis({"pricing": 60, "latency": None, "depth": 50,
+                        "evidence": {"latency": evidence}}) == (
+        "Latency needs 5 probes on 3 days before it counts (4 of 5 probes, on 2 of 3 days in "
+        "the last 7 days), so this grade comes from Pricing and Depth alone.")
     assert grade_basis({"pricing": None, "latency": 70, "depth": 50}) == (
         "Pricing is not stated, so this grade comes from Latency and Depth alone.")
 
@@ -692,6 +698,49 @@ def test_a_provisional_grade_is_said_so_in_the_category_markdown(sample: SampleR
         line = next(line for line in text.splitlines()
                     if line.startswith("- [") and f"](../apis/{api['id']}.md): " in line)
         assert "provisional" not in line, line
+
+
+@pytest.mark.parametrize(("probes", "days", "wanting"), [
+    (4, 4, "(4 of 5 probes in the last 7 days)"),
+    (6, 1, "(probes on 1 of 3 days in the last 7 days)"),
+    (2, 2, "(2 of 5 probes, on 2 of 3 days in the last 7 days)"),
+])
+def test_a_provisional_latency_names_what_its_evidence_lacks(
+    probes: int, days: int, wanting: str,
+) -> None:
+    """Latency counts from `MIN_LATENCY_SAMPLES` probes on `MIN_LATENCY_DAYS` UTC days: the
+    words name the entry's own shortfall, not only the rule, nor a count of probes alone."""
+    from pipeline.judging.score import MIN_LATENCY_DAYS, MIN_LATENCY_SAMPLES
+
+    evidence = {"probes": probes, "days": days, "minimumSamples": MIN_LATENCY_SAMPLES,
+                "minimumDays": MIN_LATENCY_DAYS}
+    assert pages.latency_wanting({"latency": None, "evidence": {"latency": evidence}}) == (
+        f"Latency needs 5 probes on 3 days before it counts {wanting}")
+
+
+def test_a_provisional_grade_says_what_latency_lacks_as_its_json_holds_it(
+    sample: SampleRelease,
+) -> None:
+    """The entry's page, its Markdown and its card's "provisional" (the category page's) name
+    the probes and days its `builderScore.evidence.latency` holds against the minimums."""
+    provisional = [api for api in json.loads(page(sample, FULL_DATASET))["apis"]
+                   if api["builderScore"] and api["builderScore"]["provisional"]]
+    assert provisional
+    for api in provisional:
+        evidence = api["builderScore"]["evidence"]["latency"]
+        probes, days = evidence["probes"], evidence["days"]
+        short = ([f"{probes} of {evidence['minimumSamples']} probes"]
+                 if probes < evidence["minimumSamples"] else [])
+        if days < evidence["minimumDays"]:
+            short.append(f"{'on' if short else 'probes on'} {days} of "
+                         f"{evidence['minimumDays']} days")
+        said = f"({', '.join(short)} in the last 7 days)"
+        assert said in Elements(page(sample, entry_page(api["id"]))).by_id("grade-basis")
+        assert said in page(sample, entry_markdown(api["id"]))
+        tags = Elements(page(sample, category_page(api["category"]))).tags
+        card = next(i for i, (tag, attrs) in enumerate(tags) if attrs.get("data-id") == api["id"])
+        word = next(attrs for tag, attrs in tags[card:] if attrs.get("class") == "provisional-word")
+        assert said in (word.get("title") or ""), word
 
 
 def test_curated_pricing_facts_reach_the_page_and_the_markdown(sample: SampleRelease) -> None:

@@ -32,7 +32,13 @@ from markupsafe import Markup
 
 from pipeline.contract import BIDI_CONTROL, ONLINE_NOTE, APIEntry, Pricing, Uptime
 from pipeline.judging.day_figures import DayFigures
-from pipeline.judging.score import MIN_LATENCY_DAYS, MIN_LATENCY_SAMPLES, round_half_up
+from pipeline.judging.score import (
+    LATENCY_WINDOW,
+    MIN_LATENCY_DAYS,
+    MIN_LATENCY_SAMPLES,
+    WINDOWS,
+    round_half_up,
+)
 from pipeline.release.hosting import PAGE_CSP
 from pipeline.release.layout import (
     INDEX_PAGE,
@@ -366,13 +372,32 @@ def auth_mention(description: str | None, auth_type: str) -> tuple[str, str, str
 
 
 SUBSCORE_NAMES = (("pricing", "Pricing"), ("latency", "Latency"), ("depth", "Depth"))
-# Why a sub-score is not counted, said beside the sub-scores a grade comes from instead.
+# Why a sub-score is not counted, said beside the sub-scores a grade comes from instead
+# (Latency's from the entry's own evidence: `latency_wanting`).
 _UNCOUNTED_WHY = {
     "pricing": "Pricing is not stated",
-    "latency": (f"Latency needs {MIN_LATENCY_SAMPLES} probes on {MIN_LATENCY_DAYS} days "
-                "before it counts"),
     "depth": "Depth has nothing to measure",
 }
+
+
+def latency_wanting(score: Mapping[str, Any]) -> str:
+    """Why Latency does not count yet, naming what the entry's own evidence lacks
+    (`builderScore.evidence.latency`: its probes and their UTC days in the window, against
+    the minimums), so that a page says what its JSON holds, not only the rule."""
+    evidence = (score.get("evidence") or {}).get("latency") or {}
+    needed = evidence.get("minimumSamples", MIN_LATENCY_SAMPLES)
+    needed_days = evidence.get("minimumDays", MIN_LATENCY_DAYS)
+    rule = f"Latency needs {needed} probes on {needed_days} days before it counts"
+    probes, days = evidence.get("probes"), evidence.get("days")
+    if probes is None or days is None:  # a score published without its evidence
+        return rule
+    short = [f"{probes} of {needed} probes"] if probes < needed else []
+    if days < needed_days:
+        short.append(f"on {days} of {needed_days} days" if short
+                     else f"probes on {days} of {needed_days} days")
+    if not short:
+        return rule
+    return f"{rule} ({', '.join(short)} in the last {WINDOWS[LATENCY_WINDOW]} days)"
 
 
 def grade_basis(score: Mapping[str, Any]) -> str | None:
@@ -383,7 +408,8 @@ def grade_basis(score: Mapping[str, Any]) -> str | None:
     if not missing:
         return None
     counted = [name for key, name in SUBSCORE_NAMES if key not in missing]
-    why = ", and ".join(_UNCOUNTED_WHY[key] for key in missing)
+    why = ", and ".join(latency_wanting(score) if key == "latency" else _UNCOUNTED_WHY[key]
+                        for key in missing)
     basis = (f"so this grade comes from {' and '.join(counted)} alone" if counted
              else "so no sub-score backs this grade")
     return f"{why}, {basis}."
@@ -490,7 +516,8 @@ SHARED_GLOBALS = {"STATE_LABELS": STATE_LABELS, "AUTH_LABELS": AUTH_LABELS,
                   "CORS_LABELS": CORS_LABELS,
                   "NO_AUTH_HEADER": NO_AUTH_HEADER, "ONLINE_NOTE": ONLINE_NOTE,
                   "auth_mention": auth_mention, "pricing_facts": pricing_facts,
-                  "grade_basis": grade_basis, "SUBSCORE_NAMES": SUBSCORE_NAMES,
+                  "grade_basis": grade_basis, "latency_wanting": latency_wanting,
+                  "SUBSCORE_NAMES": SUBSCORE_NAMES,
                   "source_links": source_links,
                   # An entry without `pricing` (it is optional) shows every fact as not stated.
                   "NO_PRICING": with_defaults({}, Pricing)}
