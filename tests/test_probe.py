@@ -499,7 +499,11 @@ async def test_the_interval_holds_between_request_starts_under_contention() -> N
         arrivals = server.arrivals(local=host)
         assert len(arrivals) == 3 + 2 + 2  # 3 URLs, 2 attempts at the 503, 2 to confirm it
         gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
-        assert min(gaps) >= interval - 0.005, (host, gaps)
+        # Arrivals are stamped by the server: a loaded machine may delay one request's arrival
+        # more than the next one's, so a gap may read a little short of the interval the
+        # prober kept between starts. Without the interval, two slots per host would let two
+        # requests arrive together (gaps near 0), far below this bound.
+        assert min(gaps) >= interval * 0.75, (host, gaps)
 
 
 @pytest.mark.parametrize(("answer", "spacing"), [(0.05, 0.3), (0.4, 0.4)])
