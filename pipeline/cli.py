@@ -430,6 +430,8 @@ T = TypeVar("T")
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
+    from pipeline.store.tables import PipelineRun
+
 
 def on_store(action: Callable[[Engine], T],
              refused: type[Exception] | tuple[type[Exception], ...] = ()) -> T:
@@ -539,9 +541,10 @@ def db_close_run(
 ) -> None:
     """Record as crashed a run the store still marks running whose process is gone with its
     machine (a container replaced, a store restored on another server): its days are then
-    rolled up and pruned as others, and `db compact` and `db downgrade` go on. A run older
-    than APIDIR_RUN_TIMEOUT and an hour is closed so by the next run; a run of this machine
-    whose process is alive is refused."""
+    rolled up and pruned as others, and `db compact` and `db downgrade` go on. The webhook is
+    sent the `run_crashed` alert a run reaping it would send. A run older than
+    APIDIR_RUN_TIMEOUT and an hour is closed so by the next run; a run of this machine whose
+    process is alive is refused."""
     from pipeline.store.tables import RunNotClosedError, close_run, engine_for, session_scope
 
     settings = Settings()
@@ -551,7 +554,36 @@ def db_close_run(
     except RunNotClosedError as exc:
         fail(str(exc))
     typer.echo(f"run {closed.id} ({closed.flow}, on {closed.host or 'an unnamed host'}) is "
-               "recorded as crashed")
+               f"recorded as crashed; {crash_alert_told(settings, closed)}")
+
+
+def crash_alert_told(settings: Settings, closed: PipelineRun) -> str:
+    """Send the `run_crashed` alert of a run the operator closed, as the next run would have
+    on reaping it (the crash is news to whoever watches the webhook), and say what became of
+    it. The Secret block holding the webhook is read from a Prefect server (PREFECT_API_URL):
+    without one, no temporary server is started only to look for it. The record is closed
+    whatever became of the alert."""
+    import httpx
+    from prefect.settings import PREFECT_API_URL
+
+    from pipeline.operations.runs import alert_left_running
+
+    secret, server = settings.alert_webhook_secret, PREFECT_API_URL.value()
+    if not settings.alert_webhook_url and not (secret and server):
+        kept = (f", nor PREFECT_API_URL naming the Prefect server that keeps the Secret block "
+                f"{secret!r}") if secret else ""
+        return f"no alert was sent: APIDIR_ALERT_WEBHOOK_URL is not set{kept}"
+    try:
+        delivery = asyncio.run(alert_left_running(settings, closed))
+    except httpx.TransportError as exc:
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        return (f"the alert was not delivered: the Prefect server at {server} "
+                f"(PREFECT_API_URL) cannot be reached: {why}")
+    if delivery is None:
+        return f"no alert was sent: no webhook is saved in the Secret block {secret!r}"
+    if not delivery.delivered:
+        return f"the alert was not delivered: {delivery.error}"
+    return "the run_crashed alert was sent"
 
 
 @app.command()

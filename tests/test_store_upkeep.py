@@ -5,6 +5,7 @@ the operator at once."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -251,9 +252,11 @@ def test_a_stuck_run_is_closed_in_one_command_and_no_longer_holds_the_store(
         f"or, if its process is gone, pass --ignore-running (or close its record: "
         f"`apidir db close-run {stuck.id}`)"), refused  # the run past its limit is not named
 
-    closed = run_apidir(database_url, "db", "close-run", str(stuck.id))
+    closed = run_apidir(database_url, "db", "close-run", str(stuck.id),
+                        APIDIR_ALERT_WEBHOOK_URL="", APIDIR_ALERT_WEBHOOK_SECRET="")
     assert (closed.returncode, closed.stdout) == (
-        0, f"run {stuck.id} (nightly, on elsewhere) is recorded as crashed\n"), closed.stderr
+        0, f"run {stuck.id} (nightly, on elsewhere) is recorded as crashed; no alert was sent: "
+        "APIDIR_ALERT_WEBHOOK_URL is not set\n"), closed.stderr
     with Session(engine) as session:
         record = session.get(PipelineRun, stuck.id)
         assert record.state == "crashed" and record.finished_at is not None
@@ -276,3 +279,55 @@ def test_a_stuck_run_is_closed_in_one_command_and_no_longer_holds_the_store(
         alive.kill()
         alive.wait()
     engine.dispose()
+
+
+@pytest.mark.backends("sqlite")
+async def test_a_run_closed_by_hand_is_alerted_as_the_next_run_would_have(
+    database_url: str,
+) -> None:
+    """`apidir db close-run` sends the webhook the `run_crashed` alert a run reaping the run
+    would send, with its record's line, and says so; an alert the webhook refused is said in
+    the command's line, the record closed all the same. Without a webhook setting or a
+    Prefect server keeping its Secret block, the line says none was sent."""
+    from tests.webhook import WebhookReceiver
+
+    make_engine(database_url).dispose()
+    engine = make_engine(database_url)
+    now = datetime.now(UTC)
+    with Session(engine, expire_on_commit=False) as session:
+        stuck = running_row(session, "elsewhere", 77, now - timedelta(minutes=10))
+        refused = running_row(session, "elsewhere", 78, now - timedelta(minutes=10))
+    hook = await WebhookReceiver().start()
+    try:
+        closed = await asyncio.to_thread(run_apidir, database_url, "db", "close-run",
+                                         str(stuck.id), APIDIR_ALERT_WEBHOOK_URL=hook.url)
+        assert (closed.returncode, closed.stdout, closed.stderr) == (
+            0, f"run {stuck.id} (nightly, on elsewhere) is recorded as crashed; the "
+            "run_crashed alert was sent\n", "")
+        with Session(engine) as session:
+            record = session.get(PipelineRun, stuck.id)
+        assert hook.events() == ["run_crashed"]
+        sent = hook.received[0]["run"]
+        assert (sent["id"], sent["state"], sent["message"]) == (stuck.id, "crashed",
+                                                                 record.message)
+        assert record.message.startswith(f"{ABANDONED} (pid 77 on elsewhere) is gone")
+
+        hook.statuses = [500, 500, 500]
+        closed = await asyncio.to_thread(run_apidir, database_url, "db", "close-run",
+                                         str(refused.id), APIDIR_ALERT_WEBHOOK_URL=hook.url)
+        assert (closed.returncode, closed.stdout.splitlines()) == (0, [
+            f"run {refused.id} (nightly, on elsewhere) is recorded as crashed; the alert was "
+            "not delivered: HTTP 500"]), closed.stderr
+        assert "Traceback" not in closed.stderr
+        with Session(engine, expire_on_commit=False) as session:
+            assert session.get(PipelineRun, refused.id).state == "crashed"
+            unwatched = running_row(session, "elsewhere", 79, now)
+    finally:
+        await hook.close()
+        engine.dispose()
+    no_server = run_apidir(database_url, "db", "close-run", str(unwatched.id),
+                           APIDIR_ALERT_WEBHOOK_URL="", PREFECT_API_URL="")
+    assert no_server.stdout.endswith(
+        "is recorded as crashed; no alert was sent: APIDIR_ALERT_WEBHOOK_URL is not set, nor "
+        "PREFECT_API_URL naming the Prefect server that keeps the Secret block "
+        "'apidir-alert-webhook'\n"), no_server.stderr

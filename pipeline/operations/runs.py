@@ -137,9 +137,16 @@ async def open_run(settings: Settings, flow: str) -> int:
     for dead in reaped:
         get_run_logger().warning("%s run %d was left running: %s", dead.flow, dead.id,
                                  dead.message)
-        await alert(settings, "run_crashed", dead.flow, dead, message=dead.message,
-                    flow_run_id=dead.flow_run_id)
+        await alert_left_running(settings, dead)
     return run.id
+
+
+async def alert_left_running(settings: Settings, dead: PipelineRun) -> Delivery | None:
+    """The `run_crashed` alert of a run closed because no process runs it any more, found so
+    by the next run or said so by the operator (`apidir db close-run`): its own process died
+    before it could tell, so this is the webhook's one word of that crash."""
+    return await alert(settings, "run_crashed", dead.flow, dead, message=dead.message,
+                       flow_run_id=dead.flow_run_id)
 
 
 def abandoned_since(session: Session, run: PipelineRun) -> list[PipelineRun]:
