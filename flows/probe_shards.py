@@ -25,6 +25,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run as current_flow_run
 
 from pipeline.operations import shard_processes, shard_runs, stages
+from pipeline.operations.runs import transient_failure
 from pipeline.settings import Settings
 
 # A shard's flow run on a worker: retried like a stage, bounded like a run. Read where the
@@ -38,6 +39,7 @@ SHARD_SETTINGS = Settings()
     cache_policy=NO_CACHE,
     retries=1,
     retry_delay_seconds=10,
+    retry_condition_fn=transient_failure,
 )
 async def probe_shard(settings: Settings, run_id: int, shard: int) -> stages.ShardReport:
     """Probe the shard the run stored under `shard` as coroutines of this task, then store its

@@ -235,6 +235,38 @@ async def test_a_stage_the_store_refuses_is_one_line_in_the_record_the_alert_and
     assert one_line(failed.value, "run") == told
 
 
+async def test_a_store_set_up_so_no_retry_mends_it_fails_the_stage_at_its_first_attempt(
+    prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A table the operator took away does not come back between attempts: the ingest stage
+    fails at its first, not after APIDIR_STAGE_RETRIES retries and their waits, and the run
+    ends in its one line (as for a user without rights or a database taking no writes)."""
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+
+    url = quiet_env["APIDIR_DATABASE_URL"]
+    with engine_for(url).begin() as connection:
+        connection.execute(text("DROP TABLE entry_event"))
+    write_entry()
+    monkeypatch.setenv("APIDIR_STAGE_RETRIES", "2")
+    monkeypatch.setenv("APIDIR_RETRY_DELAY", "0")
+    state = await nightly(return_state=True)
+    assert state.is_failed()
+    async with get_client() as client:
+        task_runs = await client.read_task_runs(flow_run_filter=FlowRunFilter(
+            id=FlowRunFilterId(any_=[state.state_details.flow_run_id])))
+    assert [(run.task_key.split("-")[0], run.run_count) for run in task_runs] == [
+        ("ingest", 1)]
+    with Session(engine_for(url)) as session:
+        run = session.exec(select(PipelineRun)).one()
+    assert run.state == "failed" and run.message.startswith(
+        f"ingest stage failed on the store {make_url(url).render_as_string(hide_password=True)}"
+        ": "), run.message
+    assert "entry_event" in run.message and "INSERT" not in run.message
+
+
 async def test_the_days_to_roll_up_the_store_cannot_read_are_the_rollup_stage_s_one_line(
     prefect_backend: None, write_entry: WriteEntry, quiet_env: dict[str, str],
 ) -> None:

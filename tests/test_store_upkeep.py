@@ -331,3 +331,32 @@ async def test_a_run_closed_by_hand_is_alerted_as_the_next_run_would_have(
         "is recorded as crashed; no alert was sent: APIDIR_ALERT_WEBHOOK_URL is not set, nor "
         "PREFECT_API_URL naming the Prefect server that keeps the Secret block "
         "'apidir-alert-webhook'\n"), no_server.stderr
+
+
+@pytest.mark.backends("sqlite")
+async def test_a_commit_of_probes_a_store_set_up_wrong_refuses_is_not_tried_again(
+    database_url: str,
+) -> None:
+    """The probe stage's one commit is tried again while the store is busy or out of reach; a
+    table taken away does not come back between tries, so that refusal ends the commit at
+    once, not after APIDIR_STAGE_RETRIES tries and their waits."""
+    from sqlalchemy.exc import OperationalError
+
+    from pipeline.operations.stages import stored_again_if_refused
+
+    engine = make_engine(database_url)
+    with engine.begin() as connection:
+        connection.execute(text("DROP TABLE probe"))
+    tries: list[int] = []
+
+    def store() -> None:
+        tries.append(len(tries) + 1)
+        with Session(engine) as session:
+            finish_run(session, start_run(session, "nightly"), "completed")
+            session.execute(text("INSERT INTO probe (run_id, url) VALUES (1, 'https://a.test/')"))
+
+    with pytest.raises(OperationalError, match="no such table: probe"):
+        await stored_again_if_refused(Settings(stage_retries=2, retry_delay=0), "probe", 1,
+                                      store)
+    engine.dispose()
+    assert tries == [1]

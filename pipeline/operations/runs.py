@@ -53,7 +53,7 @@ from pipeline.release.publish import ReleaseNotRecorded, left_out_line
 from pipeline.release.swap import PublishLockTimeout, PublishWriteFailed
 from pipeline.release.validate import ReleaseValidationError
 from pipeline.settings import Settings, webhook_url_problem
-from pipeline.store.migrate import store_failure_line
+from pipeline.store.migrate import lasting_refusal, store_failure_line
 from pipeline.store.tables import (
     ABANDONED,
     PipelineRun,
@@ -69,7 +69,9 @@ T = TypeVar("T")
 # Bad input does not get better by trying again: only other errors are retried. Nor is a wait
 # for the publish lock given up: its wait was the retry, and APIDIR_PUBLISH_LOCK_TIMEOUT bounds
 # the whole of it (retried, a stage waited that long once more for each retry). Nor a release
-# swapped in but not recorded: it is live, and a retry would publish a second one.
+# swapped in but not recorded: it is live, and a retry would publish a second one. Nor a store
+# its operator set up so that the pipeline cannot use it (`lasting_refusal`): no rights, no
+# writes, a table gone.
 PERMANENT_ERRORS = (EmptyCatalogError, ReleaseValidationError, ValidationError, ValueError,
                     PublishLockTimeout, ReleaseNotRecorded)
 
@@ -101,8 +103,9 @@ def failure_line(error: BaseException, what: str, database_url: str) -> str | No
 
 
 def transient_failure(_task: Task, _task_run: TaskRun, state: State) -> bool:
-    """Prefect's retry condition: retry unless the error is one of bad input."""
-    return not isinstance(state.data, PERMANENT_ERRORS)
+    """Prefect's retry condition: retry unless the error is one of bad input, or a store
+    refusal no retry mends."""
+    return not (isinstance(state.data, PERMANENT_ERRORS) or lasting_refusal(state.data))
 
 
 def with_retries(stage: Task, settings: Settings) -> Task:

@@ -73,7 +73,7 @@ from pipeline.store.history import (
     stored_run_tally,
     witness_targets,
 )
-from pipeline.store.migrate import store_name
+from pipeline.store.migrate import lasting_refusal, store_name
 from pipeline.store.shards import (
     finish_shard,
     finished_shards,
@@ -270,14 +270,15 @@ async def stored_again_if_refused(settings: Settings, prober: str, probes: int,
     """`store()`, the one commit of a probe stage's (or shard's) rows, tried again
     `stage_retries` times with the stage's doubling delay while the store refuses it (busy,
     or out of reach for a moment): a probe stage that fails is run again whole, and asks its
-    hosts a second time that night."""
+    hosts a second time that night. A refusal no retry mends (`lasting_refusal`: a file it may
+    not write, a table gone) fails at once."""
     attempt = 0
     while True:
         attempt += 1
         try:
             return store()
         except OperationalError as error:
-            if attempt > settings.stage_retries:
+            if attempt > settings.stage_retries or lasting_refusal(error):
                 raise
             delay = settings.retry_delay * 2 ** (attempt - 1)
             log.warning("%s could not store its %d probes (%s); storing them again in %g s, "

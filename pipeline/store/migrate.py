@@ -127,6 +127,27 @@ def operator_caused(error: DBAPIError) -> bool:
         getattr(error.orig, "sqlstate", None) in OPERATOR_SQLSTATES)
 
 
+# What SQLite says of a store set up so that no retry mends it: a file (or folder) it may not
+# write, a table or column a hand or another program took away.
+LASTING_SQLITE_ERRORS = ("SQLITE_READONLY",)
+LASTING_SQLITE_WORDS = ("no such table", "no such column")
+
+
+def lasting_refusal(error: BaseException) -> bool:
+    """Whether `error` is the store refusing the pipeline for how its operator set it up, in a
+    way that trying again does not mend: a user without the rights on its tables, a database
+    taking no writes, a table or column gone. Retrying such an error only puts off its line
+    and its alert. A store busy or out of reach (the rest of `operator_caused`) may answer in
+    a moment, and is retried."""
+    if not isinstance(error, DBAPIError):
+        return False
+    if getattr(error.orig, "sqlstate", None) in OPERATOR_SQLSTATES:
+        return True
+    name = getattr(error.orig, "sqlite_errorname", None) or ""
+    return name.startswith(LASTING_SQLITE_ERRORS) or str(error.orig).startswith(
+        LASTING_SQLITE_WORDS)
+
+
 def store_failure_line(what: str, error: DBAPIError, store: Engine | URL) -> str:
     """The one line of a database error outside migrations: `what` failed (a command, a stage,
     a run), on which store, and the database's reason."""
