@@ -35,6 +35,7 @@ from pipeline.release.pages import (
     category_page,
     entry_badges,
     entry_page,
+    latency_wanting,
     page_context,
     presented_entry,
     render_entry_page,
@@ -593,6 +594,7 @@ badge => {
   return {
     text: badge.innerText,
     classes: badge.className,
+    why: badge.querySelector(".provisional-word")?.title ?? null,
     fill: getComputedStyle(badge).backgroundColor,
     parts: inked.map(node => {
       const background = backgroundOf(node);
@@ -664,6 +666,7 @@ def test_grade_badges_are_coloured_by_band_and_readable_in_both_schemes(
             colours.add(tuple(badge["parts"][0]["colour"]))
             if "provisional" in badge["classes"]:
                 assert "PROVISIONAL" in badge["text"].upper()
+                assert badge["why"] == latency_wanting({}), badge  # the rule, not a guess
                 assert badge["fill"] == "rgba(0, 0, 0, 0)", badge  # outlined, not filled
             else:
                 fills.add(badge["fill"])

@@ -17,7 +17,9 @@
     return node;
   }
 
-  function gradeBadge(item) {
+  // `why`: why a provisional grade is provisional, the score module's rule as the page gives it
+  // (the search index holds no entry's evidence, so the rule alone).
+  function gradeBadge(item, why) {
     if (item.grade === undefined) return element("span", "grade grade-none", "Not scored yet");
     // The band's class colours the badge: grade-b for B (and B+ or B-).
     var band = "grade-" + item.grade.charAt(0).toLowerCase();
@@ -27,7 +29,7 @@
     badge.append(grade, " ", element("span", "percent", item.percent + "% builder-friendly"));
     if (item.provisional) {
       var word = element("span", "provisional-word", "provisional");
-      word.title = "Not enough probes yet for Latency";
+      word.title = why;
       badge.append(" ", word);
     }
     return badge;
@@ -99,7 +101,7 @@
       badges.append(" ", element("span", "badge lifecycle-" + item.lifecycle,
         names.lifecycle[item.lifecycle]));
     }
-    badges.append(" ", gradeBadge(item));
+    badges.append(" ", gradeBadge(item, names.provisional));
     if (item.https !== undefined) {
       badges.append(" ", item.https ? element("span", "badge https-yes", "HTTPS")
         : element("span", "badge https-no", "No HTTPS"));
@@ -153,7 +155,8 @@
       labels: JSON.parse(list.dataset.labels),
       states: JSON.parse(list.dataset.states),
       auth: JSON.parse(list.dataset.auth),
-      lifecycle: JSON.parse(list.dataset.lifecycle)
+      lifecycle: JSON.parse(list.dataset.lifecycle),
+      provisional: list.dataset.provisional
     } : null;
     var records = [];
     var matches = [];
