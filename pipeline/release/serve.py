@@ -152,19 +152,17 @@ def accepts_gzip(accept_encoding: str) -> bool:
     return False
 
 
-def tag_list(request: web.Request, name: str) -> str | None:
-    """The entity tags of a condition (None when not sent): lines of a list header are one
-    list (RFC 9110 §5.3)."""
-    lines = request.headers.getall(name, [])
-    return ", ".join(lines) if lines else None
+# Conditions a request may send once: nginx refuses a request that repeats one (400) before
+# it looks for a file, where RFC 9110 §5.3 would join the lines of a list (If-None-Match,
+# If-Match). A `Range` sent twice is read by its first line, as nginx reads it.
+SINGLE_CONDITIONS = ("If-None-Match", "If-Match", "If-Modified-Since", "If-Unmodified-Since",
+                     "If-Range")
 
 
-def one_value(request: web.Request, name: str) -> str | None:
-    """The value of a condition that holds one date or tag (None when not sent): sent on two
-    lines it holds none, so an If-Modified-Since is ignored, an If-Unmodified-Since fails and an
-    If-Range sends the whole file."""
-    lines = request.headers.getall(name, [])
-    return lines[0] if len(lines) == 1 else ("" if lines else None)
+def repeated_condition(request: web.Request) -> str | None:
+    """The name of the first condition the request sends on more than one line, or None."""
+    return next((name for name in SINGLE_CONDITIONS
+                 if len(request.headers.getall(name, [])) > 1), None)
 
 
 def without_content_type(headers: dict[str, str]) -> dict[str, str]:
@@ -235,6 +233,9 @@ def preview_app(folder: Path) -> web.Application:
         except BadPath as exc:
             log.info("400 for %r: %s", request.raw_path, exc)
             return error_answer(400, f"bad request: {exc}", headers_for("/", rules))
+        if (repeated := repeated_condition(request)) is not None:
+            return error_answer(400, f"bad request: {repeated} sent twice",
+                                headers_for(path, rules))
         if request.method == "OPTIONS":  # a CORS preflight, or a client asking what it may do
             return web.Response(status=204, headers={
                 **without_content_type(headers_for(path, rules)), "Allow": ALLOWED_METHODS})
@@ -270,12 +271,12 @@ def preview_app(folder: Path) -> web.Application:
                     data = handle.read()
                     etag = etags.remember(stat, content_etag(data))
                 validators = Validators(etag, stat.st_mtime)
-                if precondition_failed(tag_list(request, "If-Match"),
-                                       one_value(request, "If-Unmodified-Since"), validators):
+                if precondition_failed(request.headers.get("If-Match"),
+                                       request.headers.get("If-Unmodified-Since"), validators):
                     return error_answer(412, "precondition failed", headers)
                 headers.update(validators.headers(compressed))
-                if not_modified(tag_list(request, "If-None-Match"),
-                                one_value(request, "If-Modified-Since"), validators):
+                if not_modified(request.headers.get("If-None-Match"),
+                                request.headers.get("If-Modified-Since"), validators):
                     return web.Response(status=304, headers=without_content_type(headers))
             if data is None:
                 data = handle.read()
@@ -308,7 +309,7 @@ def ranged_answer(request: web.Request, data: bytes, file: Validators,
     value = request.headers.get("Range")  # the first line, as nginx reads it
     try:
         ranges = (byte_ranges(value, len(data)) if value is not None
-                  and range_applies(one_value(request, "If-Range"), file) else None)
+                  and range_applies(request.headers.get("If-Range"), file) else None)
     except RangeNotSatisfiable:
         unsatisfied = {name: text for name, text in headers.items()
                        if name not in ("ETag", "Last-Modified")}
