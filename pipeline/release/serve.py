@@ -273,7 +273,9 @@ def preview_app(folder: Path) -> web.Application:
                 validators = Validators(etag, stat.st_mtime)
                 if precondition_failed(request.headers.get("If-Match"),
                                        request.headers.get("If-Unmodified-Since"), validators):
-                    return error_answer(412, "precondition failed", headers)
+                    # the host's text, the same for every client: nothing negotiated
+                    return error_answer(412, "precondition failed", {
+                        name: value for name, value in headers.items() if name != "Vary"})
                 headers.update(validators.headers(compressed))
                 if not_modified(request.headers.get("If-None-Match"),
                                 request.headers.get("If-Modified-Since"), validators):
