@@ -223,6 +223,29 @@ def test_a_miss_carries_the_headers_of_the_404_document(host: Host, path: str,
         assert answer.header("Access-Control-Allow-Origin") is None, host.name
 
 
+@pytest.mark.parametrize("path", ["/api/categories/nosuch.json", "/no-such-page.html"])
+def test_both_hosts_tag_a_miss_with_its_404_document_alike(hosts: tuple[Host, Host],
+                                                            path: str) -> None:
+    """nginx names the ETag of the document it answers a miss with (weak when gzipped) and no
+    Last-Modified; the preview named neither. Neither answers a condition on a miss."""
+    for extra in ({}, {"Accept_Encoding": "gzip"}):
+        nginx, serve = (host.get(path, **extra) for host in hosts)
+        assert nginx.status == serve.status == 404
+        for answer in (nginx, serve):
+            assert answer.header("Last-Modified") is None, (path, extra)
+            assert answer.header("ETag") is not None, (path, extra)
+        assert (nginx.header("ETag").startswith("W/")
+                == serve.header("ETag").startswith("W/")
+                == bool(extra)), (path, extra)
+        document = NOT_FOUND_JSON if path.startswith("/api/") else "404.html"
+        expected = content_etag((hosts[1].release / document).read_bytes())
+        assert serve.header("ETag").removeprefix("W/") == expected
+        for host in hosts:
+            tag = host.get(path, **extra).header("ETag")
+            assert host.get(path, If_None_Match=tag, **extra).status == 404, host.name
+            assert host.get(path, If_Match='"another-version"').status == 404, host.name
+
+
 def test_the_host_s_own_error_text_is_not_labelled_json(host: Host) -> None:
     """A refusal under /api/ is the host's text (nginx's HTML, the preview's plain text), not
     a JSON document, whatever type the /api/ rules give a file there."""

@@ -265,17 +265,22 @@ def preview_app(folder: Path) -> web.Application:
             if compressed:
                 headers["Vary"] = "Accept-Encoding"
                 compressed = accepts_gzip(request.headers.get("Accept-Encoding", ""))
-            if status == 200:
-                etag = etags.get(stat)
-                if etag is None:
-                    data = handle.read()
-                    etag = etags.remember(stat, content_etag(data))
-                validators = Validators(etag, stat.st_mtime)
-                if precondition_failed(request.headers.get("If-Match"),
-                                       request.headers.get("If-Unmodified-Since"), validators):
-                    # the host's text, the same for every client: nothing negotiated
-                    return error_answer(412, "precondition failed", {
-                        name: value for name, value in headers.items() if name != "Vary"})
+            etag = etags.get(stat)
+            if etag is None:
+                data = handle.read()
+                etag = etags.remember(stat, content_etag(data))
+            validators = Validators(etag, stat.st_mtime)
+            if status != 200:
+                # A miss names the 404 document's tag, as nginx does, but no Last-Modified
+                # (nginx sends that on a 200, 206 or 304 alone); the conditions asked of the
+                # missing file are not this document's to answer.
+                headers["ETag"] = validators.headers(compressed)["ETag"]
+            elif precondition_failed(request.headers.get("If-Match"),
+                                     request.headers.get("If-Unmodified-Since"), validators):
+                # the host's text, the same for every client: nothing negotiated
+                return error_answer(412, "precondition failed", {
+                    name: value for name, value in headers.items() if name != "Vary"})
+            else:
                 headers.update(validators.headers(compressed))
                 if not_modified(request.headers.get("If-None-Match"),
                                 request.headers.get("If-Modified-Since"), validators):
