@@ -421,6 +421,25 @@ def test_a_page_on_another_origin_revalidates_a_document(
     assert watch.problems == []
 
 
+@pytest.mark.parametrize("host", ["nginx", "apidir-serve"])
+def test_a_page_on_another_origin_resumes_a_download(
+    browser: BrowserContext, hosts: dict[str, str], other_origin: str, sample: SampleRelease,
+    host: str,
+) -> None:
+    """A script on another origin reads a range of a document and where it lies: the preflight
+    allows Range and If-Range, and the ETag and Content-Range are exposed to it."""
+    page = browser.new_page()
+    watch = Watch(page)
+    page.goto(f"{other_origin}/index.html")
+    url = f"{hosts[host]}/api/apis.json"
+    result = page.evaluate("url => resume(url)", url)
+    published = (sample.folder / "api" / "apis.json").read_bytes()
+    assert result["status"] == 206
+    assert result["body"].encode() == published[100:200]
+    assert result["contentRange"] == f"bytes 100-199/{len(published)}"
+    assert watch.problems == []
+
+
 def markup(html: str) -> str:
     return " ".join(re.sub(r">\s+<", "><", html).split())
 

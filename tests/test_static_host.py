@@ -323,7 +323,7 @@ def test_only_reads_are_allowed_and_host_files_are_not_served(host: Host) -> Non
 
 
 PREFLIGHT = {"Origin": "http://127.0.0.2:8080", "Access-Control-Request-Method": "GET",
-             "Access-Control-Request-Headers": "if-none-match,if-modified-since"}
+             "Access-Control-Request-Headers": "if-none-match,if-modified-since,range,if-range"}
 
 
 @pytest.mark.parametrize("path", ["/api/apis.json", "/api/categories/ai.json",
@@ -336,8 +336,10 @@ def test_a_cors_preflight_is_answered(host: Host, path: str) -> None:
     methods = {m.strip() for m in answer.header("Access-Control-Allow-Methods").split(",")}
     assert methods == {"GET", "HEAD", "OPTIONS"}
     allowed = {h.strip().lower() for h in answer.header("Access-Control-Allow-Headers").split(",")}
-    # every condition the hosts answer (304 and 412) may be sent from another origin
-    assert {"if-none-match", "if-modified-since", "if-match", "if-unmodified-since"} <= allowed
+    # every condition the hosts answer (304 and 412) and a range (206) may be sent from
+    # another origin
+    assert {"if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "range",
+            "if-range"} <= allowed
     assert int(answer.header("Access-Control-Max-Age")) >= 600
     assert answer.header("Allow") == "GET, HEAD, OPTIONS"
     assert answer.header("X-Content-Type-Options") == "nosniff"
@@ -358,8 +360,12 @@ def test_documents_carry_validators_a_script_on_another_origin_may_read(host: Ho
         assert etag and etag.startswith('"') and etag.endswith('"'), (path, etag)  # strong
         modified = (host.release / path.lstrip("/")).stat().st_mtime
         assert answer.header("Last-Modified") == formatdate(int(modified), usegmt=True), path
-    exposed = host.get("/api/apis.json").header("Access-Control-Expose-Headers")
-    assert {h.strip().lower() for h in exposed.split(",")} >= {"etag", "last-modified"}
+    # and a script resuming a download reads where its part lies and that ranges are taken
+    for extra in ({}, {"Range": "bytes=0-99"}, {"Range": "bytes=0-9,20-29"}):
+        answer = host.get("/api/apis.json", **extra)
+        exposed = {h.strip().lower()
+                   for h in answer.header("Access-Control-Expose-Headers").split(",")}
+        assert exposed >= {"etag", "last-modified", "content-range", "accept-ranges"}, extra
 
 
 @pytest.mark.parametrize("path", ["/api/apis.json", "/api/categories/finance.json",

@@ -54,16 +54,17 @@ LIVE_CACHE = "public, max-age=300, must-revalidate"
 IMMUTABLE_CACHE = "public, max-age=31536000, immutable"
 
 # The methods of a read-only release, and what a page on another origin may send and read:
-# a conditional GET needs a preflight (If-None-Match is not a simple header), and the ETag
-# is hidden from scripts unless exposed.
+# a conditional or ranged GET needs a preflight (If-None-Match, If-Range and a Range of more
+# than one range are no simple headers), and a script reads the ETag, the Content-Range of a
+# 206 and Accept-Ranges only when they are exposed (Last-Modified is readable anyway).
 ALLOWED_METHODS = "GET, HEAD, OPTIONS"
 CORS_HEADERS: tuple[tuple[str, str], ...] = (
     ("Access-Control-Allow-Origin", "*"),
     ("Access-Control-Allow-Methods", ALLOWED_METHODS),
     ("Access-Control-Allow-Headers",
-     "If-None-Match, If-Modified-Since, If-Match, If-Unmodified-Since"),
+     "If-None-Match, If-Modified-Since, If-Match, If-Unmodified-Since, Range, If-Range"),
     ("Access-Control-Max-Age", "86400"),
-    ("Access-Control-Expose-Headers", "ETag, Last-Modified"),
+    ("Access-Control-Expose-Headers", "ETag, Last-Modified, Content-Range, Accept-Ranges"),
 )
 
 # Paths that each release replaces; everything else it publishes is immutable.
