@@ -207,7 +207,7 @@ def test_openapi_document_is_valid_openapi_3_1() -> None:
                           "getCategories", "getReleases", "getChanges"}
     entry = document["paths"]["/api/apis/{apiId}.json"]["get"]
     assert entry["parameters"][0]["schema"]["pattern"] == SLUG_PATTERN
-    assert set(entry["responses"]) == {"200", "304", "404"}
+    assert set(entry["responses"]) == {"200", "206", "304", "404", "416"}
     parameter = document["paths"]["/api/categories/{categoryId}.json"]["get"]["parameters"][0]
     assert parameter["schema"]["enum"] == list(CATEGORY_IDS)
     auth_types = document["components"]["schemas"]["APIEntry"]["properties"]["authType"]["enum"]

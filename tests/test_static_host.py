@@ -417,6 +417,34 @@ def test_every_operation_declares_the_304_its_host_answers(host: Host) -> None:
                 "ETag", "Last-Modified", "Cache-Control"}, name
 
 
+def test_every_operation_declares_the_ranges_its_host_answers(host: Host) -> None:
+    """Both hosts answer a Range of every document 206 (416 past its end), so every operation
+    of the published description says so: Range and If-Range, the 206 and the 416; it named
+    neither."""
+    document = openapi_document()
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            name, served = operation["operationId"], served_path(path, operation,
+                                                                  host.release)
+            size = len(host.get(served, method.upper()).body)
+            part = host.get(served, method.upper(), Range="bytes=0-99")
+            assert part.status == 206, (host.name, served)
+            assert part.header("Content-Range") == f"bytes 0-99/{size}", (host.name, served)
+            past = host.get(served, method.upper(), Range=f"bytes={size}-")
+            assert past.status == 416, (host.name, served)
+            assert past.header("Content-Range") == f"bytes */{size}", (host.name, served)
+            assert operation["responses"]["206"] == {
+                "$ref": "#/components/responses/PartialContent"}, name
+            assert operation["responses"]["416"] == {
+                "$ref": "#/components/responses/RangeNotSatisfiable"}, name
+            for parameter in ("Range", "IfRange"):
+                assert {"$ref": f"#/components/parameters/{parameter}"} in operation[
+                    "parameters"], name
+    partial = document["components"]["responses"]["PartialContent"]
+    assert set(partial["content"]) == {"application/json", "multipart/byteranges"}
+    assert "Content-Range" in partial["headers"]
+
+
 def test_a_compressed_answer_has_a_weak_etag_that_revalidates(host: Host) -> None:
     plain = host.get("/api/apis.json")
     packed = host.get("/api/apis.json", Accept_Encoding="gzip")

@@ -55,6 +55,30 @@ CONDITIONAL_PARAMETERS: dict[str, Any] = {
         "schema": {"type": "string"},
     },
 }
+# Every document may be read in parts, as both hosts answer a Range (pipeline.release.ranges):
+# a consumer resumes a broken download of the full dataset where it stopped.
+RANGE_PARAMETERS: dict[str, Any] = {
+    "Range": {
+        "name": "Range",
+        "in": "header",
+        "required": False,
+        "description": "Byte ranges of the document (RFC 9110 §14): `bytes=0-99`, "
+                       "`bytes=100-` or `bytes=-100`, several separated by commas; answered "
+                       "206, or 416 when none lies within the document. A compressed answer "
+                       "is always whole: ask without `Accept-Encoding: gzip`.",
+        "schema": {"type": "string"},
+        "example": "bytes=0-99",
+    },
+    "IfRange": {
+        "name": "If-Range",
+        "in": "header",
+        "required": False,
+        "description": "The strong ETag or the Last-Modified of the part the client holds: "
+                       "the range is served while the document is still that version, "
+                       "else the whole document (200).",
+        "schema": {"type": "string"},
+    },
+}
 VALIDATOR_HEADERS: dict[str, Any] = {
     "ETag": {
         "description": "The document's validator, for If-None-Match (weak, W/\"…\", on a "
@@ -74,6 +98,27 @@ VALIDATOR_HEADERS: dict[str, Any] = {
         "schema": {"type": "string"},
     },
 }
+RANGE_HEADERS: dict[str, Any] = {
+    "Content-Range": {
+        "description": "Where the part lies in the document, `bytes <first>-<last>/<size>`; "
+                       "`bytes */<size>` on a 416. A multipart body names it in each part.",
+        "required": False,
+        "schema": {"type": "string"},
+    },
+}
+PARTIAL_CONTENT: dict[str, Any] = {
+    "description": "The bytes asked, of the document as it is (never compressed): one range "
+                   "typed as the document, several as one multipart/byteranges body whose "
+                   "parts each name their Content-Range.",
+    "headers": {name: {"$ref": f"#/components/headers/{name}"}
+                for name in (*VALIDATOR_HEADERS, *RANGE_HEADERS)},
+    "content": {"application/json": {}, "multipart/byteranges": {}},
+}
+RANGE_NOT_SATISFIABLE: dict[str, Any] = {
+    "description": "No range asked lies within the document, or the Range is no byte range: "
+                   "Content-Range names the document's size; the body is the host's own text.",
+    "headers": {name: {"$ref": f"#/components/headers/{name}"} for name in RANGE_HEADERS},
+}
 NOT_MODIFIED: dict[str, Any] = {
     "description": "Not modified: the client's copy is current; no body.",
     "headers": {name: {"$ref": f"#/components/headers/{name}"} for name in ("ETag",
@@ -82,7 +127,8 @@ NOT_MODIFIED: dict[str, Any] = {
 
 
 def _conditional_parameters() -> list[dict[str, str]]:
-    return [{"$ref": f"#/components/parameters/{name}"} for name in CONDITIONAL_PARAMETERS]
+    return [{"$ref": f"#/components/parameters/{name}"}
+            for name in (*CONDITIONAL_PARAMETERS, *RANGE_PARAMETERS)]
 
 
 def _json_response(description: str, schema_name: str, validators: bool = False
@@ -123,7 +169,8 @@ def _get(operation_id: str, summary: str, description: str, schema: str,
          path_parameters: Sequence[dict[str, Any]] = (),
          errors: Mapping[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """One published document's GET: both hosts (nginx, `apidir serve`) tag every file they
-    serve and answer a conditional request 304, so every operation declares it, here alone."""
+    serve, answer a conditional request 304 and a Range 206 or 416, so every operation
+    declares them, here alone."""
     return {
         "get": {
             "operationId": operation_id,
@@ -131,7 +178,9 @@ def _get(operation_id: str, summary: str, description: str, schema: str,
             "parameters": [*path_parameters, *_conditional_parameters()],
             "responses": {
                 "200": _json_response(description, schema, validators=True),
+                "206": {"$ref": "#/components/responses/PartialContent"},
                 "304": {"$ref": "#/components/responses/NotModified"},
+                "416": {"$ref": "#/components/responses/RangeNotSatisfiable"},
                 **(errors or {}),
             },
         }
@@ -201,9 +250,10 @@ def openapi_document(base_url: str = DEFAULT_SERVER) -> dict[str, Any]:
         },
         "components": {
             "schemas": component_schemas(),
-            "parameters": CONDITIONAL_PARAMETERS,
-            "headers": VALIDATOR_HEADERS,
-            "responses": {"NotModified": NOT_MODIFIED},
+            "parameters": {**CONDITIONAL_PARAMETERS, **RANGE_PARAMETERS},
+            "headers": {**VALIDATOR_HEADERS, **RANGE_HEADERS},
+            "responses": {"NotModified": NOT_MODIFIED, "PartialContent": PARTIAL_CONTENT,
+                          "RangeNotSatisfiable": RANGE_NOT_SATISFIABLE},
         },
     }
 
