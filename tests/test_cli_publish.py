@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,26 @@ def test_publish_scores_the_stored_history(stored: Path) -> None:
     assert (stored / "index.html").is_file() and (stored / "apis" / f"{entry['id']}.html").is_file()
     releases = json.loads((stored / "api" / "releases.json").read_text())
     assert releases["releases"][0]["counts"]["byState"]["live"] == 1
+
+
+def test_server_texts_stored_by_an_older_prober_never_keep_an_entry_out(
+    settings_env: dict[str, str], write_entry: WriteEntry, ingested_store
+) -> None:
+    """A final URL the release's URL rule refuses (a refused redirect's `ftp:` Location, as an
+    older prober stored it) is published as no final URL: the entry stays in the release."""
+    write_entry()
+    session = ingested_store()
+    target = plan_targets(session)[0]
+    refused = replace(result(target.url, "unreachable", None, None, endpoint=target.endpoint_id,
+                             error_class="blocked"),
+                      final_url="ftp://ftp.example.com/x", redirects=1)
+    record_probes(session, start_run(session, "nightly"), [refused])
+    outcome = CliRunner().invoke(app, ["publish"])
+    assert outcome.exit_code == 0, outcome.output
+    output = Path(settings_env["APIDIR_OUTPUT_DIR"])
+    entry, = json.loads((output / "api" / "apis.json").read_text())["apis"]
+    assert entry["status"]["state"] == "unreachable"
+    assert entry["status"]["finalUrl"] is None
 
 
 def test_a_second_publish_says_how_many_pages_it_spliced(stored: Path) -> None:

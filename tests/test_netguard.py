@@ -214,13 +214,14 @@ async def test_redirect_hop_to_a_blocked_literal_is_refused(second_address: RawS
         settings = ProbeSettings(
             allow_private=True, blocked_networks=("127.0.0.2/32",), per_host_interval=0
         )
-        result = await probe_url(origin.url(f"/redirect?to={second_address.url()}"), settings)
+        probed = origin.url(f"/redirect?to={second_address.url()}")
+        result = await probe_url(probed, settings)
     finally:
         await origin.close()
     assert result.outcome == "unreachable"
     assert result.error_class == "blocked"
     assert result.redirects == 1
-    assert result.final_url == second_address.url()
+    assert result.final_url == probed  # the last URL requested, not the one refused
     assert origin.hits["/redirect"] == 1
     assert second_address.connections == 0
 

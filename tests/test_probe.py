@@ -373,6 +373,33 @@ async def test_a_fault_of_the_prober_s_own_ends_its_url_not_the_run(
         "prober's own"]
 
 
+@pytest.mark.parametrize(
+    ("location", "outcome", "error_class"),
+    [
+        ("ftp://ftp.example.com/x", "unreachable", "blocked"),
+        ("mailto:api@example.com", "unreachable", "blocked"),
+        ("file:///etc/passwd", "unreachable", "blocked"),
+        ("javascript:alert(1)", "unreachable", "blocked"),
+        # Locations whose host no request can go to: not followed, the 302 stands.
+        ("http://[fe80::1%25eth0]/", "online", None),
+        ("https://exa mple.com/", "online", None),
+    ],
+)
+async def test_a_redirect_not_followed_never_becomes_the_final_url(
+    canned: Any, location: str, outcome: str, error_class: str | None,
+) -> None:
+    """The URL a probe ended on is the last one requested: a Location the guard refuses, or
+    one that is no URL the release could publish, is never a probe's `final_url`."""
+    server = await canned(b"HTTP/1.1 302 Found\r\nLocation: " + location.encode()
+                          + b"\r\nContent-Length: 0\r\n\r\n")
+    result = await probe_url(server.url("/v1"), replace(FAST, max_attempts=1))
+    assert (result.outcome, result.error_class) == (outcome, error_class)
+    assert result.final_url == server.url("/v1")
+    if outcome == "online":
+        assert (result.http_status, result.reason, result.redirects) == (302, "redirect", 0)
+    assert server.requests == 1
+
+
 def test_storable_text_loses_what_no_store_takes() -> None:
     assert storable("caf\udce9 \ud800x\x00y") == "caf? ?xy"
     assert storable("café") == "café"

@@ -37,7 +37,13 @@ import aiohttp
 from aiohttp.abc import AbstractResolver
 from yarl import URL
 
-from pipeline.probing.netguard import BlockedAddressError, GuardedResolver, GuardPolicy
+from pipeline.probing.netguard import (
+    ALLOWED_SCHEMES,
+    BlockedAddressError,
+    GuardedResolver,
+    GuardPolicy,
+    parse_address,
+)
 from pipeline.probing.prober_loop import run_on_prober_loop
 
 log = logging.getLogger(__name__)
@@ -873,11 +879,11 @@ class Prober:
         visited = {url}
         deadline: float | None = None  # one deadline per attempt, across all its hops
         while True:
-            attempt.final_url = str(url)
             hop = _Hop()
             attempt.hops.append(hop)
             try:
                 self.policy.check_url(url)
+                attempt.final_url = str(url)  # only a hop the guard let through is requested
                 host = _host_key(url)
                 loop = asyncio.get_running_loop()
                 waiting = loop.time()
@@ -918,10 +924,7 @@ class Prober:
             )
             location = headers.get("location")
             if status in FOLLOWED_REDIRECTS and location:
-                try:
-                    target = clean_url(url.join(URL(location)))
-                except (ValueError, TypeError):
-                    target = None
+                target = redirect_target(url, location)
                 if target is not None:
                     if target in visited:
                         attempt.error_class = "redirect_loop"
@@ -982,6 +985,34 @@ class Prober:
         finally:
             # The body was not read: release closes the connection unless it was complete.
             response.release()
+
+
+def redirect_target(url: URL, location: str) -> URL | None:
+    """Where a redirect from `url` leads, or None when its `Location` leads nowhere a request
+    can go: unparsable, or an http(s) URL `unusable` refuses. The answer then stands as the
+    3xx (`redirect`), as for any redirect not followed. Another scheme is returned, for the
+    guard to refuse (`blocked`)."""
+    try:
+        target = clean_url(url.join(URL(location)))
+    except (ValueError, TypeError):
+        return None
+    if target.scheme in ALLOWED_SCHEMES and unusable(target) is not None:
+        return None
+    return target
+
+
+# A host name as DNS and RFC 3986 write one (yarl has the rest of a URL percent-encoded).
+_HOST_NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def unusable(url: URL) -> str | None:
+    """Why an http(s) `url` is never requested, if it is not: its host is no name or address a
+    request can go to (a space, an IPv6 zone), which no release could publish as the URL a
+    probe ended on either."""
+    host = url.raw_host or ""
+    if _HOST_NAME.fullmatch(host) or ("%" not in host and parse_address(host) is not None):
+        return None
+    return f"{host!r} is no host name or address"
 
 
 def _is_page(headers: Mapping[str, str]) -> bool:

@@ -24,7 +24,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import Select, SelectOfScalar
 
-from pipeline.contract import ONLINE_NOTE, EndpointStatus, Status
+from pipeline.contract import ONLINE_NOTE, EndpointStatus, Status, absolute_uri
 from pipeline.probing.probe import (
     ProbeResult,
     ProbeTarget,
@@ -336,9 +336,21 @@ def status_form(probes: Sequence[ProbeRow]) -> dict[str, Any]:
         "checkedAt": json_time(deciding.checked_at),
         "note": ONLINE_NOTE if state == "online" else None, "url": deciding.url,
         "failure": deciding.failure_class if all(p.failure_class for p in probes) else None,
-        "finalUrl": redirected_to(deciding.final_url, deciding.redirects),
+        "finalUrl": published_url(redirected_to(deciding.final_url, deciding.redirects)),
         "standIn": stands_in(deciding.entry_id, deciding.endpoint_id),
     }
+
+
+def published_url(url: str | None) -> str | None:
+    """`url` if the release's URL rule takes it, else None: a final URL stored before the prober
+    kept only requested hops (a refused redirect's `ftp:` or `mailto:` Location) is left out of
+    the status, not the entry out of the release."""
+    if url is None:
+        return None
+    try:
+        return absolute_uri(url)
+    except ValueError:
+        return None
 
 
 def _trusted_runs() -> SelectOfScalar[int | None]:
