@@ -55,6 +55,15 @@ def rules(write_entry: WriteEntry, data_dir: Path, **changes: object) -> list[tu
             "baseUrl",
         ),
         ({"baseUrl": "https://api.example.com/v1/"}, "base-url-slash", "baseUrl"),
+        (
+            {
+                "baseUrl": "https://api.example.com:0/v1",
+                "sampleRequest": 'curl "https://api.example.com:0/v1/forecast"',
+            },
+            "url-port",
+            "baseUrl",
+        ),
+        ({"docsUrl": "https://docs.example.com:65536/api"}, "url-port", "docsUrl"),
         ({"description": "Forecasts for any place. Also alerts."}, "one-sentence", "description"),
         ({"description": "Forecasts for any place"}, "one-sentence", "description"),
         ({"tags": ["forecast", "Open-Data"]}, "tag-lower-case", "tags[1]"),

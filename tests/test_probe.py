@@ -383,6 +383,7 @@ async def test_a_fault_of_the_prober_s_own_ends_its_url_not_the_run(
         # Locations whose host no request can go to: not followed, the 302 stands.
         ("http://[fe80::1%25eth0]/", "online", None),
         ("https://exa mple.com/", "online", None),
+        ("http://127.0.0.1:0/", "online", None),  # no server listens on port 0
     ],
 )
 async def test_a_redirect_not_followed_never_becomes_the_final_url(
@@ -398,6 +399,16 @@ async def test_a_redirect_not_followed_never_becomes_the_final_url(
     if outcome == "online":
         assert (result.http_status, result.reason, result.redirects) == (302, "redirect", 0)
     assert server.requests == 1
+
+
+async def test_port_0_is_malformed_and_settled_not_a_refusal_to_retry() -> None:
+    """No server listens on port 0: the URL is malformed, as one with port 65536, and settled
+    (dead) at once, never retried nor confirmed as a refused connection would be."""
+    results = await probe_all([ProbeTarget("http://127.0.0.1:0/v1", "example-weather", 1)],
+                              replace(FAST, confirm_failures=True))
+    assert [(r.error_class, r.attempts, r.failure_class) for r in results] == [
+        ("malformed", 1, "dead")]
+    assert results[0].final_url is None  # nothing was requested
 
 
 def test_storable_text_loses_what_no_store_takes() -> None:

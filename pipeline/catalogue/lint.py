@@ -78,6 +78,8 @@ def _addresses(entry: EntryContent) -> Iterator[Lint]:
             yield (name,), "https-only", f"must be an https URL (got {value!r})"
         if value is not None and "@" in urlsplit(value).netloc:
             yield (name,), "url-credentials", "must not hold a user name or password"
+        if value is not None and not _usable_port(value):
+            yield (name,), "url-port", f"must have a port from 1 to 65535 (got {value!r})"
     if entry.base_url.endswith("/"):
         yield ("baseUrl",), "base-url-slash", "must not end with '/' (paths start with one)"
     for index, endpoint in enumerate(entry.endpoints or []):
@@ -89,6 +91,15 @@ def _addresses(entry: EntryContent) -> Iterator[Lint]:
             )
         elif endpoint.path is not None and (problem := _endpoint_url_problem(entry, endpoint.path)):
             yield ("endpoints", index, "path"), "endpoint-url", problem
+
+
+def _usable_port(url: str) -> bool:
+    """Whether `url`'s port, if it names one, is one a server can listen on: the URL rule takes
+    any digits (`:0`, `:99999`), but the probe could never reach such an address, nor a reader."""
+    try:
+        return urlsplit(url).port != 0
+    except ValueError:  # over 65535
+        return False
 
 
 _PLACEHOLDER = re.compile(r"\{[^}]*\}")

@@ -872,6 +872,8 @@ class Prober:
             url = clean_url(URL(url_text))
             if not url.scheme or not url.raw_host:
                 raise ValueError("an absolute URL needs a scheme and a host, as https://host/path")
+            if url.scheme in ALLOWED_SCHEMES and (problem := unusable(url)):
+                raise ValueError(problem)  # as yarl refuses a port over 65535: never sent
         except (ValueError, TypeError) as exc:
             attempt.error_class = "malformed"
             attempt.error = redact_userinfo(f"not a valid URL: {exc}")[:_MESSAGE_LIMIT]
@@ -1006,9 +1008,12 @@ _HOST_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
 def unusable(url: URL) -> str | None:
-    """Why an http(s) `url` is never requested, if it is not: its host is no name or address a
-    request can go to (a space, an IPv6 zone), which no release could publish as the URL a
-    probe ended on either."""
+    """Why an http(s) `url` is never requested, if it is not: port 0, which no server listens
+    on (a connection to it fails at once, which would read as a refusal worth retrying), or a
+    host that is no name or address a request can go to (a space, an IPv6 zone), which no
+    release could publish as the URL a probe ended on either."""
+    if url.explicit_port == 0:
+        return "port 0 is no port a server listens on"
     host = url.raw_host or ""
     if _HOST_NAME.fullmatch(host) or ("%" not in host and parse_address(host) is not None):
         return None
