@@ -8,6 +8,7 @@ import itertools
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 import orjson
@@ -207,6 +208,15 @@ async def test_cors_as_a_browser_would_be_told(
     assert cors == {"state": state, "allowOrigin": allow_origin, "credentials": credentials,
                     "checkedAt": utc_text(result.checked_at)}
     assert orjson.dumps(cors) == model_json_of(Cors, cors)  # the model's JSON, without it
+
+
+def test_an_allowed_origin_stored_with_control_codes_is_published_without() -> None:
+    """A value an older prober stored as the server sent it is published by the same rule
+    as the prober stores one now (`storable`)."""
+    stored = SimpleNamespace(http_status=200, cors_allow_origin="x\u202eevil\x1b[2J",
+                             cors_allow_credentials=None,
+                             checked_at=dt.datetime(2026, 11, 20, 3, 0, tzinfo=dt.UTC))
+    assert measured_cors([stored], ORIGIN)["allowOrigin"] == "xevil[2J"
 
 
 async def test_cors_is_unknown_only_when_nothing_answered(web_server: FakeServer) -> None:

@@ -417,6 +417,29 @@ def test_storable_text_loses_what_no_store_takes() -> None:
     assert storable(None) is None
 
 
+@pytest.mark.parametrize(
+    ("value", "kept"),
+    [
+        (b"a\x01b\x1bc\x7fd", "abcd"),  # C0 controls, a terminal escape, DEL
+        (b"https://x\xe2\x80\xaeevil\xe2\x81\xa6.example", "https://xevil.example"),  # bidi
+        (b"a\x0bb\x0cc\td", "a b c d"),  # spacing controls read as a space
+        (b"\xef\xbf\xbe\xef\xbf\xbf\xef\xb7\x90*", "*"),  # noncharacters
+        (b"\xc2\x85\xc2\x9b*", "*"),  # C1 controls
+        (b"https://caf\xc3\xa9.example", "https://café.example"),
+    ],
+)
+async def test_a_header_value_is_stored_without_what_would_reorder_or_control_a_reader_s_text(
+    canned: Any, value: bytes, kept: str,
+) -> None:
+    """Access-Control-Allow-Origin, published as `cors.allowOrigin`, is kept without control
+    codes, noncharacters or bidirectional controls: they would reorder or drive what a page or
+    a terminal shows around it."""
+    server = await canned(b"HTTP/1.1 200 OK\r\nAccess-Control-Allow-Origin: " + value
+                          + b"\r\nContent-Length: 0\r\n\r\n")
+    result = await probe_url(server.url(), FAST)
+    assert (result.outcome, result.cors_allow_origin) == ("live", kept)
+
+
 async def test_waiting_out_a_redirect_target_s_retry_after_is_no_part_of_the_deadline(
     canned: Any,
 ) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pipeline.contract import Deprecation, Lifecycle, LifecycleState
+from pipeline.probing.probe import storable
 from pipeline.store.tables import as_utc, json_time
 
 ANY_ORIGIN = "*"
@@ -95,7 +96,9 @@ def measured_cors(probes: Sequence[Any], origin: str) -> dict[str, Any]:
                 "checkedAt": json_time(checked)}
     allowing = [p for p in answered if p.cors_allow_origin in (ANY_ORIGIN, origin)]
     deciding = allowing[0] if allowing else answered[0]
-    return {"state": "yes" if allowing else "no", "allowOrigin": deciding.cors_allow_origin,
+    # `storable` again: a value stored before the prober dropped control codes is shown without.
+    return {"state": "yes" if allowing else "no",
+            "allowOrigin": storable(deciding.cors_allow_origin),
             "credentials": deciding.cors_allow_credentials,
             "checkedAt": json_time(deciding.checked_at)}
 

@@ -501,13 +501,29 @@ def _trace_config() -> aiohttp.TraceConfig:
     return trace
 
 
+# What no text taken from a server keeps: C0 and C1 controls and DEL (a terminal escape, a
+# line break in a one-line value, NUL, which PostgreSQL refuses in text), noncharacters
+# (U+FDD0-U+FDEF, the last two code points of every plane) and the bidirectional embedding,
+# override and isolate controls (U+202A-U+202E, U+2066-U+2069, which the catalogue refuses in
+# its own text too), which would reorder a page's or a terminal's text around it.
+_UNSHOWN = re.compile(
+    "[\x00-\x1f\x7f-\x9f\ufdd0-\ufdef\u202a-\u202e\u2066-\u2069"
+    + "".join(chr(plane | 0xFFFE) + chr(plane | 0xFFFF) for plane in range(0, 0x110000, 0x10000))
+    + "]"
+)
+_SPACING = str.maketrans("\t\n\v\f\r", "     ")
+
+
 def storable(text: str | None) -> str | None:
-    """`text` as any store takes it: a server's bytes that are not UTF-8 (aiohttp keeps them as
-    lone surrogates) become `?`, and NUL, which PostgreSQL refuses in text, is dropped. One
-    such header must not make a night's probes impossible to store."""
-    if text is None or (text.isascii() and "\x00" not in text):
+    """`text` taken from a server (a header, a Location, an error's message) as the store keeps
+    it and a release, a page or a terminal shows it: the one rule of every such field. Bytes
+    that are not UTF-8 (aiohttp keeps them as lone surrogates) become `?`, a tab or line break
+    a space, and what `_UNSHOWN` names is dropped. One such header must not make a night's
+    probes impossible to store, nor write control codes into what a reader sees."""
+    if text is None or (text.isascii() and text.isprintable()):
         return text
-    return text.encode("utf-8", "replace").decode("utf-8").replace("\x00", "")
+    text = text.encode("utf-8", "replace").decode("utf-8").translate(_SPACING)
+    return _UNSHOWN.sub("", text)
 
 
 def _ms_sum(values: Iterable[float | None]) -> float | None:
