@@ -192,6 +192,47 @@ def test_gate_reads_secret_fields_of_a_sample_response() -> None:
     assert credential_findings("sampleResponse", '{"token": "YOUR_ACCESS_TOKEN"}') == []
 
 
+URL_KEYS = sorted(set(LIVE) - {"private key", "slack", "jwt"})  # a URL holds no spaces or dots
+
+
+@pytest.mark.parametrize("kind", URL_KEYS)
+def test_a_real_looking_credential_in_an_address_the_prober_calls_fails_validation(
+    kind: str, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """A key in an endpoint's query or in baseUrl was probed every night and published: the
+    gate read only authExample, sampleRequest and sampleResponse."""
+    endpoints = [*make_entry()["endpoints"],
+                 {"method": "GET", "path": f"/current?appid={LIVE[kind]}&units=metric"}]
+    assert ("real-credential", "endpoints[3].path") in rules(
+        write_entry, data_dir, endpoints=endpoints)
+    assert ("real-credential", "baseUrl") in rules(
+        write_entry, data_dir, baseUrl=f"https://api.example.com/v1/{LIVE[kind]}",
+        sampleRequest=f'curl "https://api.example.com/v1/{LIVE[kind]}/forecast"')
+
+
+def test_a_key_in_an_endpoint_path_is_one_line_naming_file_entry_and_field(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    endpoints = [*make_entry()["endpoints"], {"method": "GET", "path": f"/x?key={LIVE['aws']}"}]
+    write_entry(make_entry(endpoints=endpoints), category="weather", name="example-weather")
+    entries = data_dir / "entries"
+    lines = [str(p) for p in read_catalog([entries], entries).problems]
+    assert lines and all("\n" not in line for line in lines)
+    assert lines[0].startswith(f"{entries / 'weather' / 'example-weather.yaml'}:")
+    assert ": entry example-weather: field endpoints[3].path: looks like a real credential: " \
+        "AWS access key id (AKIAIOSF…)" in lines[0]
+
+
+@pytest.mark.parametrize("path", ["/current?appid=YOUR_API_KEY", "/current?key=your-api-key",
+                                  "/items/5b11f4ce-a62d-471e-81fc-a69a8278c7da",
+                                  "/v1/models/gemini-2.0-flash:generateContent"])
+def test_placeholders_in_an_endpoint_path_pass_the_gate(
+    path: str, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    endpoints = [*make_entry()["endpoints"], {"method": "GET", "path": path}]
+    assert rules(write_entry, data_dir, endpoints=endpoints) == []
+
+
 def test_a_real_looking_credential_fails_validation_and_names_the_field(
     write_entry: WriteEntry, data_dir: Path
 ) -> None:

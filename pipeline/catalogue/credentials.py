@@ -3,7 +3,8 @@
 Entries show how to authenticate, so they hold credential-shaped text on purpose;
 only placeholders (`YOUR_API_KEY`, `<token>`, `sk_test_xxx…`) may appear. Known
 key formats are caught anywhere; long random-looking tokens are caught where a
-credential would sit (auth examples, requests, secret-named response fields).
+credential would sit (auth examples, requests, the addresses the prober calls,
+secret-named response fields).
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ SECRET_KEYS = re.compile(
     r"credential|signature",
     re.I,
 )
+# Fields where any long random-looking token is taken for a credential: the auth example, the
+# sample request, and the addresses the prober calls every night and the release publishes
+# (`baseUrl` and an endpoint's `path`, its query included).
+TOKEN_FIELDS = frozenset({"authExample", "sampleRequest", "baseUrl", "path"})
 
 
 @dataclass(frozen=True)
@@ -120,9 +125,10 @@ def _secret_valued(document: Any, under_secret_key: bool = False) -> Iterator[st
 
 
 def credential_findings(field: str, text: str) -> list[Finding]:
-    """What in one field of an entry looks like a real credential."""
+    """What in one field of an entry looks like a real credential; `field` is its name (an
+    endpoint's path is `path`)."""
     findings = list(known_credentials(text))
-    if field in ("authExample", "sampleRequest"):
+    if field in TOKEN_FIELDS:
         findings.extend(random_tokens(text))
     elif field == "sampleResponse":
         try:

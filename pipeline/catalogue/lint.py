@@ -18,7 +18,6 @@ Lint = tuple[Loc, str, str]  # (field location, rule, message)
 TAG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")  # whole: `$` would also end before a "\n"
 SENTENCE_BREAK = re.compile(r"[.!?]\s+[A-Z0-9]")
 URL = re.compile(r"https?://[^\s\"'<>]+")
-CREDENTIAL_FIELDS = ("authExample", "sampleRequest", "sampleResponse")
 # Words that point away from a fact instead of stating it: a field says something or is left out.
 # An address (`example.com/pricing`) is tried only where a run of name characters starts, its
 # labels taken once (possessive) and its path at most 300 characters: the pattern stays linear,
@@ -248,13 +247,23 @@ def _pricing(entry: EntryContent) -> Iterator[Lint]:
         )
 
 
+def _credential_texts(entry: EntryContent) -> Iterator[tuple[Loc, str | None]]:
+    """Every field that may show how to authenticate, and every address the prober calls:
+    a real key in any of them would be published, and one in a URL sent every night."""
+    yield ("authExample",), entry.auth_example
+    yield ("sampleRequest",), entry.sample_request
+    yield ("sampleResponse",), entry.sample_response
+    yield ("baseUrl",), entry.base_url
+    for index, endpoint in enumerate(entry.endpoints or []):
+        yield ("endpoints", index, "path"), endpoint.path
+
+
 def _credentials(entry: EntryContent) -> Iterator[Lint]:
-    values = (entry.auth_example, entry.sample_request, entry.sample_response)
-    for name, value in zip(CREDENTIAL_FIELDS, values, strict=True):
+    for loc, value in _credential_texts(entry):
         if value is not None:
-            for finding in credential_findings(name, value):
+            for finding in credential_findings(str(loc[-1]), value):
                 yield (
-                    (name,),
+                    loc,
                     "real-credential",
                     f"looks like a real credential: {finding}; use a placeholder "
                     "such as YOUR_API_KEY",
