@@ -105,6 +105,27 @@ def test_targets_skip_other_methods_placeholders_and_duplicates() -> None:
     ]
 
 
+def test_a_path_holding_a_placeholder_credential_is_not_probed() -> None:
+    """Only the base address was checked for placeholders: `?appid=YOUR_API_KEY` was sent
+    as a key every night, noise to the provider, its 401 telling nothing. Probes carry no
+    credentials, so such an endpoint is not probed, and says why as the others do."""
+    targets, skipped = probe_targets_for(
+        "https://api.example.com/v1",
+        [(1, "GET", "/weather?appid=YOUR_API_KEY&units=metric"),
+         (2, "GET", "/forecast?key=your-api-key"),
+         (3, "GET", "/alerts"),
+         (4, "GET", "/yourself")],
+        entry_id="example-weather",
+    )
+    assert [t.url for t in targets] == ["https://api.example.com/v1/alerts",
+                                        "https://api.example.com/v1/yourself"]
+    assert skipped == [(1, "path has a placeholder credential (YOUR_API_KEY)"),
+                       (2, "path has a placeholder credential (your-api-key)")]
+    targets, skipped = probe_targets_for("https://api.example.com/v1",
+                                         [(1, "GET", "/weather?appid=YOUR_API_KEY")])
+    assert targets == [ProbeTarget("https://api.example.com/v1")]  # the base stands in
+
+
 def test_targets_fall_back_to_the_base_url() -> None:
     targets, skipped = probe_targets_for("https://api.example.com", [(7, "DELETE", "/x")])
     assert targets == [ProbeTarget("https://api.example.com")]

@@ -226,6 +226,9 @@ def failure_class(*looks: ProbeResult) -> FailureClass | None:
 
 # A base address written for the reader's own account: `https://YOUR_PROJECT_REF.supabase.co`.
 _ACCOUNT_PLACEHOLDER = re.compile(r"YOUR_[A-Z0-9_]+|\{[^}]*\}|<[^>]*>")
+# A credential written as a stand-in in an endpoint's path or query (`?appid=YOUR_API_KEY`,
+# `?key=your-api-key`): sending it is noise to the provider, and its 401 says nothing.
+_CREDENTIAL_PLACEHOLDER = re.compile(r"(?i:\bYOUR[_-][\w-]+)|<[^>]*>")
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@]*@")
 
 
@@ -247,8 +250,10 @@ def probe_targets_for(
     """From an entry's baseUrl and endpoints (endpoint_id, method, path): the GET targets
     without {placeholders} joined to baseUrl (baseUrl itself when none), duplicates removed,
     plus the skipped endpoints with their reason ("method is POST", "path has placeholders",
-    "same URL as GET /forecast", naming the endpoint as the entry lists it: a reader knows no
-    endpoint by its number in the store). A base address written for the reader's own account
+    "path has a placeholder credential (YOUR_API_KEY)", "same URL as GET /forecast", naming
+    the endpoint as the entry lists it: a reader knows no endpoint by its number in the
+    store). Probes carry no credentials, so a path or query holding a stand-in for one is not
+    called either. A base address written for the reader's own account
     (`https://YOUR_PROJECT_REF.supabase.co`) has no URL to probe: no targets at all."""
     targets: list[ProbeTarget] = []
     skipped: list[tuple[int | None, str]] = []
@@ -265,6 +270,9 @@ def probe_targets_for(
             skipped.append((endpoint_id, f"method is {method}"))
         elif _PLACEHOLDER.search(path):
             skipped.append((endpoint_id, "path has placeholders"))
+        elif credential := _CREDENTIAL_PLACEHOLDER.search(path):
+            skipped.append((endpoint_id,
+                            f"path has a placeholder credential ({credential.group(0)})"))
         else:
             url = join_url(base_url, path)
             if url in seen:
