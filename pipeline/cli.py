@@ -606,14 +606,16 @@ def draft(
         write_draft,
     )
     from pipeline.contract import CATEGORY_IDS
+    from pipeline.probing.netguard import GuardPolicy
 
     if category is not None and category not in CATEGORY_IDS:
         fail(f"no category {category!r}: the categories are {', '.join(CATEGORY_IDS)}")
     if entry_id is not None and (problem := entry_id_problem(entry_id)):
         fail(problem)
     settings = Settings()
-    description = load_description(source, user_agent=settings.user_agent(
-        "draft", DRAFT_PURPOSE))
+    description = load_description(
+        source, user_agent=settings.user_agent("draft", DRAFT_PURPOSE),
+        policy=GuardPolicy(allow_private=settings.probe_allow_private))
     entry = draft_entry(description, source, category, entry_id)
     text = render_draft(entry)
     if category is None:

@@ -20,6 +20,7 @@ from aiohttp import web
 from pipeline.catalogue.draft import (
     MAX_DESCRIPTION_BYTES,
     MAX_DESCRIPTION_DEPTH,
+    PUBLIC_ONLY,
     DraftError,
     draft_entry,
     load_description,
@@ -27,10 +28,14 @@ from pipeline.catalogue.draft import (
     write_draft,
 )
 from pipeline.catalogue.entries import read_catalog
+from pipeline.probing.netguard import GuardPolicy
+from pipeline.probing.probe import MAX_REDIRECTS
 from pipeline.settings import Settings
 from tests.conftest import REPO, make_entry
 
 FIXTURES = REPO / "tests" / "fixtures" / "openapi"
+# The servers of these tests are on loopback: allowed as the prober's tests allow them.
+LOOPBACK = GuardPolicy(allow_private=True)
 
 
 def drafted(name: str, **options: str) -> dict:
@@ -162,7 +167,8 @@ async def test_a_description_at_a_url_is_fetched_and_named(settings_env: dict[st
         return web.Response(body=body, content_type="application/yaml")
 
     async with serving(serve) as url:
-        done = await asyncio.to_thread(apidir, "draft", url, env=settings_env)
+        done = await asyncio.to_thread(apidir, "draft", url,
+                                       env=settings_env | {"APIDIR_PROBE_ALLOW_PRIVATE": "true"})
     assert done.returncode == 0, done.stderr
     entry = yaml.safe_load(done.stdout)
     assert entry["openapiUrl"] == url and entry["sources"] == [url]
@@ -190,7 +196,7 @@ async def test_a_body_compressed_anyway_is_decoded(coding: str, pack: Callable[[
         return web.Response(body=pack(text), headers={"Content-Encoding": coding})
 
     async with serving(serve) as url:
-        document = await asyncio.to_thread(load_description, url)
+        document = await asyncio.to_thread(load_description, url, policy=LOOPBACK)
     assert document["info"]["title"] == "Swagger Petstore"
 
 
@@ -249,10 +255,10 @@ ALIAS_BOMB = "".join(
 )
 
 
-def refusal(source: str | Path, **options: float) -> str:
+def refusal(source: str | Path, policy: GuardPolicy = LOOPBACK, **options: float) -> str:
     """The one line `load_description` refuses `source` with."""
     with pytest.raises(DraftError) as refused:
-        load_description(str(source), **options)
+        load_description(str(source), policy=policy, **options)
     message = str(refused.value)
     assert "\n" not in message
     return message
@@ -343,16 +349,16 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @asynccontextmanager
-async def serving(handler: Handler) -> AsyncIterator[str]:
-    """The address of `handler`, served on loopback by a real aiohttp server."""
+async def serving(handler: Handler, host: str = "127.0.0.1") -> AsyncIterator[str]:
+    """The address of `handler`, served on loopback (`host`) by a real aiohttp server."""
     app = web.Application()
     app.router.add_get("/openapi.yaml", handler)
     runner = web.AppRunner(app)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
+    site = web.TCPSite(runner, host, 0)
     await site.start()
     try:
-        yield f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/openapi.yaml"
+        yield f"http://{host}:{site._server.sockets[0].getsockname()[1]}/openapi.yaml"
     finally:
         await runner.cleanup()
 
@@ -435,3 +441,92 @@ def test_a_draft_is_never_written_through_a_symlink(data_dir: Path, tmp_path: Pa
         write_draft("id: pets\n", entries, "ai", "pets")
     assert list(outside.iterdir()) == []
     assert write_draft("id: pets\n", entries, "maps", "pets").read_text() == "id: pets\n"
+
+
+PETSTORE = (FIXTURES / "petstore-3.0.yaml").read_text()
+
+
+def redirecting_to(target: str) -> Handler:
+    async def redirect(_: web.Request) -> web.Response:
+        raise web.HTTPFound(target)
+    return redirect
+
+
+@pytest.mark.parametrize("inside", ["127.0.0.2", "localhost"])
+async def test_a_redirect_to_an_address_the_guard_refuses_is_never_followed(inside: str) -> None:
+    """aiohttp followed a description's redirects to any address: a cloud metadata service or
+    a service of the machine itself. Every hop is held to the prober's guard, an address
+    written as an IP literal as well as a name resolving to one (here the refused networks
+    stand for them, loopback being where the tests run)."""
+    reached: list[str] = []
+
+    async def inner(request: web.Request) -> web.Response:
+        reached.append(request.path)
+        return web.Response(text=PETSTORE)
+
+    outer_host = "127.0.0.1" if inside == "127.0.0.2" else "127.0.0.2"
+    refused = ["127.0.0.2/32"] if inside == "127.0.0.2" else ["127.0.0.1/32", "::1/128"]
+    policy = GuardPolicy.from_strings(True, refused)
+    async with serving(inner, host="127.0.0.1" if inside == "localhost" else inside) as target:
+        target = target.replace("127.0.0.1", inside)
+        async with serving(redirecting_to(target), host=outer_host) as url:
+            message = await asyncio.to_thread(refusal, url, policy)
+    assert message.startswith(f"{url}: cannot download it: blocked: {inside}"), message
+    assert "in blocked network" in message and reached == []
+
+
+async def test_the_guard_is_on_unless_turned_off_as_for_the_prober() -> None:
+    reached: list[str] = []
+
+    async def serve(request: web.Request) -> web.Response:
+        reached.append(request.path)
+        return web.Response(text=PETSTORE)
+
+    async with serving(serve) as url:
+        message = await asyncio.to_thread(refusal, url, PUBLIC_ONLY)
+        done = await asyncio.to_thread(apidir, "draft", url,
+                                       env={"APIDIR_PROBE_ALLOW_PRIVATE": "false"})
+    assert message == f"{url}: cannot download it: blocked: 127.0.0.1 is loopback"
+    assert done.returncode != 0 and done.stdout == ""
+    assert done.stderr.strip().endswith(message) and done.stderr.count("\n") == 1
+    assert reached == []
+
+
+async def test_redirects_are_followed_up_to_the_probers_limit() -> None:
+    hops: list[int] = []
+
+    async def again(request: web.Request) -> web.Response:
+        hop = int(request.query.get("hop", "0"))
+        hops.append(hop)
+        raise web.HTTPFound(f"/openapi.yaml?hop={hop + 1}")
+
+    async with serving(again) as url:
+        message = await asyncio.to_thread(refusal, url)
+    assert message == f"{url}: cannot download it: more than {MAX_REDIRECTS} redirects"
+    assert hops == list(range(MAX_REDIRECTS + 1))
+
+
+async def test_a_user_name_and_password_in_the_url_are_never_sent_nor_shown() -> None:
+    """`http://alice:s3cret@host/x` was sent as `Authorization: Basic …`, and the password
+    printed in the error and written in the draft; a redirect's user info neither."""
+    sent: list[str | None] = []
+
+    async def serve(request: web.Request) -> web.Response:
+        sent.append(request.headers.get("Authorization"))
+        if request.query.get("missing"):
+            return web.Response(status=404)
+        if not request.query.get("moved"):
+            raise web.HTTPFound(str(request.url.with_user("bob").with_password("pw2")
+                                    .with_query(moved=1)))
+        return web.Response(text=PETSTORE.replace("http://petstore.swagger.io/v1", "/v1"))
+
+    async with serving(serve) as url:
+        secret = url.replace("http://", "http://alice:s3cret@")
+        message = await asyncio.to_thread(refusal, f"{secret}?missing=1")
+        document = await asyncio.to_thread(load_description, secret, policy=LOOPBACK)
+    assert message == f"{url}?missing=1: cannot download it: HTTP 404 Not Found"
+    assert sent == [None, None, None]
+    entry = draft_entry(document, secret)
+    assert (entry["openapiUrl"], entry["sources"]) == (url, [url])
+    assert entry["baseUrl"] == url.removesuffix("/openapi.yaml") + "/v1"
+    assert "s3cret" not in render_draft(entry)

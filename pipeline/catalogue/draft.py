@@ -20,6 +20,7 @@ from urllib.parse import urljoin, urlsplit
 import aiohttp
 import yaml
 from pydantic import TypeAdapter, ValidationError
+from yarl import URL
 
 from pipeline.catalogue.guard import (
     VALUE_ERRORS,
@@ -32,6 +33,14 @@ from pipeline.catalogue.guard import (
     read_text,
 )
 from pipeline.contract import Slug
+from pipeline.probing.netguard import BlockedAddressError, GuardedResolver, GuardPolicy
+from pipeline.probing.probe import (
+    FOLLOWED_REDIRECTS,
+    MAX_REDIRECTS,
+    clean_url,
+    guard_refusal,
+    redact_userinfo,
+)
 
 TODO = "TODO:"
 MAX_ENDPOINTS = 8
@@ -45,6 +54,8 @@ DOWNLOAD_DEADLINE = 60.0  # seconds for the whole download, however slowly the b
 # (`Settings.user_agent`).
 DRAFT_PURPOSE = "reads an API description to draft an entry"
 DRAFT_USER_AGENT = f"apidir-draft/2.0 (+https://github.com/apidir/apidir; {DRAFT_PURPOSE})"
+# The prober's network guard, on: a download reaches public addresses only, on every hop.
+PUBLIC_ONLY = GuardPolicy()
 _METHODS = ("get", "post", "put", "patch", "delete")
 _PLACEHOLDER = re.compile(r"\{[^}]*\}")
 _SENTENCE = re.compile(r"^(.+?[.!?])(?:\s|$)", re.DOTALL)
@@ -59,31 +70,35 @@ def todo(what: str) -> str:
 
 
 def load_description(source: str, deadline: float = DOWNLOAD_DEADLINE,
-                     user_agent: str = DRAFT_USER_AGENT) -> dict[str, Any]:
+                     user_agent: str = DRAFT_USER_AGENT, policy: GuardPolicy = PUBLIC_ONLY,
+                     ) -> dict[str, Any]:
     """The description at `source`: a file, or an http(s) URL downloaded within `deadline`
-    seconds as `user_agent`. It keeps the entry files' limits (`guard`) with a description's
-    size and depth, and the shape of every field a draft reads, so that no description ends in
-    a traceback."""
+    seconds as `user_agent` through the prober's network guard (`policy`; tests on loopback
+    allow private addresses as the prober's do). It keeps the entry files' limits (`guard`)
+    with a description's size and depth, and the shape of every field a draft reads, so that
+    no description ends in a traceback. A user name or password in the URL is never sent nor
+    shown."""
     if not source.strip():
         raise DraftError("no description named: give its file or its http(s) URL")
+    shown = redact_userinfo(source)
     try:
-        text = (download(source, deadline, user_agent) if _is_url(source)
+        text = (download(source, deadline, user_agent, policy) if _is_url(source)
                 else read_text(Path(source), MAX_DESCRIPTION_BYTES, setting=None))
         document = parse_description(text)
     except UnsafeEntryFile as exc:
         line = f"line {exc.line}: " if exc.line else ""
-        raise DraftError(f"{source}: {line}{exc} [{exc.rule}]") from None
+        raise DraftError(f"{shown}: {line}{exc} [{exc.rule}]") from None
     except OSError as exc:
-        raise DraftError(f"{source}: cannot read it: {exc.strerror or exc}") from None
+        raise DraftError(f"{shown}: cannot read it: {exc.strerror or exc}") from None
     except DraftError:
         raise
     except ValueError as exc:  # the text's syntax, or an address urllib cannot split
-        raise DraftError(f"{source}: {' '.join(str(exc).split())}") from None
+        raise DraftError(f"{shown}: {' '.join(str(exc).split())}") from None
     if not _is_description(document):
-        raise DraftError(f"{source}: not an OpenAPI 3.x or Swagger 2.0 description")
+        raise DraftError(f"{shown}: not an OpenAPI 3.x or Swagger 2.0 description")
     problem = shape_problem(document, DESCRIPTION_SHAPE)
     if problem:
-        raise DraftError(f"{source}: {problem}")
+        raise DraftError(f"{shown}: {problem}")
     return document
 
 
@@ -101,10 +116,11 @@ def _is_url(source: str) -> bool:
 
 
 def download(url: str, deadline: float = DOWNLOAD_DEADLINE,
-             user_agent: str = DRAFT_USER_AGENT) -> str:
+             user_agent: str = DRAFT_USER_AGENT, policy: GuardPolicy = PUBLIC_ONLY) -> str:
     """The text at `url`, refused past `deadline` seconds in all (a server trickling bytes
-    would hold the command for ever) and past the size a file may have, as a file is."""
-    return decode_within(asyncio.run(_download(url, deadline, user_agent)),
+    would hold the command for ever) and past the size a file may have, as a file is; every
+    hop held to the prober's network guard."""
+    return decode_within(asyncio.run(_download(url, deadline, user_agent, policy)),
                          MAX_DESCRIPTION_BYTES)
 
 
@@ -149,30 +165,58 @@ class BodyDecoder:
         return bytes(self.body)
 
 
-async def _download(url: str, deadline: float, user_agent: str) -> bytes:
+async def _download(url: str, deadline: float, user_agent: str, policy: GuardPolicy) -> bytes:
     """At most one byte more than a description may have: enough to refuse it. Identity is
-    asked for; a body the server compresses anyway is decoded within the same limit."""
+    asked for; a body the server compresses anyway is decoded within the same limit. Errors
+    name the URL without its user info."""
+    shown = redact_userinfo(url)
     headers = {"User-Agent": user_agent, "Accept-Encoding": "identity"}
+    resolver = GuardedResolver(policy)
     try:
-        async with aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=deadline), headers=headers,
-            auto_decompress=False,
-        ) as session, session.get(url) as response:
-            if response.status >= 400:
-                raise DraftError(f"{url}: cannot download it: HTTP {response.status} "
+        async with asyncio.timeout(deadline), aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(resolver=resolver), headers=headers,
+            auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(), trust_env=False,
+        ) as session, await _get_guarded(session, URL(url), policy, shown) as response:
+            if response.status >= 300:
+                raise DraftError(f"{shown}: cannot download it: HTTP {response.status} "
                                  f"{response.reason or ''}".rstrip())
-            body = BodyDecoder(url, response.headers.get("Content-Encoding", ""))
+            body = BodyDecoder(shown, response.headers.get("Content-Encoding", ""))
             async for chunk in response.content.iter_chunked(1 << 16):
                 if body.feed(chunk, MAX_DESCRIPTION_BYTES):
                     break
             return body.decoded(MAX_DESCRIPTION_BYTES)
+    except DraftError:
+        raise
     except TimeoutError:
-        raise DraftError(f"{url}: not downloaded within {deadline:g} s") from None
-    except aiohttp.InvalidURL:
-        raise DraftError(f"{url}: not a valid http(s) address") from None
+        raise DraftError(f"{shown}: not downloaded within {deadline:g} s") from None
+    except BlockedAddressError as exc:
+        raise DraftError(f"{shown}: cannot download it: {redact_userinfo(str(exc))}") from None
+    except (aiohttp.InvalidURL, ValueError):
+        raise DraftError(f"{shown}: not a valid http(s) address") from None
     except aiohttp.ClientError as exc:
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-        raise DraftError(f"{url}: cannot download it: {reason}") from None
+        reason = str(guard_refusal(exc) or exc)
+        reason = redact_userinfo(" ".join(reason.split())) or type(exc).__name__
+        raise DraftError(f"{shown}: cannot download it: {reason}") from None
+    finally:
+        await resolver.close()
+
+
+async def _get_guarded(session: aiohttp.ClientSession, url: URL, policy: GuardPolicy,
+                       shown: str) -> aiohttp.ClientResponse:
+    """The answer at `url`, its redirects followed by hand as the prober follows them: no user
+    info sent, each hop's address checked by the guard (the resolver checks the names), at
+    most `MAX_REDIRECTS` hops. aiohttp's own following went to any address, a cloud metadata
+    service or the machine itself included."""
+    for _hop in range(MAX_REDIRECTS + 1):
+        url = clean_url(url)
+        policy.check_url(url)
+        response = await session.get(url, allow_redirects=False)
+        location = response.headers.get("Location")
+        if response.status not in FOLLOWED_REDIRECTS or not location:
+            return response
+        response.release()
+        url = url.join(URL(location))
+    raise DraftError(f"{shown}: cannot download it: more than {MAX_REDIRECTS} redirects")
 
 
 def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -443,6 +487,7 @@ def draft_entry(document: Mapping[str, Any], source: str, category: str | None =
     summary = first_sentence(info.get("summary") or info.get("description") or "")
     docs = (document.get("externalDocs") or {}).get("url")
     auth_type, auth_description, auth_example = auth_of(document)
+    source = redact_userinfo(source)  # named in baseUrl, openapiUrl and sources
     base_url = base_url_of(document, source)
     is_url = urlsplit(source).scheme in ("http", "https")
     entry: dict[str, Any] = {

@@ -53,6 +53,7 @@ Outcome = Literal["live", "online", "unreachable"]
 DEFAULT_USER_AGENT = "apidir-prober/2.0 (+https://github.com/apidir/apidir; read-only health check)"
 # Redirects followed by hand; other 3xx (300, 304, ...) are reported as `redirect`.
 FOLLOWED_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+MAX_REDIRECTS = 5  # hops followed after the first request, by the prober and by `apidir draft`
 # 5xx worth a second try; 501 (not implemented) and 505 (version) will not change.
 RETRIED_5XX = frozenset({500, 502, 503, 504, 520, 521, 522, 523, 524, 529})
 RETRIED_ERRORS = frozenset({"connect_timeout", "read_timeout", "reset"})
@@ -74,7 +75,7 @@ class ProbeSettings:
     per_host_interval: float = 0.5  # seconds between request starts to one host
     connect_timeout: float = 5.0
     total_timeout: float = 15.0  # per attempt, until response headers
-    max_redirects: int = 5
+    max_redirects: int = MAX_REDIRECTS
     max_attempts: int = 3  # only transient failures are retried
     retry_after_cap: float = 30.0
     backoff_base: float = 0.5  # jittered exponential backoff
@@ -384,8 +385,14 @@ def _is_temporary_dns(exc: BaseException) -> bool:
     return any(getattr(item, "errno", None) == socket.EAI_AGAIN for item in _chain(exc))
 
 
+def guard_refusal(exc: BaseException) -> BlockedAddressError | None:
+    """The network guard's refusal behind a failed request, if that is what failed it
+    (aiohttp wraps the resolver's in its own connection error)."""
+    return next((e for e in _chain(exc) if isinstance(e, BlockedAddressError)), None)
+
+
 def _message(exc: BaseException) -> str:
-    blocked = next((e for e in _chain(exc) if isinstance(e, BlockedAddressError)), None)
+    blocked = guard_refusal(exc)
     text = str(blocked) if blocked else f"{type(exc).__name__}: {exc}".rstrip(": ")
     return redact_userinfo(" ".join(text.split()))[:_MESSAGE_LIMIT]
 
