@@ -114,11 +114,13 @@ def test_a_path_holding_a_placeholder_credential_is_not_probed() -> None:
         [(1, "GET", "/weather?appid=YOUR_API_KEY&units=metric"),
          (2, "GET", "/forecast?key=your-api-key"),
          (3, "GET", "/alerts"),
-         (4, "GET", "/yourself")],
+         (4, "GET", "/yourself"),
+         (5, "GET", "/your-orders")],
         entry_id="example-weather",
     )
     assert [t.url for t in targets] == ["https://api.example.com/v1/alerts",
-                                        "https://api.example.com/v1/yourself"]
+                                        "https://api.example.com/v1/yourself",
+                                        "https://api.example.com/v1/your-orders"]
     assert skipped == [(1, "path has a placeholder credential (YOUR_API_KEY)"),
                        (2, "path has a placeholder credential (your-api-key)")]
     targets, skipped = probe_targets_for("https://api.example.com/v1",

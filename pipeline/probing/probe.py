@@ -228,8 +228,12 @@ def failure_class(*looks: ProbeResult) -> FailureClass | None:
 # A base address written for the reader's own account: `https://YOUR_PROJECT_REF.supabase.co`.
 _ACCOUNT_PLACEHOLDER = re.compile(r"YOUR_[A-Z0-9_]+|\{[^}]*\}|<[^>]*>")
 # A credential written as a stand-in in an endpoint's path or query (`?appid=YOUR_API_KEY`,
-# `?key=your-api-key`): sending it is noise to the provider, and its 401 says nothing.
-_CREDENTIAL_PLACEHOLDER = re.compile(r"(?i:\bYOUR[_-][\w-]+)|<[^>]*>")
+# `?key=your-api-key`): sending it is noise to the provider, and its 401 says nothing. In
+# capitals any `YOUR_…` is a stand-in; in lower case only one naming a credential is, so that
+# a resource such as `/your-orders` is still probed.
+_CREDENTIAL_PLACEHOLDER = re.compile(
+    r"\bYOUR_[A-Z0-9_]+|(?i:\byour[_-][\w-]*?(?:key|token|secret|password|credential)s?\b)"
+    r"|<[^>]*>")
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@]*@")
 
 
