@@ -357,7 +357,7 @@ def _result_line(result: ProbeResult) -> str:
     took = f"{result.total_ms:.0f} ms" if result.total_ms is not None else "no response"
     who = f"{result.entry_id}: " if result.entry_id else ""
     extra = f" ({result.error})" if result.error and result.outcome == "unreachable" else ""
-    if final_url := redirected_to(result.final_url, result.redirects):
+    if final_url := redirected_to(result.url, result.final_url, result.redirects):
         extra += f" -> {final_url}"  # the status's finalUrl, as a run publishes it
     if result.confirmation:  # the second look at a failure, at the end of the run
         extra += f" [second look: {result.failure_class or 'recovered'}]"

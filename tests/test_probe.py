@@ -37,6 +37,7 @@ from pipeline.probing.probe import (
     probe_all,
     probe_targets_for,
     probe_url,
+    redirected_to,
     retry_after_seconds,
     storable,
 )
@@ -422,6 +423,8 @@ async def test_a_redirect_not_followed_never_becomes_the_final_url(
     if outcome == "online":
         assert (result.http_status, result.reason, result.redirects) == (302, "redirect", 0)
     assert server.requests == 1
+    # Nothing but the probed URL was requested: a status names no final URL of its own.
+    assert redirected_to(result.url, result.final_url, result.redirects) is None
 
 
 async def test_port_0_is_malformed_and_settled_not_a_refusal_to_retry() -> None:

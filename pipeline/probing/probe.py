@@ -176,10 +176,11 @@ def answered_by_page(result: ProbeResult) -> ProbeResult:
     return result
 
 
-def redirected_to(final_url: str | None, redirects: int) -> str | None:
+def redirected_to(url: str, final_url: str | None, redirects: int) -> str | None:
     """Where a probe's redirects ended, as a status publishes it (`finalUrl`): None when it
-    was not redirected, though the prober keeps the URL it probed as its final one."""
-    return final_url if redirects else None
+    was not redirected, though the prober keeps the URL it probed as its final one, and None
+    when it ended where it began (its first hop refused: nothing else was requested)."""
+    return final_url if redirects and final_url != url else None
 
 
 def stands_in(entry_id: str | None, endpoint_id: int | None) -> bool:

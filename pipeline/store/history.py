@@ -336,7 +336,8 @@ def status_form(probes: Sequence[ProbeRow]) -> dict[str, Any]:
         "checkedAt": json_time(deciding.checked_at),
         "note": ONLINE_NOTE if state == "online" else None, "url": deciding.url,
         "failure": deciding.failure_class if all(p.failure_class for p in probes) else None,
-        "finalUrl": published_url(redirected_to(deciding.final_url, deciding.redirects)),
+        "finalUrl": published_url(redirected_to(deciding.url, deciding.final_url,
+                                                  deciding.redirects)),
         "standIn": stands_in(deciding.entry_id, deciding.endpoint_id),
     }
 
