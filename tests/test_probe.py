@@ -618,11 +618,13 @@ async def test_shards_redirected_to_a_host_none_was_dealt_share_its_politeness(
                   if r.local == "127.0.0.3" and f"s={host}" in r.query]
         assert len(starts) == 4
         gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
-        assert min(gaps) >= spacing - 0.02, (host, gaps)
+        # Server-stamped arrivals, with the loaded machine's margin (see the test above): one
+        # prober's interval alone (0.15 s) stays below it.
+        assert min(gaps) >= spacing * 0.75, (host, gaps)
     assert three_hosts.max_active["127.0.0.3"] <= 2  # the shared host's own limit, over both
     own = [later - earlier for earlier, later in
            itertools.pairwise(three_hosts.arrivals("/redirect", local="127.0.0.1"))]
-    assert len(own) == 3 and min(own) >= interval - 0.01
+    assert len(own) == 3 and min(own) >= interval * 0.75
 
 
 async def test_a_host_waiting_its_interval_holds_no_global_slot(three_hosts: FakeServer) -> None:
