@@ -67,7 +67,7 @@ async def backfill(
                                 with_retries(probe, settings)(settings, run_id, selection))
                 await run_stage("probe", report_network_suspect(settings, "backfill", run_id))
             rows = await run_stage(
-                "rollup", with_retries(rollup, settings)(settings, days, selection))
+                "rollup", with_retries(rollup, settings)(settings, days, selection, run_id))
             now = utcnow()
             presented = await run_stage("score", score(settings, run_id, now))
             version = await run_stage(

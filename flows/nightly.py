@@ -91,18 +91,18 @@ async def publish(settings: Settings, run_id: int, presented: Path, now: datetim
 
 @task(name="rollup", cache_policy=NO_CACHE)
 async def rollup(settings: Settings, days: list[date], chosen: stages.Selection | None = None,
-                 ) -> int:
+                 run_id: int | None = None) -> int:
     """Store the daily rollups of `days` from the probe history (of the `chosen` entries, or
-    all); idempotent."""
+    all), for run `run_id`; idempotent."""
     entry_ids = None if chosen is None else chosen.entry_ids(settings)
-    rollups = stages.roll_up(settings, days, entry_ids)
+    rollups = stages.roll_up(settings, days, entry_ids, run_id)
     rows = sum(r.entries + r.endpoints for r in rollups)
     named = ", ".join(day.isoformat() for day in days) if days else "no day (none ended since)"
     get_run_logger().info("rolled up %s: %d rows", named, rows)
-    if kept := stages.keep_missing_evidence(settings):
+    if kept := stages.keep_missing_evidence(settings, run_id):
         get_run_logger().info("kept the rollup evidence of %s, rolled up before it was kept",
                               ", ".join(day.isoformat() for day in kept))
-    if pruned := stages.prune_probes(settings):
+    if pruned := stages.prune_probes(settings, run_id):
         most = len(pruned) == stages.PRUNED_DAYS_A_NIGHT
         get_run_logger().info("pruned the raw probes of %s (%d probes), older than %d days%s",
                               ", ".join(day.isoformat() for day, _ in pruned),
@@ -134,7 +134,8 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
             # The days to roll are the rollup stage's first read: a store that fails it
             # is told as that stage, alike in the run's record and the command's line.
             ended = await run_stage("rollup", asyncio.to_thread(stages.ended_days, settings, day))
-            await run_stage("rollup", with_retries(rollup, settings)(settings, ended))
+            await run_stage("rollup",
+                            with_retries(rollup, settings)(settings, ended, run_id=run_id))
             if settings.probe_enabled and settings.probe_deployment:
                 await run_stage("probe", probe_on_workers(run_id))
             elif settings.probe_enabled and settings.probe_shards > 1:

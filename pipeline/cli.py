@@ -692,6 +692,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
         UnsafeOutputFolder,
     )
     from pipeline.release.validate import ReleaseValidationError
+    from pipeline.store.locks import StoreLockTimeout
     from pipeline.store.migrate import MigrationFailedError, StoreOutOfDateError, StoreTooNewError
     from pipeline.store.tables import StoreUnreadableError
 
@@ -699,7 +700,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
             AutomationError, DraftError, UnknownSelectionError, PublishLockTimeout,
             PublishLockLost, ReleaseNotRecorded, ReleaseValidationError, StoreOutOfDateError,
             StoreTooNewError, StoreUnreadableError, MigrationFailedError, CategoryError, OSError,
-            UnsafeOutputFolder, PublishWriteFailed, UnusableWebhook)
+            UnsafeOutputFolder, PublishWriteFailed, UnusableWebhook, StoreLockTimeout)
 
 
 def user_caused(error: BaseException) -> bool:

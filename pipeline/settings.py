@@ -250,6 +250,11 @@ class Settings(BaseSettings):
         description="Seconds a publisher waits for another one to finish before giving up "
         "(at most a week: `inf` would have a publisher wait for ever behind a hung one).",
     )
+    store_lock_timeout: float = Field(
+        default=3600.0, gt=0, le=7 * DAY, allow_inf_nan=False,
+        description="Seconds a run's ingest or rollup waits for another run's to finish "
+        "before giving up (at most a week), naming the run that holds the store.",
+    )
     stale_days: int = Field(
         default=180, ge=1,
         description="Days after an entry's verified date when its facts are flagged stale.",

@@ -53,6 +53,7 @@ from pipeline.release.publish import ReleaseNotRecorded, left_out_line
 from pipeline.release.swap import PublishLockTimeout, PublishWriteFailed
 from pipeline.release.validate import ReleaseValidationError
 from pipeline.settings import Settings, webhook_url_problem
+from pipeline.store.locks import StoreLockTimeout
 from pipeline.store.migrate import lasting_refusal, store_failure_line
 from pipeline.store.tables import (
     ABANDONED,
@@ -67,13 +68,14 @@ from pipeline.store.tables import (
 
 T = TypeVar("T")
 # Bad input does not get better by trying again: only other errors are retried. Nor is a wait
-# for the publish lock given up: its wait was the retry, and APIDIR_PUBLISH_LOCK_TIMEOUT bounds
-# the whole of it (retried, a stage waited that long once more for each retry). Nor a release
+# for the publish lock or the store's lock given up: its wait was the retry, and
+# APIDIR_PUBLISH_LOCK_TIMEOUT (APIDIR_STORE_LOCK_TIMEOUT) bounds the whole of it (retried, a
+# stage waited that long once more for each retry). Nor a release
 # swapped in but not recorded: it is live, and a retry would publish a second one. Nor a store
 # its operator set up so that the pipeline cannot use it (`lasting_refusal`): no rights, no
 # writes, a table gone.
 PERMANENT_ERRORS = (EmptyCatalogError, ReleaseValidationError, ValidationError, ValueError,
-                    PublishLockTimeout, ReleaseNotRecorded)
+                    PublishLockTimeout, StoreLockTimeout, ReleaseNotRecorded)
 
 # How a failed run's error notes that its alert was not delivered.
 UNDELIVERED = "the alert was not delivered: "

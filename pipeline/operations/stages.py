@@ -73,6 +73,7 @@ from pipeline.store.history import (
     stored_run_tally,
     witness_targets,
 )
+from pipeline.store.locks import StoreWork, store_lock
 from pipeline.store.migrate import lasting_refusal, store_name
 from pipeline.store.shards import (
     finish_shard,
@@ -116,15 +117,20 @@ def ingest_entries(settings: Settings, run_id: int) -> tuple[IngestSummary, Cata
             f"no entries folder at {settings.entries_dir}; refusing to retire every stored entry"
         )
     engine = engine_for(settings.database_url)
-    with session_scope(engine) as session:
-        known = stored_files(session)
-    with entry_spool() as spool:  # the parsed entries wait on disk, not in memory
-        report = read_catalog([settings.entries_dir], settings.entries_dir,
-                              max_bytes=settings.entry_max_bytes, known=known, keep=spool.keep)
+    # One ingest at a time (`store_lock`): what is stored is read under the lock, so a run that
+    # waited for another's finds its entries stored, rather than inserting them again.
+    with store_lock(engine, StoreWork.ingest, run_id, settings.store_lock_timeout):
         with session_scope(engine) as session:
-            summary = ingest_catalog(session, report, run_id=run_id, spool=spool)
+            known = stored_files(session)
+        with entry_spool() as spool:  # the parsed entries wait on disk, not in memory
+            report = read_catalog([settings.entries_dir], settings.entries_dir,
+                                  max_bytes=settings.entry_max_bytes, known=known,
+                                  keep=spool.keep)
+            with session_scope(engine) as session:
+                summary = ingest_catalog(session, report, run_id=run_id, spool=spool)
+        with session_scope(engine) as session:
+            store_content_scores(session)
     with session_scope(engine) as session:
-        store_content_scores(session)
         run = session.get(PipelineRun, run_id)
         run.entries_seen = len(report.files)
         run.entries_added, run.entries_updated = len(summary.added), len(summary.updated)
@@ -504,28 +510,40 @@ def ended_days(settings: Settings, day: date) -> list[date]:
         return days_to_roll(session, day, utcnow())
 
 
+@contextmanager
+def rolling_up(settings: Settings, run_id: int | None) -> Iterator[Session]:
+    """A session on the store holding its rollup lock (`store_lock`): two runs rolling up the
+    same day (a backfill during the nightly) take turns instead of both inserting its rows,
+    and a day's probes are never pruned while another run rolls it up."""
+    engine = engine_for(settings.database_url)
+    with (store_lock(engine, StoreWork.rollup, run_id, settings.store_lock_timeout),
+          session_scope(engine) as session):
+        yield session
+
+
 def roll_up(
-    settings: Settings, days: list[date], entry_ids: Collection[str] | None = None
+    settings: Settings, days: list[date], entry_ids: Collection[str] | None = None,
+    run_id: int | None = None,
 ) -> list[RolledUp]:
     """Store the daily rollups of `days` from the probe history; idempotent. The cycle
     collector is paused, as in the score stage (a fifth of its CPU at 100,000 entries)."""
-    with paused_garbage_collection(), session_scope(engine_for(settings.database_url)) as session:
+    with paused_garbage_collection(), rolling_up(settings, run_id) as session:
         return roll_up_days(session, days, entry_ids)
 
 
-def keep_missing_evidence(settings: Settings) -> list[date]:
+def keep_missing_evidence(settings: Settings, run_id: int | None = None) -> list[date]:
     """Keep the rollup evidence of the days the score stage reads that were rolled up before
     it was kept with them (`rollup.keep_missing_evidence`); the days kept."""
-    with paused_garbage_collection(), session_scope(engine_for(settings.database_url)) as session:
+    with paused_garbage_collection(), rolling_up(settings, run_id) as session:
         return rollup.keep_missing_evidence(session, utcnow().date())
 
 
-def prune_probes(settings: Settings) -> list[tuple[date, int]]:
+def prune_probes(settings: Settings, run_id: int | None = None) -> list[tuple[date, int]]:
     """Delete the raw probes older than `APIDIR_PROBES_KEPT_DAYS` of the days rolled up
     (`rollup.prune_probes`), if a limit is set; (day, probes deleted) of each day pruned."""
     if not settings.probes_kept_days:
         return []
-    with session_scope(engine_for(settings.database_url)) as session:
+    with rolling_up(settings, run_id) as session:
         return rollup.prune_probes(session, utcnow().date(), settings.probes_kept_days,
                                    at_most=PRUNED_DAYS_A_NIGHT)
 

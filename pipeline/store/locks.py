@@ -1,0 +1,185 @@
+"""One writer of a kind at a time: the stages that rewrite shared rows of the store (the
+catalogue's ingest; the daily rollups, their evidence and the pruning of probes) hold the
+store's lock of their work for as long as they run, so two runs at once (a backfill during the
+nightly, two schedulers by mistake) take turns instead of both inserting the same new entry or
+the same day's rows, the second failing on a duplicate key.
+
+On PostgreSQL an advisory lock (every run on any machine sees it; the server lets go when the
+holder's connection ends); beside a SQLite file an exclusive lock on a file of its own (the
+kernel lets go when the holder dies). A run waits its turn at most `APIDIR_STORE_LOCK_TIMEOUT`
+seconds, then StoreLockTimeout names the run holding the lock.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import IntEnum
+from pathlib import Path
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import OperationalError
+from sqlmodel import Session
+
+from pipeline.store.tables import PipelineRun, as_utc, utc_text
+
+log = logging.getLogger(__name__)
+
+# PostgreSQL advisory locks of two int4 keys (`objsubid` 2 in pg_locks): the work's lock is
+# (WORK_KEY, work); its holder shows which run it is by a shared lock on (HOLDER_KEY + work,
+# run id). The migrations' lock is a single bigint key, which never meets these.
+WORK_KEY = 0x61706965
+HOLDER_KEY = 0x61707000
+LOCK_POLL_SECONDS = 0.05
+_KEYS = "CAST(:key AS integer), CAST(:work AS integer)"  # the two int4 keys, never a bigint
+NO_RUN = 0  # a stage called without a run's record (a benchmark, a test)
+
+
+class StoreWork(IntEnum):
+    """The kinds of work that take turns: each writes rows the other kind never does."""
+
+    ingest = 1  # the catalogue's entries and endpoints
+    rollup = 2  # the daily rollups, the days rolled up, the pruning of raw probes
+
+
+class StoreLockTimeout(RuntimeError):
+    """Another run held the store's lock of a work for longer than the wait allowed."""
+
+
+@contextmanager
+def store_lock(engine: Engine, work: StoreWork, run_id: int | None,
+               timeout: float) -> Iterator[None]:
+    """Hold the store's lock of `work` for run `run_id`, waiting at most `timeout` seconds for
+    the run that holds it (then StoreLockTimeout naming that run). Nothing to hold on an
+    in-memory SQLite store, which no other process opens."""
+    if engine.dialect.name == "postgresql":
+        with _advisory_lock(engine, work, run_id or NO_RUN, timeout):
+            yield
+        return
+    database = engine.url.database
+    if database in (None, "", ":memory:"):
+        yield
+        return
+    with _file_lock(engine, Path(f"{database}.{work.name}.lock"), work, run_id or NO_RUN,
+                    timeout):
+        yield
+
+
+@contextmanager
+def _advisory_lock(engine: Engine, work: StoreWork, run_id: int,
+                   timeout: float) -> Iterator[None]:
+    """The advisory lock of `work`, on a connection of its own held open while it is held
+    (outside any transaction: none stays open for hours), waited for in the server's queue for
+    at most `timeout` seconds (`lock_timeout`), so a waiter is seen in pg_locks."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        key = {"key": WORK_KEY, "work": int(work)}
+        taken = connection.execute(text(f"SELECT pg_try_advisory_lock({_KEYS})"), key).scalar()
+        if not taken:
+            _log_waiting(engine, work, _advisory_holder(connection, work))
+            connection.execute(text("SELECT set_config('lock_timeout', :ms, false)"),
+                               {"ms": f"{max(1, round(timeout * 1000))}ms"})
+            try:
+                connection.execute(text(f"SELECT pg_advisory_lock({_KEYS})"), key)
+            except OperationalError as error:
+                if getattr(error.orig, "sqlstate", None) != "55P03":  # lock_not_available
+                    raise
+                raise StoreLockTimeout(_timeout_line(
+                    engine, work, _advisory_holder(connection, work), timeout)) from None
+            finally:
+                connection.execute(text("SELECT set_config('lock_timeout', '0', false)"))
+        try:
+            connection.execute(text(f"SELECT pg_advisory_lock_shared({_KEYS})"),
+                               {"key": HOLDER_KEY + int(work), "work": run_id})
+            yield
+        finally:
+            _let_go(connection)
+
+
+def _let_go(connection: Connection) -> None:
+    """Let go of every advisory lock of the connection before it goes back to the pool (a
+    session's locks outlive its transactions); a connection that cannot is thrown away, which
+    lets go as well."""
+    try:
+        connection.execute(text("SELECT pg_advisory_unlock_all()"))
+    except OperationalError:
+        connection.invalidate()
+
+
+def _advisory_holder(connection: Connection, work: StoreWork) -> int | None:
+    """The run holding the advisory lock of `work` in this database, as its holder told
+    (None: it has not told yet, or let go meanwhile)."""
+    return connection.execute(text(
+        "SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
+        "objsubid = 2 AND classid = :key AND database = "
+        "(SELECT oid FROM pg_database WHERE datname = current_database()) LIMIT 1"),
+        {"key": HOLDER_KEY + int(work)}).scalar()
+
+
+@contextmanager
+def _file_lock(engine: Engine, path: Path, work: StoreWork, run_id: int,
+               timeout: float) -> Iterator[None]:
+    """An exclusive lock on the file `path` beside the SQLite store, which then holds its
+    holder's run id; waited for at most `timeout` seconds."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline, told = time.monotonic() + timeout, False
+        while not _locked(fd):
+            if not told:
+                _log_waiting(engine, work, _file_holder(path))
+                told = True
+            if time.monotonic() >= deadline:
+                raise StoreLockTimeout(_timeout_line(engine, work, _file_holder(path), timeout))
+            time.sleep(LOCK_POLL_SECONDS)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(run_id).encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # lets go of the lock
+
+
+def _locked(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        if error.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+    return True
+
+
+def _file_holder(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):  # not written yet
+        return None
+
+
+def holder_named(engine: Engine, run_id: int | None) -> str:
+    """The run holding a lock, as an operator finds it: its id, flow, host and start."""
+    if not run_id:
+        return "another process (with no run recorded)"
+    with Session(engine) as session:
+        run = session.get(PipelineRun, run_id)
+    if run is None:
+        return f"run {run_id}"
+    where = f" on {run.host}" if run.host else ""
+    pid = f" as process {run.pid}" if run.pid else ""
+    return (f"run {run.id} ({run.flow}{where}{pid}, started "
+            f"{utc_text(as_utc(run.started_at))})")
+
+
+def _log_waiting(engine: Engine, work: StoreWork, holder: int | None) -> None:
+    log.warning("the store's %s lock is held by %s: waiting for it to finish", work.name,
+                holder_named(engine, holder))
+
+
+def _timeout_line(engine: Engine, work: StoreWork, holder: int | None, timeout: float) -> str:
+    return (f"the store's {work.name} lock has been held by {holder_named(engine, holder)} for "
+            f"all of the {timeout:g} s waited (APIDIR_STORE_LOCK_TIMEOUT); try again when it "
+            "has finished")
