@@ -196,6 +196,15 @@ class Settings(BaseSettings):
         description="Seconds to response headers.")
     probe_attempts: int = Field(
         default=3, ge=1, le=MAX_TRIES, description="Tries for transient failures.")
+    probe_host_failures: int = Field(
+        default=10, ge=0,
+        description="Requests to one host in a row failing transiently (timeout, reset, 5xx, "
+        "429) before the host is given up for the run: its targets not yet probed are not, "
+        "and keep their last status (0: never).")
+    probe_host_budget: float = Field(
+        default=120.0, ge=0, le=DAY, allow_inf_nan=False,
+        description="Seconds one host's transient failures may cost a run (their attempts "
+        "and the Retry-After waits they ask for) before it is given up (0: no budget).")
     probe_allow_private: bool = Field(
         default=False,
         description="Turn the network guard off (local testing only): private addresses allowed.",
@@ -363,6 +372,8 @@ class Settings(BaseSettings):
             origin=self.probe_origin,
             ca_file=str(self.probe_ca_file) if self.probe_ca_file else None,
             confirm_failures=self.probe_confirm,
+            host_failures_in_a_row=self.probe_host_failures,
+            host_failure_budget=self.probe_host_budget,
         )
 
     @property

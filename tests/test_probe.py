@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 import pytest
 import pytest_asyncio
+from aiohttp.web import BaseRequest, Response, StreamResponse
 from fake_internet import (
     HUGE_BODY,
     CannedServer,
@@ -34,6 +35,7 @@ from pipeline.probing.probe import (
     ProbeSettings,
     ProbeTarget,
     http_reason,
+    is_failure,
     probe_all,
     probe_targets_for,
     probe_url,
@@ -252,6 +254,83 @@ async def test_retry_after_beyond_the_cap_is_not_retried_early(web: FakeServer) 
     assert (result.outcome, result.reason, result.http_status) == ("online", "rate_limited", 429)
     assert result.attempts == 1
     assert web.hits["/rate"] == 1
+
+
+# --- hosts given up on -----------------------------------------------------------------------
+
+
+async def _held_off(_r: BaseRequest) -> StreamResponse:
+    return Response(status=503, headers={"Retry-After": "1"})
+
+
+async def _hanging(_r: BaseRequest) -> StreamResponse:
+    await asyncio.sleep(30)  # far past the prober's timeout: the host hangs
+    return Response(text="late")
+
+
+async def test_a_host_failing_in_a_row_is_given_up_and_its_other_targets_are_not_sent() -> None:
+    """A host holding us off (503 + Retry-After) and a host that hangs, 12 URLs each, beside a
+    healthy host: each failing host gets its `host_failures_in_a_row` requests, no more (no
+    retry, no second look); its other targets are results with nothing sent, `unchecked`,
+    saying why; the healthy host's every target is probed as ever."""
+    hosts = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+    server = await FakeServer(hosts=hosts, routes={"/held": _held_off,
+                                                   "/hang": _hanging}).start()
+    settings = replace(FAST, per_host_concurrency=1, total_timeout=0.2, max_attempts=2,
+                       retry_after_cap=0.05, confirm_failures=True, host_failures_in_a_row=4,
+                       host_failure_budget=0)
+    held, hanging, healthy = (
+        [ProbeTarget(server.url(f"{path}?i={i}", host), f"entry-{host}", i) for i in range(12)]
+        for path, host in zip(("/held", "/hang", "/ok"), hosts, strict=True))
+    try:
+        results = await probe_all([*held, *hanging, *healthy], settings)
+    finally:
+        await server.close()
+    assert {host: len(server.arrivals(local=host)) for host in hosts} == {
+        "127.0.0.1": 4, "127.0.0.2": 4, "127.0.0.3": 12}
+    assert len(results) == 36  # one each: no second look at a given-up host's failures
+    by_host = {host: [r for r in results if f"//{host}:" in r.url] for host in hosts}
+    for host, failed in (("127.0.0.1", ("online", "server_error")),
+                         ("127.0.0.2", ("unreachable", "read_timeout"))):
+        sent = [r for r in by_host[host] if r.not_probed is None]
+        assert [(r.outcome, r.reason or r.error_class, r.failure_class) for r in sent] == [
+            (*failed, "transient")] * 4  # concluded from the one look the run had
+        unsent = [r for r in by_host[host] if r.not_probed is not None]
+        assert len(unsent) == 8
+        assert {(r.outcome, r.attempts, r.http_status, r.failure_class, r.not_probed)
+                for r in unsent} == {("unchecked", 0, None, None,
+                                      "not probed this run: its host failed 4 times in a row")}
+        assert not is_failure(unsent[0])
+    assert [(r.outcome, r.attempts) for r in by_host["127.0.0.3"]] == [("live", 1)] * 12
+
+
+def test_the_settings_give_every_prober_its_limits_on_a_failing_host() -> None:
+    """The one process's prober and each shard's (`probe_shard` starts from these) alike."""
+    from pipeline.settings import Settings
+
+    probe = Settings(probe_host_failures=3, probe_host_budget=7.5).probe_settings()
+    assert (probe.host_failures_in_a_row, probe.host_failure_budget) == (3, 7.5)
+    defaults = Settings().probe_settings()
+    assert (defaults.host_failures_in_a_row, defaults.host_failure_budget) == (
+        ProbeSettings().host_failures_in_a_row, ProbeSettings().host_failure_budget)
+
+
+async def test_a_host_whose_failures_cost_its_budget_is_given_up() -> None:
+    """Its failures in a row not counted, a hanging host is still given up once its timed-out
+    attempts took `host_failure_budget` seconds: it gets far fewer than its 24 requests."""
+    server = await FakeServer(routes={"/hang": _hanging}).start()
+    settings = replace(FAST, total_timeout=0.2, max_attempts=2, per_host_concurrency=1,
+                       host_failures_in_a_row=0, host_failure_budget=0.5)
+    try:
+        results = await probe_all([ProbeTarget(server.url(f"/hang?i={i}")) for i in range(12)],
+                                  settings)
+    finally:
+        await server.close()
+    assert 1 <= server.hits["/hang"] <= 3  # at least 0.2 s each: spent by the third
+    unsent = [r for r in results if r.not_probed is not None]
+    assert len(unsent) >= 12 - 3
+    assert all(r.not_probed.startswith("not probed this run: its host's failures took")
+               for r in unsent)
 
 
 # --- redirects ------------------------------------------------------------------------------

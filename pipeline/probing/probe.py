@@ -48,7 +48,10 @@ from pipeline.probing.prober_loop import run_on_prober_loop
 
 log = logging.getLogger(__name__)
 
-Outcome = Literal["live", "online", "unreachable"]
+# `unchecked`: a target the prober gave up on before sending it (`ProbeResult.not_probed`);
+# such a result is evidence of nothing and is never stored as a probe.
+Outcome = Literal["live", "online", "unreachable", "unchecked"]
+NOT_PROBED: Outcome = "unchecked"
 
 DEFAULT_USER_AGENT = "apidir-prober/2.0 (+https://github.com/apidir/apidir; read-only health check)"
 # Redirects followed by hand; other 3xx (300, 304, ...) are reported as `redirect`.
@@ -99,6 +102,13 @@ class ProbeSettings:
     # concurrency (at least one): together they start no more requests than one prober.
     own_hosts: frozenset[str] | None = None
     sharing: int = 1
+    # A host is given up on for the rest of the run (its targets left unchecked, nothing sent)
+    # once this many of its requests in a row failed transiently (a timeout, a reset, a 5xx or
+    # a 429: what is retried), or once such failures cost this many seconds (their attempts
+    # and the Retry-After waits they asked for): one host that hangs or holds us off must not
+    # make the night last hours. 0: no such limit.
+    host_failures_in_a_row: int = 10
+    host_failure_budget: float = 120.0
 
 
 @dataclass
@@ -138,6 +148,10 @@ class ProbeResult:
     # Not stored: the first hop's status (a 3xx) when the redirects ended on an HTML page at
     # another path, a sign-in page rather than the API's answer (`answered_by_page`).
     page_redirect_status: int | None = None
+    # Why the target was not probed this run (its host was given up on): the outcome is then
+    # `unchecked` and nothing was sent. Never stored as a probe, so the target's status, uptime
+    # and latency keep the evidence of the runs that did probe it.
+    not_probed: str | None = None
 
 
 FailureClass = Literal["dead", "blocked", "transient", "tls"]
@@ -572,6 +586,7 @@ class _Attempt:
     cors_allow_credentials: bool | None = None
     first_status: int | None = None  # the first hop's status
     landed_on_page: bool = False  # redirected to an HTML page at another path
+    given_up: str | None = None  # not sent: the host of its hop was given up on (why)
 
     def result(self, url: str, attempts: int) -> ProbeResult:
         if self.error_class is not None:
@@ -619,10 +634,11 @@ class _Attempt:
 
 class _HostTurn:
     """Per-host politeness: a semaphore and the earliest time the next request may start;
-    and the host's probes not yet finished, so its connections close once it has none."""
+    the host's probes not yet finished, so its connections close once it has none; and what
+    its transient failures have cost the run, until it is given up on (`given_up`: why)."""
 
-    __slots__ = ("interval", "next_start", "pending", "queued", "semaphore", "started",
-                 "starting")
+    __slots__ = ("failures_in_a_row", "given_up", "interval", "lost", "next_start", "pending",
+                 "queued", "semaphore", "started", "starting")
 
     def __init__(self, limit: int, interval: float) -> None:
         self.semaphore = asyncio.Semaphore(limit) if limit > 0 else None
@@ -632,6 +648,22 @@ class _HostTurn:
         self.pending = 0
         self.started = False  # a request of the host has had a global slot
         self.queued: list[asyncio.Future[None]] = []  # its requests waiting for one
+        self.failures_in_a_row = 0  # its probes ended in a transient failure, latest first
+        self.lost = 0.0  # seconds its transient failures cost: their attempts and waits
+        self.given_up: str | None = None
+
+
+class HostGivenUp(Exception):
+    """A request was not sent: its host was given up on for the run (the reason)."""
+
+
+def not_probed(url: str, reason: str) -> ProbeResult:
+    """The result of a target left unprobed this run, nothing sent (`ProbeResult.not_probed`)."""
+    return ProbeResult(
+        url=storable(redact_userinfo(url)), entry_id=None, endpoint_id=None,
+        checked_at=datetime.now(UTC), outcome=NOT_PROBED, reason=None, error_class=None,
+        http_status=None, total_ms=None, dns_ms=None, connect_ms=None, ttfb_ms=None,
+        final_url=None, attempts=0, redirects=0, error=None, not_probed=reason)
 
 
 def host_politeness(settings: ProbeSettings, host: str) -> tuple[int, float]:
@@ -824,11 +856,13 @@ class Prober:
             await turn.starting.acquire()
             try:
                 while True:
+                    if turn.given_up is not None:  # meanwhile, by another probe of the host
+                        raise HostGivenUp(turn.given_up)
                     if (wait := turn.next_start - loop.time()) > 0:
                         await asyncio.sleep(wait)
                         continue
                     await self._slots.acquire(turn)
-                    if loop.time() >= turn.next_start:
+                    if loop.time() >= turn.next_start and turn.given_up is None:
                         break
                     self._slots.release()
             except BaseException:
@@ -844,11 +878,37 @@ class Prober:
             if turn.semaphore is not None:
                 turn.semaphore.release()
 
-    def _hold_off(self, host: str, seconds: float) -> None:
-        """Keep every probe of `host` away for `seconds` (Retry-After applies to the host)."""
+    def _hold_off(self, host: str, seconds: float) -> float:
+        """Keep every probe of `host` away for `seconds` (Retry-After applies to the host);
+        returns the seconds this adds to the host's wait (a hold already running counts once)."""
         turn = self._hosts.get(host)
-        if turn is not None:
-            turn.next_start = max(turn.next_start, asyncio.get_running_loop().time() + seconds)
+        if turn is None:
+            return 0.0
+        now = asyncio.get_running_loop().time()
+        added = max(0.0, now + seconds - max(turn.next_start, now))
+        turn.next_start = max(turn.next_start, now + seconds)
+        return added
+
+    def _count(self, host: str, transient: bool, lost: float) -> None:
+        """Count an attempt of `host`: a `transient` failure (timeout, reset, 5xx, 429) adds to
+        the host's streak and its `lost` seconds (the attempt and the wait it asked for) to the
+        host's cost; any other ends the streak. The host is given up for the run after
+        `host_failures_in_a_row` such attempts in a row, or once they cost it
+        `host_failure_budget` seconds: one host that hangs or holds us off must not make the
+        night last hours."""
+        turn = self._hosts.get(host)
+        if turn is None or turn.given_up is not None:
+            return
+        settings = self.settings
+        turn.lost += lost
+        turn.failures_in_a_row = turn.failures_in_a_row + 1 if transient else 0
+        if 0 < settings.host_failures_in_a_row <= turn.failures_in_a_row:
+            turn.given_up = f"its host failed {turn.failures_in_a_row} times in a row"
+        elif 0 < settings.host_failure_budget <= turn.lost:
+            turn.given_up = f"its host's failures took {turn.lost:.0f} s"
+        if turn.given_up is not None:
+            log.warning("gave up on %s for this run (%s): its other targets are not probed",
+                        host, turn.given_up)
 
     async def probe(self, url: str) -> ProbeResult:
         """Probe one URL, retrying transient failures; never raises (bar cancellation).
@@ -884,22 +944,29 @@ class Prober:
     async def _probe(self, url: str) -> ProbeResult:
         settings = self.settings
         attempts = 0
+        last: _Attempt | None = None
         while True:
-            attempts += 1
             attempt = await self._attempt(url)
-            if not attempt.retryable or attempts >= settings.max_attempts:
+            if attempt.given_up is not None:  # nothing sent: what was, if anything, stands
+                if last is not None:
+                    return last.result(url, attempts)
+                return not_probed(url, f"not probed this run: {attempt.given_up}")
+            attempts += 1
+            host = target_host(attempt.final_url) if attempt.final_url else ""
+            lost = _seconds_taken(attempt) if attempt.retryable else 0.0
+            ends = not attempt.retryable or attempts >= settings.max_attempts
+            if not ends and attempt.retry_after is not None:
+                # Enforced through the host's next start, so it holds for every probe of it;
+                # asked to wait longer than we will: never come back early, stop here.
+                ends = attempt.retry_after > settings.retry_after_cap
+                lost += self._hold_off(host, min(attempt.retry_after, settings.retry_after_cap))
+            self._count(host, attempt.retryable, lost)
+            if ends:
                 return attempt.result(url, attempts)
-            if attempt.retry_after is not None:
-                host = _host_key(URL(attempt.final_url or url))
-                if attempt.retry_after > settings.retry_after_cap:
-                    # Asked to wait longer than we will: never come back early, stop here.
-                    self._hold_off(host, settings.retry_after_cap)
-                    return attempt.result(url, attempts)
-                # Enforced through the host's next start, so it holds for every probe of it.
-                self._hold_off(host, attempt.retry_after)
-            else:
+            if attempt.retry_after is None:
                 step = settings.backoff_base * 2 ** (attempts - 1)
                 await asyncio.sleep(step / 2 + random.uniform(0, step / 2))
+            last = attempt
 
     async def _attempt(self, url_text: str) -> _Attempt:
         settings = self.settings
@@ -936,6 +1003,9 @@ class Prober:
                     status, headers = await self._request(url, hop, deadline)
             except asyncio.CancelledError:
                 raise
+            except HostGivenUp as given_up:
+                attempt.given_up = str(given_up)
+                return attempt
             except Exception as exc:  # every failure becomes a result, none aborts the run
                 attempt.error_class = classify_error(exc, hop.phase)
                 attempt.error = _message(exc)
@@ -1125,6 +1195,12 @@ def _cert_expiry(not_after: str) -> datetime | None:
         return None
 
 
+def _seconds_taken(attempt: _Attempt) -> float:
+    """Seconds from an attempt's first request start to now (0: no request started)."""
+    start = attempt.hops[0].start if attempt.hops else None
+    return 0.0 if start is None else max(0.0, time.perf_counter() - start)
+
+
 def _host_key(url: URL) -> str:
     return (url.raw_host or "").lower()
 
@@ -1144,7 +1220,9 @@ async def probe_all(
 ) -> list[ProbeResult]:
     """Probe every target concurrently (one asyncio task per target, never a Prefect task),
     then each failed one once more (`confirm_failures`); returns the results in target order,
-    followed by the confirmations in target order. Duplicate URLs are probed once.
+    followed by the confirmations in target order. Duplicate URLs are probed once. The targets
+    of a host given up on (`host_failures_in_a_row`, `host_failure_budget`) that were not yet
+    sent are results with nothing sent (`not_probed`), and a failure it had gets no second look.
 
     The probes run on the prober's own loop (uvloop) in a worker thread: `on_result` is
     called there as each result is ready (to store it at once); an exception it raises
@@ -1169,6 +1247,13 @@ async def _probe_all(
 
     async def run(prober: Prober, url: str, indexes: list[int], again: bool = False) -> None:
         probed = await prober.probe(url)
+        if again and probed.not_probed is not None:
+            # No second look after all (its host was given up on): the first look decides.
+            for index in indexes:
+                first_look = results[index]
+                if first_look is not None:
+                    first_look.failure_class = failure_class(first_look)
+            return
         probed.confirmation = again
         if not again:
             first[url] = probed
