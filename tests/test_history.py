@@ -146,6 +146,48 @@ def test_status_is_unreachable_without_any_response_and_latest_run_wins(session)
     assert len(session.exec(select(ProbeRow)).all()) == 2  # nothing overwritten
 
 
+def test_targets_of_a_host_given_up_on_are_no_probes_and_keep_the_last_evidence(
+        session) -> None:
+    """A run that gave up on a host stores no row for the targets it did not send: the entry
+    keeps the status of the run that probed it, and its history (uptime, latency) gains no
+    failure and no sample; the run counts them apart from its probes; an endpoint the latest
+    run did not probe says why."""
+    from pipeline.probing.probe import not_probed
+    from pipeline.store.history import entry_endpoint_statuses, span_endpoints
+
+    first = start_run(session, "nightly")
+    forecast, current = plan_targets(session)[:2]
+    record_probes(session, first, [
+        result(forecast.url, "live", 200, endpoint=forecast.endpoint_id),
+        result(current.url, "live", 200, endpoint=current.endpoint_id),
+    ])
+    second = start_run(session, "nightly")
+    plan_targets(session)
+    reason = "not probed this run: its host failed 10 times in a row"
+    given_up = [replace(not_probed(target.url, reason), entry_id=target.entry_id,
+                        endpoint_id=target.endpoint_id) for target in (forecast, current)]
+    assert record_probes(session, second, given_up) == 0
+    tally = ProbeTally.of(given_up)
+    assert (tally.probes, tally.outcomes) == (0, {"unchecked": 2})
+    assert second.probes == 0 and second.probes_failed == 0
+    assert session.exec(select(func.count()).select_from(ProbeRow)).one() == 2
+    status = handed_over_status(session)
+    assert (status.state, status.checked_at) == ("live", T0)
+    assert set(history_frame(session)["run_id"]) == {first.id}
+    # A later run that probed one of them and gave up on the other: its note tells why.
+    third = start_run(session, "nightly")
+    plan_targets(session)
+    record_probes(session, third, [
+        result(forecast.url, "live", 200, endpoint=forecast.endpoint_id,
+               at=T0 + timedelta(days=2)), given_up[1]])
+    statuses = entry_endpoint_statuses(span_endpoints(session).active["example-weather"],
+                                       latest_probes(session)["example-weather"])
+    assert statuses[0]["state"] == "live"
+    assert (statuses[3]["state"], statuses[3]["note"]) == ("unchecked", reason)
+    plan_targets(session)  # the next run's plan clears the note
+    assert session.get(EndpointRow, current.endpoint_id).probe_note is None
+
+
 def test_a_run_where_everything_failed_at_once_is_flagged_and_ignored(session) -> None:
     good = start_run(session, "nightly")
     record_probes(session, good, [result("https://api.example.com/v1/forecast", "live", 200)])

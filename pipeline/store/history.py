@@ -26,6 +26,7 @@ from sqlmodel.sql.expression import Select, SelectOfScalar
 
 from pipeline.contract import ONLINE_NOTE, EndpointStatus, Status, absolute_uri
 from pipeline.probing.probe import (
+    NOT_PROBED,
     ProbeResult,
     ProbeTarget,
     probe_targets_for,
@@ -167,12 +168,13 @@ class ProbeTally:
     def of(cls, results: Iterable[ProbeResult]) -> ProbeTally:
         """Counted over targets, each by the run's conclusion: its confirmation, if it had one
         (so a failure probed twice counts once, and a suspect network is not double-counted).
-        A probe of no entry is a witness, counted apart."""
+        A probe of no entry is a witness, counted apart; a target not probed (its host given
+        up on) is counted as `unchecked`, never as a probe (`probes`)."""
         results = list(results)
         confirmed = {(r.entry_id, r.url) for r in results if r.confirmation}
         results = [r for r in results if r.confirmation or (r.entry_id, r.url) not in confirmed]
         entries = [r for r in results if r.entry_id is not None]
-        witnesses = [r for r in results if r.entry_id is None]
+        witnesses = [r for r in results if r.entry_id is None and r.not_probed is None]
         return cls(
             outcomes=dict(Counter(r.outcome for r in entries)),
             connect_failures=sum(1 for r in entries if r.error_class in CONNECT_FAILURES),
@@ -190,7 +192,8 @@ class ProbeTally:
 
     @property
     def probes(self) -> int:
-        return sum(self.outcomes.values())
+        """Targets probed: those not probed (`unchecked`) are no evidence of anything."""
+        return sum(count for outcome, count in self.outcomes.items() if outcome != NOT_PROBED)
 
     @property
     def network_suspect(self) -> bool:
@@ -252,9 +255,14 @@ def add_probes(session: Session, run_id: int, results: Iterable[ProbeResult]) ->
     ORM's bulk INSERT leaves out each row's None values, so it split the rows into a statement
     per run of rows with the same columns set (thousands a night), each compiled and executed
     apart; a None stored is NULL either way (no column it leaves out has another default).
+
+    A target not probed (its host given up on) is no probe and adds no row, so its entry keeps
+    the status, uptime and latency of the runs that probed it; its endpoint is noted with the
+    reason, which its status shows should the entry's latest run be this one.
     """
     results = list(results)
-    stored = [r for r in results if r.entry_id is not None]
+    stored = [r for r in results if r.entry_id is not None and r.not_probed is None]
+    _note_not_probed(session, [r for r in results if r.not_probed is not None])
     if stored:
         columns = ("run_id", *PROBE_COLUMNS)
         insert_rows(session, ProbeRow.__table__,
@@ -263,6 +271,17 @@ def add_probes(session: Session, run_id: int, results: Iterable[ProbeResult]) ->
         _widen_checked_bounds(session, run_id, min(r.checked_at for r in stored),
                               max(r.checked_at for r in stored))
     return ProbeTally.of(results)
+
+
+def _note_not_probed(session: Session, results: Sequence[ProbeResult]) -> None:
+    """Note on each endpoint among `results` why the run did not probe it (its next planned
+    run clears the note: `plan_targets`)."""
+    notes = [{"endpoint_id": r.endpoint_id, "note": r.not_probed}
+             for r in results if r.endpoint_id is not None]
+    if notes:
+        session.execute(update(EndpointRow.__table__)
+                        .where(EndpointRow.__table__.c.id == bindparam("endpoint_id"))
+                        .values(probe_note=bindparam("note")), notes)
 
 
 def stored_run_tally(session: Session, run: PipelineRun) -> ProbeTally | None:
