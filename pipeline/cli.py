@@ -326,8 +326,11 @@ def probe(
     # A failed target's second look (at the end) decides it, as in a run.
     final = {(r.entry_id, r.url): r for r in results}.values()
     failed = sum(1 for result in final if result.outcome == "unreachable")
-    if failed:
-        typer.echo(f"{failed} of {len(final)} probe(s) got no HTTP response", err=True)
+    unprobed = sum(1 for result in final if result.not_probed is not None)
+    if failed or unprobed:
+        typer.echo(f"{failed + unprobed} of {len(final)} probe(s) got no HTTP response"
+                   + (f" ({unprobed} not sent: their host was given up on)" if unprobed else ""),
+                   err=True)
         raise typer.Exit(1)
 
 
@@ -357,6 +360,8 @@ def _result_line(result: ProbeResult) -> str:
     took = f"{result.total_ms:.0f} ms" if result.total_ms is not None else "no response"
     who = f"{result.entry_id}: " if result.entry_id else ""
     extra = f" ({result.error})" if result.error and result.outcome == "unreachable" else ""
+    if result.not_probed:
+        extra = f" ({result.not_probed})"
     if final_url := redirected_to(result.url, result.final_url, result.redirects):
         extra += f" -> {final_url}"  # the status's finalUrl, as a run publishes it
     if result.confirmation:  # the second look at a failure, at the end of the run
