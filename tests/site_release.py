@@ -107,8 +107,9 @@ def sample_statuses() -> dict[str, Status]:
     }
 
 
-def publish_sample_release(root: Path) -> SampleRelease:
-    """Publish the sample release into `root/public` and return where it is."""
+def publish_sample_release(root: Path, pages: bool = True) -> SampleRelease:
+    """Publish the sample release into `root/public` (its reader pages too, unless `pages` is
+    off: a JSON-only release) and return where it is."""
     data = root / "data"
     shutil.copytree(REPO / "data", data)
     hostile = data / "entries" / "security" / f"{UNREACHABLE_ID}.yaml"
@@ -135,7 +136,8 @@ def publish_sample_release(root: Path) -> SampleRelease:
                 uptimes=entry_uptimes(history, NOW),
             )
             categories = load_categories(data / "categories.yaml")
-            publish_release(session, root / "public", BASE_URL, categories, NOW, presented)
+            publish_release(session, root / "public", BASE_URL, categories, NOW, presented,
+                            pages=pages)
     finally:
         engine.dispose()
     return SampleRelease(root / "public", statuses)

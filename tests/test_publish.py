@@ -25,6 +25,7 @@ from pipeline.release.layout import (
     CATEGORY_INDEX,
     ENTRY_DOCUMENTS,
     FULL_DATASET,
+    NOT_FOUND_PAGE,
     OPENAPI,
     RELEASES_DIR,
     SEARCH_INDEX,
@@ -240,17 +241,20 @@ def test_validation_finds_a_missing_changed_or_stray_entry_document(
 
 
 def test_a_release_without_its_host_files_is_refused(tmp_path: Path, catalogue_entries) -> None:
-    """Every release carries `_headers`, `_redirects` and the JSON 404 body its OpenAPI
-    document declares, pages or not: one without them, or whose 404 rule leads nowhere, is
-    not swapped in (the nginx config's `error_page 404 /api/404.json` would lead nowhere)."""
+    """Every release carries `_headers`, `_redirects`, the JSON 404 body its OpenAPI document
+    declares and a `404.html`, pages or not: one without them, or whose 404 rule leads
+    nowhere, is not swapped in (the nginx config's `error_page 404 /api/404.json` or
+    `/404.html` would lead nowhere)."""
     files = release(catalogue_entries)
-    assert {HEADERS_FILE, REDIRECTS_FILE, NOT_FOUND_JSON} <= files.keys()
+    assert {HEADERS_FILE, REDIRECTS_FILE, NOT_FOUND_JSON, NOT_FOUND_PAGE} <= files.keys()
     out = write_release(tmp_path / "public", files, CATEGORIES)
     (out / NOT_FOUND_JSON).unlink()
+    (out / NOT_FOUND_PAGE).unlink()
     (out / HEADERS_FILE).unlink()
     (out / REDIRECTS_FILE).write_text("/api/*  /api/missing.json  404\n")
     problems = validate_release(out, CATEGORIES)
-    assert [p.split(":")[0] for p in problems] == [HEADERS_FILE, REDIRECTS_FILE, NOT_FOUND_JSON]
+    assert [p.split(":")[0] for p in problems] == [HEADERS_FILE, REDIRECTS_FILE, NOT_FOUND_JSON,
+                                                   NOT_FOUND_PAGE]
     assert problems[1] == (f"{REDIRECTS_FILE}: /api/* leads to /api/missing.json, which is no "
                            "file of the release")
     (out / NOT_FOUND_JSON).write_text('{"error": {}}')
@@ -485,6 +489,7 @@ def test_publish_release_streams_the_store(tmp_path: Path, stored_catalogue) -> 
     expected = release(assemble_entries(contents, as_of=NOW.date()), record.version)
     on_disk = read_catalog([REPO / "data" / "entries"]).entries
     assert record.total_apis == len(contents) == len(on_disk)
+    expected.pop(NOT_FOUND_PAGE)  # the release's pages draw their own over the bare one
     assert {path: (out / path).read_bytes() for path in expected} == expected
 
 

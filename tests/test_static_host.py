@@ -206,6 +206,36 @@ def test_a_missing_page_is_a_404_with_the_release_404_page(host: Host, path: str
     assert answer.header("Content-Security-Policy") == HEADER_CSP
 
 
+@pytest.fixture(scope="module")
+def json_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Host, Host]]:
+    """A release published without its reader pages, served by nginx and `apidir serve`."""
+    release = publish_sample_release(tmp_path_factory.mktemp("json-only"), pages=False).folder
+    with (run_nginx(release, tmp_path_factory.mktemp("nginx-json-only")) as nginx,
+          run_serve(release, tmp_path_factory.mktemp("serve-json-only")) as serve):
+        yield Host("nginx", nginx, release), Host("apidir-serve", serve, release)
+
+
+@pytest.mark.parametrize("path", ["/nope.html", "/", "/index.html", "/apis/", "/nope.md"])
+def test_a_json_only_release_answers_a_missing_page_with_its_own_404_page(
+        json_only: tuple[Host, Host], path: str) -> None:
+    """A release without pages had no `404.html`, which both hosts name for a miss outside
+    /api/: nginx answered its own page, the preview its bare text. Each now sends the
+    release's own, whose links lead to the JSON the release holds."""
+    release = json_only[0].release
+    assert not (release / "index.html").exists()
+    assert (release / "404.html").is_file()
+    for host in json_only:
+        answer = host.get(path)
+        assert answer.status == 404, host.name
+        assert answer.header("Content-Type") == "text/html; charset=utf-8", host.name
+        assert answer.body == (release / "404.html").read_bytes(), host.name
+        assert answer.header("Content-Security-Policy") == HEADER_CSP, host.name
+        links = re.findall(r'href="([^"]+)"', answer.body.decode())
+        assert links and all(host.get(link).status == 200 for link in links), (host.name, links)
+        missed = host.get("/api/nope.json")
+        assert missed.status == 404 and missed.body == (release / NOT_FOUND_JSON).read_bytes()
+
+
 @pytest.mark.parametrize(("path", "document"), [
     ("/api/releases/2.0.0_20200101.1/apis.json", "/" + NOT_FOUND_JSON),
     ("/assets/missing.css", "/404.html"), ("/api/nope.json", "/" + NOT_FOUND_JSON)])

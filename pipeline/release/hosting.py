@@ -1,4 +1,5 @@
-"""How a static host serves a release: headers per path, and the JSON 404 under `api/`.
+"""How a static host serves a release: headers per path, the JSON 404 under `api/`, and the
+`404.html` every release carries for any other missing address.
 
 One set of rules, written three ways: the `_headers` and `_redirects` files published at
 the root of every release (Netlify / Cloudflare Pages style hosts), the nginx site config
@@ -21,6 +22,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from html import escape
 
 from pipeline.contract import ErrorBody, NotFoundError
 from pipeline.release.layout import (
@@ -202,10 +204,41 @@ def not_found_document() -> bytes:
     return (json.dumps(body.model_dump(mode="json"), indent=2, sort_keys=True) + "\n").encode()
 
 
-def host_files() -> dict[str, bytes]:
-    """The files a release carries for its static host."""
+# What a reader who missed can still fetch from a release without pages: its JSON documents.
+BARE_NOT_FOUND_LINKS: tuple[tuple[str, str], ...] = (
+    (FULL_DATASET, "every API"),
+    (CATEGORY_INDEX, "the categories"),
+    (OPENAPI, "the interface description"),
+)
+
+
+def bare_not_found_page(root_path: str) -> bytes:
+    """The `404.html` of a release published without its reader pages (which draws its own
+    over it): the shipped nginx site and `apidir serve` answer any missing address outside
+    `api/` with `404.html`, and without one nginx sent its own page, the preview bare text.
+    It stands alone (that release has no stylesheet); its links start at `root_path`, the
+    site's path on its host, since a host serves it at any depth."""
+    links = "\n".join(
+        f'<li><a href="{escape(root_path + path)}">{escape(path)}</a>: {text}</li>'
+        for path, text in BARE_NOT_FOUND_LINKS
+    )
+    return (
+        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{escape(PAGE_CSP)}">\n'
+        "<title>Not found · API Directory</title>\n</head>\n<body>\n<main>\n"
+        "<h1>Not found</h1>\n<p>No document of the API Directory has this address. "
+        "This release publishes its data as JSON:</p>\n"
+        f"<ul>\n{links}\n</ul>\n</main>\n</body>\n</html>\n"
+    ).encode()
+
+
+def host_files(root_path: str) -> dict[str, bytes]:
+    """The files a release carries for its static host, with or without its pages (whose
+    own `404.html` replaces the bare one); `root_path` is the site's path on its host."""
     return {
         HEADERS_FILE: render_headers_file(),
         REDIRECTS_FILE: render_redirects_file(),
         NOT_FOUND_JSON: not_found_document(),
+        NOT_FOUND_PAGE: bare_not_found_page(root_path),
     }

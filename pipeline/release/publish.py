@@ -71,6 +71,7 @@ from pipeline.release.layout import (
     release_folder,
 )
 from pipeline.release.openapi import render_openapi
+from pipeline.release.pages import site_root
 from pipeline.release.search import search_line
 from pipeline.release.site import SiteReport, write_site
 from pipeline.release.swap import (
@@ -325,7 +326,7 @@ def build_release(
     counts = {category_id: len(members) for category_id, members in by_category.items()}
     files[CATEGORY_INDEX] = _index_document(meta, counts, categories)
     files[OPENAPI] = render_openapi(base_url).encode()
-    files.update(host_files())
+    files.update(host_files(site_root(base_url)))
     return files
 
 
@@ -549,7 +550,8 @@ def stream_release(
         write_entry_documents(staging, writer.ids, meta)
         write_file(staging, CATEGORY_INDEX, _index_document(meta, writer.counts, categories))
         write_file(staging, OPENAPI, render_openapi(base_url).encode())
-        for relative, data in host_files().items():  # with or without the pages
+        # with or without the pages, whose 404 page is drawn over the bare one
+        for relative, data in host_files(site_root(base_url)).items():
             write_file(staging, relative, data)
         if complete is not None:
             complete_staged(complete, staging, meta, writer.counts, categories)

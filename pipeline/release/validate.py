@@ -63,6 +63,7 @@ from pipeline.release.layout import (
     ENTRY_HEAD,
     ENTRY_META,
     FULL_DATASET,
+    NOT_FOUND_PAGE,
     OPENAPI,
     RELEASE_INDEX,
     SEARCH_INDEX,
@@ -452,9 +453,9 @@ def dataset_problems(folder: Path, categories: list[Category],
 
 def host_file_problems(folder: Path) -> list[str]:
     """Problems of the files every release carries for its host, with or without pages: the
-    `_headers` and `_redirects` a host reads, and the JSON 404 body that `api/openapi.json`
-    declares and the nginx config sends. A host rule leading to no file of the release is one:
-    the host would answer a miss with a miss."""
+    `_headers` and `_redirects` a host reads, the JSON 404 body that `api/openapi.json`
+    declares and the nginx config sends, and the `404.html` it sends for any other miss. A host
+    rule leading to no file of the release is one: the host would answer a miss with a miss."""
     problems = []
     for path, parse in ((HEADERS_FILE, parse_headers_file),
                         (REDIRECTS_FILE, parse_redirects_file)):
@@ -473,6 +474,8 @@ def host_file_problems(folder: Path) -> list[str]:
         problems.append(f"{NOT_FOUND_JSON}: unreadable: {exc}")
     else:
         _check_document("ErrorBody", NOT_FOUND_JSON, body, problems)
+    if not (folder / NOT_FOUND_PAGE).is_file():
+        problems.append(f"{NOT_FOUND_PAGE}: missing (hosts answer a miss outside api/ with it)")
     return problems
 
 
