@@ -343,6 +343,61 @@ def test_pages_fit_the_screen_and_are_photographed(
         assert int.from_bytes(png[16:20], "big") == width * scale, name  # the screen's width
 
 
+# The narrowest screen a page must reflow to (WCAG 1.4.10: 320 CSS px, nothing to scroll
+# sideways but the samples, which scroll in their own named boxes).
+NARROWEST = {"viewport": {"width": 320, "height": 640}}
+
+
+def widest_entries(apis: list[dict[str, Any]]) -> dict[str, str]:
+    """The entries hardest to fit a narrow screen, by what each stretches: its pricing tiers
+    table, its sub-scores' reasons, its endpoints, its sample and its addresses."""
+    def longest(text: str) -> int:
+        return max(map(len, text.split()), default=0)
+
+    measures = {
+        "tiers": lambda a: sum(longest(" ".join(map(str, tier.values())))
+                               for tier in (a.get("pricing") or {}).get("tiers") or []),
+        "subscores": lambda a: max((longest(reason) for reasons in
+                                    ((a.get("builderScore") or {}).get("reasons") or {}).values()
+                                    for reason in reasons), default=0),
+        "endpoints": lambda a: max((len(e.get("path") or "") for e in a.get("endpoints") or []),
+                                   default=0),
+        "sample": lambda a: len(a.get("sampleResponse") or ""),
+        "addresses": lambda a: max(len(a.get(key) or "") for key in ("baseUrl", "docsUrl")),
+    }
+    return {what: max(apis, key=measure)["id"] for what, measure in measures.items()}
+
+
+def test_every_kind_of_page_reflows_to_320_px(
+    site: str, sample: SampleRelease, tmp_path: Path
+) -> None:
+    """At 320 CSS px no page scrolls sideways, nor any table in its box: a table's rows
+    stack (the pricing tiers scrolled in their box, unnamed and out of the keyboard's reach).
+    Read: the index, the largest category, the 404 page and the entries that stretch each
+    table, their samples and their addresses the most."""
+    apis = json.loads((sample.folder / FULL_DATASET).read_text())["apis"]
+    categories = json.loads((sample.folder / "api" / "categories.json").read_text())["categories"]
+    largest = max(categories, key=lambda category: category["count"])["id"]
+    entries = widest_entries(apis)
+    paths = [INDEX_PAGE, category_page(largest), NOT_FOUND_PAGE,
+             *dict.fromkeys(entry_page(entry_id) for entry_id in entries.values())]
+    width = NARROWEST["viewport"]["width"]
+    with chromium(tmp_path / "profile", **NARROWEST) as context:
+        page = context.new_page()
+        watch = Watch(page)
+        for path in paths:
+            page.goto(f"{site}/{path}")
+            if path == INDEX_PAGE:  # the script has drawn the cards
+                expect(page.locator("#result-count")).to_have_text(f"{len(apis)} APIs")
+            if path == entry_page(entries["tiers"]):
+                expect(page.locator("table.tiers tbody tr").first).to_be_visible()
+            fit = page.evaluate(FIT)
+            assert fit["width"] <= width, (path, fit["width"])
+            for table in fit["tables"]:
+                assert table["width"] <= table["room"], (path, table)
+    assert watch.problems == []
+
+
 def photograph(page: Page, path: Path, screen: dict[str, Any], screens: int | None) -> None:
     """The whole page, or no more than its first `screens` screens (the index, whose hundred
     cards would make a picture tens of thousands of pixels long)."""
