@@ -914,11 +914,14 @@ def test_each_sample_box_and_copy_button_has_a_name_of_its_own(
     browser: BrowserContext, site: str
 ) -> None:
     """Each sample's scrolling box is a region named by its heading, and each copy button
-    says what it copies: two buttons both named "Copy" tell a screen reader nothing."""
+    says what it copies: two buttons both named "Copy" tell a screen reader nothing. The
+    response is drawn once (the button holds its stored form, not shown)."""
     page = browser.new_page()
     watch = Watch(page)
     page.goto(f"{site}/{entry_page(LIVE_ID)}")
     expect(page.locator("button.copy").first).to_be_visible()
+    shown = page.locator("#sample-response").inner_text()
+    assert page.evaluate("document.body.innerText").count(shown) == 1
     named = accessible_names(browser, page, {"region", "button"})
     assert [node for node in named if node[1].lower().startswith(("sample", "copy"))] == [
         ("button", "Copy sample request"), ("region", "Sample request"),
