@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import threading
 from collections.abc import Iterator, Mapping
@@ -20,7 +21,14 @@ from pipeline.operations import stages
 from pipeline.release import publish as publish_module
 from pipeline.release import search as search_module
 from pipeline.release import validate as validate_module
-from pipeline.release.hosting import HEADERS_FILE, NOT_FOUND_JSON, REDIRECTS_FILE
+from pipeline.release.hosting import (
+    HEADERS_FILE,
+    IMMUTABLE_CACHE,
+    NOT_FOUND_JSON,
+    REDIRECTS_FILE,
+    HeaderRule,
+    parse_headers_file,
+)
 from pipeline.release.layout import (
     CATEGORY_INDEX,
     ENTRY_DOCUMENTS,
@@ -246,8 +254,9 @@ def test_a_release_without_its_host_files_is_refused(tmp_path: Path, catalogue_e
     nowhere, is not swapped in (the nginx config's `error_page 404 /api/404.json` or
     `/404.html` would lead nowhere)."""
     files = release(catalogue_entries)
-    assert {HEADERS_FILE, REDIRECTS_FILE, NOT_FOUND_JSON, NOT_FOUND_PAGE} <= files.keys()
+    assert {REDIRECTS_FILE, NOT_FOUND_JSON, NOT_FOUND_PAGE} <= files.keys()
     out = write_release(tmp_path / "public", files, CATEGORIES)
+    assert parse_headers_file((out / HEADERS_FILE).read_text())  # written once it is staged
     (out / NOT_FOUND_JSON).unlink()
     (out / NOT_FOUND_PAGE).unlink()
     (out / HEADERS_FILE).unlink()
@@ -262,6 +271,66 @@ def test_a_release_without_its_host_files_is_refused(tmp_path: Path, catalogue_e
     without = {path: data for path, data in files.items() if path != NOT_FOUND_JSON}
     with pytest.raises(ReleaseValidationError, match=NOT_FOUND_JSON):
         write_release(out, without, CATEGORIES)
+
+
+def cache_controls(rules: list[HeaderRule], path: str) -> list[str]:
+    """Every `Cache-Control` the rules give the URL path `path`: Cloudflare Pages sends them
+    all, joined with a comma."""
+    return [value for rule in rules if fnmatch.fnmatchcase(path, rule.pattern)
+            for name, value in rule.headers if name.lower() == "cache-control"]
+
+
+def test_headers_make_immutable_only_the_kept_folders_and_assets_the_release_holds(
+    tmp_path: Path, stored_catalogue
+) -> None:
+    """A host applies a `_headers` rule to the path asked for, whatever the answer: with
+    `/api/releases/*` immutable, a miss there (the next release, not yet published) or under
+    `/assets/` (an asset a new page will name) was kept by a client for a year. Only each
+    kept release folder and asset file is immutable, each path has one `Cache-Control` at
+    most, and a release without pages has its own rules."""
+    out = tmp_path / "public"
+
+    def publish(hours: int, pages: bool = True) -> str:
+        return publish_release(stored_catalogue, out, "https://directory.test", CATEGORIES,
+                               NOW + timedelta(hours=hours), pages=pages).release.version
+
+    kept = [release_folder(publish(hours)) for hours in (0, 1)]
+    rules = parse_headers_file((out / HEADERS_FILE).read_text())
+    assets = sorted(path.name for path in (out / "assets").iterdir())
+    assert len(assets) >= 3
+    for path in [*(f"/{folder}/apis.json" for folder in kept),
+                 *(f"/assets/{name}" for name in assets)]:
+        assert cache_controls(rules, path) == [IMMUTABLE_CACHE], path
+    upcoming = release_folder(next_version(out, NOW.date()))
+    misses = [f"/{upcoming}/apis.json", f"/{upcoming}/categories/ai.json",
+              "/assets/missing.css", "/assets/site.000000000000.css", f"/{RELEASES_DIR}/x"]
+    for path in misses:
+        assert IMMUTABLE_CACHE not in cache_controls(rules, path), path
+    files = ["/" + p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()]
+    for path in [*files, *misses, "/"]:
+        assert len(cache_controls(rules, path)) <= 1, path
+    assert len(rules) < 100  # Cloudflare Pages reads no more; a rule per folder, not per file
+
+    publish(2, pages=False)
+    rules = parse_headers_file((out / HEADERS_FILE).read_text())
+    assert not (out / "assets").exists()
+    assert all(cache_controls(rules, f"/assets/{name}") == [] for name in assets)
+    assert cache_controls(rules, f"/{kept[0]}/apis.json") == [IMMUTABLE_CACHE]
+    assert validate_release(out, CATEGORIES) == []
+
+
+def test_an_immutable_rule_for_what_the_release_does_not_hold_is_refused(
+    tmp_path: Path, catalogue_entries
+) -> None:
+    """A `_headers` that makes all of `/api/releases/` or `/assets/` immutable, or a release
+    folder gone, would have a host's client keep a miss there for a year."""
+    out = write_release(tmp_path / "public", release(catalogue_entries), CATEGORIES)
+    assert validate_release(out, CATEGORIES) == []
+    for pattern in (f"/{RELEASES_DIR}/*", "/assets/*", f"/{RELEASES_DIR}/2.0.0_20200101.1/*"):
+        (out / HEADERS_FILE).write_text(f"{pattern}\n  Cache-Control: {IMMUTABLE_CACHE}\n")
+        assert validate_release(out, CATEGORIES) == [
+            f"{HEADERS_FILE}: {pattern} is cached as immutable but is no asset or kept release "
+            "folder of the release: a miss there would be kept for a year"]
 
 
 def test_a_release_that_breaks_the_contract_leaves_the_old_one(

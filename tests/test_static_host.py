@@ -32,8 +32,11 @@ from pipeline.release.hosting import (
     IMMUTABLE_CACHE,
     LIVE_CACHE,
     NOT_FOUND_JSON,
+    HeaderRule,
     headers_for,
     matching_headers,
+    parse_headers_file,
+    release_header_rules,
 )
 from pipeline.release.layout import RELEASE_INDEX
 from pipeline.release.openapi import openapi_document
@@ -311,26 +314,40 @@ def test_both_hosts_encode_every_published_file_alike(hosts: tuple[Host, Host]) 
                 assert nginx.header(name) == serve.header(name), (path, extra, name)
 
 
+def published_rules(release: Path) -> list[HeaderRule]:
+    """The header rules of the release's own `_headers`."""
+    return parse_headers_file((release / "_headers").read_text(encoding="utf-8"))
+
+
+def test_the_preview_of_a_folder_without_headers_takes_the_rules_a_publish_writes(
+        sample: SampleRelease) -> None:
+    """`apidir serve` falls back on the rules of what the folder holds: its kept release
+    folders and assets immutable, nothing else under them."""
+    assert published_rules(sample.folder) == list(release_header_rules(sample.folder))
+
+
 def test_every_published_file_has_one_caching_rule(sample: SampleRelease) -> None:
     """Immutable where a name never changes content, live elsewhere; and no path gets one
     header from two rules (Cloudflare Pages would join their values with a comma)."""
     paths = release_paths(sample.folder)
+    rules = published_rules(sample.folder)
     assert any(path.startswith("/api/releases/") for path in paths)
     for path in [*paths, "/", "/api/categories/nosuch.json"]:
-        names = [name.lower() for name, _ in matching_headers(path)]
+        names = [name.lower() for name, _ in matching_headers(path, rules)]
         assert len(names) == len(set(names)), path
         immutable = path.startswith(("/api/releases/", "/assets/"))
-        assert headers_for(path)["Cache-Control"] == (
+        assert headers_for(path, rules)["Cache-Control"] == (
             IMMUTABLE_CACHE if immutable else LIVE_CACHE), path
 
 
 def test_cache_and_security_headers_follow_the_published_rules(host: Host) -> None:
     paths = release_paths(host.release)
+    rules = published_rules(host.release)
     assert len(paths) > 200
     for path in ["/", *paths]:
         answer = host.get(path)
         assert answer.status == 200, path
-        expected = headers_for(path)
+        expected = headers_for(path, rules)
         for name, value in expected.items():
             assert answer.header(name) == value, (host.name, path, name)
     assert host.get(kept_dataset(host.release)).header("Cache-Control") == IMMUTABLE_CACHE

@@ -11,8 +11,16 @@ by a hash of their content) is cached for a year as immutable; the live document
 each release, are reused for five minutes and then revalidated by ETag, so a new release is
 seen within five minutes and an unchanged document costs a 304.
 
+A `_headers` rule applies to the path asked for, whatever the answer: a rule for all of
+`/api/releases/*` would have such a host send a miss there (a release not yet published) as
+immutable, and a client keep the 404 for a year. So `_headers` names one immutable rule per
+kept release folder and per asset file the release holds (`release_header_rules`), and any
+other path there gets the host's own short, revalidated caching.
+
 No two rules give one path the same header: Cloudflare Pages joins the values of such a
-header with a comma (two `max-age`s in one `Cache-Control`) while others keep one of them.
+header with a comma (two `max-age`s in one `Cache-Control`) while others keep one of them;
+and a path cannot be exempted from a matching rule (Cloudflare's `! Name` detaches a header,
+but Netlify does not know it), so no rule spans the kept folders for theirs to override.
 """
 
 from __future__ import annotations
@@ -23,9 +31,11 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from html import escape
+from pathlib import Path
 
 from pipeline.contract import ErrorBody, NotFoundError
 from pipeline.release.layout import (
+    ASSETS_DIR,
     CATEGORY_INDEX,
     CHANGES,
     CHANGES_FEED,
@@ -69,7 +79,8 @@ CORS_HEADERS: tuple[tuple[str, str], ...] = (
     ("Access-Control-Expose-Headers", "ETag, Last-Modified, Content-Range, Accept-Ranges"),
 )
 
-# Paths that each release replaces; everything else it publishes is immutable.
+# Paths that each release replaces (its kept release folders and assets are immutable:
+# `release_header_rules`).
 LIVE_PATHS: tuple[str, ...] = (
     "/",
     "/index.html",
@@ -82,7 +93,6 @@ LIVE_PATHS: tuple[str, ...] = (
                               NOT_FOUND_JSON, SEARCH_INDEX, CHANGES_FEED, LLMS_TXT, SITEMAP,
                               ROBOTS, NOT_FOUND_PAGE)),
 )
-IMMUTABLE_PATHS: tuple[str, ...] = (f"/{RELEASES_DIR}/*", "/assets/*")
 
 
 @dataclass(frozen=True)
@@ -93,6 +103,7 @@ class HeaderRule:
     headers: tuple[tuple[str, str], ...]
 
 
+# The rules of every release; `release_header_rules` adds those of what it holds for good.
 HEADER_RULES: tuple[HeaderRule, ...] = (
     HeaderRule(
         "/*",
@@ -104,8 +115,49 @@ HEADER_RULES: tuple[HeaderRule, ...] = (
     ),
     HeaderRule("/api/*", (*CORS_HEADERS, ("Content-Type", "application/json; charset=utf-8"))),
     *(HeaderRule(pattern, (("Cache-Control", LIVE_CACHE),)) for pattern in LIVE_PATHS),
-    *(HeaderRule(pattern, (("Cache-Control", IMMUTABLE_CACHE),)) for pattern in IMMUTABLE_PATHS),
 )
+
+# Cloudflare Pages reads at most this many rules from `_headers`.
+HOST_RULE_LIMIT = 100
+# A name a host's URL pattern holds as it is: no splat, placeholder, space or escape.
+PATTERN_SAFE_NAME = re.compile(r"[A-Za-z0-9._+~-]+")
+
+
+def _by_number(name: str) -> list[int | str]:
+    """Orders release folders by their numbers (`…_20261121.10` after `…_20261121.9`)."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"([0-9]+)", name)]
+
+
+def immutable_patterns(release: Path) -> list[str]:
+    """The URL patterns of what never changes in the release at `release`: one per asset file
+    (`/assets/<name>`), then one per kept release folder (`/api/releases/<folder>/*`, a
+    published folder never changing), newest first. A name a pattern could not hold as it is
+    gets none: its files are revalidated, never kept wrongly."""
+    assets = sorted(path.name for path in _listed(release / ASSETS_DIR) if path.is_file())
+    kept = sorted((path.name for path in _listed(release / RELEASES_DIR) if path.is_dir()),
+                  key=_by_number, reverse=True)
+    return [*(f"/{ASSETS_DIR}/{name}" for name in assets if PATTERN_SAFE_NAME.fullmatch(name)),
+            *(f"/{RELEASES_DIR}/{name}/*" for name in kept if PATTERN_SAFE_NAME.fullmatch(name))]
+
+
+def _listed(folder: Path) -> list[Path]:
+    try:
+        return list(folder.iterdir())
+    except OSError:  # a release without pages has no assets; a bare one, no history
+        return []
+
+
+def release_header_rules(release: Path) -> tuple[HeaderRule, ...]:
+    """The rules of the release at `release`: those of every release, and a year-long
+    immutable `Cache-Control` for each of its asset files and kept release folders and nothing
+    else, so a path there that is not yet published gets no year-long 404. At 100,000 entries
+    as at ten, a rule per folder, not per file; past the host's limit the oldest folders go
+    without (revalidated rather than cached for the year)."""
+    room = HOST_RULE_LIMIT - len(HEADER_RULES)
+    return (*HEADER_RULES,
+            *(HeaderRule(pattern, (("Cache-Control", IMMUTABLE_CACHE),))
+              for pattern in immutable_patterns(release)[:room]))
+
 
 # Netlify semantics: a rule applies only where no file matches the path.
 REDIRECT_RULES: tuple[tuple[str, str, int], ...] = (("/api/*", "/" + NOT_FOUND_JSON, 404),)
@@ -235,9 +287,10 @@ def bare_not_found_page(root_path: str) -> bytes:
 
 def host_files(root_path: str) -> dict[str, bytes]:
     """The files a release carries for its static host, with or without its pages (whose
-    own `404.html` replaces the bare one); `root_path` is the site's path on its host."""
+    own `404.html` replaces the bare one), but `_headers`, which names what the staged release
+    holds (`release_header_rules`) and is written once it is whole; `root_path` is the site's
+    path on its host."""
     return {
-        HEADERS_FILE: render_headers_file(),
         REDIRECTS_FILE: render_redirects_file(),
         NOT_FOUND_JSON: not_found_document(),
         NOT_FOUND_PAGE: bare_not_found_page(root_path),

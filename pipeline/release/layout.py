@@ -29,6 +29,8 @@ SITEMAP = "sitemap.xml"
 ROBOTS = "robots.txt"
 NOT_FOUND_PAGE = "404.html"
 INDEX_PAGE = "index.html"
+# The pages' stylesheet, script and icon, each named by a hash of its content.
+ASSETS_DIR = "assets"
 # The changes as an Atom feed: at the root, since every path under api/ is served as JSON.
 CHANGES_FEED = "changes.atom"
 

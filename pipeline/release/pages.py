@@ -41,6 +41,7 @@ from pipeline.judging.score import (
 )
 from pipeline.release.hosting import PAGE_CSP
 from pipeline.release.layout import (
+    ASSETS_DIR,
     INDEX_PAGE,
     LLMS_TXT,
     NOT_FOUND_PAGE,
@@ -595,7 +596,7 @@ def asset_files() -> tuple[dict[str, bytes], dict[str, str]]:
     for source in sorted(STATIC.iterdir()):
         data = source.read_bytes()
         digest = hashlib.sha256(data).hexdigest()[:12]
-        path = f"assets/{source.stem}.{digest}{source.suffix}"
+        path = f"{ASSETS_DIR}/{source.stem}.{digest}{source.suffix}"
         files[path] = data
         paths[source.name] = path
     return files, paths

@@ -296,7 +296,8 @@ def build_release(
     generated: datetime,
     base_url: str,
 ) -> dict[str, bytes]:
-    """Every file of a release, by path relative to the output folder.
+    """Every file of a release, by path relative to the output folder, but its `_headers`,
+    which names what the staged release holds (`stage_and_swap` writes it).
 
     Each entry is rendered once, as it arrives, and its line is shared by the full dataset,
     its category file and its entry document. (`stream_release` writes the same files without

@@ -2,7 +2,8 @@
 
 The headers and the JSON 404 come from the release's own `_headers` and `_redirects`
 files (Netlify semantics: a redirect applies only where no file matches), so the preview
-shows what those files say; without them, the rules of `pipeline.release.hosting` apply.
+shows what those files say; without them, the rules `pipeline.release.hosting` would write for
+the folder apply.
 HTTP as a good static host does it: strong ETags from the file's bytes and Last-Modified with
 304s and 412s (`pipeline.release.conditional`), byte ranges as nginx answers them
 (`pipeline.release.ranges`), HEAD like GET without the body, gzip where the client takes it,
@@ -37,7 +38,6 @@ from pipeline.release.conditional import (
 )
 from pipeline.release.hosting import (
     ALLOWED_METHODS,
-    HEADER_RULES,
     HEADERS_FILE,
     REDIRECT_RULES,
     REDIRECTS_FILE,
@@ -45,6 +45,7 @@ from pipeline.release.hosting import (
     headers_for,
     parse_headers_file,
     parse_redirects_file,
+    release_header_rules,
 )
 from pipeline.release.layout import NOT_FOUND_PAGE
 from pipeline.release.ranges import (
@@ -204,7 +205,7 @@ def preview_app(folder: Path) -> web.Application:
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no published release here (run `apidir run` first)")
     rules: Sequence[HeaderRule] = host_file(folder / HEADERS_FILE, parse_headers_file,
-                                            HEADER_RULES)
+                                            release_header_rules(folder))
     redirects = host_file(folder / REDIRECTS_FILE, parse_redirects_file, list(REDIRECT_RULES))
     etags = EtagCache()
 

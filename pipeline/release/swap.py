@@ -37,6 +37,7 @@ from typing import Any
 
 from pipeline.catalogue.entries import Category
 from pipeline.processes import process_gone
+from pipeline.release.hosting import HEADERS_FILE, release_header_rules, render_headers_file
 from pipeline.release.layout import CATEGORY_INDEX, Completion
 from pipeline.release.validate import ReleaseValidationError, dataset_problems, validate_release
 
@@ -385,13 +386,14 @@ def stage_and_swap(
     before_swap: Callable[[], None] = lambda: None,
     entries_checked: bool = False,
 ) -> Path:
-    """`write` the release into a staging folder with the `carry` folders of the live release,
-    validate it, swap it in as live. The staging folder is the spare where there is one and
-    `reuse` names folders whose files `write` overwrites in place (`put_file`), removing those
-    it does not write (`keep_only`); otherwise a new one. Without `keep_spare`, the release
-    swapped out is deleted rather than kept as the next spare. `before_swap` runs once the
-    release is valid, just before the swap: what fails there leaves the live release as it is
-    (the publish's record of the release, which must not be refused after the swap).
+    """`write` the release into a staging folder with the `carry` folders of the live release
+    and the `_headers` of what it then holds, validate it, swap it in as live. The staging
+    folder is the spare where there is one and `reuse` names folders whose files `write`
+    overwrites in place (`put_file`), removing those it does not write (`keep_only`);
+    otherwise a new one. Without `keep_spare`, the release swapped out is deleted rather than
+    kept as the next spare. `before_swap` runs once the release is valid, just before the
+    swap: what fails there leaves the live release as it is (the publish's record of the
+    release, which must not be refused after the swap).
     `entries_checked`: `write` checked each entry as it wrote it (`validate.entry_faults`),
     so the validation does not check them again."""
     output_dir = live_folder(output_dir)
@@ -433,6 +435,8 @@ def _stage_and_swap_locked(
         for relative in carry:
             if (output_dir / relative).is_dir() and not (staging / relative).exists():
                 link_tree(output_dir / relative, staging / relative)
+        # Last: its immutable rules name the kept folders and assets the release now holds.
+        write_file(staging, HEADERS_FILE, render_headers_file(release_header_rules(staging)))
         problems = validate_release(staging, categories, entries_checked)
         if problems:
             raise ReleaseValidationError(problems)

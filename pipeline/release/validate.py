@@ -50,6 +50,8 @@ from pipeline.release.hosting import (
     HEADERS_FILE,
     NOT_FOUND_JSON,
     REDIRECTS_FILE,
+    HeaderRule,
+    immutable_patterns,
     parse_headers_file,
     parse_redirects_file,
 )
@@ -451,11 +453,24 @@ def dataset_problems(folder: Path, categories: list[Category],
     return problems
 
 
+def _immutable_beyond_release(rules: Sequence[HeaderRule], folder: Path) -> list[str]:
+    """The `_headers` rules that make a path immutable other than an asset file or a kept
+    release folder of the release in `folder` (`hosting.immutable_patterns`)."""
+    held = set(immutable_patterns(folder))
+    return [f"{HEADERS_FILE}: {rule.pattern} is cached as immutable but is no asset or kept "
+            "release folder of the release: a miss there would be kept for a year"
+            for rule in rules if rule.pattern not in held
+            and any(name.lower() == "cache-control" and "immutable" in value.lower()
+                    for name, value in rule.headers)]
+
+
 def host_file_problems(folder: Path) -> list[str]:
     """Problems of the files every release carries for its host, with or without pages: the
     `_headers` and `_redirects` a host reads, the JSON 404 body that `api/openapi.json`
     declares and the nginx config sends, and the `404.html` it sends for any other miss. A host
-    rule leading to no file of the release is one: the host would answer a miss with a miss."""
+    rule leading to no file of the release is one: the host would answer a miss with a miss; so
+    is an immutable rule for what the release does not hold for good: the host would have a
+    client keep a miss there for a year."""
     problems = []
     for path, parse in ((HEADERS_FILE, parse_headers_file),
                         (REDIRECTS_FILE, parse_redirects_file)):
@@ -464,6 +479,8 @@ def host_file_problems(folder: Path) -> list[str]:
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             problems.append(f"{path}: unreadable: {exc}")
             continue
+        if path == HEADERS_FILE:
+            problems += _immutable_beyond_release(rules, folder)
         if path == REDIRECTS_FILE:
             problems += [f"{path}: {source} leads to {target}, which is no file of the release"
                          for source, target, _ in rules
