@@ -735,3 +735,20 @@ def test_latency_percentiles_taken_a_few_entries_at_a_time_are_each_entrys_own(
     at_once_stats = score._latency_stats(timed, ids)
     assert {k: [None if v != v else v for v in vs] for k, vs in stats.items()} == {
         k: [None if v != v else v for v in vs] for k, vs in at_once_stats.items()}
+
+
+@pytest.mark.parametrize("cells", [1, 1 << 24])
+def test_distinct_days_are_each_entrys_own_whether_flagged_in_a_table_or_sorted(
+    cells: int, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each entry's count of distinct days with a row, by a table of entries by days or, where
+    that table would be too large, by sorting the pairs: the same counts either way."""
+    from pipeline.judging import score
+
+    rng = np.random.default_rng(5)
+    position = rng.integers(0, 9, 400)  # entry 9 has no row
+    day = rng.integers(20_000, 20_009, 400).astype(np.int32)
+    monkeypatch.setattr(score, "DAY_TABLE_CELLS", cells)
+    found = score._distinct_days(position, day, 10)
+    assert found.tolist() == [len(set(day[position == n].tolist())) for n in range(10)]
+    assert score._distinct_days(position[:0], day[:0], 3).tolist() == [0, 0, 0]

@@ -611,10 +611,25 @@ def _percentiles(ms: np.ndarray, position: np.ndarray, inside: np.ndarray,
     return found
 
 
+# The most cells of the table of entries by days `_distinct_days` flags the pairs in, beyond
+# which it sorts the pairs instead (a week of a span of 50,000 entries: 400,000 cells).
+DAY_TABLE_CELLS = 1 << 24
+
+
 def _distinct_days(position: np.ndarray, day: np.ndarray, entries: int) -> np.ndarray:
-    """How many distinct days each of `entries` entries (by `position`) has a row on."""
-    pairs = np.unique((position.astype(np.int64) << 32) | day.astype(np.int64))
-    return np.bincount(pairs >> 32, minlength=entries)
+    """How many distinct days each of `entries` entries (by `position`) has a row on: each
+    (entry, day) pair flagged in a table of the entries by the days the rows span, neither
+    sorted nor hashed (`np.unique` of a span's week of samples took some 0.3 s of CPU)."""
+    if not len(day):
+        return np.zeros(entries, dtype=np.int64)
+    first = int(day.min())
+    width = int(day.max()) - first + 1
+    if entries * width > DAY_TABLE_CELLS:  # days far apart: the pairs sorted
+        pairs = np.unique((position.astype(np.int64) << 32) | day.astype(np.int64))
+        return np.bincount(pairs >> 32, minlength=entries)
+    seen = np.zeros(entries * width, dtype=bool)
+    seen[position.astype(np.int64) * width + (day.astype(np.int64) - first)] = True
+    return seen.reshape(entries, width).sum(axis=1, dtype=np.int64)
 
 
 def _latency_stats(timed: pd.DataFrame, ids: list[str]) -> dict[str, list[Any]]:
