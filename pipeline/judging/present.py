@@ -160,10 +160,9 @@ def present_each(session: Session, as_of: datetime, origin: str = "",
     del order, day
     for entry_id in sorted(base_urls):
         probes = latest.pop(entry_id, None)
-        score = scores.get(entry_id)  # built as it is reached (`EntryScores`)
         listed = endpoints.pop(entry_id, None)
-        values = EntryValues(
-            score=None if score is None else score.json_form(),
+        values = EntryValues(  # the score built as it is reached (`EntryScores`)
+            score=scores.json_form(entry_id) if entry_id in scores else None,
             uptime=uptimes.get(entry_id),
             endpoints=None if listed is None else entry_endpoint_statuses(
                 listed, probes or (), base_urls[entry_id]),

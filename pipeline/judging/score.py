@@ -110,23 +110,28 @@ class EntryScore:
         `BuilderScore` writes them: what the score stage hands over, 100,000 times a night,
         without a model built and validated for each (some 20 µs an entry). The release is
         checked against the contract where it is published."""
-        return {
-            "grade": self.grade, "percent": self.percent, "label": self.label,
-            "pricing": self.pricing.value, "latency": self.latency.value,
-            "depth": self.depth.value, "rubric": self.rubric,
-            "reasons": {"pricing": list(self.pricing.reasons),
-                        "latency": list(self.latency.reasons),
-                        "depth": list(self.depth.reasons)},
-            "confidence": self.confidence, "provisional": self.provisional,
-            "evidence": {"pricing": dict(self.pricing.evidence),
-                         "latency": dict(self.latency.evidence),
-                         "depth": dict(self.depth.evidence)},
-        }
+        return _score_form(self.pricing, self.latency, self.depth, self.percent, self.grade,
+                           self.label, self.rubric, self.confidence, self.provisional)
 
     def contract(self) -> BuilderScore:
         """The published `builderScore` value as a model, validated in one call with what it
         nests (a model built per part costs four times as much)."""
         return BuilderScore.model_validate(self.json_form())
+
+
+def _score_form(pricing: SubScore, latency: SubScore, depth: SubScore, percent: int, grade: str,
+                label: str, rubric: str, confidence: str, provisional: bool) -> dict[str, Any]:
+    """`EntryScore.json_form` of these fields, built from them alone."""
+    return {
+        "grade": grade, "percent": percent, "label": label,
+        "pricing": pricing.value, "latency": latency.value, "depth": depth.value,
+        "rubric": rubric,
+        "reasons": {"pricing": list(pricing.reasons), "latency": list(latency.reasons),
+                    "depth": list(depth.reasons)},
+        "confidence": confidence, "provisional": provisional,
+        "evidence": {"pricing": dict(pricing.evidence), "latency": dict(latency.evidence),
+                     "depth": dict(depth.evidence)},
+    }
 
 
 # --- small helpers ---------------------------------------------------------------------------
@@ -782,14 +787,26 @@ class EntryScores(Mapping[str, EntryScore]):
         self._position = {entry_id: i for i, entry_id in enumerate(self._ids)}
         self._stats = _latency_stats(samples, self._ids)
 
-    def __getitem__(self, entry_id: str) -> EntryScore:
+    def _fields(self, entry_id: str) -> tuple[Any, ...]:
+        """An entry's `EntryScore` fields after its id, in their order."""
         latency = _latency_subscore(self._stats, self._position[entry_id])
         pricing, depth = self._judged[entry_id].pricing, self._judged[entry_id].depth
         # builder_score without checking the rubric's own sub-scores again, entry by entry
         percent = _weighted_percent(pricing.value, latency.value, depth.value)
-        return EntryScore(entry_id, pricing, latency, depth, percent, _GRADES[percent],
-                          f"{percent}% builder-friendly", RUBRIC_VERSION,
-                          confidence_of(pricing, latency), latency.value is None)
+        return (pricing, latency, depth, percent, _GRADES[percent],
+                f"{percent}% builder-friendly", RUBRIC_VERSION, confidence_of(pricing, latency),
+                latency.value is None)
+
+    def __getitem__(self, entry_id: str) -> EntryScore:
+        return EntryScore(entry_id, *self._fields(entry_id))
+
+    def json_form(self, entry_id: str) -> dict[str, Any]:
+        """`self[entry_id].json_form()`, without the frozen `EntryScore` built between (some
+        6 µs an entry, 100,000 times a night)."""
+        return _score_form(*self._fields(entry_id))
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self._position  # not Mapping's, which builds the entry's scores
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._ids)
