@@ -453,4 +453,7 @@ def bounded_scores(
                                                      judged)
     samples = joined_samples(timed_samples(raw), rolled_samples)
     counts = _combined_counts(window_counts(raw), rolled_counts)
+    # The parts go before Latency's percentiles are computed: the joined samples hold them
+    # (some 3.6 million rows a span of 50,000 entries with 30 nights).
+    del raw, rolled_samples, rolled_counts
     return scores_from_samples(judged, samples), uptimes_from_counts(counts)
