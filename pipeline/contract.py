@@ -376,6 +376,8 @@ SEARCH_ITEM_EXAMPLE: dict[str, Any] = {
 CATALOGUE_EVENT_EXAMPLES: list[dict[str, Any]] = [
     {"kind": "added", "entry": "frankfurter", "name": "Frankfurter",
      "at": "2026-11-21T03:00:00Z"},
+    {"kind": "added", "entry": "frankfurter", "name": "Frankfurter",
+     "renamedFrom": "exchange-rates", "at": "2026-11-19T03:00:00Z"},
     {"kind": "lifecycle", "entry": "frankfurter", "name": "Frankfurter", "from": "active",
      "to": "degraded", "at": "2026-11-20T03:00:00Z"},
     {"kind": "release", "version": "2.0.0+20261121.1", "at": "2026-11-21T03:00:00Z"},
@@ -580,6 +582,10 @@ class EntryContent(ContractModel):
     deprecated: Deprecation | None = Field(
         default=None, description="Set by the curator when the provider deprecates the API: "
         "the entry stays published, marked, until it is retired.")
+    former_ids: list[Slug] | None = Field(
+        default=None, description="The ids the entry was published under before it was "
+        "renamed, oldest first: its history carries over from them, and their addresses "
+        "redirect to its own.", examples=[["exchangerate-host"]])
 
 
 class Status(ContractModel):
@@ -1056,9 +1062,19 @@ class CatalogueEvent(ContractModel):
                                             description="lifecycle: the state entered.")
     version: SemVer | None = Field(default=None, description="release: its version.")
     at: AwareDatetime = Field(description="When it happened (UTC).")
+    # Additions (optional; a consumer of interface 2.0.0 reads a rename as the old id retired
+    # and the new one added).
+    renamed_from: Slug | None = Field(
+        default=None, description="added: the entry's former id, when the entry was renamed "
+        "(its history carries over, its former addresses redirect to its own).")
+    renamed_to: Slug | None = Field(
+        default=None, description="retired: the entry's new id, when the entry was renamed.")
 
     @model_validator(mode="after")
     def _fields_of_its_kind(self) -> CatalogueEvent:
+        if (self.renamed_from is not None and self.kind != "added") or (
+                self.renamed_to is not None and self.kind != "retired"):
+            raise ValueError("renamedFrom belongs to added events, renamedTo to retired ones")
         if self.kind == "release":
             if self.version is None or self.entry is not None:
                 raise ValueError("a release event names its version and no entry")

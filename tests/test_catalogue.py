@@ -21,7 +21,8 @@ NULLABLE = {("pricing", "freeQuota"), ("pricing", "unitCost")}
 # provider's own brand material and is left out where that states none. The optional
 # additions (openapiUrl, statusPageUrl, sdks) are filled only where the provider has one, and
 # `deprecated` only where the provider deprecated the API.
-OPTIONAL_ADDITIONS = ("color", "openapi_url", "status_page_url", "sdks", "deprecated")
+OPTIONAL_ADDITIONS = ("color", "openapi_url", "status_page_url", "sdks", "deprecated",
+                      "former_ids")
 ENTRY_KEYS = [
     name for name in EntryFile.model_fields
     if name not in ("sources", "verified", *OPTIONAL_ADDITIONS)

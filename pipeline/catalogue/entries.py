@@ -569,6 +569,7 @@ class KnownFile(NamedTuple):
     hash: str
     stat: str | None
     successor: str | None = None
+    former_ids: tuple[str, ...] = ()
 
 
 # A file changed this close before a pass starts is read again next time, whatever its stat:
@@ -603,6 +604,7 @@ def read_catalog(
                            root=None if entries_root is None else os.fspath(entries_root))
     by_id: dict[str, list[str]] = defaultdict(list)  # the files of each id, by name
     deprecated: list[tuple[Path, str, str]] = []  # (file, id, successor)
+    claims: list[tuple[Path, str, tuple[str, ...]]] = []  # (file, id, formerIds)
     valid: set[str] = set()  # of the files read, with no entries_root to list the others
     listed = to_read = _refuse_misnamed(report)
     if known is not None:
@@ -616,7 +618,7 @@ def read_catalog(
                 if (found is not None and found.st_size <= max_bytes
                         and file_stat(found) == stored.stat):
                     report.digests[name] = stored.hash
-                    _unchanged(report, name, stored, by_id, deprecated)
+                    _unchanged(report, name, stored, by_id, deprecated, claims)
                     continue
             digest, found = file_digest(name, entries_root, max_bytes, folders)
             if digest is not None:
@@ -626,7 +628,7 @@ def read_catalog(
                 if stored is None or (digest, stat) != stored[:2]:
                     report.stats[name] = stat
                 if stored is not None and stored.hash == digest:
-                    _unchanged(report, name, stored, by_id, deprecated)
+                    _unchanged(report, name, stored, by_id, deprecated, claims)
                     continue
             to_read.append(name)
     with paused_garbage_collection():
@@ -639,6 +641,8 @@ def read_catalog(
                     valid.add(str(path))
                 if entry.deprecated and entry.deprecated.successor is not None:
                     deprecated.append((path, entry.id, entry.deprecated.successor))
+                if entry.former_ids:
+                    claims.append((path, entry.id, tuple(entry.former_ids)))
                 if keep is None:
                     report.entries[path] = entry
                 else:
@@ -665,6 +669,7 @@ def read_catalog(
     whole = entries_root is not None and paths == [entries_root]
     _check_successors(report, deprecated, by_id, valid, entries_root,
                       report.files if whole else None)
+    _check_former_ids(report, claims, by_id, entries_root, report.files if whole else None)
     report.problems.sort(key=Problem.sort_key)
     return report
 
@@ -699,13 +704,16 @@ def _utf8(name: str) -> bool:
 
 
 def _unchanged(report: CatalogReport, name: str, stored: KnownFile,
-               by_id: dict[str, list[str]], deprecated: list[tuple[Path, str, str]]) -> None:
-    """A file not parsed again: its id (its file name) and successor still take part in the
-    checks across files."""
+               by_id: dict[str, list[str]], deprecated: list[tuple[Path, str, str]],
+               claims: list[tuple[Path, str, tuple[str, ...]]]) -> None:
+    """A file not parsed again: its id (its file name), successor and former ids still take
+    part in the checks across files."""
     report.unchanged[name] = stem = file_stem(name)
     by_id[stem].append(name)
     if stored.successor is not None:
         deprecated.append((Path(name), stem, stored.successor))
+    if stored.former_ids:
+        claims.append((Path(name), stem, stored.former_ids))
 
 
 def file_stat(found: os.stat_result) -> str:
@@ -784,6 +792,55 @@ def _check_successors(report: CatalogReport, deprecated: list[tuple[Path, str, s
             line = None
         report.problems.append(Problem(str(path), line, entry_id, "deprecated.successor",
                                        "unknown-successor", f"successor {successor!r} {why}"))
+        report.withdraw(path)
+        report.unchanged.pop(str(path), None)
+
+
+def _check_former_ids(report: CatalogReport, claims: list[tuple[Path, str, tuple[str, ...]]],
+                      by_id: Mapping[str, list[str]], entries_root: Path | None,
+                      listed: Sequence[str] | None = None) -> None:
+    """Each former id an entry claims (of `claims`: file, id, formerIds) names no entry of
+    the catalogue (its files under `entries_root`, `listed` where the pass read the whole
+    folder; else the files read, `by_id`), is claimed once in its list and by no other entry:
+    its history and its addresses can pass to one entry alone."""
+    claims = [claim for claim in claims if claim[0] not in report.withdrawn]
+    if not claims:
+        return
+    if listed is None and entries_root is not None:
+        listed = entry_names([entries_root])
+    files_of: dict[str, list[str]] = defaultdict(list)
+    for name in listed if listed is not None else [n for ns in by_id.values() for n in ns]:
+        files_of[file_stem(name)].append(name)
+    claimants: dict[str, list[str]] = defaultdict(list)
+    for path, _, former_ids in claims:
+        for former_id in dict.fromkeys(former_ids):
+            claimants[former_id].append(str(path))
+    for path, entry_id, former_ids in claims:
+        problems = []
+        for index, former_id in enumerate(former_ids):
+            others = [name for name in claimants[former_id] if name != str(path)]
+            if former_id == entry_id:
+                why = "is the entry's own id"
+            elif files_of.get(former_id):
+                why = (f"is the id of an entry of the catalogue ({files_of[former_id][0]}): "
+                       "a former id must be retired, its file removed")
+            elif former_id in former_ids[:index]:
+                why = "is listed twice"
+            elif others:
+                why = f"is also claimed by {', '.join(others)}: one entry alone takes it over"
+            else:
+                continue
+            problems.append((index, f"former id {former_id!r} {why}"))
+        if not problems:
+            continue
+        try:
+            tree = _compose(read_text(path))
+        except (OSError, yaml.YAMLError, UnsafeEntryFile):
+            tree = None
+        for index, message in problems:
+            report.problems.append(Problem(
+                str(path), _node_line(tree, ("formerIds", index)) if tree else None, entry_id,
+                f"formerIds[{index}]", "bad-former-id", message))
         report.withdraw(path)
         report.unchanged.pop(str(path), None)
 

@@ -2,7 +2,9 @@
 
 A valid file upserts its entry; an invalid one leaves the stored version as it
 was (so one bad edit never unpublishes an API); an entry whose file is gone is
-retired, never deleted.
+retired, never deleted. An entry renamed (its file renamed, the old id in its `formerIds`)
+takes over its former id's stored entry: every row of that id's history is moved to the new
+id, in the ingest's transaction.
 
 Built for large catalogues: what is stored is read once as (id, hash, state)
 columns, new entries and their endpoints go in as bulk inserts, and changed or
@@ -17,16 +19,23 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from operator import attrgetter
 
-from sqlalchemy import bindparam, update
+from sqlalchemy import bindparam, delete, update
 from sqlmodel import Session, col, select
 
 from pipeline.catalogue.entries import CatalogReport, KnownFile
 from pipeline.catalogue.spool import CHUNK, EntrySpool, StoredEntry
 from pipeline.processes import paused_garbage_collection
 from pipeline.store.tables import (
+    DailyEndpointRollup,
+    DailyEntryRollup,
     EndpointRow,
     EntryEvent,
+    EntryLifecycle,
     EntryRow,
+    EntryState,
+    ProbeRow,
+    RolledDay,
+    StateChange,
     in_lists,
     insert_rows,
     utcnow,
@@ -45,6 +54,8 @@ class IngestSummary:
     retired: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)
+    # "old → new": entries that took over the stored entry of a former id (`formerIds`)
+    renamed: list[str] = field(default_factory=list)
     errors: list[dict[str, object]] = field(default_factory=list)
 
 
@@ -63,13 +74,14 @@ def _update_changed(session: Session, changed: list[StoredEntry], now: datetime,
             source_file=bindparam("new_source"), updated_at=bindparam("new_time"),
             file_hash=bindparam("new_file_hash"), file_stat=bindparam("new_file_stat"),
             successor=bindparam("new_successor"), base_url=bindparam("new_base_url"),
-            retired_at=None),
+            former_ids=bindparam("new_former_ids"), retired_at=None),
         [{"entry_id": entry.id, "new_category": entry.category, "new_name": entry.name,
           "new_content": entry.content, "new_hash": entry.digest,
           "new_source": report.stored_name(str(entry.source)), "new_time": now,
           "new_file_hash": report.digests.get(str(entry.source)),
           "new_file_stat": report.stats.get(str(entry.source)),
-          "new_successor": entry.successor, "new_base_url": entry.content["baseUrl"]}
+          "new_successor": entry.successor, "new_base_url": entry.content["baseUrl"],
+          "new_former_ids": _joined(entry.former_ids)}
          for entry in changed],
     )
     stored: dict[str, dict[tuple[str, str], tuple[int, bool]]] = defaultdict(dict)
@@ -107,22 +119,31 @@ def _update_changed(session: Session, changed: list[StoredEntry], now: datetime,
         insert_rows(session, endpoints, added)
 
 
+def _joined(former_ids: tuple[str, ...]) -> str | None:
+    """Former ids as their column keeps them: joined by commas (ids hold none)."""
+    return ",".join(former_ids) or None
+
+
 def _insert_new(session: Session, new: list[StoredEntry], now: datetime,
-                report: CatalogReport) -> None:
-    """Bulk-insert new entries, then their endpoints (one statement each, many rows)."""
+                report: CatalogReport, first_seen: dict[str, datetime] | None = None) -> None:
+    """Bulk-insert new entries, then their endpoints (one statement each, many rows);
+    `first_seen`: entries first seen before (renamed), inserted without endpoints, whose rows
+    are to be taken over from their former id."""
     if not new:
         return
+    first_seen = first_seen or {}
     # Inserts on the tables (not ORM bulk saves): one executemany each, no ORM bookkeeping.
     insert_rows(session, EntryRow.__table__, [
         {"id": entry.id, "category": entry.category, "name": entry.name,
          "content": entry.content, "content_hash": entry.digest,
          "source_file": report.stored_name(str(entry.source)),
-         "first_seen_at": now, "updated_at": now, "retired_at": None,
-         "file_hash": report.digests.get(str(entry.source)),
+         "first_seen_at": first_seen.get(entry.id, now), "updated_at": now,
+         "retired_at": None, "file_hash": report.digests.get(str(entry.source)),
          "file_stat": report.stats.get(str(entry.source)), "successor": entry.successor,
-         "base_url": entry.content["baseUrl"]}
+         "base_url": entry.content["baseUrl"], "former_ids": _joined(entry.former_ids)}
         for entry in new
     ])
+    new = [entry for entry in new if entry.id not in first_seen]
     endpoints = [
         {"entry_id": entry.id, "method": method, "path": path, "description": description,
          "position": position, "active": True}
@@ -176,10 +197,18 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
         changed: list[StoredEntry] = []
         # same content, new file bytes (a comment, say) or a new stat
         rehashed: list[dict[str, object]] = []
+        renamed: dict[str, str] = {}  # new id: the former id it takes over
         for entry in sorted(chunk, key=attrgetter("id")):
             present.add(entry.id)
             known = stored.get(entry.id)
-            if known is None:
+            former = None if known is not None else next(
+                (former for former in entry.former_ids if former in stored), None)
+            if former is not None:
+                renamed[entry.id] = former
+                del stored[former]  # taken over, not retired
+                summary.renamed.append(f"{former} → {entry.id}")
+                changed.append(entry)
+            elif known is None:
                 new.append(entry)
                 summary.added.append(entry.id)
             elif known != (entry.digest, False, report.stored_name(str(entry.source))):
@@ -190,6 +219,8 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
                 if report.digests:
                     rehashed.append(_file_columns(entry.id, str(entry.source), report))
         _insert_new(session, new, now, report)
+        _take_over(session, [entry for entry in changed if entry.id in renamed], renamed,
+                   now, report)
         _update_changed(session, changed, now, report)
         _update_file_columns(session, rehashed)
     # Files found unchanged by their hash, whose stat is new (touched, copied, or settled).
@@ -212,6 +243,56 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
     return summary
 
 
+# Every table holding rows of an entry's history, by its `entry_id` column.
+HISTORY_TABLES = (EndpointRow, ProbeRow, DailyEntryRollup, DailyEndpointRollup, StateChange,
+                  EntryState, EntryLifecycle, EntryEvent)
+
+
+def _take_over(session: Session, entries: list[StoredEntry], renamed: dict[str, str],
+               now: datetime, report: CatalogReport) -> None:
+    """Each of `entries` (renamed: new id to former id in `renamed`) becomes its former id's
+    stored entry: its row is added (first seen when the former was), every row of the former's
+    history moved to it, and the former's row deleted, so scores, uptime, lifecycle and events
+    go on as if the id had always been the new one.
+
+    Rows are moved rather than an alias kept for every read: a rename costs one indexed update
+    a table for its own rows (and one pass over the rolled days' evidence texts), where an
+    alias would be joined into every night's reads of 100,000 entries."""
+    if not entries:
+        return
+    formers = [renamed[entry.id] for entry in entries]
+    first_seen = dict(session.connection().execute(
+        select(EntryRow.id, EntryRow.first_seen_at).where(col(EntryRow.id).in_(formers))).all())
+    _insert_new(session, entries, now, report,
+                {entry.id: first_seen[renamed[entry.id]] for entry in entries})
+    moves = [{"former": former, "taker": taker} for taker, former in renamed.items()]
+    for table in (model.__table__ for model in HISTORY_TABLES):
+        session.execute(update(table).where(table.c.entry_id == bindparam("former"))
+                        .values(entry_id=bindparam("taker")), moves)
+    _rename_in_rolled_days(session, {former: taker for taker, former in renamed.items()})
+    entry_table = EntryRow.__table__
+    session.execute(delete(entry_table).where(entry_table.c.id == bindparam("former")),
+                    [{"former": former} for former in formers])
+
+
+def _rename_in_rolled_days(session: Session, renamed: dict[str, str]) -> None:
+    """The former ids in the entries each rolled day's kept evidence names (`RolledDay`), as
+    their new ids, in place: the score stage reads a past day's evidence by those names."""
+    table = RolledDay.__table__
+    rewritten = []
+    statement = (select(table.c.day, table.c.evidence_entries)
+                 .where(table.c.evidence_entries.is_not(None))
+                 .execution_options(yield_per=1))
+    for day, entries in session.connection().execute(statement):
+        padded = f",{entries},"
+        if any(f",{former}," in padded for former in renamed):
+            rewritten.append({"rolled": day, "named": ",".join(
+                renamed.get(entry_id, entry_id) for entry_id in entries.split(","))})
+    if rewritten:
+        session.execute(update(table).where(table.c.day == bindparam("rolled"))
+                        .values(evidence_entries=bindparam("named")), rewritten)
+
+
 def _file_columns(entry_id: str, source: str, report: CatalogReport) -> dict[str, object]:
     return {"entry_id": entry_id, "new_file_hash": report.digests.get(source),
             "new_file_stat": report.stats.get(source)}
@@ -227,23 +308,29 @@ def _update_file_columns(session: Session, rows: list[dict[str, object]]) -> Non
 
 def _record_events(session: Session, summary: IngestSummary, now: datetime,
                    run_id: int | None) -> None:
-    """The catalogue's history: an entry added (or back from retirement), an entry retired."""
+    """The catalogue's history: an entry added (or back from retirement), an entry retired,
+    an entry renamed (its new id's, naming the former)."""
     events = [
-        {"entry_id": entry_id, "kind": kind, "at": now, "run_id": run_id}
+        {"entry_id": entry_id, "kind": kind, "at": now, "run_id": run_id, "from_value": None}
         for kind, ids in (("added", summary.added + summary.restored),
                           ("retired", summary.retired))
         for entry_id in ids
     ]
+    for renamed in summary.renamed:
+        former, taker = renamed.split(" → ")
+        events.append({"entry_id": taker, "kind": "renamed", "at": now, "run_id": run_id,
+                       "from_value": former})
     if events:
         insert_rows(session, EntryEvent.__table__, events)
 
 
 def stored_files(session: Session) -> dict[str, KnownFile]:
-    """The file hash, stat and named successor of every published entry, by its source file's
-    stored name (`CatalogReport.stored_name`): what need not be read or parsed (from the
-    compared columns' index alone)."""
+    """The file hash, stat, named successor and former ids of every published entry, by its
+    source file's stored name (`CatalogReport.stored_name`): what need not be read or parsed
+    (from the compared columns' index alone)."""
     statement = select(EntryRow.source_file, EntryRow.file_hash, EntryRow.file_stat,
-                       EntryRow.successor).where(
+                       EntryRow.successor, EntryRow.former_ids).where(
         col(EntryRow.retired_at).is_(None), col(EntryRow.file_hash).is_not(None))
-    return {source: KnownFile(digest, stat, successor)
-            for source, digest, stat, successor in session.connection().execute(statement)}
+    return {source: KnownFile(digest, stat, successor, tuple((former or "").split(",")) if former
+                              else ())
+            for source, digest, stat, successor, former in session.connection().execute(statement)}

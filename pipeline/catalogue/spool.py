@@ -32,6 +32,7 @@ class StoredEntry(NamedTuple):
     source: Path
     endpoints: tuple[tuple[str, str, str | None, int], ...]
     successor: str | None = None  # deprecated.successor
+    former_ids: tuple[str, ...] = ()  # formerIds, as listed
 
     @classmethod
     def of(cls, source: Path, entry: EntryFile) -> StoredEntry:
@@ -49,6 +50,7 @@ class StoredEntry(NamedTuple):
             source,
             tuple(endpoints.values()),
             entry.deprecated.successor if entry.deprecated else None,
+            tuple(entry.former_ids or ()),
         )
 
 

@@ -158,6 +158,8 @@ class Event:
     to_state: str | None
     at: datetime
     version: str | None = None
+    # A rename: the entry's former id (added) or its new id (retired)
+    renamed: str | None = None
 
     def document(self) -> dict[str, str]:
         if self.kind == "release":
@@ -166,6 +168,8 @@ class Event:
                     "at": utc_text(self.at)}
         if self.kind == "lifecycle":
             document |= {"from": self.from_state, "to": self.to_state}
+        if self.renamed is not None:
+            document["renamedFrom" if self.kind == "added" else "renamedTo"] = self.renamed
         return document
 
 
@@ -216,6 +220,19 @@ def _event(row: Mapping[str, Any], names: Mapping[str, str]) -> Event:
                  row["to_value"], as_utc(row["at"]))
 
 
+def _published(event: Event) -> list[Event]:
+    """A stored event as published: a rename (stored under the new id, naming the former) as
+    the former id retired and the new one added, each naming the other, which a consumer of
+    interface 2.0.0 reads as it always has."""
+    if event.kind != "renamed":
+        return [event]
+    former = event.from_state
+    return [Event("added", event.entry_id, event.name, None, None, event.at,
+                  renamed=former),
+            Event("retired", former, event.name, None, None, event.at,
+                  renamed=event.entry_id)]
+
+
 def recent_events(session: Session, since: datetime, limit: int = 500) -> list[Event]:
     """Catalogue events at or after `since`, newest first, at most `limit`."""
     statement = (
@@ -229,7 +246,7 @@ def recent_events(session: Session, since: datetime, limit: int = 500) -> list[E
     releases = session.exec(
         select(ReleaseRow.version, ReleaseRow.generated).where(ReleaseRow.generated >= since)
         .order_by(col(ReleaseRow.generated).desc()).limit(limit)).all()
-    events = [_event(row, names) for row in rows] + [
+    events = [published for row in rows for published in _published(_event(row, names))] + [
         Event("release", None, None, None, None, as_utc(generated), version)
         for version, generated in releases]
     return sorted(events, key=lambda event: event.at, reverse=True)[:limit]

@@ -65,7 +65,7 @@ class IngestBrief:
 
     @classmethod
     def of(cls, summary: IngestSummary, limit: int = LISTED) -> IngestBrief:
-        kinds = ("added", "updated", "unchanged", "retired", "restored", "invalid")
+        kinds = ("added", "updated", "unchanged", "retired", "restored", "invalid", "renamed")
         lists = {kind: getattr(summary, kind) for kind in kinds}
         return cls(counts={kind: len(ids) for kind, ids in lists.items()},
                    named={kind: lists[kind][:limit] for kind in NAMED})
@@ -76,7 +76,7 @@ class IngestBrief:
 
 
 # The kinds of ingested entries a brief names; the other kinds it counts.
-NAMED = ("added", "restored", "retired", "invalid")
+NAMED = ("added", "restored", "retired", "invalid", "renamed")
 
 
 def _names(ids: Sequence[str], count: int) -> str:
@@ -145,6 +145,7 @@ def run_report(
                   f"- New: {ingest.names('added')}",
                   f"- Restored: {ingest.names('restored')}",
                   f"- Retired: {ingest.names('retired')}",
+                  f"- Renamed: {ingest.names('renamed')}",
                   f"- Updated: {ingest.counts['updated']:,}; "
                   f"unchanged: {ingest.counts['unchanged']:,}"]
     lines += ["", "## Slowest endpoints", ""]

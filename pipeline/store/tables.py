@@ -95,7 +95,7 @@ def in_lists(ids: Sequence[str]) -> Iterator[Sequence[str]]:
         yield ids[start : start + IN_LIST]
 
 COMPARED_COLUMNS = ("retired_at", "source_file", "file_hash", "file_stat", "successor", "id",
-                    "content_hash", "scored_hash", "scored_rubric")
+                    "content_hash", "scored_hash", "scored_rubric", "former_ids")
 
 
 class EntryRow(SQLModel, table=True):
@@ -123,6 +123,9 @@ class EntryRow(SQLModel, table=True):
     # The successor the curator named (`deprecated.successor`): checked every night to still be
     # an entry of the catalogue, also when the file is not read again.
     successor: str | None = None
+    # The ids the curator says the entry had before (`formerIds`, joined by commas): checked
+    # every night to be claimed by no other entry, also when the file is not read again.
+    former_ids: str | None = None
     # The content's `baseUrl`, kept apart so that what plans and presents the probes reads every
     # published entry's without the database parsing each entry's content.
     base_url: str | None = None

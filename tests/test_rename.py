@@ -1,0 +1,156 @@
+"""An entry renamed with `formerIds` (SQLite and PostgreSQL): its former id's stored history
+(probes, rollups and their kept evidence, states, lifecycle, events) becomes the new id's, so
+its scores and uptime go on; a rename without it retires the old id and adds a new one."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+
+from sqlmodel import Session, col, func, select
+
+from pipeline.catalogue.entries import read_catalog
+from pipeline.catalogue.ingest import HISTORY_TABLES, ingest_catalog
+from pipeline.judging.changes import recent_events
+from pipeline.judging.content_scores import content_scores, store_content_scores
+from pipeline.judging.evidence import bounded_scores
+from pipeline.store.tables import EntryEvent, EntryRow, RolledDay
+from tests.conftest import WriteEntry, make_entry
+from tests.test_evidence import TODAY, history  # noqa: F401 (a fixture)
+
+AS_OF = TODAY.replace(hour=12)
+
+
+def judged(session: Session) -> tuple[dict, dict]:
+    """Every entry's scores and uptime as the score stage gives them."""
+    store_content_scores(session)
+    scores, uptimes = bounded_scores(session, content_scores(session), AS_OF)
+    return {k: v.json_form() for k, v in scores.items()}, uptimes
+
+
+def rows_of(session: Session, entry_id: str) -> dict[str, int]:
+    """How many rows of each history table the entry has."""
+    return {model.__tablename__: session.exec(
+        select(func.count()).select_from(model).where(col(model.entry_id) == entry_id)).one()
+        for model in HISTORY_TABLES}
+
+
+def rename_file(data_dir: Path, write_entry: WriteEntry, old: str, new: str,
+                former_ids: list[str] | None) -> None:
+    (data_dir / "entries" / "weather" / f"{old}.yaml").unlink()
+    write_entry(make_entry(id=new, formerIds=former_ids))
+
+
+def ingest_again(session: Session, data_dir: Path, known: dict | None = None):
+    entries = data_dir / "entries"
+    return ingest_catalog(session, read_catalog([entries], entries, known=known))
+
+
+def test_a_renamed_entry_keeps_its_history_scores_and_uptime(
+    history: Session, data_dir: Path, write_entry: WriteEntry,  # noqa: F811
+) -> None:
+    scores, uptimes = judged(history)
+    before = rows_of(history, "alpha")
+    first_seen = history.get(EntryRow, "alpha").first_seen_at
+    assert before["probe"] and before["daily_entry"] and scores["alpha"]["latency"] is not None
+    rename_file(data_dir, write_entry, "alpha", "alpha-two", ["alpha"])
+
+    summary = ingest_again(history, data_dir)
+    assert summary.renamed == ["alpha → alpha-two"]
+    assert summary.retired == summary.added == []
+    history.expire_all()
+    assert history.get(EntryRow, "alpha") is None
+    assert rows_of(history, "alpha") == dict.fromkeys(before, 0)
+    assert rows_of(history, "alpha-two") == {**before, "entry_event": before["entry_event"] + 1}
+    assert history.get(EntryRow, "alpha-two").first_seen_at == first_seen
+    kept = [day.evidence_entries.split(",") for day in history.exec(
+        select(RolledDay).where(col(RolledDay.evidence).is_not(None)))]
+    assert not any("alpha" in named for named in kept)  # the kept evidence names the new id
+    assert any("alpha-two" in named for named in kept)
+
+    new_scores, new_uptimes = judged(history)
+    assert new_scores["alpha-two"] == scores["alpha"]
+    assert new_uptimes["alpha-two"] == uptimes["alpha"]
+    assert "alpha" not in new_scores and new_scores["beta"] == scores["beta"]
+
+    event = history.exec(select(EntryEvent).where(EntryEvent.kind == "renamed")).one()
+    assert (event.entry_id, event.from_value) == ("alpha-two", "alpha")
+    published = [e.document() for e in recent_events(history, AS_OF - timedelta(days=1))
+                 if e.kind != "release"]
+    assert {"kind": "added", "entry": "alpha-two", "name": "Example Weather",
+            "renamedFrom": "alpha", "at": published[0]["at"]} in published
+    assert {"kind": "retired", "entry": "alpha", "name": "Example Weather",
+            "renamedTo": "alpha-two", "at": published[0]["at"]} in published
+
+
+def test_a_rename_without_former_ids_retires_the_old_id_and_starts_afresh(
+    history: Session, data_dir: Path, write_entry: WriteEntry,  # noqa: F811
+) -> None:
+    before = rows_of(history, "alpha")
+    rename_file(data_dir, write_entry, "alpha", "alpha-two", None)
+    summary = ingest_again(history, data_dir)
+    assert (summary.retired, summary.added, summary.renamed) == (["alpha"], ["alpha-two"], [])
+    history.expire_all()
+    assert history.get(EntryRow, "alpha").retired_at is not None
+    assert rows_of(history, "alpha") == {**before, "entry_event": before["entry_event"] + 1}
+    assert rows_of(history, "alpha-two")["probe"] == 0
+
+
+def problems_of(data_dir: Path, known: dict | None = None) -> list[str]:
+    entries = data_dir / "entries"
+    return [str(problem) for problem in read_catalog([entries], entries, known=known).problems]
+
+
+def test_former_ids_are_well_formed_retired_ids_each_claimed_once(
+    data_dir: Path, write_entry: WriteEntry,
+) -> None:
+    """Each error is one line naming the file and its line, the entry and the field."""
+    write_entry(make_entry(id="kept"))
+    one = write_entry(make_entry(id="one", formerIds=["gone", "kept", "one"]))
+    two = write_entry(make_entry(id="two", formerIds=["gone"]))
+    three = write_entry(make_entry(id="three", formerIds=["old", "old"]))
+    four = write_entry(make_entry(id="four", formerIds=["Not A Slug"]))
+    found = problems_of(data_dir)
+    assert all(re.match(r"\S+\.yaml:\d+: entry ", line) for line in found), found
+    assert all("\n" not in line for line in found)
+    assert sorted(re.sub(r"\.yaml:\d+: ", ".yaml: ", line) for line in found) == sorted([
+        f"{one}: entry one: field formerIds[0]: former id 'gone' is also claimed by {two}: one "
+        "entry alone takes it over [bad-former-id]",
+        f"{one}: entry one: field formerIds[1]: former id 'kept' is the id of an entry of the "
+        f"catalogue ({data_dir / 'entries' / 'weather' / 'kept.yaml'}): a former id must be "
+        "retired, its file removed [bad-former-id]",
+        f"{one}: entry one: field formerIds[2]: former id 'one' is the entry's own id "
+        "[bad-former-id]",
+        f"{two}: entry two: field formerIds[0]: former id 'gone' is also claimed by {one}: one "
+        "entry alone takes it over [bad-former-id]",
+        f"{three}: entry three: field formerIds[1]: former id 'old' is listed twice "
+        "[bad-former-id]",
+        f"{four}: entry four: field formerIds[0]: String should match pattern "
+        "'^[a-z0-9]+(?:-[a-z0-9]+)*$' (got 'Not A Slug') [bad-format]"])
+
+
+def test_a_claim_of_an_unchanged_file_still_counts_in_a_later_run(
+    database_url: str, data_dir: Path, write_entry: WriteEntry,
+) -> None:
+    """A run does not parse a file whose hash is stored: the former ids it claims are kept in
+    their column, so a new file claiming one of them is still refused, and both are named."""
+    from pipeline.catalogue.ingest import stored_files
+    from pipeline.store.tables import make_engine
+
+    claimer = write_entry(make_entry(id="claimer", formerIds=["gone"]))
+    engine = make_engine(database_url)
+    try:
+        with Session(engine) as session:
+            ingest_again(session, data_dir, known={})  # as a run reads: the hashes kept
+            known = stored_files(session)
+        assert known["weather/claimer.yaml"].former_ids == ("gone",)
+        late = write_entry(make_entry(id="late", formerIds=["gone"]))
+        found = problems_of(data_dir, known)
+        assert sorted(re.sub(r"\.yaml:\d+: ", ".yaml: ", line) for line in found) == [
+            f"{claimer}: entry claimer: field formerIds[0]: former id 'gone' is also claimed by "
+            f"{late}: one entry alone takes it over [bad-former-id]",
+            f"{late}: entry late: field formerIds[0]: former id 'gone' is also claimed by "
+            f"{claimer}: one entry alone takes it over [bad-former-id]"]
+    finally:
+        engine.dispose()
