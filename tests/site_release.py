@@ -70,8 +70,10 @@ DEPRECATED_ENTRY = make_entry(
 # An entry whose name and provider are single words far wider than a phone.
 LONG_NAME_ID = "long-name"
 LONG_NAME = "Supercalifragilistic" * 15
+# It was renamed: its former id's addresses redirect to its own.
+FORMER_ID = "long-name-before"
 LONG_NAME_ENTRY = make_entry(id=LONG_NAME_ID, name=LONG_NAME, provider="Expialidocious" * 15,
-                             category="developer")
+                             category="developer", formerIds=[FORMER_ID])
 
 
 @dataclass(frozen=True)

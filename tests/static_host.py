@@ -63,8 +63,10 @@ def site_config(root: Path, port: int) -> str:
     text = SITE_CONFIG.read_text()
     text, listens = re.subn(r"(?m)^(\s*)listen\s+[^;]+;", rf"\1listen 127.0.0.1:{port};", text)
     text, roots = re.subn(r"(?m)^(\s*)root\s+[^;]+;", rf"\1root {root};", text)
-    if (listens, roots) != (1, 1):
-        raise RuntimeError(f"{SITE_CONFIG}: expected one listen and one root line")
+    text, maps = re.subn(r"(?m)^(\s*)include\s+/srv/apidir/public/", rf"\1include {root}/", text)
+    if (listens, roots, maps) != (1, 1, 1):
+        raise RuntimeError(f"{SITE_CONFIG}: expected one listen, one root and one include of "
+                           "the release's renamed addresses")
     return text
 
 

@@ -41,7 +41,12 @@ from pipeline.release.hosting import (
 from pipeline.release.layout import RELEASE_INDEX
 from pipeline.release.openapi import openapi_document
 from tests.conftest import REPO
-from tests.site_release import SampleRelease, publish_sample_release
+from tests.site_release import (
+    FORMER_ID,
+    LONG_NAME_ID,
+    SampleRelease,
+    publish_sample_release,
+)
 from tests.static_host import checked_nginx, free_port, run_nginx, run_serve, wait_for_port
 
 
@@ -366,7 +371,23 @@ def test_only_reads_are_allowed_and_host_files_are_not_served(host: Host) -> Non
     assert host.get("/api/apis.json").header("Allow") is None
     assert host.get("/_headers").status == 404
     assert host.get("/_redirects").status == 404
+    assert host.get("/_renamed.map").status == 404
     assert host.get("/../pyproject.toml").status in (400, 404)
+
+
+@pytest.mark.parametrize("former, now", [
+    (f"/api/apis/{FORMER_ID}.json", f"/api/apis/{LONG_NAME_ID}.json"),
+    (f"/apis/{FORMER_ID}.html", f"/apis/{LONG_NAME_ID}.html"),
+    (f"/apis/{FORMER_ID}.md", f"/apis/{LONG_NAME_ID}.md")])
+def test_a_renamed_entry_s_former_addresses_redirect_to_its_own(host: Host, former: str,
+                                                                 now: str) -> None:
+    """Links to an entry's former id keep working: a permanent redirect to its new address,
+    from the release's own host files (`_redirects`, `_renamed.map`)."""
+    moved = host.get(former)
+    assert moved.status == 301
+    assert urlsplit(moved.header("Location")).path == now
+    assert host.get(now).status == 200
+    assert f"{former}  {now}  301" in (host.release / "_redirects").read_text()
 
 
 PREFLIGHT = {"Origin": "http://127.0.0.2:8080", "Access-Control-Request-Method": "GET",

@@ -101,8 +101,15 @@ def _item(document: Mapping[str, Any], links: FeedLinks) -> tuple[str, str, tupl
         return (f"{name} is now {document['to']}",
                 f"{name}'s lifecycle went from {document['from']} to {document['to']}.",
                 links.entry(entry), kind)
+    if kind == "added" and (former := document.get("renamedFrom")):
+        return (f"{name} renamed from {former}",
+                f"{name} is listed as {entry}, no longer as {former}; its history carries over.",
+                links.entry(entry), kind)
     if kind == "added":
         return f"{name} added", f"{name} was added to the directory.", links.entry(entry), kind
+    if kind == "retired" and (taker := document.get("renamedTo")):
+        return (f"{entry} renamed to {taker}",
+                f"{name} is listed as {taker}, no longer as {entry}.", links.entry(taker), kind)
     if kind == "retired":
         return (f"{name} retired", f"{name} was retired from the directory.", links.home(),
                 kind)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
@@ -48,11 +48,16 @@ from pipeline.release.layout import (
     ROBOTS,
     SEARCH_INDEX,
     SITEMAP,
+    entry_document,
+    entry_markdown,
+    entry_page,
 )
 
 NOT_FOUND_JSON = "api/404.json"
 HEADERS_FILE = "_headers"
 REDIRECTS_FILE = "_redirects"
+# The renamed entries' redirects as an nginx map (`deploy/nginx/apidir.conf` includes it).
+RENAMED_MAP = "_renamed.map"
 
 # Pages load only their own stylesheet and script; nothing from elsewhere, no inline code.
 PAGE_CSP = (
@@ -223,8 +228,20 @@ def parse_headers_file(text: str) -> list[HeaderRule]:
     return [HeaderRule(pattern, tuple(headers)) for pattern, headers in rules]
 
 
+def renamed_rules(renamed: Mapping[str, str],
+                  holds: Callable[[str], bool] = lambda _: True) -> list[tuple[str, str, int]]:
+    """A permanent redirect from each former id's document, page and Markdown to those of the
+    entry now holding it (`renamed`: former id to new id), so links to the old id keep
+    working; only to a file the release `holds` (a release without pages has none)."""
+    return [(f"/{address(former)}", f"/{address(taker)}", 301)
+            for former, taker in sorted(renamed.items())
+            for address in (entry_document, entry_page, entry_markdown)
+            if holds(address(taker))]
+
+
 def render_redirects_file(rules: Iterable[tuple[str, str, int]] = REDIRECT_RULES) -> bytes:
-    lines = ["# A path under /api/ with no file answers with the JSON 404 body (`_redirects`)."]
+    lines = ["# A renamed entry's former addresses redirect to its own; a path under /api/ with "
+             "no file answers with the JSON 404 body (`_redirects`)."]
     lines.extend(f"{source}  {target}  {status}" for source, target, status in rules)
     return ("\n".join(lines) + "\n").encode()
 
@@ -285,13 +302,26 @@ def bare_not_found_page(root_path: str) -> bytes:
     ).encode()
 
 
-def host_files(root_path: str) -> dict[str, bytes]:
+def render_renamed_map(rules: Iterable[tuple[str, str, int]]) -> bytes:
+    """The redirects of `rules` as the lines of an nginx `map` of `$uri` to the new address
+    (ids are slugs: nothing to quote but the addresses themselves)."""
+    lines = ["# A renamed entry's former addresses and where they moved (nginx map lines)."]
+    lines.extend(f'"{source}" "{target}";' for source, target, _ in rules)
+    return ("\n".join(lines) + "\n").encode()
+
+
+def host_files(root_path: str, renamed: Mapping[str, str] | None = None,
+               holds: Callable[[str], bool] = lambda _: True) -> dict[str, bytes]:
     """The files a release carries for its static host, with or without its pages (whose
     own `404.html` replaces the bare one), but `_headers`, which names what the staged release
     holds (`release_header_rules`) and is written once it is whole; `root_path` is the site's
-    path on its host."""
+    path on its host. `renamed`: each former id of an entry the release publishes, and that
+    entry's id (redirected to the files the release `holds`); a renamed address is listed
+    before the 404 rule: a host takes the first rule that matches."""
+    moved = renamed_rules(renamed or {}, holds)
     return {
-        REDIRECTS_FILE: render_redirects_file(),
+        REDIRECTS_FILE: render_redirects_file([*moved, *REDIRECT_RULES]),
+        RENAMED_MAP: render_renamed_map(moved),
         NOT_FOUND_JSON: not_found_document(),
         NOT_FOUND_PAGE: bare_not_found_page(root_path),
     }

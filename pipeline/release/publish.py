@@ -48,7 +48,7 @@ from pipeline.judging.rollup import entry_trends
 from pipeline.processes import in_order, worker_pool
 from pipeline.release.feed import FeedLinks, feed_items, render_feed
 from pipeline.release.files import Folders, keep_only
-from pipeline.release.hosting import host_files
+from pipeline.release.hosting import REDIRECTS_FILE, RENAMED_MAP, host_files
 from pipeline.release.layout import (
     CATEGORY_INDEX,
     CHANGES,
@@ -303,11 +303,15 @@ def build_release(
     its category file and its entry document. (`stream_release` writes the same files without
     holding them.)
     """
-    rows = sorted(
-        ((checked_id(entry), entry["category"], entry_line(entry), search_line(entry))
-         for entry in entries),
-        key=lambda item: item[0],
-    )
+    claims: list[tuple[str, tuple[str, ...]]] = []
+
+    def row_of(entry: Mapping[str, Any]) -> tuple[str, str, bytes, bytes]:
+        if entry.get("formerIds"):
+            claims.append((entry["id"], tuple(entry["formerIds"])))
+        return checked_id(entry), entry["category"], entry_line(entry), search_line(entry)
+
+    rows = sorted(map(row_of, entries), key=lambda item: item[0])
+    ids = {row[0] for row in rows}
     meta = release_meta(version, generated, base_url, len(rows))
     files = {
         FULL_DATASET: render_dataset(meta, [row[2] for row in rows]),
@@ -327,7 +331,7 @@ def build_release(
     counts = {category_id: len(members) for category_id, members in by_category.items()}
     files[CATEGORY_INDEX] = _index_document(meta, counts, categories)
     files[OPENAPI] = render_openapi(base_url).encode()
-    files.update(host_files(site_root(base_url)))
+    files.update(host_files(site_root(base_url), renamed_ids(claims, ids), files.__contains__))
     return files
 
 
@@ -401,10 +405,20 @@ class _Row:
     category: Any
     line: bytes
     search: bytes
+    former_ids: tuple[str, ...] = ()
 
 
 def _row(entry: Mapping[str, Any]) -> _Row:
-    return _Row(entry.get("id"), entry.get("category"), entry_line(entry), search_line(entry))
+    return _Row(entry.get("id"), entry.get("category"), entry_line(entry), search_line(entry),
+                tuple(entry.get("formerIds") or ()))
+
+
+def renamed_ids(claims: Iterable[tuple[str, Iterable[str]]],
+                published: Container[str]) -> dict[str, str]:
+    """Each former id of the published entries (`claims`: id, its formerIds) that names no
+    published entry itself, and the entry now holding it: the addresses to redirect."""
+    return {former: entry_id for entry_id, former_ids in claims for former in former_ids
+            if former not in published}
 
 
 def _release_faults(row: _Row, faults: list[tuple[str, str]],
@@ -534,6 +548,7 @@ def stream_release(
     def write(staging: Path) -> None:
         nonlocal total
         refused: list[LeftOut] = []
+        claims: list[tuple[str, tuple[str, ...]]] = []  # the written entries' formerIds
         with ExitStack() as stack:
             writer = _DatasetWriter(staging, categories, stack)
             for row, found in _checked(map(_row, entries)):
@@ -541,6 +556,8 @@ def stream_release(
                     refused.append(LeftOut(str(row.entry_id), tuple(faults)))
                 else:
                     writer.add(row)
+                    if row.former_ids:
+                        claims.append((str(row.entry_id), row.former_ids))
             total = writer.total
             if refused:
                 told = left_out(refused)
@@ -556,6 +573,12 @@ def stream_release(
             write_file(staging, relative, data)
         if complete is not None:
             complete_staged(complete, staging, meta, writer.counts, categories)
+        if claims:  # redirected to the files the release holds, once they are all written
+            renamed = renamed_ids(claims, set(writer.ids))
+            redirects = host_files(site_root(base_url), renamed,
+                                   lambda path: (staging / path).is_file())
+            for relative in (REDIRECTS_FILE, RENAMED_MAP):  # not the pages' own 404 page
+                write_file(staging, relative, redirects[relative])
 
     stage_and_swap(output_dir, categories, write, carry, reuse, keep_spare,
                    lambda: before_swap(total), entries_checked=True)
@@ -696,7 +719,8 @@ def write_history(
                   "events": [event.document() for event in events]}
     write_file(staging, CHANGES, render_json(change_log))
     items = feed_items(change_log["changes"], change_log["events"])
-    named = {str(item["entry"]) for item in items if item.get("entry")}
+    named = {str(item[key]) for item in items for key in ("entry", "renamedTo")
+             if item.get(key)}
     links = FeedLinks(
         base_url, {str(release["version"]): str(release["path"]) for release in kept},
         frozenset(entry_id for entry_id in named

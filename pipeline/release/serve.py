@@ -41,6 +41,7 @@ from pipeline.release.hosting import (
     HEADERS_FILE,
     REDIRECT_RULES,
     REDIRECTS_FILE,
+    RENAMED_MAP,
     HeaderRule,
     headers_for,
     parse_headers_file,
@@ -57,7 +58,7 @@ from pipeline.release.ranges import (
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-HIDDEN = frozenset({HEADERS_FILE, REDIRECTS_FILE})
+HIDDEN = frozenset({HEADERS_FILE, REDIRECTS_FILE, RENAMED_MAP})
 TEXT_TYPES = ("application/json", "application/javascript", "text/javascript", "image/svg+xml",
               "application/atom+xml")
 mimetypes.add_type("application/atom+xml", ".atom")  # not in every system's table
@@ -224,6 +225,12 @@ def preview_app(folder: Path) -> web.Application:
                 return target, release_file(folder, target)
         return "/" + NOT_FOUND_PAGE, release_file(folder, "/" + NOT_FOUND_PAGE)
 
+    def moved_to(path: str) -> str | None:
+        """Where a redirect of `_redirects` (a 301 or 308, as a renamed entry's former address
+        has) sends a missing `path`, if one matches it exactly."""
+        return next((target for source, target, code in redirects
+                     if code in (301, 308) and source == path), None)
+
     async def serve_path(request: web.Request) -> web.StreamResponse:
         if request.rel_url.raw_path.startswith("*"):  # `OPTIONS *` asks of no file
             return error_answer(404, "not found", headers_for("/", rules))
@@ -245,6 +252,9 @@ def preview_app(folder: Path) -> web.Application:
                                 {**headers_for(path, rules), "Allow": ALLOWED_METHODS})
         status, found = 200, release_file(folder, path)
         headers = headers_for(path, rules)
+        if found is None and (moved := moved_to(path)) is not None:
+            return web.Response(status=301, headers={
+                **without_content_type(headers), "Location": moved})
         if found is None:
             # The answer is the 404 document's, with its headers alone, as nginx answers: the
             # rules of a missing immutable path would have the miss cached for a year.
