@@ -40,6 +40,7 @@ def store_of_a_newer_version(settings_env: dict[str, str], tmp_path: Path) -> st
 
 @pytest.mark.parametrize(("command", "extra"), [
     (["db", "current"], {}), (["db", "upgrade"], {}), (["db", "downgrade", "0001"], {}),
+    (["db", "compact"], {}),
     (["publish"], {}), (["publish"], {"APIDIR_DATABASE_UPGRADE": "check"})])
 def test_a_store_of_a_newer_version_says_so_in_one_line(
     tmp_path: Path, data_dir: Path, command: list[str], extra: dict[str, str]
@@ -57,6 +58,11 @@ def test_a_store_of_a_newer_version_says_so_in_one_line(
         f"version, or take the store back to {head_revision()} with that version's "
         f"`apidir db downgrade {head_revision()}`")
     assert "db upgrade" not in line
+    database = tmp_path / "var" / "apidir.db"
+    with sqlite3.connect(database) as connection:  # left as that version wrote it
+        assert connection.execute("SELECT version_num FROM alembic_version").fetchall() == [
+            ("0099",)]
+    connection.close()
 
 
 @pytest.mark.parametrize(("url", "said"), [

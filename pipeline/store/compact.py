@@ -11,7 +11,13 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine, inspect, text
 
-from pipeline.store.migrate import migrating, running_refusal
+from pipeline.store.migrate import (
+    migrating,
+    refuse_too_new,
+    running_refusal,
+    store_name,
+    stored_revision,
+)
 
 
 class CompactRefusedError(ValueError):
@@ -33,12 +39,15 @@ def compact_store(engine: Engine, ignore_running: bool = False) -> Compacted:
     their statistics renewed. CompactRefusedError for a SQLite file that is not there (none is
     made), or while a run is using the store, unless `ignore_running` (a run whose process is
     gone). One process at a time with schema changes (`migrating`): either waits for the
-    other."""
+    other. StoreTooNewError for a store a newer version wrote."""
     database = engine.url.database or ""
     if engine.dialect.name == "sqlite" and not os.path.isfile(database):
         raise CompactRefusedError(f"no store at {database}: nothing to compact")
     # Held throughout, so that a `db upgrade` or `db downgrade` started meanwhile waits for it.
     with migrating(engine) as held:
+        # A schema this version does not know is left as its version wrote it, and its run
+        # table is not read by what this version takes its columns to be.
+        refuse_too_new(stored_revision(held), store_name(engine))
         in_use = running_refusal(held) if inspect(held).has_table("pipeline_run") else None
         if in_use and not ignore_running:
             raise CompactRefusedError(in_use)
