@@ -570,3 +570,39 @@ async def test_a_night_that_leaves_an_entry_out_publishes_the_others_and_alerts(
     left_out = await events_named(RUN_ENTRIES_LEFT_OUT, started)
     assert any(e["resource"]["prefect.resource.id"] == f"apidir.run.{outcome['run']}"
                for e in left_out)
+
+
+async def test_the_failure_hook_of_a_run_refused_a_store_a_newer_version_wrote_reads_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run refused a store of a schema this version does not know never had a record: its
+    failure hook leaves the store alone, where it read the run table by this version's
+    columns (a newer schema had renamed one) and Prefect logged the hook's error under the
+    command's one line."""
+    import sqlite3
+    import uuid
+
+    from prefect import Flow
+    from prefect.client.schemas.objects import FlowRun
+    from prefect.states import Failed
+
+    from pipeline.operations.runs import close_failed_run
+    from pipeline.store.migrate import StoreTooNewError, upgrade_store
+
+    database = tmp_path / "newer.db"
+    url = f"sqlite:///{database}"
+    upgrade_store(engine_for(url))
+    with sqlite3.connect(database) as connection:  # as a newer version might leave it
+        connection.execute("ALTER TABLE pipeline_run RENAME COLUMN flow_run_id TO prefect_run")
+        connection.execute("UPDATE alembic_version SET version_num = '0099'")
+    connection.close()
+    monkeypatch.setenv("APIDIR_DATABASE_URL", url)
+    refused = StoreTooNewError("the store has schema revision 0099, which this version does "
+                               "not know")
+    await close_failed_run(Flow(fn=lambda: None, name="nightly"),
+                           FlowRun(id=uuid.uuid4(), flow_id=uuid.uuid4(), name="refused"),
+                           Failed(data=refused))
+    with sqlite3.connect(database) as connection:
+        assert connection.execute("SELECT version_num FROM alembic_version").fetchall() == [
+            ("0099",)]
+    connection.close()

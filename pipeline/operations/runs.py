@@ -54,10 +54,16 @@ from pipeline.release.swap import PublishLockTimeout, PublishWriteFailed
 from pipeline.release.validate import ReleaseValidationError
 from pipeline.settings import Settings, webhook_url_problem
 from pipeline.store.locks import StoreLockTimeout
-from pipeline.store.migrate import lasting_refusal, store_failure_line
+from pipeline.store.migrate import (
+    StoreOutOfDateError,
+    StoreTooNewError,
+    lasting_refusal,
+    store_failure_line,
+)
 from pipeline.store.tables import (
     ABANDONED,
     PipelineRun,
+    StoreUnreadableError,
     active_categories,
     engine_for,
     finish_run,
@@ -311,6 +317,8 @@ async def _close_left_open(flow: Flow, flow_run: FlowRun, state: State, ending: 
     """Close the run's record if the flow ended without closing it, and tell; a run its time
     limit stopped is told in the command's line (`time_limit_line`), which the error it raises
     carries to the command, with a note of an alert not delivered."""
+    if isinstance(state.data, STORE_REFUSALS):
+        return  # the run was refused its store before it had a record there: nothing to close
     settings = Settings()
     stopped = state.data if isinstance(state.data, FlowRunTimeoutError) else None
     with session_scope(engine_for(settings.database_url)) as session:
@@ -329,6 +337,11 @@ async def _close_left_open(flow: Flow, flow_run: FlowRun, state: State, ending: 
                            flow_run_id=str(flow_run.id))
     if stopped is not None and delivery is not None and not delivery.delivered:
         stopped.add_note(f"{UNDELIVERED}{delivery.error}")
+
+
+# A store a run cannot open as this version's (a newer version's schema, one out of date and
+# not upgraded, one unreadable): the run had no record in it, and the hook reads none.
+STORE_REFUSALS = (StoreTooNewError, StoreOutOfDateError, StoreUnreadableError)
 
 
 def time_limit_line(seconds: float, unchanged: bool) -> str:
