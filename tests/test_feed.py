@@ -100,7 +100,7 @@ def test_every_link_of_the_feed_resolves_in_the_release_that_publishes_it(
     monkeypatch.setenv("APIDIR_PUBLISH_PAGES", str(pages).lower())
     write_entry(make_entry(id="bright-sky", name="Bright Sky"))
     gone = write_entry(make_entry(id="gone-api", name="Gone", baseUrl="https://gone.example.org",
-                                  sampleRequest='curl "https://gone.example.org/a"'))
+                                  sampleRequest='curl "https://gone.example.org/forecast"'))
     settings = Settings()
     output = Path(settings_env["APIDIR_OUTPUT_DIR"])
     root = settings_env["APIDIR_BASE_URL"] + "/"

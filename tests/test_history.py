@@ -75,7 +75,7 @@ def session(write_entry: WriteEntry, ingested_store):
     ]
     write_entry(make_entry(endpoints=endpoints))
     write_entry(make_entry(id="open-api", category="maps", baseUrl="https://open.example.org",
-                           sampleRequest='curl "https://open.example.org/x"',
+                           sampleRequest='curl -X POST "https://open.example.org/a"',
                            endpoints=[{"method": "POST", "path": "/a", "description": "A."}]))
     return ingested_store()
 

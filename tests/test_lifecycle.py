@@ -262,7 +262,7 @@ async def test_a_base_address_standing_in_is_up_when_its_host_answers_even_404(
              "broken-root": provider.url("/unavailable")}
     for entry_id, base in bases.items():
         write_entry(make_entry(id=entry_id, name=entry_id.title(), baseUrl=base,
-                               sampleRequest=f'curl "{base}"', endpoints=posts))
+                               sampleRequest=f'curl -X POST "{base}/things"', endpoints=posts))
     write_entry(make_entry(id="gone", name="Gone", baseUrl=provider.url(""),
                            sampleRequest=f'curl "{provider.url("/missing")}"',
                            endpoints=[{"method": "GET", "path": "/missing", "description": "A."}]))
@@ -319,7 +319,9 @@ async def test_a_redirect_to_a_sign_in_page_is_online_with_where_it_ended(
                "site": ("/site", [{"method": "POST", "path": "/x", "description": "X."}])}
     for entry_id, (base, endpoints) in entries.items():
         write_entry(make_entry(id=entry_id, name=entry_id.title(), baseUrl=provider.url(base),
-                               sampleRequest=f'curl "{provider.url(base)}"', endpoints=endpoints))
+                               sampleRequest=f'curl -X {endpoints[0]["method"]} '
+                               f'"{provider.url(base)}{endpoints[0]["path"]}"',
+                               endpoints=endpoints))
     settings = Settings()
     with session_scope(engine_for(settings.database_url)) as session:
         run_id = start_run(session, "nightly").id

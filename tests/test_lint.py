@@ -120,6 +120,98 @@ def test_each_lint_rule_fails_its_bad_case(
     assert (rule, field) in rules(write_entry, data_dir, **changes)
 
 
+BASE = "https://api.example.com/v1"
+
+
+@pytest.mark.parametrize(
+    ("changes", "rule", "field"),
+    [
+        ({"sampleRequest": f'curl "{BASE}/forecasts?lat=1"'}, "sample-request-endpoint",
+         "sampleRequest"),
+        ({"sampleRequest": f'curl "{BASE}/forecast/"'}, "sample-request-endpoint",
+         "sampleRequest"),
+        ({"sampleRequest": f'curl "{BASE}/stations/a/b"'}, "sample-request-endpoint",
+         "sampleRequest"),
+        ({"sampleRequest": 'curl "https://api.example.com/v2/forecast"'}, "sample-request-base",
+         "sampleRequest"),
+        ({"sampleRequest": f'curl -X POST "{BASE}/forecast"'}, "sample-request-method",
+         "sampleRequest"),
+        ({"sampleRequest": f"curl -d 'lat=1' \"{BASE}/forecast\""}, "sample-request-method",
+         "sampleRequest"),
+        ({"sampleRequest": f'curl --json {{}} "{BASE}/current"'}, "sample-request-method",
+         "sampleRequest"),
+        ({"sampleRequest": f'curl -I "{BASE}/current"'}, "sample-request-method",
+         "sampleRequest"),
+        ({"sampleRequest": 'curl "http://api.example.com/v1/forecast"'}, "sample-request-https",
+         "sampleRequest"),
+        ({"sampleRequest": f'curl -H "X-Api-Key YOUR_API_KEY" "{BASE}/forecast"'},
+         "sample-request-header", "sampleRequest"),
+        ({"sampleRequest": f'curl -H "Authorization: Bearer YOUR_API_KEY" "{BASE}/forecast"'},
+         "sample-request-auth", "sampleRequest"),
+        ({"sampleRequest": f'curl "{BASE}/forecast?api_key=YOUR_API_KEY"'},
+         "sample-request-auth", "sampleRequest"),
+        ({"sampleRequest": f'curl -u YOUR_API_KEY: "{BASE}/forecast"'},
+         "sample-request-auth", "sampleRequest"),
+        ({"authExample": "Authorization: Token YOUR_API_KEY",
+          "sampleRequest": f'curl -H "Authorization: Bearer YOUR_API_KEY" "{BASE}/forecast"'},
+         "sample-request-auth", "sampleRequest"),
+        ({"authType": "none", "authExample": "# No auth required"}, "sample-request-auth",
+         "sampleRequest"),
+        ({"authType": "none", "authExample": "# No auth required",
+          "sampleRequest": f'curl "{BASE}/forecast?key=YOUR_API_KEY"'}, "sample-request-auth",
+         "sampleRequest"),
+        ({"sampleRequest": f'curl \\ -H "X-Api-Key: YOUR_API_KEY" "{BASE}/forecast"'},
+         "sample-request-shell", "sampleRequest"),
+        ({"sampleRequest": f'curl -H "X-Api-Key: YOUR_API_KEY"\n  "{BASE}/forecast"'},
+         "sample-request-shell", "sampleRequest"),
+        ({"sampleRequest": f'curl -H X-Api-Key: YOUR_API_KEY "{BASE}/forecast"'},
+         "sample-request-shell", "sampleRequest"),
+        ({"sampleRequest": f'curl "{BASE}/forecast" "{BASE}/current"'}, "sample-request-url",
+         "sampleRequest"),
+        ({"sampleRequest": f'curl -H "X-Api-Key: YOUR_API_KEY" "{BASE}/stations/10384"',
+          "endpoints": [*make_entry()["endpoints"][:2],
+                        {"method": "GET", "path": "/stations/{station_id}"}],
+          "sampleResponse": '[{"id": "10384"}]'}, "sample-response-shape", "sampleResponse"),
+    ],
+)
+def test_a_sample_request_that_disagrees_with_its_entry_fails(
+    write_entry: WriteEntry, data_dir: Path, changes: dict, rule: str, field: str
+) -> None:
+    """The sample is the call a builder copies: it runs against a listed endpoint, with its
+    method, and authenticates as authExample says; the old lint read only its host."""
+    assert (rule, field) in rules(write_entry, data_dir, **changes)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"sampleRequest": f'curl -H "X-Api-Key: YOUR_API_KEY" "{BASE}/stations/10384"',
+         "sampleResponse": '{"id": "10384"}'},
+        {"sampleRequest": f'curl -sS -X GET -H "x-api-key: YOUR_API_KEY" \\\n  "{BASE}/current"'},
+        {"sampleRequest": f"curl -G -d 'lat=1' \"{BASE}/forecast\""},
+        {"sampleRequest": f'curl -X POST -d \'{{"a":\n 1}}\' "{BASE}/query"',
+         "endpoints": [*make_entry()["endpoints"], {"method": "POST", "path": "/query"}]},
+        {"authType": "none", "authExample": "# No auth required",
+         "sampleRequest": f'curl -A "MyApp/1.0 (me@example.com)" "{BASE}/forecast"'},
+        {"authType": "basic", "authExample": "Authorization: Basic <base64 of KEY_ID:SECRET>",
+         "sampleRequest": f'curl -u YOUR_KEY_ID:YOUR_SECRET "{BASE}/forecast"'},
+        {"authExample": "?appid=YOUR_API_KEY",
+         "sampleRequest": f'curl "{BASE}/forecast?lat=1&appid=YOUR_API_KEY"'},
+        {"authType": "bearer", "authExample": "Authorization: bearer YOUR_TOKEN",
+         "sampleRequest": f'curl -H "Authorization: Bearer YOUR_TOKEN" "{BASE}/forecast"'},
+        {"baseUrl": "https://proxy.example.com",
+         "endpoints": [{"method": "GET", "path": "/{module}/@v/list"},
+                       {"method": "GET", "path": "/{module}/@v/{version}.info"},
+                       {"method": "GET", "path": "/{module}/@latest"}],
+         "sampleRequest": 'curl "https://proxy.example.com/golang.org/x/mod/@v/v0.2.0.info"'},
+    ],
+)
+def test_a_sample_request_that_agrees_with_its_entry_passes(
+    write_entry: WriteEntry, data_dir: Path, changes: dict
+) -> None:
+    assert rules(write_entry, data_dir, **changes) == []
+
+
 @pytest.mark.parametrize(
     "changes",
     [
@@ -130,7 +222,8 @@ def test_each_lint_rule_fails_its_bad_case(
         },
         {"pricing": PRICING | {"model": "free", "startingCentsPerMonth": 0}},
         {"pricing": PRICING | {"model": "enterprise", "startingCentsPerMonth": None}},
-        {"authType": "none", "authExample": "# No auth required"},
+        {"authType": "none", "authExample": "# No auth required",
+         "sampleRequest": 'curl "https://api.example.com/v1/forecast?lat=1&lon=2"'},
         {"rateLimit": "120 requests per 60 seconds per API token"},
         {"longDescription": "Rates published on the central bank's site, stated daily."},
     ],

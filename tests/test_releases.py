@@ -40,7 +40,7 @@ def session(write_entry: WriteEntry, ingested_store):
     write_entry(make_entry())
     write_entry(make_entry(id="other-maps", name="Other Maps", category="maps",
                            baseUrl="https://maps.example.org",
-                           sampleRequest='curl "https://maps.example.org/x"'))
+                           sampleRequest='curl "https://maps.example.org/forecast"'))
     return ingested_store()
 
 

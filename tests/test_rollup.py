@@ -58,7 +58,7 @@ def session(write_entry: WriteEntry, ingested_store):
     ]
     write_entry(make_entry(endpoints=endpoints))
     write_entry(make_entry(id="quiet-maps", category="maps", baseUrl="https://maps.example.org",
-                           sampleRequest='curl "https://maps.example.org/x"'))
+                           sampleRequest='curl "https://maps.example.org/forecast"'))
     return ingested_store()
 
 

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import unicodedata
 from collections.abc import Iterator
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 from pipeline.catalogue.credentials import credential_findings
-from pipeline.contract import BIDI_CONTROL, EntryContent, absolute_uri
+from pipeline.catalogue.curl import (
+    HEADER,
+    CredentialForm,
+    CurlRequest,
+    credential_form,
+    parse_curl,
+    split_words,
+    unquoted_line_break,
+)
+from pipeline.contract import BIDI_CONTROL, Endpoint, EntryContent, absolute_uri
 
 Loc = tuple[int | str, ...]
 Lint = tuple[Loc, str, str]  # (field location, rule, message)
@@ -36,23 +44,194 @@ def _sample_request(entry: EntryContent) -> Iterator[Lint]:
     if text is None:
         return
     try:
-        words = shlex.split(text)
+        words = split_words(text)
     except ValueError as exc:
         yield ("sampleRequest",), "sample-request-shell", f"is not a valid shell command: {exc}"
         return
     if not words or words[0] != "curl":
         yield ("sampleRequest",), "sample-request-curl", "must be a curl command"
         return
-    urls = [word for word in words[1:] if URL.fullmatch(word)] or URL.findall(text)
-    base_host = urlsplit(entry.base_url).hostname
+    request = parse_curl(words)
+    if (line := unquoted_line_break(text)) is not None:
+        yield (("sampleRequest",), "sample-request-shell",
+               f"line {line} ends without a backslash, so the shell runs the next line as "
+               "another command: end it with '\\' or join the lines")
+    yield from _shell_slips(words, request)
+    urls = request.urls or URL.findall(text)
     if not urls:
         yield ("sampleRequest",), "sample-request-url", "holds no http(s) URL"
-    elif urlsplit(urls[0]).hostname != base_host:
-        yield (
-            ("sampleRequest",),
-            "sample-request-host",
-            f"URL host {urlsplit(urls[0]).hostname!r} is not the baseUrl host {base_host!r}",
-        )
+        return
+    base = urlsplit(entry.base_url)
+    url = urlsplit(urls[0])
+    if url.hostname != base.hostname:
+        yield (("sampleRequest",), "sample-request-host",
+               f"URL host {url.hostname!r} is not the baseUrl host {base.hostname!r}")
+        return
+    if url.scheme != base.scheme:
+        yield (("sampleRequest",), "sample-request-https",
+               f"URL {urls[0]!r} must use {base.scheme}, as baseUrl does")
+    for header in request.headers:
+        if not HEADER.fullmatch(header):
+            yield (("sampleRequest",), "sample-request-header",
+                   f"header {header!r} is not of the form 'Name: value'")
+    yield from _sample_endpoint(entry, request, url)
+    yield from _sample_credential(entry, request, url.query)
+
+
+def _shell_slips(words: list[str], request: CurlRequest) -> Iterator[Lint]:
+    """Words a continuation or quoting slip leaves behind: a backslash before a space keeps the
+    space in a word (` -H`, where a line once ended), and a stray word is one more URL to curl."""
+    for word in words[1:]:
+        if word[:1].isspace():
+            yield (("sampleRequest",), "sample-request-shell",
+                   f"word {word!r} starts with a space: a line continuation is a backslash "
+                   "at the very end of a line, with nothing after it")
+            return
+    for stray in request.strays:
+        yield (("sampleRequest",), "sample-request-shell",
+               f"curl would also request {stray!r} as a URL: quote it or drop it")
+    if len(request.urls) > 1:
+        yield (("sampleRequest",), "sample-request-url",
+               f"requests {len(request.urls)} URLs; a sample is one request")
+
+
+def _endpoint_pattern(path: str, spanning: bool = False) -> re.Pattern[str]:
+    """An endpoint's path (its query aside) as a pattern: each `{placeholder}` stands for the
+    text of one segment, as in `/users/{id}` or `/forecast/{lat},{lon}`. `spanning` lets a
+    placeholder followed by a fixed segment hold several (a Go module path, `golang.org/x/mod`,
+    in `/{module}/@v/list`): the fixed text after it still pins the path down."""
+    parts = re.split(r"(\{[^}]*\})", path.partition("?")[0])
+    pattern = ""
+    for index, part in enumerate(parts):
+        following = parts[index + 1] if index + 1 < len(parts) else ""
+        if not part.startswith("{"):
+            pattern += re.escape(part)
+        elif spanning and following.startswith("/") and following != "/":
+            pattern += "[^/]+(?:/[^/]+)*?"
+        else:
+            pattern += "[^/]+"
+    return re.compile(pattern)
+
+
+def _listed_endpoints(entry: EntryContent, rest: str) -> list[Endpoint]:
+    """The endpoints whose path `rest` (a URL path after baseUrl) is, each placeholder one
+    segment; failing that, a placeholder followed by a fixed segment may hold several."""
+    endpoints = [endpoint for endpoint in entry.endpoints or [] if endpoint.path is not None]
+    return ([endpoint for endpoint in endpoints
+             if _endpoint_pattern(endpoint.path or "").fullmatch(rest)]
+            or [endpoint for endpoint in endpoints
+                if _endpoint_pattern(endpoint.path or "", spanning=True).fullmatch(rest)])
+
+
+def _sample_endpoint(entry: EntryContent, request: CurlRequest, url: SplitResult,
+                     ) -> Iterator[Lint]:
+    """The request's URL is baseUrl followed by a listed endpoint's path, with its method: the
+    sample shows the API as the entry lists it."""
+    base_path = urlsplit(entry.base_url).path.rstrip("/")
+    if not (url.path == base_path or url.path.startswith(base_path + "/")):
+        yield (("sampleRequest",), "sample-request-base",
+               f"URL path {url.path!r} does not start with the baseUrl path {base_path!r}")
+        return
+    rest = url.path[len(base_path):]
+    listed = _listed_endpoints(entry, rest)
+    if not listed:
+        yield (("sampleRequest",), "sample-request-endpoint",
+               f"path {rest!r} after baseUrl matches none of the listed endpoints")
+        return
+    same = [endpoint for endpoint in listed if (endpoint.method or "GET") == request.method]
+    if not same:
+        methods = sorted({endpoint.method or "GET" for endpoint in listed})
+        yield (("sampleRequest",), "sample-request-method",
+               f"sends {request.method} {rest}, but the endpoint is listed as "
+               f"{' or '.join(methods)} {listed[0].path}")
+        return
+    yield from _sample_response_shape(entry, same)
+
+
+# An endpoint that names one item: its last segment is one placeholder naming an id.
+_ONE_ITEM = re.compile(r"/\{(?:id|\w*[_-]id|[a-z]\w*Id)\}")
+
+
+def _sample_response_shape(entry: EntryContent, endpoints: list[Endpoint]) -> Iterator[Lint]:
+    """A request for one item (`/users/{id}`) is answered by one JSON object, never a list:
+    the only shape check that holds for every API."""
+    if not all(_ONE_ITEM.search(endpoint.path or "") and (endpoint.path or "").endswith("}")
+               for endpoint in endpoints):
+        return
+    try:
+        response = json.loads(entry.sample_response or "{}")
+    except (ValueError, RecursionError):
+        return  # sample-response-json says it
+    if not isinstance(response, dict):
+        yield (("sampleResponse",), "sample-response-shape",
+               f"the request asks for one item ({endpoints[0].path}), but the response is "
+               f"a JSON {type(response).__name__}, not an object")
+
+
+# Names that carry a credential, in a header or a query or form parameter.
+_CREDENTIAL_HEADER = re.compile(r"auth|key$|token|secret|passphrase|password|signature")
+_CREDENTIAL_PARAMS = frozenset({"key", "api_key", "apikey", "api-key", "access_token", "token",
+                                "appid", "app_id", "app_key", "auth", "auth_token",
+                                "client_secret", "secret", "password"})
+
+
+def _sent_credentials(request: CurlRequest, query: str, form: CredentialForm,
+                      ) -> Iterator[tuple[str, str, str]]:
+    """Each credential the request sends, as (kind, name, value): a header, basic auth, or a
+    query or form parameter."""
+    for name, value in request.header_fields():
+        if name in form.headers or _CREDENTIAL_HEADER.search(name):
+            yield "header", name, value
+    if request.user is not None:
+        yield "basic", "-u", request.user
+    if request.bearer is not None:
+        yield "header", "authorization", f"Bearer {request.bearer}"
+    for name in [name for name, _ in parse_qsl(query, keep_blank_values=True)] + request.fields:
+        if name in form.params or name.lower() in _CREDENTIAL_PARAMS:
+            yield "parameter", name, ""
+
+
+def _sample_credential(entry: EntryContent, request: CurlRequest, query: str,
+                       ) -> Iterator[Lint]:
+    """The credential the request sends is where authExample puts it, and a keyless API's
+    request sends none: a sample that authenticates otherwise teaches the wrong call."""
+    form = credential_form(entry.auth_example or "")
+    for kind, name, value in _sent_credentials(request, query, form):
+        shown = "basic auth (-u)" if kind == "basic" else f"{kind} {name!r}"
+        if entry.auth_type == "none":
+            yield (("sampleRequest",), "sample-request-auth",
+                   f"sends a credential ({shown}), but authType is none")
+        elif not form.known or entry.auth_example is None:
+            continue
+        elif kind == "basic" or (name == "authorization" and (_scheme_of(value) or "").lower()
+                                 == "basic" and name not in form.headers):
+            if not form.basic:
+                yield (("sampleRequest",), "sample-request-auth",
+                       f"sends {shown}, but authExample puts the credential in {_where(form)}")
+        elif kind == "header" and name not in form.headers:
+            yield (("sampleRequest",), "sample-request-auth",
+                   f"sends {shown}, but authExample puts the credential in {_where(form)}")
+        elif kind == "header" and (expected := form.headers[name]) is not None \
+                and (_scheme_of(value) or "").lower() != expected.lower():
+            yield (("sampleRequest",), "sample-request-auth",
+                   f"sends {shown} as {value.split(' ')[0]!r} …, but authExample writes "
+                   f"{expected!r} …")
+        elif kind == "parameter" and name not in form.params:
+            yield (("sampleRequest",), "sample-request-auth",
+                   f"sends {shown}, but authExample puts the credential in {_where(form)}")
+
+
+def _scheme_of(value: str) -> str | None:
+    return value.split(" ", 1)[0] if " " in value.strip() else None
+
+
+def _where(form: CredentialForm) -> str:
+    """Where a credential form puts the credential, in words."""
+    places = [f"header {name!r}" for name in form.headers]
+    places += [f"parameter {name!r}" for name in sorted(form.params)]
+    if form.basic and not form.headers:
+        places.append("basic auth")
+    return " and ".join(places) or "no header, parameter or basic auth"
 
 
 def _sample_response(entry: EntryContent) -> Iterator[Lint]:
