@@ -98,7 +98,8 @@ def test_the_stored_base_address_follows_the_file(
     """What the probe planning reads, each entry's base address, is the one its file gives:
     when the entry is added, when its file changes it, and when a retired entry comes back
     with another."""
-    write_entry(make_entry(id="kept-api", baseUrl="https://api.example.com/v2"))
+    write_entry(make_entry(id="kept-api", baseUrl="https://api.example.com/v2",
+                           sampleRequest='curl "https://api.example.com/v2/forecast"'))
     path = write_entry()
     assert ingest(engine, data_dir).added == ["example-weather", "kept-api"]
 
@@ -108,7 +109,8 @@ def test_the_stored_base_address_follows_the_file(
 
     kept = {"kept-api": "https://api.example.com/v2"}
     assert stored() == {"example-weather": "https://api.example.com/v1", **kept}
-    write_entry(make_entry(baseUrl="https://api.example.com"))
+    write_entry(make_entry(baseUrl="https://api.example.com",
+                           sampleRequest='curl "https://api.example.com/forecast"'))
     assert ingest(engine, data_dir).updated == ["example-weather"]
     assert stored() == {"example-weather": "https://api.example.com", **kept}
     path.unlink()
@@ -494,7 +496,8 @@ def test_the_stage_stores_a_chunk_at_a_time_what_one_pass_would(
                      {"method": "GET", "path": f"/items/{number}", "description": "Again."},
                      {"path": "/", "description": "Its root."}]
         write_entry(make_entry(id=entry_id, name=f"API {number}", endpoints=endpoints,
-                               category="weather" if number % 2 else "maps"))
+                               category="weather" if number % 2 else "maps",
+                               sampleRequest=f'curl "https://api.example.com/v1/items/{number}"'))
     summary, report = stage_ingest()
     assert summary.added == sorted(ids) and report.ok and report.entries == {}
     assert small_chunks == [2, 2, 2, 2, 1]  # stored as read, two at a time
@@ -600,7 +603,9 @@ def test_a_catalogue_wide_edit_updates_every_entry_and_keeps_each_endpoints_row(
     monkeypatch.setattr(ingest_module, "CHUNK", 2)
     endpoints = [{"method": "GET", "path": f"/things/{n}", "description": f"Thing {n}."}
                  for n in range(3)]
-    files = {f"api-{n}": write_entry(make_entry(id=f"api-{n}", endpoints=endpoints))
+    things = 'curl "https://api.example.com/v1/things/0"'  # an endpoint every edit keeps
+    files = {f"api-{n}": write_entry(make_entry(id=f"api-{n}", endpoints=endpoints,
+                                                sampleRequest=things))
              for n in range(5)}
     ingest(engine, data_dir)
     files.pop("api-4").unlink()
@@ -620,7 +625,8 @@ def test_a_catalogue_wide_edit_updates_every_entry_and_keeps_each_endpoints_row(
         "api-4": endpoints,
     }
     for entry_id, listed in edits.items():
-        write_entry(make_entry(id=entry_id, name=f"{entry_id} renamed", endpoints=listed))
+        write_entry(make_entry(id=entry_id, name=f"{entry_id} renamed", endpoints=listed,
+                               sampleRequest=things))
     summary = ingest(engine, data_dir)
     assert summary.updated == ["api-0", "api-1", "api-2", "api-3"]
     assert summary.restored == ["api-4"]
@@ -639,6 +645,7 @@ def test_a_catalogue_wide_edit_updates_every_entry_and_keeps_each_endpoints_row(
         assert all(row.retired_at is None for row in stored.values())
         assert stored["api-2"].content["endpoints"] == endpoints[:2]
 
-    write_entry(make_entry(id="api-2", name="api-2 renamed", endpoints=endpoints))
+    write_entry(make_entry(id="api-2", name="api-2 renamed", endpoints=endpoints,
+                           sampleRequest=things))
     assert ingest(engine, data_dir).updated == ["api-2"]
     assert rows()["api-2", "/things/2"] == before["api-2", "/things/2"]  # the same row, back
