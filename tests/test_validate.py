@@ -276,7 +276,7 @@ def test_the_largest_exact_integer_is_still_valid(write_entry: WriteEntry,
         ({"pricing": make_entry()["pricing"] | {"tiers": [
             {"name": "Free", "monthlyCents": 0, "included": "1,000\x1f requests/day"}]}},
          "pricing.tiers[0].included"),
-        ({"endpoints": [{"method": "GET", "path": "/a", "description": "A\ufffe."}]},
+        ({"endpoints": [{"method": "GET", "path": "/forecast", "description": "A\ufffe."}]},
          "endpoints[0].description"),
         ({"rateLimit": "60 requests\uffff/minute"}, "rateLimit"),
         ({"authExample": "X-Api-Key: \x00YOUR_API_KEY"}, "authExample"),
@@ -381,9 +381,9 @@ def test_a_url_written_percent_encoded_passes_validate_and_the_release_check(
     (lambda c: {"name": f"Bright Sky {c}IPA"}, "name"),
     (lambda c: {"provider": f"Example{c} Ltd"}, "provider"),
     (lambda c: {"description": f"Forecasts {c}for any place."}, "description"),
-    (lambda c: {"sampleRequest": "curl \"https://api.example.com/v1/forecast\" "
-                                 f"# {c}YOUR_API_KEY"}, "sampleRequest"),
-    (lambda c: {"endpoints": [{"method": "GET", "path": "/a", "description": f"A{c}."}]},
+    (lambda c: {"sampleRequest": f"curl -H \"X-Note: {c}x\" "
+                                 "\"https://api.example.com/v1/forecast\""}, "sampleRequest"),
+    (lambda c: {"endpoints": [{"method": "GET", "path": "/forecast", "description": f"A{c}."}]},
      "endpoints[0].description"),
 ])
 def test_a_bidirectional_control_is_refused_in_any_text(
@@ -525,5 +525,6 @@ def test_an_endpoint_path_written_percent_encoded_passes(
     write_entry: WriteEntry, data_dir: Path
 ) -> None:
     write_entry(make_entry(endpoints=[{"method": "GET", "path": "/search?q=caf%C3%A9"},
-                                      {"method": "GET", "path": "/users/{id}/items"}]))
+                                      {"method": "GET", "path": "/users/{id}/items"},
+                                      {"method": "GET", "path": "/forecast"}]))
     assert problems_of(data_dir) == []
