@@ -333,3 +333,12 @@ def test_a_real_looking_credential_fails_validation_and_names_the_field(
     assert ("real-credential", "authExample") in found
     found = rules(write_entry, data_dir, sampleResponse=json.dumps({"api_key": LIVE["random"]}))
     assert ("real-credential", "sampleResponse") in found
+
+
+def test_a_sample_url_holding_what_a_browser_would_escape_is_still_its_one_url(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """curl sends `<`, `>` or `"` in a URL as written: the word is the request's URL, not a
+    stray second one (which read the one URL as two, and refused it)."""
+    sample = 'curl "https://api.example.com/v1/forecast?q=<b>x</b>"'
+    assert rules(write_entry, data_dir, sampleRequest=sample) == []

@@ -23,7 +23,7 @@ _BODY = frozenset({"-d", "--data", "--data-raw", "--data-binary", "--data-ascii"
 _FORM = frozenset({"-F", "--form", "--form-string"})
 # A header as curl sends it: a field name (RFC 9110 token), a colon, a value.
 HEADER = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+:[ \t]*\S.*", re.DOTALL)
-URL = re.compile(r"https?://[^\s\"'<>]+")
+URL = re.compile(r"https?://\S+")  # any word curl takes for a URL, as curl sends it
 
 
 @dataclass
