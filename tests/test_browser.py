@@ -322,10 +322,7 @@ def test_pages_fit_the_screen_and_are_photographed(
         page = context.new_page()
         watch = Watch(page)
         for path in paths:
-            page.goto(f"{site}/{path}")
-            if path == INDEX_PAGE:  # the script has drawn the cards
-                expect(page.locator("#result-count")).to_have_text(f"{len(apis)} APIs")
-            fit = page.evaluate(FIT)
+            fit = drawn_fit(page, f"{site}/{path}", path == INDEX_PAGE, len(apis))
             assert fit["width"] <= width, (path, fit["width"])
             for table in fit["tables"]:
                 assert table["overflowX"] == "auto" and table["width"] <= table["room"], \
@@ -386,16 +383,24 @@ def test_every_kind_of_page_reflows_to_320_px(
         page = context.new_page()
         watch = Watch(page)
         for path in paths:
-            page.goto(f"{site}/{path}")
-            if path == INDEX_PAGE:  # the script has drawn the cards
-                expect(page.locator("#result-count")).to_have_text(f"{len(apis)} APIs")
-            if path == entry_page(entries["tiers"]):
-                expect(page.locator("table.tiers tbody tr").first).to_be_visible()
-            fit = page.evaluate(FIT)
+            fit = drawn_fit(page, f"{site}/{path}", path == INDEX_PAGE, len(apis),
+                            "table.tiers tbody tr" if path == entry_page(entries["tiers"])
+                            else None)
             assert fit["width"] <= width, (path, fit["width"])
             for table in fit["tables"]:
                 assert table["width"] <= table["room"], (path, table)
     assert watch.problems == []
+
+
+def drawn_fit(page: Page, url: str, index: bool, apis: int, shown: str | None = None) -> dict:
+    """How a page fits its screen (`FIT`) once drawn: on the index, once the script has drawn
+    the cards of all `apis`; with `shown`, once that element is visible."""
+    page.goto(url)
+    if index:
+        expect(page.locator("#result-count")).to_have_text(f"{apis} APIs")
+    if shown is not None:
+        expect(page.locator(shown).first).to_be_visible()
+    return page.evaluate(FIT)
 
 
 def photograph(page: Page, path: Path, screen: dict[str, Any], screens: int | None) -> None:
