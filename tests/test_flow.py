@@ -69,7 +69,8 @@ async def test_nightly_probes_scores_and_publishes_every_entry(
     result = await nightly()
     # the result counts the ingest and names the first of each kind, never every id
     assert result["ingest"]["counts"] == {"added": 2, "updated": 0, "unchanged": 0,
-                                          "retired": 0, "restored": 0, "invalid": 0}
+                                          "retired": 0, "restored": 0, "invalid": 0,
+                                          "renamed": 0}
     assert result["ingest"]["named"]["added"] == ["probed-0", "probed-1"]
     published = json.loads((tmp_path / "public" / "api" / "apis.json").read_text())
     for api in published["apis"]:
