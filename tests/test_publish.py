@@ -775,7 +775,8 @@ def test_an_endpoint_the_prober_never_calls_says_why_before_any_probe_run(
     write_entry(make_entry())  # GET /forecast, GET /current, GET /stations/{stationId}
     write_entry(make_entry(id="example-alerts", name="Example Alerts", endpoints=[
         {"method": "GET", "path": "/alerts", "description": "Active alerts."},
-        {"method": "POST", "path": "/alerts", "description": "Subscribe to alerts."}]))
+        {"method": "POST", "path": "/alerts", "description": "Subscribe to alerts."}],
+        sampleRequest='curl "https://api.example.com/v1/alerts"'))
     out = publish_from_store(ingested_settings())
     for path, (forecast, _, station) in published_endpoints(out, "example-weather").items():
         assert (forecast["status"]["state"], forecast["status"]["note"]) == ("unchecked", None)

@@ -16,6 +16,7 @@ from pipeline.contract import Status
 from pipeline.judging.changes import recent_changes, record_state_changes, run_changes
 from pipeline.judging.present import Presented
 from pipeline.operations import stages
+from pipeline.release.hosting import HEADERS_FILE
 from pipeline.release.layout import (
     CHANGES,
     FULL_DATASET,
@@ -116,6 +117,8 @@ def test_an_index_listing_a_missing_release_fails_validation(session, tmp_path: 
     shutil.rmtree(out / release_folder(release.version))
     problems = validate_release(out, CATEGORIES)
     assert problems == [
+        f"{HEADERS_FILE}: /{release_folder(release.version)}/* is cached as immutable but is "
+        "no asset or kept release folder of the release: a miss there would be kept for a year",
         f"{RELEASE_INDEX}: {release_folder(release.version)}/apis.json is missing",
         f"changes.atom: https://directory.test/{release_folder(release.version)}/apis.json "
         "names no file of the release"]
