@@ -342,3 +342,15 @@ def test_a_sample_url_holding_what_a_browser_would_escape_is_still_its_one_url(
     stray second one (which read the one URL as two, and refused it)."""
     sample = 'curl "https://api.example.com/v1/forecast?q=<b>x</b>"'
     assert rules(write_entry, data_dir, sampleRequest=sample) == []
+
+
+def test_a_sample_of_an_entry_listing_no_endpoint_has_none_to_match(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """Endpoints are optional: an entry listing none is not refused for a sample that matches
+    none, only one whose sample leaves its base address is."""
+    assert rules(write_entry, data_dir, endpoints=None,
+                 sampleRequest='curl "https://api.example.com/v1/anything"') == []
+    assert rules(write_entry, data_dir, endpoints=None,
+                 sampleRequest='curl "https://api.example.com/v2/anything"') == [
+        ("sample-request-base", "sampleRequest")]

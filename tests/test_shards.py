@@ -623,7 +623,7 @@ def test_a_sharded_night_over_its_time_limit_stops_its_shards_and_says_so(
         for index, host in enumerate(HOSTS[:2]):
             base = f"https://{host}:{internet.port}"
             write_entry(make_entry(id=f"slow-{index}", baseUrl=base,
-                                   sampleRequest=f'curl "{base}/ok"',
+                                   sampleRequest=f'curl "{base}/slow?d=100"',
                                    endpoints=[{"method": "GET", "path": "/slow?d=100",
                                                "description": "Answers after 100 s."}]))
         shard_env(monkeypatch, 2)

@@ -132,6 +132,8 @@ def _sample_endpoint(entry: EntryContent, request: CurlRequest, url: SplitResult
         yield (("sampleRequest",), "sample-request-base",
                f"URL path {url.path!r} does not start with the baseUrl path {base_path!r}")
         return
+    if not entry.endpoints:
+        return  # an entry listing no endpoint (they are optional) has none to match
     rest = url.path[len(base_path):]
     listed = _listed_endpoints(entry, rest)
     if not listed:
