@@ -142,7 +142,8 @@ def test_the_store_file_alone_holds_every_ended_run(database_url: str, tmp_path:
 def several_hosts(write_entry: WriteEntry, count: int) -> None:
     for n in range(count):
         base = f"https://api{n}.example.com"
-        write_entry(make_entry(id=f"hosted-{n}", baseUrl=base, sampleRequest=f'curl "{base}/x"'))
+        write_entry(make_entry(id=f"hosted-{n}", baseUrl=base,
+                               sampleRequest=f'curl "{base}/forecast"'))
 
 
 def test_a_nights_shard_plan_goes_once_a_later_night_plans(
