@@ -40,6 +40,7 @@ from pipeline.release.hosting import (
 )
 from pipeline.release.layout import RELEASE_INDEX
 from pipeline.release.openapi import openapi_document
+from pipeline.release.serve import HIDDEN
 from tests.conftest import REPO
 from tests.site_release import (
     FORMER_ID,
@@ -296,9 +297,10 @@ def test_the_host_s_own_error_text_is_not_labelled_json(host: Host) -> None:
 
 
 def release_paths(release: Path) -> list[str]:
-    """The URL path of every file the release publishes (but the host files)."""
+    """The URL path of every file the release publishes (but the host files, which the hosts
+    hide: `serve.HIDDEN`)."""
     return sorted("/" + p.relative_to(release).as_posix() for p in release.rglob("*")
-                  if p.is_file() and p.name not in ("_headers", "_redirects"))
+                  if p.is_file() and p.relative_to(release).as_posix() not in HIDDEN)
 
 
 def kept_dataset(release: Path) -> str:
