@@ -76,6 +76,7 @@ def template_entries(workdir: Path) -> list[dict[str, Any]]:
     """The published entries of the test release, kept as JSON under `workdir`."""
     kept = workdir / "templates.json"
     if not kept.exists():
+        sys.path.insert(0, str(REPO / "tests"))  # as pytest has it: the tests' own modules
         from tests.site_release import publish_sample_release
 
         with tempfile.TemporaryDirectory() as folder:
@@ -87,11 +88,24 @@ def template_entries(workdir: Path) -> list[dict[str, Any]]:
 
 
 def copied_entries(templates: list[dict[str, Any]], size: int) -> Iterator[dict[str, Any]]:
-    """`size` entries in id order, each a template with a new id and name."""
-    names = sorted((f"{templates[n % len(templates)]['id']}-{n:06d}", n) for n in range(size))
-    for entry_id, serial in names:
-        entry = dict(templates[serial % len(templates)])
+    """`size` entries in id order, each a template with a new id and name; a successor its
+    lifecycle names is the copy of that template in the same round, or in the first round
+    past the last one (so every link it makes leads to a page of the release)."""
+    count = len(templates)
+    serials = {template["id"]: serial for serial, template in enumerate(templates)}
+
+    def copied_id(serial: int) -> str:
+        return f"{templates[serial % count]['id']}-{serial:06d}"
+
+    for entry_id, serial in sorted((copied_id(n), n) for n in range(size)):
+        entry = dict(templates[serial % count])
         entry["id"], entry["name"] = entry_id, f"{entry['name']} {serial}"
+        successor = (entry.get("lifecycle") or {}).get("successor")
+        if successor in serials:
+            copy = serial - serial % count + serials[successor]
+            lifecycle = dict(entry["lifecycle"])
+            lifecycle["successor"] = copied_id(copy if copy < size else serials[successor])
+            entry["lifecycle"] = lifecycle
         yield entry
 
 
