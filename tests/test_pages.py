@@ -1361,6 +1361,54 @@ def test_a_spliced_page_is_refused_for_a_dead_link_in_its_nightly_parts(
         f"apis/{LIVE_ID}.md: link to ../apis/no-such-api.md leads to no file of the release"]
 
 
+def test_every_nightly_part_of_a_page_is_drawn_by_a_macro_balanced_by_construction() -> None:
+    """Each nightly part of a spliced page is read only for links: its macro's tags balance for
+    any entry, read from the templates once."""
+    assert entry_site.proven_parts() == set(entry_site.NIGHTLY_PAGE_MACROS)
+
+
+# Macros over text (`x`, `y`, `xs`): balanced for any of it, or not known to be.
+BALANCED_MACROS = {
+    "words in a tag": '<p class="a {{ x }}{% if y %} b{% endif %}">{{ x | lower }}</p>',
+    "a branch of whole tags": "{% if y %}<b>{{ y }}</b>{% elif x %}<i></i>{% else %}-{% endif %}",
+    "a loop of whole tags":
+        "<ul>{% for i in xs %}<li>{{ i }}</li>{% else %}<li></li>{% endfor %}</ul>",
+    "a proven macro": "<p>{{ inner(x) }}</p>",
+    "a plain function": '<a href="{{ entry_page(x) }}">{{ x }}</a>',
+}
+UNPROVEN_MACROS = {
+    "a tag opened in a branch": "{% if y %}<div>{% endif %}<p></p>{% if y %}</div>{% endif %}",
+    "a tag ended in a branch": '<span class="a{% if y %}">{% else %}">{% endif %}</span>',
+    "a quote in a branch": '<a title="{% if y %}"{% endif %}>b</a>',
+    "a tag opened in a loop": "{% for i in xs %}<li>{% endfor %}",
+    "unbalanced": "<p><b></p>",
+    "a value as an attribute": "<span {{ x }}>t</span>",
+    "a value unquoted": "<span class={{ x }}>t</span>",
+    "a value marked safe": "<p>{{ x | safe }}</p>",
+    "a filter that makes markup": "<p>{{ x | urlize }}</p>",
+    "a function not known": "<p>{{ other(x) }}</p>",
+    "a block assigned": "{% set a %}<b>{% endset %}<p>{{ a }}</p>",
+    "a link attribute in capitals": '<a HREF="{{ x }}">x</a>',
+    "a macro not proven": "<p>{{ broken(x) }}</p>",
+}
+
+
+@pytest.mark.parametrize("body", [*BALANCED_MACROS.values(), *UNPROVEN_MACROS.values()],
+                         ids=[*BALANCED_MACROS, *UNPROVEN_MACROS])
+def test_a_macro_is_balanced_by_construction_only_when_each_branch_is(body: str) -> None:
+    from jinja2 import DictLoader
+
+    from pipeline.release.fragments import _proven
+
+    source = ("{% macro inner(x) %}<b>{{ x }}</b>{% endmacro %}"
+              "{% macro broken(x) %}<b>{{ x }}{% endmacro %}"
+              "{% macro m(x, y, xs) %}" + body + "{% endmacro %}")
+    env = pages.DocumentEnvironment(loader=DictLoader({"t.html": source}), autoescape=True)
+    env.filters.update(pages.SHARED_FILTERS)
+    env.globals.update(entry_page=entry_page)
+    assert ("m" in _proven(env, "t.html")) == (body in BALANCED_MACROS.values())
+
+
 def test_an_entrys_days_reach_the_page_workers_equal_and_small() -> None:
     """The page workers are sent 30 days of figures for every entry: each day is pickled as
     its ordinal and three numbers, and comes back equal."""
