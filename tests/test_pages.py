@@ -7,7 +7,7 @@ import os
 import pickle
 import re
 import shutil
-from datetime import timedelta
+from datetime import date, timedelta
 from html.parser import HTMLParser
 from itertools import pairwise
 from pathlib import Path
@@ -21,7 +21,7 @@ import pipeline.release.entry_site as entry_site
 import pipeline.release.pages as pages
 from pipeline.catalogue.entries import load_categories
 from pipeline.contract import CATEGORY_IDS, APIEntry, ErrorBody, Pricing, Provenance
-from pipeline.judging.day_figures import DayFigures
+from pipeline.judging.day_figures import DayFigures, sent_days
 from pipeline.release.hosting import HEADERS_FILE, NOT_FOUND_JSON, REDIRECTS_FILE, headers_for
 from pipeline.release.layout import (
     CHANGES_FEED,
@@ -653,8 +653,9 @@ def test_a_share_short_of_every_probe_or_none_is_never_shown_as_all_or_none() ->
     text = markdown.environment().get_template("_entry_nightly.md").module.status_part(api)
     assert "Uptime: 99.9% over the last 24 hours, 0.1% over 7 days, 100% over 30 days." in text
     last = NOW.date()
-    chart = pages.trend_svg([DayFigures(last, 2880, 2879, 80.0),
-                             DayFigures(last - timedelta(days=1), 2880, 1, 80.0)], last)
+    chart = pages.trend_svg(sent_days([DayFigures(last, 2880, 2879, 80.0),
+                                       DayFigures(last - timedelta(days=1), 2880, 1, 80.0)]),
+                            last)
     assert f"<title>{last}: 99.9% up, median 80 ms</title>" in chart
     assert f"<title>{last - timedelta(days=1)}: 0.1% up, median 80 ms</title>" in chart
 
@@ -674,7 +675,7 @@ def test_a_share_is_rounded_half_up_on_pages_and_in_markdown() -> None:
         "Last 24 hours 6.3% Last 7 days 31.3% Last 30 days 1.3%"
     text = markdown.environment().get_template("_entry_nightly.md").module.status_part(api)
     assert "Uptime: 6.3% over the last 24 hours, 31.3% over 7 days, 1.3% over 30 days." in text
-    chart = pages.trend_svg([DayFigures(NOW.date(), 16, 1, 80.0)], NOW.date())
+    chart = pages.trend_svg(sent_days([DayFigures(NOW.date(), 16, 1, 80.0)]), NOW.date())
     assert f"<title>{NOW.date()}: 6.3% up, median 80 ms</title>" in chart
 
 
@@ -1410,16 +1411,19 @@ def test_a_macro_is_balanced_by_construction_only_when_each_branch_is(body: str)
 
 
 def test_an_entrys_days_reach_the_page_workers_equal_and_small() -> None:
-    """The page workers are sent 30 days of figures for every entry: each day is pickled as
-    its ordinal and three numbers, and comes back equal."""
+    """The page workers are sent 30 days of figures for every entry: each day as its ordinal
+    and three numbers in a plain tuple, pickled without a call of Python code on either side,
+    and drawn as the days themselves would be."""
     last = NOW.date()
     days = [DayFigures(last - timedelta(days=k), 24, 23 - k % 3,
                        None if k % 7 == 0 else 40.5 + k) for k in range(30)]
-    sent = pickle.dumps(days, protocol=pickle.HIGHEST_PROTOCOL)
-    back = pickle.loads(sent)
-    assert back == days
-    assert {type(day) for day in back} == {DayFigures}
-    assert len(sent) < 30 * 30  # by field names, the date an object: some 36 bytes a day
+    sent = sent_days(days)
+    data = pickle.dumps(sent, protocol=pickle.HIGHEST_PROTOCOL)
+    assert pickle.loads(data) == sent
+    assert [(date.fromordinal(o), p, s, m) for o, p, s, m in sent] == [
+        (d.day, d.probes, d.successes, d.p50_ms) for d in days]
+    assert b"day_figures" not in data  # no function named to unpickle a day
+    assert len(data) < 30 * 30
 
 
 @pytest.mark.parametrize("timed", ["every day", "no day", "every other day"])
@@ -1432,7 +1436,7 @@ def test_the_trend_chart_balances_its_tags_for_every_count_of_days(timed: str) -
                            None if timed == "no day" or (timed != "every day" and k % 2)
                            else 50.0 + 40 * k)
                 for k in range(count)]
-        chart = pages.trend_svg(days, last)
+        chart = pages.trend_svg(sent_days(days), last)
         assert (chart == "") == (count == 0)
         assert pages.page_problems(entry_page("x"), chart, frozenset()) == []
         assert pages._balanced_links(chart) == []  # balanced, and links nowhere

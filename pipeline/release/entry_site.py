@@ -40,7 +40,7 @@ from pipeline.release.pages import (
 if TYPE_CHECKING:
     from markupsafe import Markup
 
-    from pipeline.judging.day_figures import DayFigures
+    from pipeline.judging.day_figures import SentDay
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def use_context(context: SiteContext) -> None:
 
 def write_entry_site(
     lines: Sequence[bytes],
-    trends: Sequence[Sequence[DayFigures]],
+    trends: Sequence[Sequence[SentDay]],
 ) -> tuple[list[EntrySummary], list[str]]:
     """Render, check and write the page and Markdown of each entry (its line of `apis.json`);
     the entries' summaries and the problems found.
@@ -138,7 +138,7 @@ def successor_name(staged: Folders, api: Mapping[str, Any]) -> str | None:
 
 
 def _spliced_files(
-    before: Folders, api: Mapping[str, Any], key: str, trend: Sequence[DayFigures],
+    before: Folders, api: Mapping[str, Any], key: str, trend: Sequence[SentDay],
     badges: Markup, problems: list[str], successor: str | None = None,
 ) -> tuple[str | None, str | None]:
     """The entry's page and Markdown spliced into those of the previous release, with the

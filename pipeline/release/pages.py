@@ -31,7 +31,7 @@ from jinja2.compiler import CodeGenerator, Frame, optimizeconst
 from markupsafe import Markup
 
 from pipeline.contract import BIDI_CONTROL, ONLINE_NOTE, APIEntry, Pricing, Uptime
-from pipeline.judging.day_figures import DayFigures
+from pipeline.judging.day_figures import SentDay
 from pipeline.judging.score import (
     LATENCY_WINDOW,
     MIN_LATENCY_DAYS,
@@ -465,29 +465,30 @@ def _up_bar(successes: int, probes: int) -> tuple[str, str]:
             f"{share_text(share)} up")
 
 
-def trend_svg(days: Sequence[DayFigures], last_day: date) -> str:
-    """The last 30 days as a small inline SVG: a bar per day for the share of probes that
-    succeeded (the day's uptime), a line for their daily median response time; '' without any
-    probed day.
+def trend_svg(days: Sequence[SentDay], last_day: date) -> str:
+    """The last 30 days (`sent_days`) as a small inline SVG: a bar per day for the share of
+    probes that succeeded (the day's uptime), a line for their daily median response time; ''
+    without any probed day.
 
     Drawn once per entry page, so the days are placed by their offset from the first day and
     the text shared by every chart is made once."""
     first_day = last_day - timedelta(days=TREND_DAYS - 1)
+    first = first_day.toordinal()
     by_offset = {}
-    for d in days:
-        offset = (d.day - first_day).days
-        if 0 <= offset < TREND_DAYS and d.probes:
-            by_offset[offset] = d
+    for ordinal, probes, successes, p50_ms in days:
+        offset = ordinal - first
+        if 0 <= offset < TREND_DAYS and probes:
+            by_offset[offset] = (probes, successes, p50_ms)
     if not by_offset:
         return ""
     width, height = _TREND_WIDTH, _TREND_HEIGHT
-    slowest = max((d.p50_ms for d in by_offset.values() if d.p50_ms is not None), default=None)
+    slowest = max((median for _, _, median in by_offset.values() if median is not None),
+                  default=None)
     isodays = _trend_days(first_day)
     bars, points = [], []
     for offset in sorted(by_offset):
-        figures = by_offset[offset]
-        shape, up = _up_bar(figures.successes, figures.probes)
-        median = figures.p50_ms
+        probes, successes, median = by_offset[offset]
+        shape, up = _up_bar(successes, probes)
         if median is None:
             label = f"{isodays[offset]}: {up}"
         else:
@@ -627,18 +628,18 @@ def card_html(api: Mapping[str, Any], labels: Mapping[str, str], badges: Markup)
     return macros("_macros.html").api_card(api, "../", labels, badges)
 
 
-def trend_of(common: Mapping[str, Any], trend: Sequence[DayFigures]) -> str:
+def trend_of(common: Mapping[str, Any], trend: Sequence[SentDay]) -> str:
     """An entry's trend chart (`trend_svg`) up to the day of the release in `common`."""
     last_day = datetime.fromisoformat(common["meta"]["generated"].replace("Z", "+00:00")).date()
     return trend_svg(trend, last_day)
 
 
 def render_entry_page(
-    api: Mapping[str, Any], common: Mapping[str, Any], trend: Sequence[DayFigures],
+    api: Mapping[str, Any], common: Mapping[str, Any], trend: Sequence[SentDay],
     badges: Markup, key: str = "", successor_name: str | None = None,
 ) -> str:
     """The page of one presented entry; `common` holds the release's meta, assets, category
-    labels and categories (`page_context`), `trend` the entry's daily figures, `badges` its
+    labels and categories (`page_context`), `trend` the entry's `sent_days`, `badges` its
     `entry_badges`, `key` its `static_key` (which the page keeps, for the night after),
     `successor_name` the name of the entry its lifecycle names as successor."""
     path = entry_page(api["id"])

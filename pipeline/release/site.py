@@ -17,7 +17,7 @@ from pathlib import Path
 
 import orjson
 
-from pipeline.judging.day_figures import DayFigures
+from pipeline.judging.day_figures import DayFigures, SentDay, sent_days
 from pipeline.processes import in_order, paused_garbage_collection, worker_count, worker_pool
 from pipeline.release.crawlers import check_sitemaps, crawler_files
 from pipeline.release.entry_site import (
@@ -68,12 +68,13 @@ def staged_paths(staging: Path) -> set[str]:
 
 
 def _chunks(lines: Iterator[bytes], trends: Mapping[str, Sequence[DayFigures]],
-            ids: Sequence[str]) -> Iterator[tuple[list[bytes], list[Sequence[DayFigures]]]]:
+            ids: Sequence[str]) -> Iterator[tuple[list[bytes], list[tuple[SentDay, ...]]]]:
+    """The entries' lines a chunk at a time, with their days as the workers are sent them."""
     position = 0
     while chunk := list(islice(lines, _CHUNK)):
         chunk_ids = ids[position : position + len(chunk)]
         position += len(chunk)
-        yield chunk, [trends.get(entry_id, ()) for entry_id in chunk_ids]
+        yield chunk, [sent_days(trends.get(entry_id, ())) for entry_id in chunk_ids]
 
 
 @dataclass(frozen=True)
