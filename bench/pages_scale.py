@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
-from datetime import date, timedelta
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -46,22 +46,16 @@ DAYS = 30
 
 
 class SyntheticTrends(Mapping[str, list[Any]]):
-    """30 days of figures for any entry, made when asked (the bench holds none of them)."""
+    """30 days of figures for any entry as `entry_trends` reads them (`sent_days`), made when
+    asked (the bench holds none of them)."""
 
     def __init__(self, last_day: date) -> None:
-        self.last_day = last_day
+        self.last = last_day.toordinal()
 
     def __getitem__(self, entry_id: str) -> list[Any]:
-        from pipeline.judging.rollup import DayFigures
-
         seed = sum(map(ord, entry_id))
         return [
-            DayFigures(
-                self.last_day - timedelta(days=DAYS - 1 - n),
-                24,
-                24 - (seed + n) % 3,
-                80.0 + (seed * 7 + n * 13) % 400,
-            )
+            (self.last - (DAYS - 1 - n), 24, 24 - (seed + n) % 3, 80.0 + (seed * 7 + n * 13) % 400)
             for n in range(DAYS)
         ]
 

@@ -21,7 +21,7 @@ import pipeline.release.entry_site as entry_site
 import pipeline.release.pages as pages
 from pipeline.catalogue.entries import load_categories
 from pipeline.contract import CATEGORY_IDS, APIEntry, ErrorBody, Pricing, Provenance
-from pipeline.judging.day_figures import DayFigures, sent_days
+from pipeline.judging.day_figures import DayFigures, SentDay, sent_days
 from pipeline.release.hosting import HEADERS_FILE, NOT_FOUND_JSON, REDIRECTS_FILE, headers_for
 from pipeline.release.layout import (
     CHANGES_FEED,
@@ -1259,11 +1259,11 @@ def next_night(sample: SampleRelease, folder: Path, edit: dict[str, dict] | None
     return staging
 
 
-def next_night_trends(sample: SampleRelease) -> dict[str, list[DayFigures]]:
+def next_night_trends(sample: SampleRelease) -> dict[str, tuple[SentDay, ...]]:
     ids = [path.stem for path in (sample.folder / "apis").glob("*.html")]
     day = NOW.date() + timedelta(days=1)
-    return {entry_id: [DayFigures(day - timedelta(days=k), 24, 24 - k % 3, 90.0 + k)
-                       for k in range(12)] for entry_id in ids}
+    return {entry_id: sent_days(DayFigures(day - timedelta(days=k), 24, 24 - k % 3, 90.0 + k)
+                                for k in range(12)) for entry_id in ids}
 
 
 def test_a_night_draws_only_the_nightly_parts_of_an_unchanged_entrys_page(

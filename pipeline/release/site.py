@@ -17,7 +17,7 @@ from pathlib import Path
 
 import orjson
 
-from pipeline.judging.day_figures import DayFigures, SentDay, sent_days
+from pipeline.judging.day_figures import SentDay
 from pipeline.processes import in_order, paused_garbage_collection, worker_count, worker_pool
 from pipeline.release.crawlers import check_sitemaps, crawler_files
 from pipeline.release.entry_site import (
@@ -67,14 +67,13 @@ def staged_paths(staging: Path) -> set[str]:
     return found
 
 
-def _chunks(lines: Iterator[bytes], trends: Mapping[str, Sequence[DayFigures]],
-            ids: Sequence[str]) -> Iterator[tuple[list[bytes], list[tuple[SentDay, ...]]]]:
-    """The entries' lines a chunk at a time, with their days as the workers are sent them."""
+def _chunks(lines: Iterator[bytes], trends: Mapping[str, Sequence[SentDay]],
+            ids: Sequence[str]) -> Iterator[tuple[list[bytes], list[Sequence[SentDay]]]]:
     position = 0
     while chunk := list(islice(lines, _CHUNK)):
         chunk_ids = ids[position : position + len(chunk)]
         position += len(chunk)
-        yield chunk, [sent_days(trends.get(entry_id, ())) for entry_id in chunk_ids]
+        yield chunk, [trends.get(entry_id, ()) for entry_id in chunk_ids]
 
 
 @dataclass(frozen=True)
@@ -91,7 +90,7 @@ class SiteReport:
 
 
 def write_site(staging: Path, base_url: str,
-               trends: Mapping[str, Sequence[DayFigures]] | None = None,
+               trends: Mapping[str, Sequence[SentDay]] | None = None,
                workers: int | None = None, previous: Path | None = None) -> SiteReport:
     """The reader pages and assets, the Markdown for agents (`llms.txt`, one file
     per entry and category) and the sitemap and `robots.txt` for crawlers, rendered from the
