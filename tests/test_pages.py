@@ -916,6 +916,20 @@ def test_markdown_escaping_and_fences() -> None:
     assert code_span("GET /v1/items") == "`GET /v1/items`" and code_span(" a\n b ") == "`a b`"
 
 
+@pytest.mark.parametrize("value", [
+    "plain", "", "x<y", "a & b", 'say "hi"', "it's", "<script>", 200, -3, 0, 2.5, 1e400,
+    float("nan"), True, None, Markup("<b>kept</b>"), ["<a>"], {"k": "<v>"},
+])
+def test_a_printed_value_is_escaped_as_markupsafe_escapes_it(value: object) -> None:
+    """Pages print values through `printed_text`, which makes no Markup where nothing is
+    escaped: the text is the same as `markupsafe.escape` gives, and so is each page."""
+    from markupsafe import escape
+
+    assert pages.printed_text(value) == escape(value)
+    template = pages.environment().from_string("<p>{{ value }}</p>")
+    assert template.render(value=value) == f"<p>{escape(value)}</p>"
+
+
 def test_escaped_markdown_texts_are_kept_apart_from_markdown_and_bounded(monkeypatch) -> None:
     """A text escaped once is read back escaped the same; Markdown equal to it stays as it is;
     the kept texts never pass their bound; long ones are not kept."""
