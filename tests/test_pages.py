@@ -997,7 +997,9 @@ def test_an_entry_with_link_syntax_in_its_code_publishes(
     sample = '{"query_status": "ok", "data": "See [the docs](https://threatfox.abuse.ch/api/)."}'
     header = "Authorization: Bearer YOUR_TOKEN](x)"
     write_entry(make_entry(id="threatfox", sampleResponse=sample), name="threatfox")
-    write_entry(make_entry(id="bearer", authExample=header), name="bearer")
+    write_entry(make_entry(id="bearer", authExample=header, sampleRequest=(
+        'curl -H "Authorization: Bearer YOUR_TOKEN" "https://api.example.com/v1/forecast"')),
+        name="bearer")
     with ingested_session(f"sqlite:///{tmp_path / 'apidir.db'}", data_dir / "entries") as session:
         publish_release(session, tmp_path / "public", BASE_URL, CATEGORIES, NOW)
     threatfox = (tmp_path / "public" / entry_markdown("threatfox")).read_text()
