@@ -402,13 +402,15 @@ class FreeQuota(ContractModel):
         default=None, description="What the amount counts, e.g. requests, credits or "
         "characters; null where not stated.")
     period: str = Field(description="How often the allowance is given, e.g. day, month, or "
-                        "one-time.")
+                        "one-time; `account` for what an account keeps (storage), `unlimited` "
+                        "for use without a cap.")
     note: str | None = Field(default=None, description="Conditions of the allowance as the "
                              "provider states them; null when there are none.")
     recurring: bool | None = Field(
         default=None,
         description="True: the allowance renews every period; false: a one-time credit "
-        "(a trial); absent: not stated.",
+        "(a trial); absent: not stated, or a standing allowance (period `account` or "
+        "`unlimited`), which is never given again.",
     )
 
 

@@ -85,6 +85,18 @@ def rules(write_entry: WriteEntry, data_dir: Path, **changes: object) -> list[tu
         ),
         ({"hasFreeTier": False}, "pricing-free-quota", "pricing.freeQuota"),
         (
+            {"pricing": PRICING | {"freeQuota": {"amount": 2, "unit": "GB storage",
+                                                 "period": "account", "recurring": True}}},
+            "pricing-recurring-standing",
+            "pricing.freeQuota.recurring",
+        ),
+        (
+            {"pricing": PRICING | {"freeQuota": {"amount": None, "unit": None,
+                                                 "period": "unlimited", "recurring": False}}},
+            "pricing-recurring-standing",
+            "pricing.freeQuota.recurring",
+        ),
+        (
             {"rateLimit": "Rate limits are stated in the docs and not restated here"},
             "hedged-field",
             "rateLimit",
@@ -226,6 +238,12 @@ def test_a_sample_request_that_agrees_with_its_entry_passes(
          "sampleRequest": 'curl "https://api.example.com/v1/forecast?lat=1&lon=2"'},
         {"rateLimit": "120 requests per 60 seconds per API token"},
         {"longDescription": "Rates published on the central bank's site, stated daily."},
+        {"pricing": PRICING | {"freeQuota": {"amount": 2, "unit": "GB storage",
+                                             "period": "account"}}},
+        {"pricing": PRICING | {"freeQuota": {"amount": 1000, "unit": "requests",
+                                             "period": "month", "recurring": True}}},
+        {"pricing": PRICING | {"freeQuota": {"amount": 300, "unit": "USD credit",
+                                             "period": "one-time", "recurring": False}}},
     ],
 )
 def test_good_variants_pass_every_lint(
@@ -354,3 +372,17 @@ def test_a_sample_of_an_entry_listing_no_endpoint_has_none_to_match(
     assert rules(write_entry, data_dir, endpoints=None,
                  sampleRequest='curl "https://api.example.com/v2/anything"') == [
         ("sample-request-base", "sampleRequest")]
+
+
+def test_a_standing_allowance_marked_recurring_is_one_line_naming_file_entry_and_field(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    quota = {"amount": 10, "unit": "GB storage", "period": "account", "recurring": True}
+    write_entry(make_entry(pricing=PRICING | {"freeQuota": quota}), category="weather",
+                name="example-weather")
+    entries = data_dir / "entries"
+    lines = [str(p) for p in read_catalog([entries], entries).problems]
+    assert len(lines) == 1 and "\n" not in lines[0]
+    assert lines[0].startswith(f"{entries / 'weather' / 'example-weather.yaml'}:")
+    assert ": entry example-weather: field pricing.freeQuota.recurring: leave it out: period " \
+        "'account' is a standing allowance" in lines[0]

@@ -426,6 +426,23 @@ def _pricing(entry: EntryContent) -> Iterator[Lint]:
             "pricing-free-quota",
             "must be null when hasFreeTier is false",
         )
+    quota = pricing.free_quota
+    if quota is not None and quota.recurring is not None and _standing(quota.period):
+        yield (
+            ("pricing", "freeQuota", "recurring"),
+            "pricing-recurring-standing",
+            f"leave it out: period {quota.period!r} is a standing allowance, not given again "
+            "each period, so it neither renews nor is a one-time credit",
+        )
+
+
+# Periods of an allowance that is simply there (storage an account keeps, use without a cap):
+# nothing is given again, so `recurring`, renewal each period, says nothing true of them.
+STANDING_PERIODS = frozenset({"account", "unlimited"})
+
+
+def _standing(period: str) -> bool:
+    return period.strip().lower() in STANDING_PERIODS
 
 
 def _credential_texts(entry: EntryContent) -> Iterator[tuple[Loc, str | None]]:
