@@ -386,3 +386,45 @@ def test_a_standing_allowance_marked_recurring_is_one_line_naming_file_entry_and
     assert lines[0].startswith(f"{entries / 'weather' / 'example-weather.yaml'}:")
     assert ": entry example-weather: field pricing.freeQuota.recurring: leave it out: period " \
         "'account' is a standing allowance" in lines[0]
+
+
+def problem_lines(write_entry: WriteEntry, data_dir: Path, **changes: object) -> list[str]:
+    """Every problem `validate` prints for the example entry with `changes`, as printed."""
+    write_entry(make_entry(**changes), category="weather", name="example-weather")
+    entries = data_dir / "entries"
+    return [str(p) for p in read_catalog([entries], entries).problems]
+
+
+@pytest.mark.parametrize("url", ["https://[::1/v1/forecast", "https://[zz]/v1/forecast"])
+def test_a_sample_url_that_does_not_split_is_one_line_naming_the_field(
+    url: str, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """An open `[` in the sample's host stopped the whole validate run with an unexpected
+    ValueError that named no file, entry or field."""
+    lines = problem_lines(write_entry, data_dir, sampleRequest=f'curl "{url}"')
+    assert len(lines) == 1 and "\n" not in lines[0]
+    assert "field sampleRequest:" in lines[0] and "is not a valid URL" in lines[0]
+
+
+def test_a_sample_whose_only_url_is_in_a_header_requests_nothing(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """curl requests the words it takes for URLs; an address inside a header is no request,
+    though lint took the first address anywhere in the text for the one requested."""
+    sample = f'curl -H "Referer: {BASE}/forecast"'
+    assert ("sample-request-url", "sampleRequest") in rules(
+        write_entry, data_dir, sampleRequest=sample)
+
+
+def test_thousands_of_bad_words_are_one_short_line_each_kind(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """A hostile sample of 10,000 stray words and bad headers, one of them 100,000 characters
+    long, printed a line for each word, each as long as its word."""
+    sample = (f'curl "{BASE}/forecast" ' + "x" * 100_000 + " stray" * 5_000
+              + " -H nocolon" * 5_000)
+    lines = problem_lines(write_entry, data_dir, sampleRequest=sample)
+    assert len(lines) == 2, lines[:3]
+    assert all(len(line) < 400 for line in lines)
+    assert "(and 5,000 more)" in lines[0] + lines[1]
+    assert "(and 4,999 more)" in lines[0] + lines[1]

@@ -25,7 +25,6 @@ Lint = tuple[Loc, str, str]  # (field location, rule, message)
 
 TAG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")  # whole: `$` would also end before a "\n"
 SENTENCE_BREAK = re.compile(r"[.!?]\s+[A-Z0-9]")
-URL = re.compile(r"https?://[^\s\"'<>]+")
 # Words that point away from a fact instead of stating it: a field says something or is left out.
 # An address (`example.com/pricing`) is tried only where a run of name characters starts, its
 # labels taken once (possessive) and its path at most 300 characters: the pattern stays linear,
@@ -57,23 +56,27 @@ def _sample_request(entry: EntryContent) -> Iterator[Lint]:
                f"line {line} ends without a backslash, so the shell runs the next line as "
                "another command: end it with '\\' or join the lines")
     yield from _shell_slips(words, request)
-    urls = request.urls or URL.findall(text)
-    if not urls:
+    if not request.urls:  # curl requests only the words it takes for URLs, never a header's
         yield ("sampleRequest",), "sample-request-url", "holds no http(s) URL"
         return
     base = urlsplit(entry.base_url)
-    url = urlsplit(urls[0])
+    try:
+        url = urlsplit(request.urls[0])
+    except ValueError as exc:  # an open `[`, or a host in brackets that is no IPv6 address
+        yield (("sampleRequest",), "sample-request-url",
+               f"URL {shown(request.urls[0])} is not a valid URL: {exc}")
+        return
     if url.hostname != base.hostname:
         yield (("sampleRequest",), "sample-request-host",
-               f"URL host {url.hostname!r} is not the baseUrl host {base.hostname!r}")
+               f"URL host {shown(url.hostname or '')} is not the baseUrl host {base.hostname!r}")
         return
     if url.scheme != base.scheme:
         yield (("sampleRequest",), "sample-request-https",
-               f"URL {urls[0]!r} must use {base.scheme}, as baseUrl does")
-    for header in request.headers:
-        if not HEADER.fullmatch(header):
-            yield (("sampleRequest",), "sample-request-header",
-                   f"header {header!r} is not of the form 'Name: value'")
+               f"URL {shown(request.urls[0])} must use {base.scheme}, as baseUrl does")
+    if malformed := [header for header in request.headers if not HEADER.fullmatch(header)]:
+        yield (("sampleRequest",), "sample-request-header",
+               f"header {shown(malformed[0])}{_and_more(malformed)} is not of the form "
+               "'Name: value'")
     yield from _sample_endpoint(entry, request, url)
     yield from _sample_credential(entry, request, url.query)
 
@@ -84,15 +87,28 @@ def _shell_slips(words: list[str], request: CurlRequest) -> Iterator[Lint]:
     for word in words[1:]:
         if word[:1].isspace():
             yield (("sampleRequest",), "sample-request-shell",
-                   f"word {word!r} starts with a space: a line continuation is a backslash "
-                   "at the very end of a line, with nothing after it")
+                   f"word {shown(word)} starts with a space: a line continuation is a "
+                   "backslash at the very end of a line, with nothing after it")
             return
-    for stray in request.strays:
+    if request.strays:
         yield (("sampleRequest",), "sample-request-shell",
-               f"curl would also request {stray!r} as a URL: quote it or drop it")
+               f"curl would also request {shown(request.strays[0])}{_and_more(request.strays)} "
+               "as a URL: quote it or drop it")
     if len(request.urls) > 1:
         yield (("sampleRequest",), "sample-request-url",
                f"requests {len(request.urls)} URLs; a sample is one request")
+
+
+def shown(text: str, limit: int = 80) -> str:
+    """`text` quoted for a lint line, cut short: a problem is one readable line, also when the
+    sample holds a word of 100,000 characters."""
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+def _and_more(items: list[str]) -> str:
+    """How many more than the first of `items` a lint line speaks for: thousands of bad words
+    are one line, not thousands."""
+    return f" (and {len(items) - 1:,} more)" if len(items) > 1 else ""
 
 
 def _endpoint_pattern(path: str, spanning: bool = False) -> re.Pattern[str]:
@@ -130,7 +146,7 @@ def _sample_endpoint(entry: EntryContent, request: CurlRequest, url: SplitResult
     base_path = urlsplit(entry.base_url).path.rstrip("/")
     if not (url.path == base_path or url.path.startswith(base_path + "/")):
         yield (("sampleRequest",), "sample-request-base",
-               f"URL path {url.path!r} does not start with the baseUrl path {base_path!r}")
+               f"URL path {shown(url.path)} does not start with the baseUrl path {base_path!r}")
         return
     if not entry.endpoints:
         return  # an entry listing no endpoint (they are optional) has none to match
@@ -138,13 +154,13 @@ def _sample_endpoint(entry: EntryContent, request: CurlRequest, url: SplitResult
     listed = _listed_endpoints(entry, rest)
     if not listed:
         yield (("sampleRequest",), "sample-request-endpoint",
-               f"path {rest!r} after baseUrl matches none of the listed endpoints")
+               f"path {shown(rest)} after baseUrl matches none of the listed endpoints")
         return
     same = [endpoint for endpoint in listed if (endpoint.method or "GET") == request.method]
     if not same:
         methods = sorted({endpoint.method or "GET" for endpoint in listed})
         yield (("sampleRequest",), "sample-request-method",
-               f"sends {request.method} {rest}, but the endpoint is listed as "
+               f"sends {request.method} {shown(rest)}, but the endpoint is listed as "
                f"{' or '.join(methods)} {listed[0].path}")
         return
     yield from _sample_response_shape(entry, same)
