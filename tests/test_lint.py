@@ -428,3 +428,30 @@ def test_thousands_of_bad_words_are_one_short_line_each_kind(
     assert all(len(line) < 400 for line in lines)
     assert "(and 5,000 more)" in lines[0] + lines[1]
     assert "(and 4,999 more)" in lines[0] + lines[1]
+
+
+@pytest.mark.parametrize("sample", [
+    f"curl {BASE}/forecast?lat=1&lon=2",  # `&` sends curl off in the background without lon
+    f'curl "{BASE}/forecast?lat=$(id)"',
+    f'curl "{BASE}/forecast?lat=`id`"',
+    f"curl -H \"X-Api-Key: YOUR_API_KEY\" {BASE}/forecast?lat=1",  # zsh: no matches found
+])
+def test_a_sample_the_shell_runs_otherwise_than_it_reads_fails(
+    sample: str, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """The shell runs `$(…)` and backticks inside double quotes, ends the command at an
+    unquoted `&`, and expands an unquoted `?`: the sample's words were read as if none of it
+    happened, and a sample that runs a command when pasted passed."""
+    assert ("sample-request-shell", "sampleRequest") in rules(
+        write_entry, data_dir, sampleRequest=sample)
+
+
+@pytest.mark.parametrize("sample", [
+    f"curl '{BASE}/forecast?lat=$(x)'",  # single quotes keep it as written
+    f'curl "{BASE}/forecast?lat=\\$(x)&lon=\\`y\\`"',
+    f'curl -H "X-Api-Key: YOUR_API_KEY" \\\n  "{BASE}/forecast#top"',
+])
+def test_a_sample_whose_quotes_hold_what_the_shell_would_run_passes(
+    sample: str, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    assert rules(write_entry, data_dir, sampleRequest=sample) == []

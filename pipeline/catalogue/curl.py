@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit
 
@@ -102,30 +101,93 @@ def parse_curl(words: list[str]) -> CurlRequest:
     return request
 
 
-def split_words(text: str) -> list[str]:
-    """`text` as the shell splits it (a ValueError for an open quote or a trailing backslash).
-    A backslash ending a line joins the lines, as in the shell; shlex alone would keep the
-    line break as a word of its own."""
-    return shlex.split(text.strip().replace("\\\n", ""))
+@dataclass
+class ShellCommand:
+    """A sample as a POSIX shell reads it: its words, and what makes the shell run something
+    other than the one command those words spell."""
+
+    words: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
 
 
-def unquoted_line_break(text: str) -> int | None:
-    """The number of the first line that ends outside quotes without a backslash: the shell
-    runs the next line as a command of its own, so the request loses what follows."""
-    quote: str | None = None
-    escaped = False
-    line = 1
-    for character in text.strip():
-        if escaped:
-            escaped = False
-        elif character == "\\" and quote != "'":
-            escaped = True
-        elif character in "'\"" and quote in (None, character):
-            quote = None if quote else character
-        elif character == "\n" and quote is None:
-            return line
-        line += character == "\n"
-    return None
+# One piece of shell text at a time: outside quotes, the shell ends a word at a blank or a line
+# break, stops at an operator, runs `$(…)` and backticks, and joins lines at a backslash.
+_SHELL_PIECE = re.compile(r"""
+    (?P<blank>[ \t]+)
+  | (?P<newline>\n)
+  | \\(?P<escaped>[\s\S])
+  | '(?P<single>[^']*)'
+  | "(?P<double>(?:[^"\\]++|\\[\s\S])*+)"
+  | (?P<substitution>\$\(|`)
+  | (?P<operator>[|&;()<>])
+  | (?P<plain>(?:[^ \t\n\\'"|&;()<>`$]|\$(?!\())+)
+""", re.VERBOSE)
+_DOUBLE_ESCAPE = re.compile(r'\\([$`"\\\n])')  # what a backslash escapes inside "…"
+_DOUBLE_SUBSTITUTION = re.compile(r"(?<!\\)(?:\\\\)*(?:\$\(|`)")  # not escaped
+_WILDCARD = re.compile(r"[*?[]")
+_LINE_BREAK = ("line {} ends without a backslash, so the shell runs the next line as another "
+               "command: end it with '\\' or join the lines")
+
+
+def read_shell(text: str) -> ShellCommand:
+    """`text` as the shell splits it into words; a ValueError for an open quote or a trailing
+    backslash, which leave the shell waiting for more."""
+    text = text.strip()
+    command = ShellCommand()
+    word: list[str] | None = None  # the pieces of the word being read
+    position = 0
+    while position < len(text):
+        piece = _SHELL_PIECE.match(text, position)
+        if piece is None:
+            raise ValueError(f"the {text[position]} on line {text.count(chr(10), 0, position) + 1}"
+                             " is never closed" if text[position] in "'\"" else
+                             "it ends with a backslash that escapes nothing")
+        position, kind = piece.end(), piece.lastgroup or ""
+        if kind in ("blank", "newline") and word is not None:
+            command.words.append("".join(word))
+            word = None
+        if kind == "newline":
+            _note(command, _LINE_BREAK.format(text.count("\n", 0, piece.start()) + 1))
+        elif kind in ("substitution", "operator"):
+            _note(command, _shell_problem(piece.group(kind)))
+        elif kind == "plain" and word is None and piece.group(kind).startswith("#"):
+            _note(command, "'#' starts a shell comment: the shell drops the rest of the line")
+            end_of_line = text.find("\n", position)
+            position = len(text) if end_of_line < 0 else end_of_line
+        elif kind != "blank" and (kind, piece.group(kind)) != ("escaped", "\n"):
+            word = word if word is not None else []
+            word.append(_word_text(kind, piece.group(kind), command))
+    if word is not None:
+        command.words.append("".join(word))
+    return command
+
+
+def _word_text(kind: str, value: str, command: ShellCommand) -> str:
+    """What a piece of a word stands for once the shell has read it, noting in `command` what
+    the shell would do with it besides."""
+    if kind == "double":
+        if _DOUBLE_SUBSTITUTION.search(value):
+            _note(command, _shell_problem("$("))
+        return _DOUBLE_ESCAPE.sub(lambda match: match.group(1).strip("\n"), value)
+    if kind == "plain" and (wildcard := _WILDCARD.search(value)):
+        _note(command, f"{wildcard.group()!r} outside quotes is a shell wildcard (zsh refuses "
+              "the command when no file matches it): quote the word")
+    return value
+
+
+def _shell_problem(token: str) -> str:
+    """Why a shell operator or substitution outside quotes has no place in a sample."""
+    if token in ("$(", "`"):
+        return ("runs a command ($(…) or `…`) when pasted: a sample sends only what it shows; "
+                "use a placeholder such as YOUR_API_KEY")
+    return (f"{token!r} outside quotes is a shell operator, so the shell does not pass the rest "
+            "to curl as written: quote the word that holds it, or drop it")
+
+
+def _note(command: ShellCommand, problem: str) -> None:
+    """Record `problem` once: a sample of thousands of `;` is one line."""
+    if problem not in command.problems:
+        command.problems.append(problem)
 
 
 @dataclass
@@ -150,7 +212,7 @@ def credential_form(example: str) -> CredentialForm:
     text = example.strip()
     if text.startswith("curl "):
         try:
-            request = parse_curl(split_words(text))
+            request = parse_curl(read_shell(text).words)
         except ValueError:
             return CredentialForm(known=False)
         form = CredentialForm(basic=request.user is not None)

@@ -15,8 +15,7 @@ from pipeline.catalogue.curl import (
     CurlRequest,
     credential_form,
     parse_curl,
-    split_words,
-    unquoted_line_break,
+    read_shell,
 )
 from pipeline.contract import BIDI_CONTROL, Endpoint, EntryContent, absolute_uri
 
@@ -43,18 +42,17 @@ def _sample_request(entry: EntryContent) -> Iterator[Lint]:
     if text is None:
         return
     try:
-        words = split_words(text)
+        command = read_shell(text)
     except ValueError as exc:
         yield ("sampleRequest",), "sample-request-shell", f"is not a valid shell command: {exc}"
         return
+    words = command.words
     if not words or words[0] != "curl":
         yield ("sampleRequest",), "sample-request-curl", "must be a curl command"
         return
     request = parse_curl(words)
-    if (line := unquoted_line_break(text)) is not None:
-        yield (("sampleRequest",), "sample-request-shell",
-               f"line {line} ends without a backslash, so the shell runs the next line as "
-               "another command: end it with '\\' or join the lines")
+    for problem in command.problems:
+        yield ("sampleRequest",), "sample-request-shell", problem
     yield from _shell_slips(words, request)
     if not request.urls:  # curl requests only the words it takes for URLs, never a header's
         yield ("sampleRequest",), "sample-request-url", "holds no http(s) URL"
