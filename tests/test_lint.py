@@ -401,7 +401,7 @@ def test_a_sample_url_that_does_not_split_is_one_line_naming_the_field(
 ) -> None:
     """An open `[` in the sample's host stopped the whole validate run with an unexpected
     ValueError that named no file, entry or field."""
-    lines = problem_lines(write_entry, data_dir, sampleRequest=f'curl "{url}"')
+    lines = problem_lines(write_entry, data_dir, sampleRequest=f'curl -g "{url}"')
     assert len(lines) == 1 and "\n" not in lines[0]
     assert "field sampleRequest:" in lines[0] and "is not a valid URL" in lines[0]
 
@@ -455,3 +455,47 @@ def test_a_sample_whose_quotes_hold_what_the_shell_would_run_passes(
     sample: str, write_entry: WriteEntry, data_dir: Path
 ) -> None:
     assert rules(write_entry, data_dir, sampleRequest=sample) == []
+
+
+QUERY = [*make_entry()["endpoints"], {"method": "POST", "path": "/query"}]
+
+
+@pytest.mark.parametrize(("changes", "rule"), [
+    ({"sampleRequest": f'curl --resolve api.example.com:443:203.0.113.9 "{BASE}/forecast"'},
+     "sample-request-curl"),
+    ({"sampleRequest": f'curl --connect-to ::evil.example.net: "{BASE}/forecast"'},
+     "sample-request-curl"),
+    ({"sampleRequest": f'curl -x http://evil.example.net:8080 "{BASE}/forecast"'},
+     "sample-request-curl"),
+    ({"sampleRequest": f'curl -K sample.conf "{BASE}/forecast"'}, "sample-request-curl"),
+    ({"sampleRequest": f'curl -H @headers.txt "{BASE}/forecast"'}, "sample-request-curl"),
+    ({"sampleRequest": f'curl -X POST -d @body.json "{BASE}/query"', "endpoints": QUERY},
+     "sample-request-curl"),
+    ({"sampleRequest": f'curl --header="X-Api-Key: YOUR_API_KEY" "{BASE}/forecast"'},
+     "sample-request-curl"),
+    ({"sampleRequest": f'curl --compresed "{BASE}/forecast"'}, "sample-request-curl"),
+    ({"sampleRequest": f'curl "{BASE}/forecast" --next "{BASE}/current"'},
+     "sample-request-curl"),
+    ({"sampleRequest": f'curl "{BASE}/stations/{{10384,10385}}"'}, "sample-request-curl"),
+    ({"sampleRequest": f'curl -X get "{BASE}/forecast"'}, "sample-request-method"),
+])
+def test_a_sample_curl_runs_otherwise_than_it_reads_fails(
+    write_entry: WriteEntry, data_dir: Path, changes: dict, rule: str
+) -> None:
+    """Read with curl's own option table: options that send the request to another address,
+    read what it sends from a file, or need the newest curl; a method curl sends as written;
+    and a URL curl expands into several requests. Each passed, or was refused for a stray."""
+    assert (rule, "sampleRequest") in rules(write_entry, data_dir, **changes)
+
+
+@pytest.mark.parametrize("changes", [
+    {"sampleRequest": f'curl -sSL --max-redirs 3 --retry 2 "{BASE}/forecast"'},
+    {"sampleRequest": f'curl -sXGET --compressed "{BASE}/forecast"'},
+    {"sampleRequest": f'curl -X POST -F "file=@photo.jpg" "{BASE}/query"', "endpoints": QUERY},
+    {"sampleRequest": f'curl -g "{BASE}/stations/{{10384}}"'},
+])
+def test_a_sample_with_options_curl_reads_as_written_passes(
+    write_entry: WriteEntry, data_dir: Path, changes: dict
+) -> None:
+    """`--max-redirs 3` left its `3` for a second URL: the option table lacked it."""
+    assert rules(write_entry, data_dir, **changes) == []

@@ -1,28 +1,82 @@
-"""Reading an entry's curl sample: the one request it makes, and the credential form an
-`authExample` describes, so lint can hold the sample to the rest of the entry without running it."""
+"""Reading an entry's curl sample as the shell and curl read it: the one request it makes, and
+what would make it run otherwise; and the credential form an `authExample` describes, so lint
+can hold the sample to the rest of the entry without running it."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit
 
-# curl options that take an argument; the ones the sample rules read are named below.
-_SHORT_WITH_ARGUMENT = frozenset("XHdFuAebowmxTrEKPQtUyYzcDC")
-_LONG_WITH_ARGUMENT = frozenset({
-    "--request", "--header", "--data", "--data-raw", "--data-binary", "--data-ascii",
-    "--data-urlencode", "--json", "--form", "--form-string", "--user", "--user-agent",
-    "--referer", "--cookie", "--output", "--write-out", "--max-time", "--connect-timeout",
-    "--proxy", "--upload-file", "--url", "--oauth2-bearer", "--retry", "--cacert", "--cert",
-    "--key", "--resolve", "--connect-to", "--limit-rate", "--range", "--config", "--dump-header",
-    "--cookie-jar", "--interface", "--variable", "--url-query", "--aws-sigv4", "--proto",
-})
-_BODY = frozenset({"-d", "--data", "--data-raw", "--data-binary", "--data-ascii",
-                   "--data-urlencode", "--json"})
-_FORM = frozenset({"-F", "--form", "--form-string"})
+# curl's own option table (its tool_getparam.c), by long name: those that take an argument, the
+# switches, and the letters of the short forms.
+_WITH_ARGUMENT_NAMES = """
+    abstract-unix-socket alt-svc aws-sigv4 cacert capath cert cert-type ciphers config
+    connect-timeout connect-to continue-at cookie cookie-jar create-file-mode crlfile curves
+    data data-ascii data-binary data-raw data-urlencode delegation dns-interface dns-ipv4-addr
+    dns-ipv6-addr dns-servers doh-url dump-header ech egd-file engine etag-compare etag-save
+    expect100-timeout form form-string ftp-account ftp-alternative-to-user ftp-method ftp-port
+    ftp-ssl-ccc-mode happy-eyeballs-timeout-ms haproxy-clientip header help hostpubmd5
+    hostpubsha256 hsts interface ip-tos ipfs-gateway json keepalive-cnt keepalive-time key
+    key-type knownhosts krb krb4 libcurl limit-rate local-port login-options mail-auth
+    mail-from mail-rcpt max-filesize max-redirs max-time netrc-file noproxy oauth2-bearer
+    output output-dir parallel-max parallel-max-host pass pinnedpubkey preproxy proto
+    proto-default proto-redir proxy proxy-cacert proxy-capath proxy-cert proxy-cert-type
+    proxy-ciphers proxy-crlfile proxy-header proxy-key proxy-key-type proxy-pass
+    proxy-pinnedpubkey proxy-service-name proxy-tls13-ciphers proxy-tlsauthtype
+    proxy-tlspassword proxy-tlsuser proxy-user proxy1.0 pubkey quote random-file range rate
+    referer request request-target resolve retry retry-delay retry-max-time sasl-authzid
+    service-name sigalgs socks4 socks4a socks5 socks5-gssapi-service socks5-hostname
+    speed-limit speed-time ssl-sessions stderr telnet-option tftp-blksize time-cond tls-max
+    tls13-ciphers tlsauthtype tlspassword tlsuser trace trace-ascii trace-config unix-socket
+    upload-file upload-flags url url-query user user-agent variable vlan-priority write-out
+"""
+_SWITCH_NAMES = """
+    alpn anyauth append basic buffer ca-native cert-status clobber compressed compressed-ssh
+    create-dirs crlf digest disable disable-eprt disable-epsv disallow-username-in-url
+    doh-cert-status doh-insecure dump-ca-embed eprt epsv fail fail-early fail-with-body
+    false-start follow form-escape ftp-create-dirs ftp-pasv ftp-pret ftp-skip-pasv-ip ftp-ssl
+    ftp-ssl-ccc ftp-ssl-control ftp-ssl-reqd get globoff haproxy-protocol head http0.9 http1.0
+    http1.1 http2 http2-prior-knowledge http3 http3-only ignore-content-length include insecure
+    ipv4 ipv6 junk-session-cookies keepalive list-only location location-trusted
+    mail-rcpt-allowfails manual metalink mptcp negotiate netrc netrc-optional next npn ntlm
+    ntlm-wb out-null parallel parallel-immediate path-as-is post301 post302 post303
+    progress-bar progress-meter proxy-anyauth proxy-basic proxy-ca-native proxy-digest
+    proxy-http2 proxy-insecure proxy-negotiate proxy-ntlm proxy-ssl-allow-beast
+    proxy-ssl-auto-client-cert proxy-tlsv1 proxytunnel raw remote-header-name remote-name
+    remote-name-all remote-time remove-on-error retry-all-errors retry-connrefused sasl-ir
+    sessionid show-error show-headers silent skip-existing socks5-basic socks5-gssapi
+    socks5-gssapi-nec ssl ssl-allow-beast ssl-auto-client-cert ssl-no-revoke ssl-reqd
+    ssl-revoke-best-effort sslv2 sslv3 styled-output suppress-connect-headers tcp-fastopen
+    tcp-nodelay tftp-no-options tls-earlydata tlsv1 tlsv1.0 tlsv1.1 tlsv1.2 tlsv1.3 tr-encoding
+    trace-ids trace-time use-ascii verbose version xattr
+"""
+_SHORT_NAMES = """
+    a=append N=buffer E=cert K=config C=continue-at b=cookie c=cookie-jar d=data q=disable
+    D=dump-header f=fail F=form P=ftp-port G=get g=globoff I=head H=header h=help 0=http1.0
+    k=insecure 4=ipv4 6=ipv6 j=junk-session-cookies l=list-only L=location M=manual m=max-time
+    n=netrc :=next o=output Z=parallel #=progress-bar x=proxy U=proxy-user p=proxytunnel
+    Q=quote r=range e=referer J=remote-header-name O=remote-name R=remote-time X=request
+    S=show-error i=show-headers s=silent Y=speed-limit y=speed-time 2=sslv2 3=sslv3
+    t=telnet-option z=time-cond 1=tlsv1 T=upload-file B=use-ascii u=user A=user-agent v=verbose
+    V=version w=write-out
+"""
+_WITH_ARGUMENT = frozenset(_WITH_ARGUMENT_NAMES.split())
+_SWITCHES = frozenset(_SWITCH_NAMES.split())
+_SHORT = dict(pair.split("=") for pair in _SHORT_NAMES.split())  # letter → long name
+# Options that send the request somewhere its URL does not say: another host, address or path.
+_ELSEWHERE = frozenset({"proxy", "preproxy", "proxy1.0", "socks4", "socks4a", "socks5",
+                        "socks5-hostname", "resolve", "connect-to", "unix-socket",
+                        "abstract-unix-socket", "request-target", "doh-url", "dns-servers"})
+# Options whose argument, starting with `@`, is a file curl reads what it sends from.
+_FROM_FILE = frozenset({"data", "data-ascii", "data-binary", "json", "header"})
+_BODY = frozenset({"data", "data-raw", "data-binary", "data-ascii", "data-urlencode", "json"})
+_FORM = frozenset({"form", "form-string"})
+_GLOB = re.compile(r"[{}[\]]")  # what curl reads in a URL as a pattern, one request per value
 # A header as curl sends it: a field name (RFC 9110 token), a colon, a value.
 HEADER = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+:[ \t]*\S.*", re.DOTALL)
-URL = re.compile(r"https?://\S+")  # any word curl takes for a URL, as curl sends it
+URL = re.compile(r"https?://\S+", re.IGNORECASE)  # a word curl takes for a URL, as it sends it
 
 
 @dataclass
@@ -36,6 +90,7 @@ class CurlRequest:
     user: str | None = None  # -u / --user
     bearer: str | None = None  # --oauth2-bearer
     fields: list[str] = field(default_factory=list)  # names sent by -d / -F / --data-urlencode
+    problems: list[str] = field(default_factory=list)  # what curl refuses, or the sample hides
 
     def header_fields(self) -> list[tuple[str, str]]:
         """Each well-formed header as (lower-case name, value)."""
@@ -45,60 +100,137 @@ class CurlRequest:
 
 
 def parse_curl(words: list[str]) -> CurlRequest:
-    """The request a curl command (already split into shell words, `curl` first) makes."""
+    """The request a curl command (already split into shell words, `curl` first) makes, as curl
+    reads it, with what in it curl would refuse or that sends what the sample does not show."""
     request = CurlRequest()
+    seen: set[str] = set()
     explicit: str | None = None
-    body = get = head = upload = False
-    index = 1
-    while index < len(words):
-        word = words[index]
-        index += 1
-        option, argument = word, None
-        if word.startswith("--"):
-            option, equals, attached = word.partition("=")
-            if option in _LONG_WITH_ARGUMENT:
-                argument = attached if equals else (words[index] if index < len(words) else "")
-                index += 0 if equals else 1
-        elif word.startswith("-") and len(word) > 1:
-            for position, letter in enumerate(word[1:], start=1):
-                if letter in _SHORT_WITH_ARGUMENT:
-                    option = "-" + letter
-                    argument = word[position + 1:] or (words[index] if index < len(words) else "")
-                    index += 0 if word[position + 1:] else 1
-                    break
-                get = get or letter == "G"
-                head = head or letter == "I"
-        else:
-            (request.urls if URL.fullmatch(word) else request.strays).append(word)
-            continue
-        if argument is None:
-            get = get or option == "--get"
-            head = head or option == "--head"
-            continue
-        if option in ("-X", "--request"):
-            explicit = argument.upper()
-        elif option in ("-H", "--header"):
-            request.headers.append(argument)
-        elif option in ("-u", "--user"):
-            request.user = argument
-        elif option == "--oauth2-bearer":
-            request.bearer = argument
-        elif option == "--url":
-            request.urls.append(argument)
-        elif option in ("-A", "--user-agent"):
-            request.headers.append(f"User-Agent: {argument}")
-        elif option in ("-T", "--upload-file"):
-            upload = True
-        elif option in _BODY | _FORM:
-            body = True
-            if option != "--json" and not argument.startswith("@"):
-                request.fields += [name for name, _ in parse_qsl(argument, keep_blank_values=True)
-                                   ] if option in _BODY else [argument.partition("=")[0]]
-    implied = "HEAD" if head else "GET" if get else "POST" if body else "PUT" if upload else "GET"
+    for name, argument in _options(words, request):
+        seen.add(name)
+        if name == "request":
+            explicit = argument  # sent as written: a method is case-sensitive
+        elif name == "next":
+            _note(request.problems, "'--next' starts a second request: a sample is one request")
+        elif argument is not None:
+            _read_argument(request, name, argument)
+    body = bool(seen & (_BODY | _FORM))
+    implied = ("HEAD" if "head" in seen else "GET" if "get" in seen else "POST" if body
+               else "PUT" if "upload-file" in seen else "GET")
     request.method = explicit or implied
-    if get and request.fields and request.urls:  # -G sends the fields in the query
+    if "globoff" not in seen and any(_GLOB.search(url) for url in request.urls):
+        _note(request.problems, "curl reads '{…}' and '[…]' in a URL as a pattern, one request "
+              "for each value: write the value, or add -g (--globoff)")
+    if "get" in seen and request.fields and request.urls:  # -G sends the fields in the query
         request.fields = []
     return request
+
+
+def _options(words: list[str], request: CurlRequest) -> Iterator[tuple[str, str | None]]:
+    """Each option of a curl command as (long name, argument or None), as curl reads the
+    words; the words that are no option go to `request` as URLs, and so does each problem."""
+    index, options_ended = 1, False
+    while index < len(words):
+        word, following = words[index], words[index + 1] if index + 1 < len(words) else None
+        index += 1
+        if options_ended or not word.startswith("-"):
+            (request.urls if URL.fullmatch(word) else request.strays).append(word)
+        elif word == "--":
+            options_ended = True  # curl takes every word after it for a URL
+        else:
+            options = (_long_option(word[2:], following, request.problems)
+                       if word.startswith("--") else
+                       _short_options(word[1:], following, request.problems))
+            for name, argument, takes_next in options:
+                index += takes_next
+                yield name, argument
+
+
+Option = tuple[str, str | None, int]  # long name, argument, 1 where it is the next word
+
+
+def _long_option(text: str, following: str | None, problems: list[str]) -> list[Option]:
+    """`--name`, `--name value`, `--no-name` or `--name=value` (curl 8.16 and later only), as
+    curl reads it."""
+    name, equals, attached = text.partition("=")
+    if name.startswith("no-") and name[3:] in _SWITCHES:
+        return []  # a switch turned off, as it is by default
+    if name.startswith("expand-") and name[7:] in _WITH_ARGUMENT:
+        _note(problems, f"'--{name}' fills its argument from '--variable' values, so the "
+              "sample does not show what it sends: write it out")
+        name = name[7:]
+    if name not in _WITH_ARGUMENT and name not in _SWITCHES:
+        _note(problems, f"curl has no option {shown('--' + name, 40)}")
+        return []
+    if equals:
+        _note(problems, f"'--{name}=…' needs curl 8.16 or later (older curl refuses it as an "
+              f"unknown option): write '--{name} VALUE'")
+    if name in _SWITCHES:
+        return [(name, None, 0)]
+    if equals:
+        return [(name, attached, 0)]
+    return [(name, _argument(name, following, problems), 1 if following is not None else 0)]
+
+
+def _short_options(letters: str, following: str | None, problems: list[str]) -> list[Option]:
+    """`-sS`, `-XPOST`, `-H value`: letters each naming a switch, up to one that takes an
+    argument, which is the rest of the word or else the next word."""
+    options: list[Option] = []
+    for position, letter in enumerate(letters):
+        name = _SHORT.get(letter)
+        if name is None:
+            _note(problems, f"curl has no option {shown('-' + letter)}")
+            return options
+        if name not in _WITH_ARGUMENT:
+            options.append((name, None, 0))
+        elif rest := letters[position + 1:]:
+            return [*options, (name, rest, 0)]
+        else:
+            takes_next = 1 if following is not None else 0
+            return [*options, (name, _argument(name, following, problems), takes_next)]
+    if not letters:
+        _note(problems, "curl has no option '-'")
+    return options
+
+
+def _argument(name: str, following: str | None, problems: list[str]) -> str:
+    """The next word, the argument of option `name`; curl refuses the command without one."""
+    if following is None:
+        _note(problems, f"'--{name}' needs an argument: curl refuses the command without one")
+    return following or ""
+
+
+def _read_argument(request: CurlRequest, name: str, argument: str) -> None:
+    """Note in `request` what option `name` with `argument` sends, or why the sample does not
+    show it."""
+    if name in _ELSEWHERE:
+        _note(request.problems, f"'--{name}' sends the request elsewhere than its URL says "
+              "(another host, address or path): drop it")
+    elif name in ("config", "variable"):
+        _note(request.problems, f"'--{name}' takes options or values from a file or the "
+              "environment, so the sample does not show what it sends: write them in it")
+    elif (name in _FROM_FILE and argument.startswith("@")) or (
+            name == "data-urlencode" and "@" in argument.partition("=")[0] and "=" not in
+            argument.partition("@")[0]):
+        _note(request.problems, f"'--{name} {shown(argument, 40)[1:-1]}' reads what it sends "
+              "from a local file, so the sample does not show it: write it in the sample")
+    elif name in ("header", "user-agent"):
+        request.headers.append(argument if name == "header" else f"User-Agent: {argument}")
+    elif name == "user":
+        request.user = argument
+    elif name == "oauth2-bearer":
+        request.bearer = argument
+    elif name == "url":
+        request.urls.append(argument)
+    elif name in _BODY - {"json"}:
+        request.fields += [field for field, _ in parse_qsl(argument, keep_blank_values=True)]
+    elif name in _FORM:
+        request.fields.append(argument.partition("=")[0])
+
+
+def shown(text: str, limit: int = 80) -> str:
+    """`text` quoted for a lint line, cut short: a problem is one readable line, also when the
+    sample holds a word of 100,000 characters."""
+    return repr(text if len(text) <= limit else text[:limit] + "…")
 
 
 @dataclass
@@ -134,6 +266,7 @@ def read_shell(text: str) -> ShellCommand:
     backslash, which leave the shell waiting for more."""
     text = text.strip()
     command = ShellCommand()
+    problems = command.problems
     word: list[str] | None = None  # the pieces of the word being read
     position = 0
     while position < len(text):
@@ -147,30 +280,30 @@ def read_shell(text: str) -> ShellCommand:
             command.words.append("".join(word))
             word = None
         if kind == "newline":
-            _note(command, _LINE_BREAK.format(text.count("\n", 0, piece.start()) + 1))
+            _note(problems, _LINE_BREAK.format(text.count("\n", 0, piece.start()) + 1))
         elif kind in ("substitution", "operator"):
-            _note(command, _shell_problem(piece.group(kind)))
+            _note(problems, _shell_problem(piece.group(kind)))
         elif kind == "plain" and word is None and piece.group(kind).startswith("#"):
-            _note(command, "'#' starts a shell comment: the shell drops the rest of the line")
+            _note(problems, "'#' starts a shell comment: the shell drops the rest of the line")
             end_of_line = text.find("\n", position)
             position = len(text) if end_of_line < 0 else end_of_line
         elif kind != "blank" and (kind, piece.group(kind)) != ("escaped", "\n"):
             word = word if word is not None else []
-            word.append(_word_text(kind, piece.group(kind), command))
+            word.append(_word_text(kind, piece.group(kind), problems))
     if word is not None:
         command.words.append("".join(word))
     return command
 
 
-def _word_text(kind: str, value: str, command: ShellCommand) -> str:
-    """What a piece of a word stands for once the shell has read it, noting in `command` what
+def _word_text(kind: str, value: str, problems: list[str]) -> str:
+    """What a piece of a word stands for once the shell has read it, noting in `problems` what
     the shell would do with it besides."""
     if kind == "double":
         if _DOUBLE_SUBSTITUTION.search(value):
-            _note(command, _shell_problem("$("))
+            _note(problems, _shell_problem("$("))
         return _DOUBLE_ESCAPE.sub(lambda match: match.group(1).strip("\n"), value)
     if kind == "plain" and (wildcard := _WILDCARD.search(value)):
-        _note(command, f"{wildcard.group()!r} outside quotes is a shell wildcard (zsh refuses "
+        _note(problems, f"{wildcard.group()!r} outside quotes is a shell wildcard (zsh refuses "
               "the command when no file matches it): quote the word")
     return value
 
@@ -184,10 +317,10 @@ def _shell_problem(token: str) -> str:
             "to curl as written: quote the word that holds it, or drop it")
 
 
-def _note(command: ShellCommand, problem: str) -> None:
+def _note(problems: list[str], problem: str) -> None:
     """Record `problem` once: a sample of thousands of `;` is one line."""
-    if problem not in command.problems:
-        command.problems.append(problem)
+    if problem not in problems:
+        problems.append(problem)
 
 
 @dataclass

@@ -16,6 +16,7 @@ from pipeline.catalogue.curl import (
     credential_form,
     parse_curl,
     read_shell,
+    shown,
 )
 from pipeline.contract import BIDI_CONTROL, Endpoint, EntryContent, absolute_uri
 
@@ -53,6 +54,8 @@ def _sample_request(entry: EntryContent) -> Iterator[Lint]:
     request = parse_curl(words)
     for problem in command.problems:
         yield ("sampleRequest",), "sample-request-shell", problem
+    for problem in request.problems:
+        yield ("sampleRequest",), "sample-request-curl", problem
     yield from _shell_slips(words, request)
     if not request.urls:  # curl requests only the words it takes for URLs, never a header's
         yield ("sampleRequest",), "sample-request-url", "holds no http(s) URL"
@@ -95,12 +98,6 @@ def _shell_slips(words: list[str], request: CurlRequest) -> Iterator[Lint]:
     if len(request.urls) > 1:
         yield (("sampleRequest",), "sample-request-url",
                f"requests {len(request.urls)} URLs; a sample is one request")
-
-
-def shown(text: str, limit: int = 80) -> str:
-    """`text` quoted for a lint line, cut short: a problem is one readable line, also when the
-    sample holds a word of 100,000 characters."""
-    return repr(text if len(text) <= limit else text[:limit] + "…")
 
 
 def _and_more(items: list[str]) -> str:
@@ -157,9 +154,11 @@ def _sample_endpoint(entry: EntryContent, request: CurlRequest, url: SplitResult
     same = [endpoint for endpoint in listed if (endpoint.method or "GET") == request.method]
     if not same:
         methods = sorted({endpoint.method or "GET" for endpoint in listed})
+        case = (" (curl sends a method as written, and methods are case-sensitive)"
+                if request.method.upper() in methods else "")
         yield (("sampleRequest",), "sample-request-method",
-               f"sends {request.method} {shown(rest)}, but the endpoint is listed as "
-               f"{' or '.join(methods)} {listed[0].path}")
+               f"sends {shown(request.method, 20)[1:-1]} {shown(rest)}, but the endpoint is "
+               f"listed as {' or '.join(methods)} {listed[0].path}{case}")
         return
     yield from _sample_response_shape(entry, same)
 
