@@ -499,3 +499,28 @@ def test_a_sample_with_options_curl_reads_as_written_passes(
 ) -> None:
     """`--max-redirs 3` left its `3` for a second URL: the option table lacked it."""
     assert rules(write_entry, data_dir, **changes) == []
+
+
+NO_AUTH = {"authType": "none", "authExample": "# No auth required"}
+
+
+@pytest.mark.parametrize("sample", [
+    f"curl -G -d 'api_key=YOUR_API_KEY' \"{BASE}/forecast\"",
+    f"curl --url-query 'api_key=YOUR_API_KEY' \"{BASE}/forecast\"",
+    'curl "https://YOUR_USER:YOUR_PASSWORD@api.example.com/v1/forecast"',
+])
+def test_a_keyless_sample_sending_a_credential_where_curl_puts_it_fails(
+    sample: str, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """`-G` moves `-d` fields into the query, `--url-query` adds to it, and a user name in the
+    URL is basic auth: the lint dropped the fields of -G, and read neither of the others."""
+    assert ("sample-request-auth", "sampleRequest") in rules(
+        write_entry, data_dir, sampleRequest=sample, **NO_AUTH)
+
+
+def test_a_sample_sending_the_parameter_an_example_sends_with_g_passes(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    assert rules(write_entry, data_dir,
+                 authExample=f"curl -G --data-urlencode 'appid=YOUR_API_KEY' \"{BASE}/forecast\"",
+                 sampleRequest=f'curl "{BASE}/forecast?lat=1&appid=YOUR_API_KEY"') == []

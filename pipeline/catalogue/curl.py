@@ -89,7 +89,7 @@ class CurlRequest:
     headers: list[str] = field(default_factory=list)  # as written after -H
     user: str | None = None  # -u / --user
     bearer: str | None = None  # --oauth2-bearer
-    fields: list[str] = field(default_factory=list)  # names sent by -d / -F / --data-urlencode
+    fields: list[str] = field(default_factory=list)  # names sent by -d, -F, --url-query …
     problems: list[str] = field(default_factory=list)  # what curl refuses, or the sample hides
 
     def header_fields(self) -> list[tuple[str, str]]:
@@ -120,8 +120,6 @@ def parse_curl(words: list[str]) -> CurlRequest:
     if "globoff" not in seen and any(_GLOB.search(url) for url in request.urls):
         _note(request.problems, "curl reads '{…}' and '[…]' in a URL as a pattern, one request "
               "for each value: write the value, or add -g (--globoff)")
-    if "get" in seen and request.fields and request.urls:  # -G sends the fields in the query
-        request.fields = []
     return request
 
 
@@ -221,8 +219,9 @@ def _read_argument(request: CurlRequest, name: str, argument: str) -> None:
         request.bearer = argument
     elif name == "url":
         request.urls.append(argument)
-    elif name in _BODY - {"json"}:
-        request.fields += [field for field, _ in parse_qsl(argument, keep_blank_values=True)]
+    elif name in _BODY - {"json"} or name == "url-query":  # -G sends them in the query
+        request.fields += [field for field, _ in
+                           parse_qsl(argument.removeprefix("+"), keep_blank_values=True)]
     elif name in _FORM:
         request.fields.append(argument.partition("=")[0])
 
@@ -353,6 +352,7 @@ def credential_form(example: str) -> CredentialForm:
             form.headers[name] = _scheme(value)
         for url in request.urls:
             form.params |= {name for name, _ in parse_qsl(urlsplit(url).query)}
+        form.params |= set(request.fields)
         return form
     if text.startswith(("-u ", "--user ")):
         return CredentialForm(basic=True)

@@ -79,7 +79,7 @@ def _sample_request(entry: EntryContent) -> Iterator[Lint]:
                f"header {shown(malformed[0])}{_and_more(malformed)} is not of the form "
                "'Name: value'")
     yield from _sample_endpoint(entry, request, url)
-    yield from _sample_credential(entry, request, url.query)
+    yield from _sample_credential(entry, request, url)
 
 
 def _shell_slips(words: list[str], request: CurlRequest) -> Iterator[Lint]:
@@ -190,50 +190,52 @@ _CREDENTIAL_PARAMS = frozenset({"key", "api_key", "apikey", "api-key", "access_t
                                 "client_secret", "secret", "password"})
 
 
-def _sent_credentials(request: CurlRequest, query: str, form: CredentialForm,
+def _sent_credentials(request: CurlRequest, url: SplitResult, form: CredentialForm,
                       ) -> Iterator[tuple[str, str, str]]:
-    """Each credential the request sends, as (kind, name, value): a header, basic auth, or a
-    query or form parameter."""
+    """Each credential the request sends, as (kind, name, value): a header, basic auth (from
+    -u, or from a user name in the URL, which curl sends so), or a query or form parameter."""
     for name, value in request.header_fields():
         if name in form.headers or _CREDENTIAL_HEADER.search(name):
             yield "header", name, value
     if request.user is not None:
         yield "basic", "-u", request.user
+    elif "@" in url.netloc:
+        yield "basic", "URL", url.netloc.rpartition("@")[0]
     if request.bearer is not None:
         yield "header", "authorization", f"Bearer {request.bearer}"
-    for name in [name for name, _ in parse_qsl(query, keep_blank_values=True)] + request.fields:
+    for name in [name for name, _ in parse_qsl(url.query, keep_blank_values=True)] + request.fields:
         if name in form.params or name.lower() in _CREDENTIAL_PARAMS:
             yield "parameter", name, ""
 
 
-def _sample_credential(entry: EntryContent, request: CurlRequest, query: str,
+def _sample_credential(entry: EntryContent, request: CurlRequest, url: SplitResult,
                        ) -> Iterator[Lint]:
     """The credential the request sends is where authExample puts it, and a keyless API's
     request sends none: a sample that authenticates otherwise teaches the wrong call."""
     form = credential_form(entry.auth_example or "")
-    for kind, name, value in _sent_credentials(request, query, form):
-        shown = "basic auth (-u)" if kind == "basic" else f"{kind} {name!r}"
+    for kind, name, value in _sent_credentials(request, url, form):
+        sent = f"basic auth ({name})" if kind == "basic" else f"{kind} {name!r}"
         if entry.auth_type == "none":
             yield (("sampleRequest",), "sample-request-auth",
-                   f"sends a credential ({shown}), but authType is none")
+                   f"sends a credential ({sent}), but authType is none")
         elif not form.known or entry.auth_example is None:
             continue
         elif kind == "basic" or (name == "authorization" and (_scheme_of(value) or "").lower()
                                  == "basic" and name not in form.headers):
             if not form.basic:
                 yield (("sampleRequest",), "sample-request-auth",
-                       f"sends {shown}, but authExample puts the credential in {_where(form)}")
+                       f"sends {sent}, but authExample puts the credential in {_where(form)}")
         elif kind == "header" and name not in form.headers:
             yield (("sampleRequest",), "sample-request-auth",
-                   f"sends {shown}, but authExample puts the credential in {_where(form)}")
+                   f"sends {sent}, but authExample puts the credential in {_where(form)}")
         elif kind == "header" and (expected := form.headers[name]) is not None \
                 and (_scheme_of(value) or "").lower() != expected.lower():
             yield (("sampleRequest",), "sample-request-auth",
-                   f"sends {shown} as {value.split(' ')[0]!r} …, but authExample writes "
+                   f"sends {sent} as {value.split(' ')[0]!r} …, but authExample writes "
                    f"{expected!r} …")
         elif kind == "parameter" and name not in form.params:
             yield (("sampleRequest",), "sample-request-auth",
-                   f"sends {shown}, but authExample puts the credential in {_where(form)}")
+                   f"sends {sent}, but authExample puts the credential in {_where(form)}")
 
 
 def _scheme_of(value: str) -> str | None:
