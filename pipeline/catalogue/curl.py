@@ -349,7 +349,7 @@ def credential_form(example: str) -> CredentialForm:
             return CredentialForm(known=False)
         form = CredentialForm(basic=request.user is not None)
         for name, value in request.header_fields():
-            form.headers[name] = _scheme(value)
+            form.headers[name] = credential_scheme(value)
         for url in request.urls:
             form.params |= {name for name, _ in parse_qsl(urlsplit(url).query)}
         form.params |= set(request.fields)
@@ -365,13 +365,13 @@ def credential_form(example: str) -> CredentialForm:
         name, colon, value = part.partition(":")
         if not colon or not HEADER.fullmatch(part.strip()):
             return CredentialForm(known=False)
-        scheme = _scheme(value.strip())
+        scheme = credential_scheme(value.strip())
         form.headers[name.strip().lower()] = scheme
         form.basic = form.basic or (scheme or "").lower() == "basic"
     return form
 
 
-def _scheme(value: str) -> str | None:
+def credential_scheme(value: str) -> str | None:
     """The scheme word a credential header's value starts with (`Bearer`, `Token`,
     `DeepL-Auth-Key`), where the value is a word then the credential."""
     match = _SCHEME.match(value)

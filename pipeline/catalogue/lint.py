@@ -14,6 +14,7 @@ from pipeline.catalogue.curl import (
     CredentialForm,
     CurlRequest,
     credential_form,
+    credential_scheme,
     parse_curl,
     read_shell,
     shown,
@@ -220,8 +221,8 @@ def _sample_credential(entry: EntryContent, request: CurlRequest, url: SplitResu
                    f"sends a credential ({sent}), but authType is none")
         elif not form.known or entry.auth_example is None:
             continue
-        elif kind == "basic" or (name == "authorization" and (_scheme_of(value) or "").lower()
-                                 == "basic" and name not in form.headers):
+        elif kind == "basic" or (name == "authorization" and name not in form.headers
+                                 and (credential_scheme(value) or "").lower() == "basic"):
             if not form.basic:
                 yield (("sampleRequest",), "sample-request-auth",
                        f"sends {sent}, but authExample puts the credential in {_where(form)}")
@@ -229,17 +230,13 @@ def _sample_credential(entry: EntryContent, request: CurlRequest, url: SplitResu
             yield (("sampleRequest",), "sample-request-auth",
                    f"sends {sent}, but authExample puts the credential in {_where(form)}")
         elif kind == "header" and (expected := form.headers[name]) is not None \
-                and (_scheme_of(value) or "").lower() != expected.lower():
+                and (credential_scheme(value) or "").lower() != expected.lower():
             yield (("sampleRequest",), "sample-request-auth",
-                   f"sends {sent} as {value.split(' ')[0]!r} …, but authExample writes "
+                   f"sends {sent} as {shown(value.split(' ')[0], 40)} …, but authExample writes "
                    f"{expected!r} …")
         elif kind == "parameter" and name not in form.params:
             yield (("sampleRequest",), "sample-request-auth",
                    f"sends {sent}, but authExample puts the credential in {_where(form)}")
-
-
-def _scheme_of(value: str) -> str | None:
-    return value.split(" ", 1)[0] if " " in value.strip() else None
 
 
 def _where(form: CredentialForm) -> str:
