@@ -334,6 +334,75 @@ async def test_a_run_closed_by_hand_is_alerted_as_the_next_run_would_have(
         "'apidir-alert-webhook'\n"), no_server.stderr
 
 
+def dead_pid() -> int:
+    """The number of a process of this machine that has ended."""
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    return ended.pid
+
+
+@pytest.mark.parametrize("other", ["a run", "the operator"])
+async def test_a_dead_run_two_reapers_close_together_is_closed_and_alerted_once(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, other: str,
+) -> None:
+    """Two runs start at the same moment (or a run starts as the operator runs `apidir db
+    close-run`) and both find a run here whose process is gone: each has read it as running
+    before either closes it (their closing statements are held until both are there). One
+    closes it and sends its `run_crashed` alert; the other finds it closed already and sends
+    none (the operator's command is refused in its one line)."""
+    import logging
+    import threading
+    from contextlib import suppress
+
+    import typer
+    from sqlalchemy import event
+
+    from pipeline.cli import app
+    from pipeline.operations.runs import close_left_running
+    from pipeline.store.tables import engine_for
+    from tests.webhook import WebhookReceiver
+
+    make_engine(database_url).dispose()
+    with Session(make_engine(database_url), expire_on_commit=False) as session:
+        dead = running_row(session, socket.gethostname(), dead_pid(),
+                           datetime.now(UTC) - timedelta(minutes=5))
+    hook = await WebhookReceiver().start()
+    monkeypatch.setenv("APIDIR_DATABASE_URL", database_url)
+    monkeypatch.setenv("APIDIR_ALERT_WEBHOOK_URL", hook.url)
+    settings = Settings()
+    engine = engine_for(database_url)
+    both_there = threading.Barrier(2)
+
+    def held_until_both_read(_connection, _cursor, statement: str, *_args) -> None:
+        if statement.lstrip().upper().startswith("UPDATE PIPELINE_RUN"):
+            # gone on without a reaper that did not get there in a minute
+            with suppress(threading.BrokenBarrierError):
+                both_there.wait(timeout=60)
+
+    def a_run() -> bool:
+        closed = asyncio.run(close_left_running(settings, logging.getLogger("reaper")))
+        assert [run.id for run in closed] in ([], [dead.id])
+        return bool(closed)
+
+    def the_operator() -> bool:
+        command = typer.main.get_command(app)
+        return command.main(["db", "close-run", str(dead.id)], standalone_mode=False) in (None, 0)
+
+    event.listen(engine, "before_cursor_execute", held_until_both_read)
+    try:
+        closed = await asyncio.gather(asyncio.to_thread(a_run), asyncio.to_thread(
+            a_run if other == "a run" else the_operator))
+    finally:
+        event.remove(engine, "before_cursor_execute", held_until_both_read)
+        await hook.close()
+    assert hook.events() == ["run_crashed"]
+    assert sorted(closed) == [False, True]
+    assert hook.received[0]["run"]["id"] == dead.id
+    with Session(engine) as session:
+        record = session.get(PipelineRun, dead.id)
+    assert record.state == "crashed" and record.message.startswith(ABANDONED)
+
+
 @pytest.mark.backends("sqlite")
 async def test_a_commit_of_probes_a_store_set_up_wrong_refuses_is_not_tried_again(
     database_url: str,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager
+from logging import Logger, LoggerAdapter
 from pathlib import Path
 from typing import TypeVar
 
@@ -65,6 +66,7 @@ from pipeline.store.tables import (
     PipelineRun,
     StoreUnreadableError,
     active_categories,
+    claim_run_end,
     engine_for,
     finish_run,
     reap_abandoned_runs,
@@ -143,13 +145,21 @@ async def open_run(settings: Settings, flow: str) -> int:
     (`reap_abandoned_runs`)."""
     with session_scope(engine_for(settings.database_url)) as session:
         run = start_run(session, flow, current_flow_run.id)
-        # closed after this run began: its report says
+    await close_left_running(settings, get_run_logger())  # after this run began: its report says
+    return run.id
+
+
+async def close_left_running(settings: Settings,
+                             logger: Logger | LoggerAdapter[Logger]) -> list[PipelineRun]:
+    """Close, as crashed, every run whose process died without closing its own record
+    (`reap_abandoned_runs`), and tell of each: a warning and its `run_crashed` alert. A dead run
+    two runs starting together both find is closed, and alerted, by one of them alone."""
+    with session_scope(engine_for(settings.database_url)) as session:
         reaped = reap_abandoned_runs(session, settings.run_timeout)
     for dead in reaped:
-        get_run_logger().warning("%s run %d was left running: %s", dead.flow, dead.id,
-                                 dead.message)
+        logger.warning("%s run %d was left running: %s", dead.flow, dead.id, dead.message)
         await alert_left_running(settings, dead)
-    return run.id
+    return reaped
 
 
 async def alert_left_running(settings: Settings, dead: PipelineRun) -> Delivery | None:
@@ -329,8 +339,10 @@ async def _close_left_open(flow: Flow, flow_run: FlowRun, state: State, ending: 
         message = state.message or f"the flow run {ending}"
         if stopped is not None:  # its release is recorded once it is live: none, none went live
             message = time_limit_line(flow.timeout_seconds or 0, run.release_version is None)
+        if not claim_run_end(session, run, ending, message):
+            return  # closed meanwhile by a run that reaped it, and alerted
+        if stopped is not None:
             stopped.add_note(f"{TIME_LIMIT_TOLD}{message}")
-        finish_run(session, run, ending, message)
     if ending == "failed":
         emit_run_event(RUN_FAILED, flow.name, run.id, message)
     delivery = await alert(settings, event, flow.name, run, message=message,

@@ -499,14 +499,32 @@ def reap_abandoned_runs(session: Session, run_timeout: float) -> list[PipelineRu
     reaped = []
     for run in list(session.exec(statement)):
         if process_gone(run.host, run.pid):
-            finish_run(session, run, "crashed",
-                       f"{ABANDONED} (pid {run.pid} on {here}) is gone")
+            why = f"{ABANDONED} (pid {run.pid} on {here}) is gone"
         elif as_utc(run.started_at) < before:
-            finish_run(session, run, "crashed", left_behind_line(run, run_timeout))
+            why = left_behind_line(run, run_timeout)
         else:
             continue
-        reaped.append(run)
+        if claim_run_end(session, run, "crashed", why):
+            reaped.append(run)
     return reaped
+
+
+def claim_run_end(session: Session, run: PipelineRun, state: str, message: str) -> bool:
+    """Close the record of a run that another process may be closing at the same moment (two
+    runs starting together reap the same dead run; the operator closes it as a run reaps it):
+    in one statement, and only while it still says `running`, so exactly one of them closes
+    it and sends its alert. Whether this one did; `run` is read back either way."""
+    closed = session.execute(
+        update(PipelineRun)
+        .where(col(PipelineRun.id) == run.id, col(PipelineRun.state) == "running")
+        .values(state=state, finished_at=utcnow(), message=message)
+        .execution_options(synchronize_session=False))
+    session.commit()
+    session.refresh(run)
+    if closed.rowcount != 1:
+        return False
+    fold_write_ahead_log(session.get_bind())
+    return True
 
 
 def left_behind_line(run: PipelineRun, run_timeout: float) -> str:
@@ -530,17 +548,23 @@ def close_run(session: Session, run_id: int, run_timeout: float) -> PipelineRun:
     if run is None:
         raise RunNotClosedError(f"no run {run_id} in the store")
     if run.state != "running":
-        ended = f" at {utc_text(as_utc(run.finished_at))}" if run.finished_at else ""
-        raise RunNotClosedError(f"run {run_id} is not running: it ended {run.state}{ended}")
+        raise RunNotClosedError(_ended_line(run))
     before = left_behind_before(utcnow(), run_timeout)
     if run.host == socket.gethostname() and not run_left_behind(
             run.host, run.pid, as_utc(run.started_at), before):
         raise RunNotClosedError(f"run {run_id} is running here still, as process {run.pid}: "
                                 f"stop it (`kill {run.pid}`), and its record closes itself")
-    finish_run(session, run, "crashed",
-               f"{ABANDONED} (pid {run.pid} on {run.host or 'an unnamed host'}) is gone, "
-               "as the operator said (`apidir db close-run`)")
+    if not claim_run_end(session, run, "crashed",
+                         f"{ABANDONED} (pid {run.pid} on {run.host or 'an unnamed host'}) is "
+                         "gone, as the operator said (`apidir db close-run`)"):
+        raise RunNotClosedError(_ended_line(run))  # closed by a run reaping it meanwhile
     return run
+
+
+def _ended_line(run: PipelineRun) -> str:
+    """Why a run that ended is not closed again."""
+    ended = f" at {utc_text(as_utc(run.finished_at))}" if run.finished_at else ""
+    return f"run {run.id} is not running: it ended {run.state}{ended}"
 
 
 def start_run(session: Session, flow: str, flow_run_id: str | None = None) -> PipelineRun:
