@@ -156,3 +156,65 @@ def test_the_report_says_which_entries_the_release_left_out() -> None:
             "baseUrl: holds "
             "U+00E9, which a URL must percent-encode (%C3%A9); left out of the release |"
             in report)
+
+
+def test_the_report_lists_the_runs_that_ended_unjudged_since_the_previous_one(
+    write_entry, ingested_store,
+) -> None:
+    """A run that failed or crashed before its probes were judged stored probes that count
+    nowhere: the next completed run's report lists each one ended since the previous
+    completed run of its flow (of any flow: a backfill's too), with the probes it stored and
+    its record's line, newest first; those told by an earlier report, those judged and those
+    completed are not listed. Beyond its bound the list counts the rest."""
+    from datetime import timedelta
+
+    from pipeline.operations.report import UnjudgedRuns, unjudged_since_previous
+    from pipeline.probing.probe import ProbeResult
+    from pipeline.store.history import add_probes
+
+    write_entry()
+    session = ingested_store()
+
+    def ended(flow: str, state: str, hours: int, judged: bool = False,
+              message: str | None = None) -> PipelineRun:
+        at = CHECKED + timedelta(hours=hours)
+        run = PipelineRun(flow=flow, state=state, started_at=at - timedelta(minutes=30),
+                          finished_at=at, judged_at=at if judged else None, message=message)
+        session.add(run)
+        session.commit()
+        return run
+
+    told = ended("nightly", "failed", -2, message="ingest stage failed: told before")
+    before = ended("nightly", "completed", -1, judged=True)
+    failed = ended("nightly", "failed", 1, message="ingest stage failed: EmptyCatalogError: …")
+    crashed = ended("backfill", "crashed", 2,
+                    message="abandoned: the process running it (pid 4242 on h) is gone")
+    url = "https://api.example.com/v1/forecast"
+    add_probes(session, crashed.id, [ProbeResult(
+        url=url, entry_id="example-weather", endpoint_id=None, checked_at=CHECKED,
+        outcome="unreachable", reason=None, error_class="refused", http_status=None,
+        total_ms=None, dns_ms=None, connect_ms=None, ttfb_ms=None, final_url=None,
+        attempts=1, redirects=0, error="refused")] * 3)
+    session.commit()
+    ended("nightly", "failed", 3, judged=True, message="publish stage failed: judged first")
+    ended("backfill", "completed", 4)
+    run = ended("nightly", "completed", 5, judged=True)
+
+    unjudged = unjudged_since_previous(session, run)
+    assert unjudged.count == 2
+    assert [(listed.id, stored) for listed, stored in unjudged.listed] == [
+        (crashed.id, 3), (failed.id, 0)]
+    report = run_report(run, figures(), unjudged=unjudged)
+    assert "## Runs ended unjudged since the previous completed run (2)" in report
+    assert (f"| {crashed.id} | backfill | crashed | 2026-11-24 04:00 UTC | 2026-11-24 04:30 UTC "
+            f"| 3 | abandoned: the process running it (pid 4242 on h) is gone |") in report
+    assert f"| {failed.id} | nightly | failed |" in report
+    assert "told before" not in report
+
+    first = unjudged_since_previous(session, before, limit=1)
+    assert (first.count, [listed.id for listed, _ in first.listed]) == (1, [told.id])
+    bounded = run_report(run, figures(), unjudged=unjudged_since_previous(session, run, 1))
+    assert "… and 1 more: every run is in the store's `pipeline_run` table." in bounded
+    calm = run_report(run, figures(), unjudged=UnjudgedRuns([], 0))
+    assert ("## Runs ended unjudged since the previous completed run (0)\n\nEvery run that "
+            "ended since then was judged.") in calm

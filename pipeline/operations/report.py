@@ -9,15 +9,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, get_args
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, func, select
 
 from pipeline.catalogue.ingest import IngestSummary
 from pipeline.contract import BuilderScore, Status, StatusState
 from pipeline.judging.changes import Change
 from pipeline.release.publish import LEFT_OUT_RULE
-from pipeline.store.tables import PipelineRun, ProbeRow
+from pipeline.store.tables import PipelineRun, ProbeRow, as_utc
 
 SLOWEST = 10
 # Names and rows the summary lists of each kind (new entries, state changes, validation
@@ -37,6 +38,60 @@ def slowest_probes(session: Session, run_id: int, limit: int = SLOWEST) -> list[
         .limit(limit)
     )
     return list(session.exec(statement))
+
+
+@dataclass(frozen=True)
+class UnjudgedRuns:
+    """The runs that ended (failed or crashed) before their probes were judged, since the
+    previous completed run of a flow: the probes they stored count nowhere, so the statuses
+    and changes the report tells come from earlier runs. The newest `listed` of `count`, each
+    with the probes it stored."""
+
+    listed: list[tuple[PipelineRun, int]]
+    count: int
+
+
+def unjudged_since_previous(session: Session, run: PipelineRun,
+                            limit: int = LISTED) -> UnjudgedRuns:
+    """The runs of any flow that ended unjudged (`judged_at` unset) after the previous completed
+    run of `run`'s flow ended (ever, when there is none) and by the end of `run`: what an
+    operator reading `run`'s report has not been told by an earlier one."""
+    until = [] if run.finished_at is None else [col(PipelineRun.finished_at) <= run.finished_at]
+    previous = select(func.max(PipelineRun.finished_at)).where(
+        PipelineRun.flow == run.flow, PipelineRun.state == "completed",
+        PipelineRun.id != run.id, *until)
+    since = session.exec(previous).one()
+    ended = [PipelineRun.id != run.id, col(PipelineRun.state).in_(("failed", "crashed")),
+             col(PipelineRun.judged_at).is_(None), col(PipelineRun.finished_at).is_not(None),
+             *([] if since is None else [col(PipelineRun.finished_at) >= since]), *until]
+    count = session.exec(select(func.count()).select_from(PipelineRun).where(*ended)).one()
+    runs = list(session.exec(select(PipelineRun).where(*ended)
+                             .order_by(col(PipelineRun.id).desc()).limit(limit)))
+    stored = dict(session.exec(
+        select(ProbeRow.run_id, func.count()).where(col(ProbeRow.run_id).in_(
+            [ended_run.id for ended_run in runs])).group_by(ProbeRow.run_id)).all())
+    return UnjudgedRuns([(ended_run, stored.get(ended_run.id, 0)) for ended_run in runs], count)
+
+
+def _unjudged_lines(unjudged: UnjudgedRuns) -> list[str]:
+    """The report's section on the runs that ended unjudged since the previous one."""
+    lines = ["", f"## Runs ended unjudged since the previous completed run ({unjudged.count})",
+             ""]
+    if not unjudged.count:
+        return [*lines, "Every run that ended since then was judged."]
+    lines += ["These runs failed or crashed before their probes were judged: the probes they "
+              "stored count nowhere (statuses, state changes, scores and rollups read the "
+              "judged runs alone).", ""]
+    lines += _table(["run", "flow", "state", "started", "ended", "probes stored", "message"],
+                    [(ended.id, ended.flow, ended.state, _minute(ended.started_at),
+                      _minute(ended.finished_at), f"{stored:,}", ended.message)
+                     for ended, stored in unjudged.listed])
+    return lines + _rows_beyond(unjudged.count, len(unjudged.listed),
+                                "every run is in the store's `pipeline_run` table")
+
+
+def _minute(moment: datetime | None) -> str:
+    return "" if moment is None else f"{as_utc(moment):%Y-%m-%d %H:%M} UTC"
 
 
 def left_out_of_release(run: PipelineRun) -> list[dict[str, Any]]:
@@ -99,11 +154,13 @@ def run_report(
     slowest: Sequence[ProbeRow] = (),
     abandoned: Sequence[PipelineRun] = (),
     table: tuple[int, int, str] | None = None,
+    unjudged: UnjudgedRuns | None = None,
 ) -> str:
     """Markdown: entries by state (`figures`: `entry_figures`), changes since the previous
-    run, new and retired entries, the slowest endpoints, the validation errors, and the runs
-    found left running; `table` (rows listed, entries published, where every entry is
-    published) says what the run's entries table holds."""
+    run, the runs ended unjudged since then (`unjudged`), new and retired entries, the slowest
+    endpoints, the validation errors, and the runs found left running; `table` (rows listed,
+    entries published, where every entry is published) says what the run's entries table
+    holds."""
     states = Counter(figure["state"] for figure in figures.values())
     lines = [f"# {run.flow} run {run.id}: {run.state}", ""]
     for dead in abandoned:
@@ -140,6 +197,8 @@ def run_report(
                               "`api/changes.json`")
     else:
         lines.append("No entry changed state.")
+    if unjudged is not None:
+        lines += _unjudged_lines(unjudged)
     if ingest is not None:
         lines += ["", "## Catalogue", "",
                   f"- New: {ingest.names('added')}",

@@ -48,6 +48,7 @@ from pipeline.operations.report import (
     left_out_of_release,
     run_report,
     slowest_probes,
+    unjudged_since_previous,
 )
 from pipeline.release.layout import FULL_DATASET
 from pipeline.release.publish import ReleaseNotRecorded, left_out_line
@@ -191,7 +192,8 @@ async def complete_run(settings: Settings, run_id: int, handed_over: Path,
         table = entry_table(categories, figures, changes)
         dataset = f"{settings.base_url.rstrip('/')}/{FULL_DATASET}"
         report = run_report(run, figures, changes, ingested, slowest_probes(session, run_id),
-                            abandoned_since(session, run), (len(table), len(categories), dataset))
+                            abandoned_since(session, run), (len(table), len(categories), dataset),
+                            unjudged_since_previous(session, run))
     await acreate_markdown_artifact(markdown=report, key=f"{run.flow}-summary",
                                     description=f"{run.flow} run {run_id}")
     whole = len(table) == len(categories)
