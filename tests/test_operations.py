@@ -390,6 +390,11 @@ async def test_a_run_killed_outright_is_marked_crashed_by_the_next_run(
     summary = await latest_summary()
     assert f"# nightly run {outcome['run']}: completed" in summary
     assert f"nightly run {killed.id}" in summary and "was left running" in summary
+    assert "## Runs ended unjudged since the previous completed run (1)" in summary
+    assert f"| {killed.id} | nightly | crashed |" in summary
+    async with get_client() as client:  # Prefect had it running still
+        flow_run = await client.read_flow_run(killed.flow_run_id)
+    assert flow_run.state.type.value == "CRASHED" and flow_run.state.message == killed.message
 
 
 async def test_a_run_left_running_by_a_machine_that_is_gone_is_closed_by_the_next_run(
@@ -606,3 +611,50 @@ async def test_the_failure_hook_of_a_run_refused_a_store_a_newer_version_wrote_r
         assert connection.execute("SELECT version_num FROM alembic_version").fetchall() == [
             ("0099",)]
     connection.close()
+
+
+async def test_a_run_found_left_running_is_marked_crashed_in_prefect_too(
+    prefect_backend: None, quiet_env: dict[str, str], receiver: WebhookReceiver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run whose process was killed outright leaves its Prefect flow run Running: the run
+    that closes its record marks that flow run Crashed with the record's line. A flow run
+    Prefect has ended keeps its state, and one Prefect does not know (a temporary local
+    server's) is passed over; each run is closed and alerted all the same."""
+    import logging
+    import subprocess
+    import sys
+    import uuid
+
+    from prefect.states import Completed, Running
+
+    from pipeline.operations.runs import close_left_running
+
+    @flow(name="nightly")
+    def killed_nightly() -> None: ...
+
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    async with get_client() as client:
+        running = await client.create_flow_run(killed_nightly, state=Running())
+        finished = await client.create_flow_run(killed_nightly, state=Completed())
+    engine = engine_for(quiet_env["APIDIR_DATABASE_URL"])
+    with Session(engine, expire_on_commit=False) as session:
+        dead = [PipelineRun(flow="nightly", flow_run_id=str(flow_run_id),
+                            host=socket.gethostname(), pid=ended.pid,
+                            started_at=datetime.now(UTC) - timedelta(minutes=5))
+                for flow_run_id in (running.id, finished.id, uuid.uuid4())]
+        session.add_all(dead)
+        session.commit()
+    monkeypatch.setenv("APIDIR_ALERT_WEBHOOK_URL", receiver.url)
+    closed = await close_left_running(Settings(), logging.getLogger("nightly"))
+    assert sorted(run.id for run in closed) == [run.id for run in dead]
+    assert receiver.events() == ["run_crashed"] * 3
+    async with get_client() as client:
+        crashed = await client.read_flow_run(running.id)
+        kept = await client.read_flow_run(finished.id)
+    with Session(engine) as session:
+        record = session.get(PipelineRun, dead[0].id)
+    assert crashed.state.type.value == "CRASHED" and crashed.state.message == record.message
+    assert record.message.startswith("abandoned: the process running it")
+    assert kept.state.type.value == "COMPLETED"

@@ -8,15 +8,18 @@ from contextlib import contextmanager
 from logging import Logger, LoggerAdapter
 from pathlib import Path
 from typing import TypeVar
+from uuid import UUID
 
-from prefect import Flow, get_run_logger
+import httpx
+from prefect import Flow, get_client, get_run_logger
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 from prefect.blocks.system import Secret
 from prefect.client.schemas.objects import FlowRun, TaskRun
+from prefect.exceptions import ObjectNotFound
 from prefect.flow_engine import FlowRunTimeoutError
 from prefect.runtime import flow_run as current_flow_run
 from prefect.settings import PREFECT_API_URL, temporary_settings
-from prefect.states import State
+from prefect.states import Crashed, State
 from prefect.tasks import Task, exponential_backoff
 from pydantic import ValidationError
 from sqlalchemy.engine import make_url
@@ -160,7 +163,32 @@ async def close_left_running(settings: Settings,
     for dead in reaped:
         logger.warning("%s run %d was left running: %s", dead.flow, dead.id, dead.message)
         await alert_left_running(settings, dead)
+        if problem := await crash_flow_run_left_running(dead):
+            logger.warning("%s run %d: its Prefect flow run %s was not marked Crashed: %s",
+                           dead.flow, dead.id, dead.flow_run_id, problem)
     return reaped
+
+
+async def crash_flow_run_left_running(dead: PipelineRun) -> str | None:
+    """Mark the Prefect flow run of a run closed as left running Crashed, with its record's
+    line, where Prefect still shows it unended: its process died without telling Prefect, which
+    would show it running for ever (and hold the automations watching for its end). A flow
+    run Prefect has ended, or does not know (a temporary local server's), is left as it is.
+    Why it could not be marked, if it could not: the run goes on all the same."""
+    if dead.flow_run_id is None:
+        return None
+    try:
+        async with get_client() as client:
+            flow_run = await client.read_flow_run(UUID(dead.flow_run_id))
+            if flow_run.state is not None and flow_run.state.is_final():
+                return None
+            await client.set_flow_run_state(flow_run.id, Crashed(message=dead.message),
+                                            force=True)
+    except ObjectNotFound:
+        return None
+    except (httpx.HTTPError, ValueError) as exc:  # the server's refusal, a malformed id
+        return " ".join(str(exc).split()) or type(exc).__name__
+    return None
 
 
 async def alert_left_running(settings: Settings, dead: PipelineRun) -> Delivery | None:
