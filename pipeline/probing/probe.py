@@ -587,6 +587,7 @@ class _Attempt:
     first_status: int | None = None  # the first hop's status
     landed_on_page: bool = False  # redirected to an HTML page at another path
     given_up: str | None = None  # not sent: the host of its hop was given up on (why)
+    began: float | None = None  # when its first request had its turn (the prober's clock)
 
     def result(self, url: str, attempts: int) -> ProbeResult:
         if self.error_class is not None:
@@ -638,7 +639,7 @@ class _HostTurn:
     its transient failures have cost the run, until it is given up on (`given_up`: why)."""
 
     __slots__ = ("failures_in_a_row", "given_up", "interval", "lost", "next_start", "pending",
-                 "queued", "semaphore", "started", "starting")
+                 "queued", "semaphore", "started", "starting", "woken")
 
     def __init__(self, limit: int, interval: float) -> None:
         self.semaphore = asyncio.Semaphore(limit) if limit > 0 else None
@@ -651,6 +652,31 @@ class _HostTurn:
         self.failures_in_a_row = 0  # its probes ended in a transient failure, latest first
         self.lost = 0.0  # seconds its transient failures cost: their attempts and waits
         self.given_up: str | None = None
+        self.woken: asyncio.Future[None] | None = None  # ends its next probe's wait to start
+
+    def give_up(self, reason: str) -> None:
+        """Give the host up for the run: the probe waiting for its start (a Retry-After hold
+        may have minutes to run) is woken to end at once, and those behind it with it."""
+        self.given_up = reason
+        if self.woken is not None and not self.woken.done():
+            self.woken.set_result(None)
+
+    async def wait_to_start(self, seconds: float) -> None:
+        """Wait `seconds` for the host's next start, or less should it be given up meanwhile.
+        One probe of the host waits at a time (the one holding `starting`)."""
+        loop = asyncio.get_running_loop()
+        self.woken = woken = loop.create_future()
+        timer = loop.call_later(seconds, _wake, woken)
+        try:
+            await woken
+        finally:
+            timer.cancel()
+            self.woken = None
+
+
+def _wake(waiting: asyncio.Future[None]) -> None:
+    if not waiting.done():
+        waiting.set_result(None)
 
 
 class HostGivenUp(Exception):
@@ -779,14 +805,18 @@ class _Pool(aiohttp.TCPConnector):
 class Prober:
     """Probes URLs over one session; use as `async with Prober(settings) as prober`.
 
-    `inner_resolver` replaces the system resolver under the guard (tests use a fake DNS).
+    `inner_resolver` replaces the system resolver under the guard (tests use a fake DNS);
+    `clock` times what a host's failed attempts cost its budget (the event loop's by default,
+    on which their deadlines run: a timed-out attempt costs at least its timeout).
     """
 
     def __init__(
-        self, settings: ProbeSettings, inner_resolver: AbstractResolver | None = None
+        self, settings: ProbeSettings, inner_resolver: AbstractResolver | None = None,
+        *, clock: Callable[[], float] | None = None,
     ) -> None:
         self.settings = settings
         self._inner_resolver = inner_resolver
+        self._clock = clock
         self.policy = GuardPolicy.from_strings(settings.allow_private, settings.blocked_networks)
         self._hosts: dict[str, _HostTurn] = {}
         self._slots = _Slots(settings.global_concurrency)
@@ -859,7 +889,7 @@ class Prober:
                     if turn.given_up is not None:  # meanwhile, by another probe of the host
                         raise HostGivenUp(turn.given_up)
                     if (wait := turn.next_start - loop.time()) > 0:
-                        await asyncio.sleep(wait)
+                        await turn.wait_to_start(wait)
                         continue
                     await self._slots.acquire(turn)
                     if loop.time() >= turn.next_start and turn.given_up is None:
@@ -903,12 +933,15 @@ class Prober:
         turn.lost += lost
         turn.failures_in_a_row = turn.failures_in_a_row + 1 if transient else 0
         if 0 < settings.host_failures_in_a_row <= turn.failures_in_a_row:
-            turn.given_up = f"its host failed {turn.failures_in_a_row} times in a row"
+            times = "time" if turn.failures_in_a_row == 1 else "times"
+            turn.give_up(f"its host failed {turn.failures_in_a_row} {times} in a row")
         elif 0 < settings.host_failure_budget <= turn.lost:
-            turn.given_up = f"its host's failures took {turn.lost:.0f} s"
+            # The budget, not the seconds measured: the note is published, and a release
+            # should not differ from the last for a host's timings alone.
+            turn.give_up(f"its host's failures took {settings.host_failure_budget:g} s")
         if turn.given_up is not None:
-            log.warning("gave up on %s for this run (%s): its other targets are not probed",
-                        host, turn.given_up)
+            log.warning("gave up on %s for this run (%s, %.1f s of failures): its other "
+                        "targets are not probed", host, turn.given_up, turn.lost)
 
     async def probe(self, url: str) -> ProbeResult:
         """Probe one URL, retrying transient failures; never raises (bar cancellation).
@@ -935,6 +968,13 @@ class Prober:
             self._close_if_done(host)
             self._close_if_done(final_host)
 
+    def _now(self) -> float:
+        return asyncio.get_running_loop().time() if self._clock is None else self._clock()
+
+    def _seconds_taken(self, attempt: _Attempt) -> float:
+        """Seconds from an attempt's first turn to now (0: it never had one)."""
+        return 0.0 if attempt.began is None else max(0.0, self._now() - attempt.began)
+
     def _close_if_done(self, host: str) -> None:
         """Close the host's idle connections if none of its probes is left."""
         turn = self._hosts.get(host)
@@ -953,12 +993,13 @@ class Prober:
                 return not_probed(url, f"not probed this run: {attempt.given_up}")
             attempts += 1
             host = target_host(attempt.final_url) if attempt.final_url else ""
-            lost = _seconds_taken(attempt) if attempt.retryable else 0.0
+            lost = self._seconds_taken(attempt) if attempt.retryable else 0.0
             ends = not attempt.retryable or attempts >= settings.max_attempts
-            if not ends and attempt.retry_after is not None:
-                # Enforced through the host's next start, so it holds for every probe of it;
-                # asked to wait longer than we will: never come back early, stop here.
-                ends = attempt.retry_after > settings.retry_after_cap
+            if attempt.retry_after is not None:
+                # Enforced through the host's next start, so it holds for every probe of it,
+                # whether or not this one tries again; asked to wait longer than we will: never
+                # come back early, stop here.
+                ends = ends or attempt.retry_after > settings.retry_after_cap
                 lost += self._hold_off(host, min(attempt.retry_after, settings.retry_after_cap))
             self._count(host, attempt.retryable, lost)
             if ends:
@@ -996,6 +1037,7 @@ class Prober:
                     hop.on_sent = start.sent
                     if attempt.redirects == 0:
                         attempt.checked_at = datetime.now(UTC)
+                        attempt.began = self._now()
                         deadline = loop.time() + settings.total_timeout
                     else:  # the wait for a later hop's host (its interval, a Retry-After)
                         assert deadline is not None  # set on the first hop
@@ -1004,7 +1046,9 @@ class Prober:
             except asyncio.CancelledError:
                 raise
             except HostGivenUp as given_up:
-                attempt.given_up = str(given_up)
+                attempt.given_up = str(given_up) if attempt.redirects == 0 else (
+                    f"it redirects to {host}, and "
+                    + str(given_up).replace("its host", "that host", 1))
                 return attempt
             except Exception as exc:  # every failure becomes a result, none aborts the run
                 attempt.error_class = classify_error(exc, hop.phase)
@@ -1193,12 +1237,6 @@ def _cert_expiry(not_after: str) -> datetime | None:
         return datetime.fromtimestamp(ssl.cert_time_to_seconds(not_after), UTC)
     except ValueError:
         return None
-
-
-def _seconds_taken(attempt: _Attempt) -> float:
-    """Seconds from an attempt's first request start to now (0: no request started)."""
-    start = attempt.hops[0].start if attempt.hops else None
-    return 0.0 if start is None else max(0.0, time.perf_counter() - start)
 
 
 def _host_key(url: URL) -> str:
