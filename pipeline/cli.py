@@ -351,6 +351,8 @@ async def _probe_with_progress(
 def _result_dict(result: ProbeResult) -> dict[str, object]:
     data = asdict(result)
     data["checked_at"] = result.checked_at.isoformat()
+    # Where its redirects ended, as a run publishes it (`finalUrl`): none when not redirected.
+    data["final_url"] = redirected_to(result.url, result.final_url, result.redirects)
     return data
 
 

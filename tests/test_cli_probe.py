@@ -80,6 +80,9 @@ async def test_a_redirect_to_a_sign_in_page_is_reported_as_a_run_publishes_it(
     result = json.loads(out)
     assert (result["outcome"], result["http_status"], result["reason"], result["final_url"]) == (
         "online", 302, "redirect", login)
+    code, out, err = await run_probe(f"{loopback}/ok", "--allow-private", "--json")
+    assert code == 0, err
+    assert json.loads(out)["final_url"] is None
 
 
 async def test_probe_refuses_loopback_while_the_guard_is_on(loopback: str) -> None:

@@ -131,6 +131,17 @@ def test_a_path_holding_a_placeholder_credential_is_not_probed() -> None:
     assert targets == [ProbeTarget("https://api.example.com/v1")]  # the base stands in
 
 
+def test_a_placeholder_credential_is_named_whole() -> None:
+    """The reason names the whole stand-in as the path spells it, not the part of it up to
+    the first word naming a credential."""
+    _, skipped = probe_targets_for(
+        "https://api.example.com",
+        [(1, "GET", "/v1?key=Your-Secret-Key"), (2, "GET", "/v2?token=your_access_token_here"),
+         (3, "GET", "/v3?k=your-keyring")])
+    assert skipped == [(1, "path has a placeholder credential (Your-Secret-Key)"),
+                       (2, "path has a placeholder credential (your_access_token_here)")]
+
+
 def test_targets_fall_back_to_the_base_url() -> None:
     targets, skipped = probe_targets_for("https://api.example.com", [(7, "DELETE", "/x")])
     assert targets == [ProbeTarget("https://api.example.com")]
@@ -627,6 +638,15 @@ async def test_a_header_value_is_stored_without_what_would_reorder_or_control_a_
                           + b"\r\nContent-Length: 0\r\n\r\n")
     result = await probe_url(server.url(), FAST)
     assert (result.outcome, result.cors_allow_origin) == ("live", kept)
+
+
+async def test_a_header_value_of_nothing_a_reader_could_see_is_absent(canned: Any) -> None:
+    """An Access-Control-Allow-Origin made only of what is not stored (controls, a bidi
+    override) says nothing: it is stored as absent (null), as no header is, not as ""."""
+    server = await canned(b"HTTP/1.1 200 OK\r\nAccess-Control-Allow-Origin: \x01\xe2\x80\xae\x1b"
+                          b"\r\nContent-Length: 0\r\n\r\n")
+    result = await probe_url(server.url(), FAST)
+    assert (result.outcome, result.cors_allow_origin) == ("live", None)
 
 
 async def test_waiting_out_a_redirect_target_s_retry_after_is_no_part_of_the_deadline(

@@ -245,9 +245,11 @@ _ACCOUNT_PLACEHOLDER = re.compile(r"YOUR_[A-Z0-9_]+|\{[^}]*\}|<[^>]*>")
 # A credential written as a stand-in in an endpoint's path or query (`?appid=YOUR_API_KEY`,
 # `?key=your-api-key`): sending it is noise to the provider, and its 401 says nothing. In
 # capitals any `YOUR_…` is a stand-in; in lower case only one naming a credential is, so that
-# a resource such as `/your-orders` is still probed.
+# a resource such as `/your-orders` is still probed. The whole token is the stand-in, as the
+# reason names it: `Your-Secret-Key`, not `Your-Secret`.
 _CREDENTIAL_PLACEHOLDER = re.compile(
-    r"\bYOUR_[A-Z0-9_]+|(?i:\byour[_-][\w-]*?(?:key|token|secret|password|credential)s?\b)"
+    r"\bYOUR_[A-Z0-9_]+"
+    r"|(?i:\byour[_-](?=[\w-]*?(?:key|token|secret|password|credential)s?(?![a-z0-9]))[\w-]*)"
     r"|<[^>]*>")
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@]*@")
 
@@ -560,6 +562,12 @@ def storable(text: str | None) -> str | None:
     return _UNSHOWN.sub("", text)
 
 
+def _header_value(text: str | None) -> str | None:
+    """A header's value as stored (`storable`), None when nothing of it is left: a header
+    made only of what is dropped says nothing, as if it were absent."""
+    return (storable(text) or "").strip() or None
+
+
 def _ms_sum(values: Iterable[float | None]) -> float | None:
     present = [value for value in values if value is not None]
     return sum(present) * 1000.0 if present else None
@@ -622,7 +630,7 @@ class _Attempt:
             redirects=self.redirects,
             error=storable(self.error),
             cors_allow_origin=(
-                storable(self.cors_allow_origin) if outcome != "unreachable" else None
+                _header_value(self.cors_allow_origin) if outcome != "unreachable" else None
             ),
             cors_allow_credentials=(
                 self.cors_allow_credentials if outcome != "unreachable" else None
