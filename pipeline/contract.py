@@ -491,7 +491,11 @@ class EndpointStatus(ContractModel):
     reason: str | None = Field(default=None, description="Why it answered as it did (auth, "
                                "rate_limited, not_found, …) or why it failed (dns, timeout, …).")
     note: str | None = Field(default=None, description="Why it is not probed, e.g. "
-                             "'method is POST' or 'path has placeholders'.")
+                             "'method is POST', 'path has placeholders', 'path has a "
+                             "placeholder credential (YOUR_API_KEY)', 'same URL as GET "
+                             "/forecast', 'base address is per account (YOUR_PROJECT_REF)' or, "
+                             "for a run that gave its host up, 'not probed this run: its host "
+                             "failed 10 times in a row'.")
     failure: FailureClass | None = Field(
         default=None, description="Set when it failed in the run (seen twice: a second look "
         "at the end of the run confirms a failure, unless confirmation is off): dead (404/410 "
