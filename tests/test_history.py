@@ -188,6 +188,29 @@ def test_targets_of_a_host_given_up_on_are_no_probes_and_keep_the_last_evidence(
     assert session.get(EndpointRow, current.endpoint_id).probe_note is None
 
 
+def test_a_run_read_back_counts_the_targets_it_did_not_probe_as_when_it_ran(session) -> None:
+    """A stage run again after its probes were stored reads them back rather than probing
+    again: the targets of a host given up on, which store no row, are counted as they were
+    (`unchecked`), also for a run whose every host was given up (none stored at all)."""
+    from pipeline.probing.probe import not_probed
+    from pipeline.store.history import stored_run_tally
+
+    forecast, current = plan_targets(session)[:2]
+    reason = "not probed this run: its host failed 10 times in a row"
+    given_up = [replace(not_probed(target.url, reason), entry_id=target.entry_id,
+                        endpoint_id=target.endpoint_id) for target in (forecast, current)]
+    some = start_run(session, "nightly")
+    results = [result(forecast.url, "live", 200, endpoint=forecast.endpoint_id), given_up[1]]
+    record_probes(session, some, results)
+    assert stored_run_tally(session, some).outcomes == ProbeTally.of(results).outcomes == {
+        "live": 1, "unchecked": 1}
+    every = start_run(session, "nightly")
+    record_probes(session, every, given_up)
+    stored = stored_run_tally(session, every)
+    assert stored is not None and (stored.probes, stored.outcomes) == (0, {"unchecked": 2})
+    assert stored_run_tally(session, start_run(session, "nightly")) is None  # not yet stored
+
+
 def test_a_run_where_everything_failed_at_once_is_flagged_and_ignored(session) -> None:
     good = start_run(session, "nightly")
     record_probes(session, good, [result("https://api.example.com/v1/forecast", "live", 200)])

@@ -285,12 +285,17 @@ def _note_not_probed(session: Session, results: Sequence[ProbeResult]) -> None:
 
 
 def stored_run_tally(session: Session, run: PipelineRun) -> ProbeTally | None:
-    """What the probes `run` stored came to (`ProbeTally.of` them); None if it stored none."""
-    if run.first_checked_at is None:  # kept with every part of the run's probes stored
-        return None
-    return ProbeTally.of(session.exec(select(
+    """What the probes `run` stored came to (`ProbeTally.of` them), with the targets it did
+    not probe (no row: their count is the run's); None if it stored none. A run that was
+    judged stored its probes, even should every one of its hosts have been given up."""
+    if run.first_checked_at is None and run.judged_at is None:
+        return None  # both kept with every part of the run's probes stored
+    stored = ProbeTally.of(session.exec(select(
         ProbeRow.entry_id, ProbeRow.url, ProbeRow.outcome, ProbeRow.confirmation,
         ProbeRow.error_class).where(ProbeRow.run_id == run.id)))
+    if not run.probes_unchecked:
+        return stored
+    return stored + ProbeTally(outcomes={NOT_PROBED: run.probes_unchecked})
 
 
 def _widen_checked_bounds(session: Session, run_id: int, first: datetime, last: datetime) -> None:
@@ -309,6 +314,7 @@ def close_probe_run(session: Session, run: PipelineRun, tally: ProbeTally) -> No
     its judgement, from which its probes count unless it is suspect (`_trusted_runs`)."""
     run.probes = tally.probes
     run.probes_failed = tally.outcomes.get("unreachable", 0)
+    run.probes_unchecked = tally.outcomes.get(NOT_PROBED, 0)
     run.network_suspect = tally.network_suspect
     run.judged_at = utcnow()
     session.add(run)

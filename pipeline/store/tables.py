@@ -187,6 +187,9 @@ class PipelineRun(SQLModel, table=True):
     message: str | None = None
     probes: int = 0
     probes_failed: int = 0
+    # Targets not probed: their host was given up on in the run. They store no row, so a run
+    # read back from the store (`history.stored_run_tally`) counts them from here.
+    probes_unchecked: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     network_suspect: bool = False  # most probes failed at once: the prober's own network
     # When the run's probes were counted and judged (`history.close_probe_run`). Its probes
     # count only from then, and only if it is not network-suspect: a shard commits its rows
