@@ -5,6 +5,7 @@ build exactly the models' schema; `check` mode refuses an old store with the com
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import socket
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+import yaml
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -935,3 +937,338 @@ def test_each_rolled_day_names_the_runs_its_rollup_read_as_the_stamps_told_it(
         assert "runs_read" not in {column["name"] for column in
                                    inspect(connection).get_columns("rolled_day")}
     engine.dispose()
+
+
+# --- a store of each revision, full of a few nights' history, upgraded and run ---------------
+
+# The revisions a deployed store may still hold: each release from the one that moved every
+# entry's base address into a column; the head's own store is the reference they are held to.
+DEPLOYED_REVISIONS = ("0016", "0017", "0018", "0019", "0020", "0021", "0022", "0023")
+HISTORY_NIGHTS = 3
+# Values a revision after the store's computes again by design: 0020 counts the successful
+# probes of days whose raw probes are stored again, and drops the days' kept evidence.
+RECOUNTED = {"daily_entry": {"timed_ms", "p50_ms", "p90_ms"},
+             "daily_endpoint": {"p50_ms", "p90_ms"},
+             "rolled_day": {"evidence", "evidence_entries"}}
+SERIAL_TABLES = ("endpoint", "pipeline_run", "probe", "state_change", "entry_event")
+
+
+def history_entries() -> dict[str, dict[str, Any]]:
+    """The two entries of the history: one that stays live, one whose API stops answering on
+    the last night."""
+    return {"steady-weather": make_entry(id="steady-weather", name="Steady Weather"),
+            "fading-maps": make_entry(id="fading-maps", name="Fading Maps", category="maps",
+                                      baseUrl="https://api.maps.example/v2",
+                                      sampleRequest='curl -H "X-Api-Key: YOUR_API_KEY" '
+                                                    '"https://api.maps.example/v2/forecast"')}
+
+
+def history_rows(first_night: datetime) -> dict[str, list[dict[str, Any]]]:
+    """Every table's rows after HISTORY_NIGHTS nightly runs from `first_night`, as the head's
+    schema holds them: runs with their probes (a failure confirmed on the last night), the
+    releases, the days rolled up before the last night, states, lifecycles, state changes,
+    events and a probe shard. A store of an older revision holds the columns it has."""
+    entries = history_entries()
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in (
+        "entry", "endpoint", "pipeline_run", "probe", "probe_shard", "release", "daily_entry",
+        "daily_endpoint", "rolled_day", "state_change", "entry_state", "entry_lifecycle",
+        "entry_event")}
+    for number, (entry_id, entry) in enumerate(entries.items()):
+        rows["entry"].append({
+            "id": entry_id, "category": entry["category"], "name": entry["name"],
+            "content": entry, "content_hash": f"content-{number}",
+            "source_file": f"{entry['category']}/{entry_id}.yaml", "first_seen_at": first_night,
+            "updated_at": first_night, "retired_at": None, "file_hash": f"file-{number}",
+            "file_stat": f"{number}:1:2:3", "successor": None, "former_ids": None,
+            "base_url": entry["baseUrl"], "content_scores": {"pricing": 80, "depth": 60},
+            "scored_hash": f"content-{number}", "scored_rubric": "2.2.0"})
+    targets = [("steady-weather", 1, "https://api.example.com/v1/forecast"),
+               ("steady-weather", 2, "https://api.example.com/v1/current"),
+               ("fading-maps", 3, "https://api.maps.example/v2/forecast")]
+    for endpoint_id, (entry_id, _, url) in enumerate(targets, start=1):
+        rows["endpoint"].append({
+            "id": endpoint_id, "entry_id": entry_id, "method": "GET",
+            "path": "/" + url.rsplit("/", 1)[1], "description": "A listed endpoint.",
+            "position": endpoint_id - 1 if entry_id == "steady-weather" else 0, "active": True,
+            "probe_note": None})
+    probe_id = 0
+    for night in range(HISTORY_NIGHTS):
+        run_id, started = night + 1, first_night + timedelta(days=night)
+        last = night == HISTORY_NIGHTS - 1
+        checked = [started + timedelta(seconds=10 + n) for n in range(len(targets) + last)]
+        rows["pipeline_run"].append({
+            "id": run_id, "flow": "nightly", "flow_run_id": f"flow-run-{run_id}",
+            "host": "night-host", "pid": 4000 + run_id, "started_at": started,
+            "finished_at": started + timedelta(minutes=5), "state": "completed",
+            "entries_seen": 2, "entries_published": 2, "entries_added": 2 if night == 0 else 0,
+            "entries_updated": 0, "entries_retired": 0, "entries_invalid": 0, "errors": [],
+            "release_version": f"2.0.0+{started:%Y%m%d}.1", "message": None,
+            "probes": len(checked), "probes_failed": 2 if last else 0, "network_suspect": False,
+            "judged_at": checked[-1] + timedelta(seconds=1), "first_checked_at": checked[0],
+            "last_checked_at": checked[-1]})
+        rows["release"].append({"version": f"2.0.0+{started:%Y%m%d}.1",
+                                "generated": started + timedelta(minutes=4), "total_apis": 2,
+                                "run_id": run_id})
+        looks = [*targets, targets[-1]] if last else targets
+        for look, ((entry_id, endpoint_id, url), at) in enumerate(zip(looks, checked,
+                                                                     strict=True)):
+            probe_id += 1
+            down = last and entry_id == "fading-maps"
+            rows["probe"].append({
+                "id": probe_id, "run_id": run_id, "entry_id": entry_id,
+                "endpoint_id": endpoint_id, "url": url, "checked_at": at,
+                "outcome": "unreachable" if down else "live", "reason": None,
+                "error_class": "refused" if down else None,
+                "http_status": None if down else 200,
+                "total_ms": None if down else 100.0 + 10 * night + look,
+                "dns_ms": None if down else 5.0, "connect_ms": None if down else 12.0,
+                "ttfb_ms": None if down else 90.0 + night, "final_url": None,
+                "attempts": 3 if down else 1, "redirects": 0,
+                "error": "Connection refused" if down else None,
+                "cors_allow_origin": None if down else "*",
+                "cors_allow_credentials": None if down else False,
+                "tls_version": None if down else "TLSv1.3",
+                "cert_expires_at": None if down else first_night + timedelta(days=80),
+                "confirmation": down and look == len(targets),
+                "failure_class": "dead" if down and look == len(targets) else None})
+        if last:
+            rows["probe_shard"].append({
+                "run_id": run_id, "shard": 0, "targets": [[url, entry_id, endpoint_id] for
+                                                          entry_id, endpoint_id, url in targets],
+                "linked_hosts": ["api.example.com"], "flow_run_id": f"shard-run-{run_id}",
+                "host": "night-host", "pid": 5000, "started_at": started,
+                "finished_at": started + timedelta(minutes=1), "seconds": 4.5,
+                "cpu_seconds": 1.5, "peak_rss_mib": 180.0,
+                "outcomes": {"live": 2, "unreachable": 2}, "connect_failures": 2})
+            continue
+        day = started.date()  # rolled up by the next night
+        rows["rolled_day"].append({
+            "day": day, "rolled_at": started + timedelta(days=1, minutes=1),
+            "evidence_entries": None, "evidence": None, "probes_pruned": False,
+            "runs_read": str(run_id)})
+        for entry_id in entries:
+            timed = sorted(100.0 + 10 * night + look for look, (owner, _, _) in
+                           enumerate(targets) if owner == entry_id)
+            rows["daily_entry"].append({
+                "day": day, "entry_id": entry_id, "probes": len(timed),
+                "responses": len(timed), "successes": len(timed), "live": len(timed),
+                "live_share": 1.0, "timed_ms": timed, "p50_ms": timed[len(timed) // 2],
+                "p90_ms": timed[-1], "state": "live", "pricing": 80, "latency": 95,
+                "depth": 60, "provisional": True, "percent": 78, "grade": "B",
+                "rubric": "2.2.0"})
+        for look, (entry_id, endpoint_id, url) in enumerate(targets):
+            ms = 100.0 + 10 * night + look
+            rows["daily_endpoint"].append({
+                "day": day, "entry_id": entry_id, "url": url, "endpoint_id": endpoint_id,
+                "probes": 1, "responses": 1, "successes": 1, "live": 1, "live_share": 1.0,
+                "p50_ms": ms, "p90_ms": ms})
+    fell = first_night + timedelta(days=HISTORY_NIGHTS - 1, minutes=4)
+    rows["state_change"].append({"id": 1, "entry_id": "fading-maps", "from_state": "live",
+                                 "to_state": "unreachable", "at": fell,
+                                 "run_id": HISTORY_NIGHTS})
+    for entry_id in entries:
+        down = entry_id == "fading-maps"
+        rows["entry_state"].append({"entry_id": entry_id,
+                                    "state": "unreachable" if down else "live",
+                                    "since": fell if down else first_night})
+        rows["entry_lifecycle"].append({
+            "entry_id": entry_id, "state": "degraded" if down else "active",
+            "since": fell if down else first_night, "down_runs": 1 if down else 0,
+            "dead_since": None, "judged_run_id": HISTORY_NIGHTS})
+    for event_id, (entry_id, kind, before, after, at, run_id) in enumerate((
+            ("steady-weather", "added", None, None, first_night, 1),
+            ("fading-maps", "added", None, None, first_night, 1),
+            ("fading-maps", "lifecycle", "active", "degraded", fell, HISTORY_NIGHTS)), start=1):
+        rows["entry_event"].append({"id": event_id, "entry_id": entry_id, "kind": kind,
+                                    "from_value": before, "to_value": after, "at": at,
+                                    "run_id": run_id})
+    return rows
+
+
+def history_stored_at(database_url: str, revision: str,
+                      first_night: datetime) -> tuple[Engine, dict[str, list[dict[str, Any]]]]:
+    """A store built by the migrations up to `revision` (each revision's schema is the one its
+    release built: the migrations' upgrades are not changed once released), holding the
+    history's rows in the columns it has, its counters where its rows leave them; its engine,
+    and the rows it holds, read back."""
+    engine = open_engine(database_url)
+    with engine.begin() as connection:
+        command.upgrade(alembic_config(connection), revision)
+        schema = inspect(connection)
+        for name, rows in history_rows(first_night).items():
+            columns = {column["name"] for column in schema.get_columns(name)}
+            model = SQLModel.metadata.tables[name]
+            table = sa.table(name, *(sa.column(column.name, column.type)
+                                     for column in model.columns if column.name in columns))
+            connection.execute(table.insert(), [{key: value for key, value in row.items()
+                                                 if key in columns} for row in rows])
+        if engine.dialect.name == "postgresql":  # as its rows, inserted one by one, left them
+            for name in SERIAL_TABLES:
+                connection.execute(text(f"SELECT setval(pg_get_serial_sequence('{name}', 'id'),"
+                                        f" (SELECT max(id) FROM {name}))"))
+    return engine, stored_values(engine)
+
+
+def stored_values(engine: Engine) -> dict[str, list[dict[str, Any]]]:
+    """Every row of every table (the version table aside), each as its columns' values, in
+    the order of its key."""
+    tables = sa.MetaData()
+    tables.reflect(engine)
+    with engine.connect() as connection:
+        return {name: [dict(row) for row in connection.execute(
+                    sa.select(table).order_by(*table.primary_key.columns)).mappings()]
+                for name, table in tables.tables.items() if name != "alembic_version"}
+
+
+def kept_values(before: dict[str, list[dict[str, Any]]], after: dict[str, list[dict[str, Any]]],
+                revision: str) -> dict[str, list[dict[str, Any]]]:
+    """`after`'s rows in `before`'s columns, but those a later revision computes again."""
+    again = RECOUNTED if revision < "0020" else {}
+    return {name: [{key: row[key] for key in rows[0] if key not in again.get(name, ())}
+                   for row in after[name]] if rows else after[name]
+            for name, rows in before.items()}
+
+
+def recounted_left_out(values: dict[str, list[dict[str, Any]]],
+                       revision: str) -> dict[str, list[dict[str, Any]]]:
+    again = RECOUNTED if revision < "0020" else {}
+    return {name: [{key: value for key, value in row.items() if key not in again.get(name, ())}
+                   for row in rows] for name, rows in values.items()}
+
+
+def presented_history(first_night: datetime) -> dict[str, tuple[str, Any, Any]]:
+    """What the release of the night after the history presents of each entry: its state,
+    uptime over the three nights (the confirmation of the last night's failure standing for
+    its first look) and lifecycle."""
+
+    def uptime(probes: int, succeeded: int) -> dict[str, Any]:
+        share = {"days": HISTORY_NIGHTS, "probes": probes, "succeeded": succeeded}
+        return {"evidence": {"last1d": {"days": 0, "probes": 0, "succeeded": 0},
+                             "last7d": share, "last30d": share},
+                "last1d": None, "last7d": succeeded / probes, "last30d": succeeded / probes}
+
+    fell = first_night + timedelta(days=HISTORY_NIGHTS - 1, minutes=4)
+    return {"steady-weather": ("live", uptime(6, 6), {
+                "reason": "2 of 2 targets passed", "since": f"{first_night:%Y-%m-%d}T03:00:00Z",
+                "state": "active"}),
+            "fading-maps": ("unreachable", uptime(3, 2), {
+                "reason": "1 of 1 targets failed twice in the last run",
+                "since": f"{fell:%Y-%m-%d}T03:04:00Z", "state": "degraded"})}
+
+
+def first_night_of_history(now: datetime) -> datetime:
+    """The first night of a history that ended last night, at 03:00 UTC."""
+    return datetime.combine(now.date() - timedelta(days=HISTORY_NIGHTS), datetime.min.time(),
+                            tzinfo=UTC).replace(hour=3)
+
+
+def night_after_history(now: datetime, new_entry: dict[str, Any] | None = None,
+                        ) -> tuple[int, dict[str, tuple[str, Any, Any]]]:
+    """The night after the history on the store the settings name: a run, the ingest of the
+    entry files (`new_entry` among them, added this night), the score and the publish; the
+    run's id, and what the release presents of each entry of the history."""
+    from pipeline.operations import stages
+    from pipeline.settings import Settings
+    from pipeline.store.tables import engine_for, session_scope, start_run
+
+    settings = Settings()
+    with session_scope(engine_for(settings.database_url)) as session:
+        run_id = start_run(session, "nightly").id
+    summary, _ = stages.ingest_entries(settings, run_id)
+    assert summary.invalid == [] and summary.retired == []
+    assert summary.added == ([new_entry["id"]] if new_entry else [])
+    _, changes = stages.publish_now(settings, stages.score_entries_now(settings, now), now,
+                                    run_id)
+    assert changes == []  # the stored states are this night's: nothing moved
+    document = json.loads((settings.output_dir / "api" / "apis.json").read_text())
+    return run_id, {entry["id"]: (entry["status"]["state"], entry["uptime"], entry["lifecycle"])
+                    for entry in document["apis"] if entry["id"] in history_entries()}
+
+
+@pytest.mark.parametrize("revision", DEPLOYED_REVISIONS)
+def test_a_store_of_each_release_keeps_its_history_and_runs_when_upgraded(
+    revision: str, settings_env: dict[str, str], write_entry: WriteEntry,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A store built by the release of each revision, holding three nights of history in
+    every table it has (runs, probes with a confirmed failure, releases, rolled-up days,
+    states, lifecycles, state changes, events, a probe shard), is upgraded keeping every row
+    and value, then a night's ingest, score and publish run on it: new rows take new ids, and
+    the release presents the history as a store built at the head does."""
+    now = datetime.now(UTC)
+    first_night = first_night_of_history(now)
+    for entry in history_entries().values():
+        write_entry(entry)
+    engine, before = history_stored_at(settings_env["APIDIR_DATABASE_URL"], revision,
+                                       first_night)
+    assert upgrade_store(engine) == (revision, head_revision())
+    after = stored_values(engine)
+    assert {name: len(rows) for name, rows in after.items() if name in before} == {
+        name: len(rows) for name, rows in before.items()}
+    assert kept_values(before, after, revision) == recounted_left_out(before, revision)
+    engine.dispose()
+    monkeypatch.setenv("APIDIR_PUBLISH_PAGES", "false")  # the documents tell what is presented
+    run_id, presented = night_after_history(now)
+    assert run_id == HISTORY_NIGHTS + 1
+    assert presented == presented_history(first_night), presented
+
+
+def pg_tool(program: str, *args: str) -> None:
+    """Run PostgreSQL's `program` (of the server's installed version) with `args`."""
+    from tests.postgres_server import postgres_bin_dir
+
+    bin_dir = postgres_bin_dir()
+    assert bin_dir is not None
+    done = subprocess.run([str(bin_dir / program), *args], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def libpq_address(database_url: str) -> str:
+    """The store's URL as PostgreSQL's own tools take it (without SQLAlchemy's driver)."""
+    return make_url(database_url).set(drivername="postgresql").render_as_string(
+        hide_password=False)
+
+
+@pytest.mark.backends("postgres")
+@pytest.mark.parametrize("revision", ("0016", head_revision()))
+def test_a_postgresql_store_restored_from_its_backup_is_upgraded_and_runs_on(
+    revision: str, settings_env: dict[str, str], write_entry: WriteEntry,
+    postgres_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A PostgreSQL store backed up as the README says (`pg_dump --format=custom`) and restored
+    with `pg_restore` into a new database, as an operator moving or recovering it does, opens
+    at the revision it had, upgrades keeping every row, and a night runs on it: the rows it
+    adds (a run, its probes' and events' ids) take ids after the restored ones, never one of
+    theirs."""
+    from tests.postgres_server import scratch_database
+
+    now = datetime.now(UTC)
+    first_night = first_night_of_history(now)
+    for entry in history_entries().values():
+        write_entry(entry)
+    engine, before = history_stored_at(settings_env["APIDIR_DATABASE_URL"], revision,
+                                       first_night)
+    engine.dispose()
+    dump = tmp_path / "apidir.dump"
+    pg_tool("pg_dump", "--format=custom", "--file", str(dump),
+            libpq_address(settings_env["APIDIR_DATABASE_URL"]))
+    with scratch_database(postgres_server) as restored_url:
+        pg_tool("pg_restore", "--no-owner", "--dbname", libpq_address(restored_url), str(dump))
+        restored = open_engine(restored_url)
+        assert store_revision(restored) == revision
+        assert stored_values(restored) == before
+        assert upgrade_store(restored) == (revision, head_revision())
+        restored.dispose()
+        monkeypatch.setenv("APIDIR_DATABASE_URL", restored_url)
+        monkeypatch.setenv("APIDIR_PUBLISH_PAGES", "false")
+        new = write_entry(make_entry(id="new-weather", name="New Weather"))
+        run_id, presented = night_after_history(now, yaml.safe_load(new.read_text()))
+        assert run_id == HISTORY_NIGHTS + 1
+        assert presented == presented_history(first_night), presented
+        restored = open_engine(restored_url)
+        with Session(restored) as session:
+            added = session.exec(select(EntryEvent).where(EntryEvent.run_id == run_id)).all()
+        assert [(event.id, event.entry_id, event.kind) for event in added] == [
+            (len(before["entry_event"]) + 1, "new-weather", "added")]
+        restored.dispose()
