@@ -25,6 +25,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, make_url, text
 from sqlmodel import Session, SQLModel, func, select
 
+from pipeline.judging.evidence import complete_days
 from pipeline.judging.present import present_entries
 from pipeline.judging.rollup import pruned_days
 from pipeline.store import compact
@@ -1206,6 +1207,9 @@ def test_a_store_of_each_release_keeps_its_history_and_runs_when_upgraded(
     assert {name: len(rows) for name, rows in after.items() if name in before} == {
         name: len(rows) for name, rows in before.items()}
     assert kept_values(before, after, revision) == recounted_left_out(before, revision)
+    rolled = [row["day"] for row in history_rows(first_night)["rolled_day"]]
+    with Session(engine) as session:  # read whole from their rollups, as before the upgrade
+        assert complete_days(session, rolled) == set(rolled)
     engine.dispose()
     monkeypatch.setenv("APIDIR_PUBLISH_PAGES", "false")  # the documents tell what is presented
     run_id, presented = night_after_history(now)
