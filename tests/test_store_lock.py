@@ -4,15 +4,23 @@ stored once; a run that waits too long says in one line which run holds the stor
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime
 from datetime import time as clock
+from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
 from pipeline.catalogue import ingest as ingest_module
@@ -21,7 +29,7 @@ from pipeline.operations import stages
 from pipeline.settings import Settings
 from pipeline.store import locks
 from pipeline.store.history import plan_targets, record_probes
-from pipeline.store.locks import StoreLockTimeout, StoreWork, store_lock
+from pipeline.store.locks import LockFileRefused, StoreLockTimeout, StoreWork, store_lock
 from pipeline.store.tables import (
     DailyEndpointRollup,
     DailyEntryRollup,
@@ -30,6 +38,7 @@ from pipeline.store.tables import (
     EntryRow,
     RolledDay,
     engine_for,
+    make_engine,
     session_scope,
     start_run,
 )
@@ -98,7 +107,11 @@ def side_by_side(*calls: Callable[[], Any]) -> list[Any]:
 
 
 def new_runs(settings: Settings, *flows: str) -> list[int]:
-    with session_scope(engine_for(settings.database_url)) as session:
+    return new_runs_on(engine_for(settings.database_url), *flows)
+
+
+def new_runs_on(engine: Engine, *flows: str) -> list[int]:
+    with session_scope(engine) as session:
         return [start_run(session, flow).id for flow in flows]
 
 
@@ -199,3 +212,117 @@ def test_a_run_that_waits_too_long_for_the_store_names_the_run_holding_it(
         assert session.exec(select(EntryRow.id)).all() == []  # nothing ingested meanwhile
     summary, _ = stages.ingest_entries(settings, waiter)  # its turn, once the holder let go
     assert summary.added == IDS
+
+
+@pytest.fixture
+def sqlite_store(database_url: str) -> Iterator[Engine]:
+    engine = make_engine(database_url)
+    yield engine
+    engine.dispose()
+
+
+def lock_file(engine: Engine, work: StoreWork) -> Path:
+    return Path(f"{engine.url.database}.{work.name}.lock")
+
+
+@pytest.mark.backends("sqlite")
+def test_a_run_killed_holding_the_store_s_lock_leaves_it_to_the_next_run_at_once(
+    sqlite_store: Engine,
+) -> None:
+    """The lock file stays, naming the killed run; the lock went with its process, so the next
+    run takes it without waiting (here: with no time to wait at all)."""
+    holder = subprocess.run([sys.executable, "-c", (
+        "import os, signal, sys\n"
+        "from sqlalchemy import create_engine\n"
+        "from pipeline.store.locks import StoreWork, store_lock\n"
+        "with store_lock(create_engine(sys.argv[1]), StoreWork.ingest, 41, 60):\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"), str(sqlite_store.url)], check=False)
+    assert holder.returncode == -signal.SIGKILL
+    assert lock_file(sqlite_store, StoreWork.ingest).read_text() == "41"  # left behind
+    with store_lock(sqlite_store, StoreWork.ingest, 42, sys.float_info.min):
+        assert lock_file(sqlite_store, StoreWork.ingest).read_text() == "42"
+
+
+@pytest.mark.backends("sqlite")
+@pytest.mark.parametrize("told", [b"", b"\xff\xfe not a run", b"9" * 40, b"-4", b"\xd9\xa1\xd9\xa2",
+                                  b"12" + b"\0" * 100_000], ids=[
+    "empty", "garbage", "too-large", "negative", "other-digits", "huge"])
+def test_a_lock_file_holding_no_run_id_is_told_as_a_holder_with_no_run_recorded(
+    sqlite_store: Engine, told: bytes,
+) -> None:
+    """What another process left in the lock file (by hand, a crash, a disk error) names no
+    run: the wait is told in one line all the same, not as an error of the store's."""
+    path = lock_file(sqlite_store, StoreWork.rollup)
+    held = os.open(path, os.O_RDWR | os.O_CREAT)  # another holder of the lock
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        os.write(held, told)
+        with pytest.raises(StoreLockTimeout) as refused, \
+                store_lock(sqlite_store, StoreWork.rollup, 3, sys.float_info.min):
+            pass
+    finally:
+        os.close(held)
+    line = str(refused.value)
+    assert line.startswith("the store's rollup lock has been held by another process (with "
+                           "no run recorded) for all of the "), line
+    assert "\n" not in line
+
+
+@pytest.mark.backends("sqlite")
+@pytest.mark.parametrize("kind", ["link", "folder", "fifo", "hard-link"])
+def test_a_lock_file_that_is_no_plain_file_of_its_own_is_refused_and_left_alone(
+    sqlite_store: Engine, tmp_path: Path, kind: str,
+) -> None:
+    """The holder writes its run id into the lock file: through a link (one pointing out of
+    the data folder, say) it would overwrite another file. It is refused in one line naming
+    the file, and what it points to is left as it was."""
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("kept\n")
+    path = lock_file(sqlite_store, StoreWork.ingest)
+    if kind == "link":
+        path.symlink_to(elsewhere)
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        os.link(elsewhere, path)
+    with pytest.raises(LockFileRefused) as refused, \
+            store_lock(sqlite_store, StoreWork.ingest, 5, 1):
+        pass
+    line = str(refused.value)
+    assert line.startswith(f"{path} is not a plain file of the store's ingest lock"), line
+    assert "\n" not in line
+    assert elsewhere.read_text() == "kept\n"
+
+
+@pytest.mark.backends("postgres")
+def test_a_wait_on_postgresql_is_bounded_by_the_setting_alone_and_the_timeouts_set_back(
+    database_url: str,
+) -> None:
+    """A statement_timeout the database sets does not cut the wait short (which would fail the
+    stage with the server's words, naming no holder), and the connection goes back to the pool
+    with the database's lock_timeout and statement_timeout, not the wait's."""
+    engine = make_engine(database_url)
+    try:
+        with engine.connect() as connection:
+            name = connection.execute(text("SELECT current_database()")).scalar()
+            connection.execute(text(f'ALTER DATABASE "{name}" SET lock_timeout = \'7s\''))
+            connection.execute(text(f'ALTER DATABASE "{name}" SET statement_timeout = \'300ms\''))
+            connection.commit()
+        engine.dispose()  # the connections made from now on have the database's settings
+        (holder,) = new_runs_on(engine, "backfill")
+        with store_lock(engine, StoreWork.rollup, holder, 60), \
+                pytest.raises(StoreLockTimeout) as refused, \
+                store_lock(engine, StoreWork.rollup, None, 1.5):
+            pass
+        assert f"the store's rollup lock has been held by run {holder} " in str(refused.value)
+        pooled = [engine.connect() for _ in range(engine.pool.checkedin())]
+        assert pooled
+        for connection in pooled:
+            assert connection.execute(text("SHOW lock_timeout")).scalar() == "7s"
+            assert connection.execute(text("SHOW statement_timeout")).scalar() == "300ms"
+            connection.close()
+    finally:
+        engine.dispose()
+

@@ -58,7 +58,7 @@ from pipeline.release.publish import ReleaseNotRecorded, left_out_line
 from pipeline.release.swap import PublishLockTimeout, PublishWriteFailed
 from pipeline.release.validate import ReleaseValidationError
 from pipeline.settings import Settings, webhook_url_problem
-from pipeline.store.locks import StoreLockTimeout
+from pipeline.store.locks import LockFileRefused, StoreLockTimeout
 from pipeline.store.migrate import (
     StoreOutOfDateError,
     StoreTooNewError,
@@ -85,9 +85,9 @@ T = TypeVar("T")
 # stage waited that long once more for each retry). Nor a release
 # swapped in but not recorded: it is live, and a retry would publish a second one. Nor a store
 # its operator set up so that the pipeline cannot use it (`lasting_refusal`): no rights, no
-# writes, a table gone.
+# writes, a table gone, a lock file that is a link (`LockFileRefused`).
 PERMANENT_ERRORS = (EmptyCatalogError, ReleaseValidationError, ValidationError, ValueError,
-                    PublishLockTimeout, StoreLockTimeout, ReleaseNotRecorded)
+                    PublishLockTimeout, StoreLockTimeout, LockFileRefused, ReleaseNotRecorded)
 
 # How a failed run's error notes that its alert was not delivered.
 UNDELIVERED = "the alert was not delivered: "

@@ -6,8 +6,10 @@ the same day's rows, the second failing on a duplicate key.
 
 On PostgreSQL an advisory lock (every run on any machine sees it; the server lets go when the
 holder's connection ends); beside a SQLite file an exclusive lock on a file of its own (the
-kernel lets go when the holder dies). A run waits its turn at most `APIDIR_STORE_LOCK_TIMEOUT`
-seconds, then StoreLockTimeout names the run holding the lock.
+kernel lets go when the holder dies: a file a killed run left behind is taken at once). A run
+waits its turn at most `APIDIR_STORE_LOCK_TIMEOUT` seconds, then StoreLockTimeout names the run
+holding the lock. The lock file is trusted for nothing: never followed through a link (its
+holder writes its run id into it), and read for a run id from its first bytes alone.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import errno
 import fcntl
 import logging
 import os
+import re
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,7 +28,7 @@ from pathlib import Path
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlmodel import Session
 
 from pipeline.store.tables import PipelineRun, as_utc, utc_text
@@ -82,7 +86,11 @@ def _advisory_lock(engine: Engine, work: StoreWork, run_id: int,
         taken = connection.execute(text(f"SELECT pg_try_advisory_lock({_KEYS})"), key).scalar()
         if not taken:
             _log_waiting(engine, work, _advisory_holder(connection, work))
-            connection.execute(text("SELECT set_config('lock_timeout', :ms, false)"),
+            # The wait is bounded by `timeout` alone: not cut short by a statement_timeout
+            # the role or database sets, and both set back to theirs after it (the
+            # connection goes back to the pool).
+            connection.execute(text("SELECT set_config('lock_timeout', :ms, false), "
+                                    "set_config('statement_timeout', '0', false)"),
                                {"ms": f"{max(1, round(timeout * 1000))}ms"})
             try:
                 connection.execute(text(f"SELECT pg_advisory_lock({_KEYS})"), key)
@@ -92,7 +100,8 @@ def _advisory_lock(engine: Engine, work: StoreWork, run_id: int,
                 raise StoreLockTimeout(_timeout_line(
                     engine, work, _advisory_holder(connection, work), timeout)) from None
             finally:
-                connection.execute(text("SELECT set_config('lock_timeout', '0', false)"))
+                connection.execute(text("RESET lock_timeout"))
+                connection.execute(text("RESET statement_timeout"))
         try:
             connection.execute(text(f"SELECT pg_advisory_lock_shared({_KEYS})"),
                                {"key": HOLDER_KEY + int(work), "work": run_id})
@@ -107,7 +116,7 @@ def _let_go(connection: Connection) -> None:
     lets go as well."""
     try:
         connection.execute(text("SELECT pg_advisory_unlock_all()"))
-    except OperationalError:
+    except DBAPIError:
         connection.invalidate()
 
 
@@ -126,15 +135,15 @@ def _file_lock(engine: Engine, path: Path, work: StoreWork, run_id: int,
                timeout: float) -> Iterator[None]:
     """An exclusive lock on the file `path` beside the SQLite store, which then holds its
     holder's run id; waited for at most `timeout` seconds."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open_lock_file(path, work)
     try:
         deadline, told = time.monotonic() + timeout, False
-        while not _locked(fd):
+        while not _locked(fd, path):
             if not told:
-                _log_waiting(engine, work, _file_holder(path))
+                _log_waiting(engine, work, _file_holder(fd))
                 told = True
             if time.monotonic() >= deadline:
-                raise StoreLockTimeout(_timeout_line(engine, work, _file_holder(path), timeout))
+                raise StoreLockTimeout(_timeout_line(engine, work, _file_holder(fd), timeout))
             time.sleep(LOCK_POLL_SECONDS)
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(run_id).encode(), 0)
@@ -143,21 +152,56 @@ def _file_lock(engine: Engine, path: Path, work: StoreWork, run_id: int,
         os.close(fd)  # lets go of the lock
 
 
-def _locked(fd: int) -> bool:
+class LockFileRefused(OSError):
+    """The store's lock file is not a plain file of its own (a link, a folder, a device), or
+    its file system cannot lock it: the lock is neither taken nor written through it."""
+
+
+def _open_lock_file(path: Path, work: StoreWork) -> int:
+    """The lock file at `path`, opened (made if missing) without following a link: its holder
+    writes its run id into it, which through a link would overwrite a file elsewhere."""
+    refused = (f"{path} is not a plain file of the store's {work.name} lock (a link, a "
+               "folder or a device, or a file linked elsewhere): remove it and run again")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.EISDIR):
+            raise LockFileRefused(refused) from None
+        raise
+    found = os.fstat(fd)
+    if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1:
+        os.close(fd)
+        raise LockFileRefused(refused)
+    return fd
+
+
+def _locked(fd: int, path: Path) -> bool:
+    """Whether the lock of `fd` is now taken (False: another holds it)."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as error:
         if error.errno in (errno.EAGAIN, errno.EACCES):
             return False
-        raise
+        raise LockFileRefused(f"{path} cannot be locked on its file system "
+                              f"({os.strerror(error.errno or 0)}): keep the SQLite store on a "
+                              "local disk") from None
     return True
 
 
-def _file_holder(path: Path) -> int | None:
+HOLDER_DIGITS = 18  # a run id as its holder writes it: a positive integer the store can hold
+_HOLDER = re.compile(rb"\s*([1-9][0-9]{0,%d})\s*" % (HOLDER_DIGITS - 1))
+
+
+def _file_holder(fd: int) -> int | None:
+    """The run id the holder wrote in the lock file open as `fd`, read from its first bytes
+    alone (the file may have been left empty, huge or garbled by hand); None when it names
+    none (not written yet, or garbled)."""
     try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):  # not written yet
+        told = os.pread(fd, HOLDER_DIGITS + 8, 0)
+    except OSError:
         return None
+    named = _HOLDER.fullmatch(told)
+    return int(named[1]) if named else None
 
 
 def holder_named(engine: Engine, run_id: int | None) -> str:
