@@ -90,14 +90,20 @@ async def publish(settings: Settings, run_id: int, presented: Path, now: datetim
 
 
 @task(name="rollup", cache_policy=NO_CACHE)
-async def rollup(settings: Settings, days: list[date], chosen: stages.Selection | None = None,
-                 run_id: int | None = None) -> int:
+async def rollup(settings: Settings, days: list[date] | None,
+                 chosen: stages.Selection | None = None, run_id: int | None = None,
+                 ended_by: date | None = None) -> int:
     """Store the daily rollups of `days` from the probe history (of the `chosen` entries, or
-    all), for run `run_id`; idempotent."""
-    entry_ids = None if chosen is None else chosen.entry_ids(settings)
-    rollups = stages.roll_up(settings, days, entry_ids, run_id)
+    all), for run `run_id`; idempotent. `days` None: those ended by `ended_by` and not rolled
+    up yet, as the store holds them once this run's turn comes (`stages.roll_up_ended`)."""
+    if days is None:
+        rollups = stages.roll_up_ended(settings, ended_by or utcnow().date(), run_id)
+    else:
+        entry_ids = None if chosen is None else chosen.entry_ids(settings)
+        rollups = stages.roll_up(settings, days, entry_ids, run_id)
     rows = sum(r.entries + r.endpoints for r in rollups)
-    named = ", ".join(day.isoformat() for day in days) if days else "no day (none ended since)"
+    named = (", ".join(rolled.day.isoformat() for rolled in rollups) if rollups
+             else "no day (none ended since)")
     get_run_logger().info("rolled up %s: %d rows", named, rows)
     if kept := stages.keep_missing_evidence(settings, run_id):
         get_run_logger().info("kept the rollup evidence of %s, rolled up before it was kept",
@@ -119,7 +125,7 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
     release.
 
     `run_date` is the logical date of the run (default: its scheduled start, in UTC). Each
-    day up to it is rolled up once it has ended (`stages.ended_days`): yesterday, on a night
+    day up to it is rolled up once it has ended (`stages.roll_up_ended`): yesterday, on a night
     like any other, and the days of nights that did not run. They are rolled before tonight's
     probes, so the score reads them whole from their rollups.
     """
@@ -131,11 +137,8 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
     try:  # the hand-over file goes however the run ends
         try:
             ingested = await run_stage("ingest", with_retries(ingest, settings)(settings, run_id))
-            # The days to roll are the rollup stage's first read: a store that fails it
-            # is told as that stage, alike in the run's record and the command's line.
-            ended = await run_stage("rollup", asyncio.to_thread(stages.ended_days, settings, day))
-            await run_stage("rollup",
-                            with_retries(rollup, settings)(settings, ended, run_id=run_id))
+            await run_stage("rollup", with_retries(rollup, settings)(
+                settings, None, run_id=run_id, ended_by=day))
             if settings.probe_enabled and settings.probe_deployment:
                 await run_stage("probe", probe_on_workers(run_id))
             elif settings.probe_enabled and settings.probe_shards > 1:

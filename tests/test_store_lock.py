@@ -4,6 +4,7 @@ stored once; a run that waits too long says in one line which run holds the stor
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import logging
 import os
@@ -13,7 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from datetime import time as clock
 from pathlib import Path
 from typing import Any
@@ -326,3 +327,75 @@ def test_a_wait_on_postgresql_is_bounded_by_the_setting_alone_and_the_timeouts_s
     finally:
         engine.dispose()
 
+
+
+class RollupTurns:
+    """Holds the first run to store a day's rollups, holding the rollup lock, until the other
+    run is seen waiting for that lock (its warning logged); counts the days each run stores."""
+
+    def __init__(self) -> None:
+        self.other_waits = threading.Event()
+        self.stored: list[date] = []
+        self.lock = threading.Lock()
+
+    def store(self, day: date) -> None:
+        with self.lock:
+            self.stored.append(day)
+        self.other_waits.wait(timeout=60)  # bounds a hang, never a figure tested
+
+
+@pytest.mark.prefect
+@pytest.mark.backends("sqlite")
+def test_a_nightly_that_waited_for_another_s_rollup_finds_its_days_rolled_up(
+    prefect_backend: None, write_entry: WriteEntry, settings_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two nightlies at once on one store: the one that waited its turn for the rollup lock
+    chooses the days to roll up once it holds it, and finds them done, rather than rolling up
+    again the days it would have chosen before waiting."""
+    from prefect import get_client
+
+    from flows.nightly import nightly
+
+    monkeypatch.setenv("APIDIR_PROBE_ENABLED", "false")
+    monkeypatch.setenv("APIDIR_STAGE_RETRIES", "0")
+    write_catalogue(write_entry)
+    settings = Settings()
+    (first,) = new_runs(settings, "nightly")
+    stages.ingest_entries(settings, first)
+    today = datetime.now(UTC).date()
+    ended = [today - timedelta(days=2), today - timedelta(days=1)]
+    with session_scope(engine_for(settings.database_url)) as session:
+        targets = plan_targets(session)
+        for day in ended:
+            record_probes(session, start_run(session, "nightly"), [
+                result(target.url, "live", 200, 100.0, entry=target.entry_id,
+                       endpoint=target.endpoint_id,
+                       at=datetime.combine(day, clock(3), tzinfo=UTC))
+                for target in targets])
+    with get_client(sync_client=True) as client:  # as the first publish leaves it
+        client.upsert_global_concurrency_limit_by_name(stages.PUBLISH_LIMIT, 1)
+    turns = RollupTurns()
+
+    class Waiting(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "rollup lock is held" in record.getMessage():
+                turns.other_waits.set()
+
+    handler = Waiting()
+    logging.getLogger(locks.__name__).addHandler(handler)
+    store_rows = rollup_module._store_rows
+
+    def stored(session: Session, rollup: Any, *args: Any) -> tuple[int, int]:
+        turns.store(rollup.day)
+        return store_rows(session, rollup, *args)
+
+    monkeypatch.setattr(rollup_module, "_store_rows", stored)
+    try:
+        outcomes = side_by_side(*[lambda: asyncio.run(nightly(run_date=today))] * 2)
+    finally:
+        logging.getLogger(locks.__name__).removeHandler(handler)
+    for outcome in outcomes:
+        assert not isinstance(outcome, Exception), outcome
+    assert turns.other_waits.is_set()  # the runs met at the rollup lock
+    assert sorted(turns.stored) == ended  # each day rolled up once, by the first run

@@ -503,13 +503,6 @@ def changes_of_run(settings: Settings, run_id: int) -> list[Change]:
         return run_changes(session, run_id)
 
 
-def ended_days(settings: Settings, day: date) -> list[date]:
-    """The days the nightly of `day` rolls up: those ended and not yet rolled up since
-    (`days_to_roll`)."""
-    with session_scope(engine_for(settings.database_url)) as session:
-        return days_to_roll(session, day, utcnow())
-
-
 @contextmanager
 def rolling_up(settings: Settings, run_id: int | None) -> Iterator[Session]:
     """A session on the store holding its rollup lock (`store_lock`): two runs rolling up the
@@ -529,6 +522,14 @@ def roll_up(
     collector is paused, as in the score stage (a fifth of its CPU at 100,000 entries)."""
     with paused_garbage_collection(), rolling_up(settings, run_id) as session:
         return roll_up_days(session, days, entry_ids)
+
+
+def roll_up_ended(settings: Settings, day: date, run_id: int | None = None) -> list[RolledUp]:
+    """The nightly of `day`'s rollups: of the days ended and not rolled up yet
+    (`days_to_roll`), chosen once the rollup lock is held, so a run that waited for another's
+    finds the days that run rolled up done instead of rolling them up again."""
+    with paused_garbage_collection(), rolling_up(settings, run_id) as session:
+        return roll_up_days(session, days_to_roll(session, day, utcnow()))
 
 
 def keep_missing_evidence(settings: Settings, run_id: int | None = None) -> list[date]:
