@@ -20,11 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, func, select
+from sqlmodel import Session, col, func, select
 
 from pipeline.catalogue import ingest as ingest_module
+from pipeline.catalogue.entries import read_catalog
+from pipeline.catalogue.ingest import stored_files
 from pipeline.judging import rollup as rollup_module
 from pipeline.operations import stages
 from pipeline.settings import Settings
@@ -399,3 +402,67 @@ def test_a_nightly_that_waited_for_another_s_rollup_finds_its_days_rolled_up(
         assert not isinstance(outcome, Exception), outcome
     assert turns.other_waits.is_set()  # the runs met at the rollup lock
     assert sorted(turns.stored) == ended  # each day rolled up once, by the first run
+
+
+def ingest_waiting_for(settings: Settings, run_id: int, rendezvous: Rendezvous
+                       ) -> tuple[threading.Thread, list[Any]]:
+    """The ingest of run `run_id` started in a thread while another run holds the ingest lock,
+    once it is seen waiting for it; the thread and what the ingest returned or raised."""
+    outcome: list[Any] = []
+
+    def ingest() -> None:
+        outcome.extend(side_by_side(lambda: stages.ingest_entries(settings, run_id)))
+
+    thread = threading.Thread(target=ingest)
+    thread.start()
+    assert rendezvous.waiting.wait(timeout=60)  # bounds a hang, never a figure tested
+    return thread, outcome
+
+
+def test_an_ingest_reads_the_entry_files_before_waiting_for_its_turn(
+    write_entry: WriteEntry, settings_env: dict[str, str], rendezvous: Rendezvous,
+) -> None:
+    """Reading and parsing every file (minutes at 100,000) is done while another run ingests:
+    the run holds the lock for its writes alone, and stores the files as it read them."""
+    path = write_entry(make_entry(id="api-0", name="As Read"))
+    settings = Settings()
+    holder, waiter = new_runs(settings, "backfill", "nightly")
+    engine = engine_for(settings.database_url)
+    with store_lock(engine, StoreWork.ingest, holder, 60):
+        thread, outcome = ingest_waiting_for(settings, waiter, rendezvous)
+        path.write_text(yaml.safe_dump(make_entry(id="api-0", name="Edited Since")))
+    thread.join()
+    assert not isinstance(outcome[0], Exception), outcome[0]
+    with Session(engine) as session:
+        assert session.exec(select(EntryRow.name)).all() == ["As Read"]
+
+
+def test_an_ingest_reads_again_a_file_another_run_changed_in_the_store_while_it_waited(
+    write_entry: WriteEntry, settings_env: dict[str, str], rendezvous: Rendezvous,
+    tmp_path: Path,
+) -> None:
+    """A file the waiting run did not parse again (its hash was the one stored) whose entry the
+    other run retired meanwhile (from a checkout without it): the waiting run reads the files
+    again under the lock and restores the entry, rather than leaving it retired with its file
+    in place."""
+    write_entry(make_entry(id="api-0"))
+    settings = Settings()
+    first, holder, waiter = new_runs(settings, "nightly", "backfill", "nightly")
+    stages.ingest_entries(settings, first)
+    other_checkout = tmp_path / "other-checkout"
+    (other_checkout / "weather").mkdir(parents=True)
+    (other_checkout / "weather" / "api-1.yaml").write_text(
+        yaml.safe_dump(make_entry(id="api-1")))
+    engine = engine_for(settings.database_url)
+    with store_lock(engine, StoreWork.ingest, holder, 60):
+        thread, outcome = ingest_waiting_for(settings, waiter, rendezvous)
+        with session_scope(engine) as session:  # the holder's ingest, of its own checkout
+            report = read_catalog([other_checkout], other_checkout,
+                                  known=stored_files(session))
+            assert ingest_module.ingest_catalog(session, report).retired == ["api-0"]
+    thread.join()
+    summary, _ = outcome[0]
+    assert summary.restored == ["api-0"] and summary.retired == ["api-1"]
+    with Session(engine) as session:
+        active = select(EntryRow.id).where(col(EntryRow.retired_at).is_(None))
+        assert session.exec(active).all() == ["api-0"]

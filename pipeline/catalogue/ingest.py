@@ -14,7 +14,7 @@ restored entries as bulk updates, a chunk of entries at a time.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from operator import attrgetter
@@ -334,3 +334,13 @@ def stored_files(session: Session) -> dict[str, KnownFile]:
     return {source: KnownFile(digest, stat, successor, tuple((former or "").split(",")) if former
                               else ())
             for source, digest, stat, successor, former in session.connection().execute(statement)}
+
+
+def still_stored_as_read(report: CatalogReport, read_with: Mapping[str, KnownFile],
+                         stored: Mapping[str, KnownFile]) -> bool:
+    """Whether every file `report` did not parse again, since `read_with` (the store as read
+    before) held it unchanged, is still held so by `stored` (the store now): if another run
+    changed one of them meanwhile (retired it, renamed it, stored other bytes of it), what the
+    report says of it no longer holds and the files must be read again."""
+    return all(read_with.get(name) == stored.get(name)
+               for name in map(report.stored_name, report.unchanged))

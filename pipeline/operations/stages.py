@@ -19,12 +19,14 @@ from typing import Any, TypeVar
 from prefect import get_client
 from prefect.concurrency.sync import concurrency
 from prefect.settings import PREFECT_API_URL
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
 from pipeline import processes
 from pipeline.catalogue.entries import (
     CatalogReport,
+    KnownFile,
     load_categories,
     paused_garbage_collection,
     read_catalog,
@@ -33,9 +35,10 @@ from pipeline.catalogue.ingest import (
     EmptyCatalogError,
     IngestSummary,
     ingest_catalog,
+    still_stored_as_read,
     stored_files,
 )
-from pipeline.catalogue.spool import entry_spool
+from pipeline.catalogue.spool import EntrySpool, entry_spool
 from pipeline.judging import rollup
 from pipeline.judging.changes import (
     Change,
@@ -117,19 +120,24 @@ def ingest_entries(settings: Settings, run_id: int) -> tuple[IngestSummary, Cata
             f"no entries folder at {settings.entries_dir}; refusing to retire every stored entry"
         )
     engine = engine_for(settings.database_url)
-    # One ingest at a time (`store_lock`): what is stored is read under the lock, so a run that
-    # waited for another's finds its entries stored, rather than inserting them again.
-    with store_lock(engine, StoreWork.ingest, run_id, settings.store_lock_timeout):
-        with session_scope(engine) as session:
-            known = stored_files(session)
-        with entry_spool() as spool:  # the parsed entries wait on disk, not in memory
-            report = read_catalog([settings.entries_dir], settings.entries_dir,
-                                  max_bytes=settings.entry_max_bytes, known=known,
-                                  keep=spool.keep)
+    with ExitStack() as spools:
+        # The files are read and parsed before the run's turn (minutes at 100,000 entries),
+        # against the store as it was then; one ingest at a time writes (`store_lock`), from
+        # what is stored as read under the lock, so a run that waited for another's finds its
+        # entries stored, rather than inserting them again. Should the other run have changed
+        # a file this one did not parse again, the files are read again under the lock.
+        read_with, report, spool = _read_entries(settings, engine, spools)
+        with store_lock(engine, StoreWork.ingest, run_id, settings.store_lock_timeout):
+            with session_scope(engine) as session:
+                known = stored_files(session)
+            if not still_stored_as_read(report, read_with, known):
+                log.info("another run changed stored entries while this one read the entry "
+                         "files: reading them again")
+                _, report, spool = _read_entries(settings, engine, spools, known)
             with session_scope(engine) as session:
                 summary = ingest_catalog(session, report, run_id=run_id, spool=spool)
-        with session_scope(engine) as session:
-            store_content_scores(session)
+            with session_scope(engine) as session:
+                store_content_scores(session)
     with session_scope(engine) as session:
         run = session.get(PipelineRun, run_id)
         run.entries_seen = len(report.files)
@@ -138,6 +146,22 @@ def ingest_entries(settings: Settings, run_id: int) -> tuple[IngestSummary, Cata
         run.errors = summary.errors
         session.add(run)
     return summary, report
+
+
+def _read_entries(
+    settings: Settings, engine: Engine, spools: ExitStack,
+    known: Mapping[str, KnownFile] | None = None,
+) -> tuple[Mapping[str, KnownFile], CatalogReport, EntrySpool]:
+    """Every entry file read against `known` (default: the store as it is now), the parsed
+    entries kept in a spool of `spools` (on disk, not in memory); what was stored as read
+    with, the report, and the spool."""
+    if known is None:
+        with session_scope(engine) as session:
+            known = stored_files(session)
+    spool = spools.enter_context(entry_spool())
+    report = read_catalog([settings.entries_dir], settings.entries_dir,
+                          max_bytes=settings.entry_max_bytes, known=known, keep=spool.keep)
+    return known, report, spool
 
 
 @dataclass(frozen=True)
