@@ -8,14 +8,22 @@ import re
 from datetime import timedelta
 from pathlib import Path
 
-from sqlmodel import Session, col, func, select
+from sqlmodel import Session, col, delete, func, select
 
 from pipeline.catalogue.entries import read_catalog
 from pipeline.catalogue.ingest import HISTORY_TABLES, ingest_catalog
 from pipeline.judging.changes import recent_events
 from pipeline.judging.content_scores import content_scores, store_content_scores
 from pipeline.judging.evidence import bounded_scores
-from pipeline.store.tables import EntryEvent, EntryRow, RolledDay
+from pipeline.judging.rollup import keep_missing_evidence
+from pipeline.store.tables import (
+    DailyEntryRollup,
+    EndpointRow,
+    EntryEvent,
+    EntryRow,
+    ProbeRow,
+    RolledDay,
+)
 from tests.conftest import WriteEntry, make_entry
 from tests.test_evidence import TODAY, history  # noqa: F401 (a fixture)
 
@@ -154,3 +162,56 @@ def test_a_claim_of_an_unchanged_file_still_counts_in_a_later_run(
             f"{claimer}: one entry alone takes it over [bad-former-id]"]
     finally:
         engine.dispose()
+
+
+def days_of(session: Session, entry_id: str) -> dict:
+    """The entry's daily rollups as stored, by day."""
+    return {row.day: row.model_dump(exclude={"entry_id"}) for row in session.exec(
+        select(DailyEntryRollup).where(DailyEntryRollup.entry_id == entry_id))}
+
+
+def test_former_ids_added_after_the_new_id_was_ingested_merge_both_histories(
+    history: Session, data_dir: Path, write_entry: WriteEntry,  # noqa: F811
+) -> None:
+    """The old id's file removed and its id listed in `formerIds` of an entry with a history
+    of its own: the old id's rows join it, its own winning a day (or state, or endpoint) both
+    have, and the old id's probes of an endpoint become probes of its endpoint alike."""
+    first_seen = history.get(EntryRow, "alpha").first_seen_at
+    history.get(EntryRow, "beta").first_seen_at = first_seen + timedelta(days=3)
+    history.execute(delete(DailyEntryRollup).where(  # its rolled days began later
+        DailyEntryRollup.entry_id == "beta", col(DailyEntryRollup.day) < (TODAY - timedelta(
+            days=20)).date()))
+    history.commit()
+    old, own = rows_of(history, "alpha"), rows_of(history, "beta")
+    old_days, own_days = days_of(history, "alpha"), days_of(history, "beta")
+    assert old_days.keys() & own_days.keys() and old_days.keys() - own_days.keys()
+    (data_dir / "entries" / "weather" / "alpha.yaml").unlink()
+    write_entry(make_entry(id="beta", formerIds=["alpha"]))
+
+    summary = ingest_again(history, data_dir)
+    assert (summary.renamed, summary.retired, summary.updated) == (["alpha → beta"], [], ["beta"])
+    history.expire_all()
+    assert history.get(EntryRow, "alpha") is None
+    assert rows_of(history, "alpha") == dict.fromkeys(old, 0)
+    merged = rows_of(history, "beta")
+    for unkeyed in ("probe", "state_change", "daily_endpoint"):  # each endpoint's URL its own
+        assert merged[unkeyed] == old[unkeyed] + own[unkeyed], unkeyed
+    assert merged["entry_event"] == old["entry_event"] + own["entry_event"] + 1
+    assert (merged["endpoint"], merged["entry_state"], merged["entry_lifecycle"]) == (
+        own["endpoint"], own["entry_state"], own["entry_lifecycle"])
+    assert days_of(history, "beta") == {**old_days, **own_days}  # its own day wins
+    assert history.get(EntryRow, "beta").first_seen_at == first_seen
+    strays = history.exec(select(func.count()).select_from(ProbeRow).join(
+        EndpointRow, col(ProbeRow.endpoint_id) == EndpointRow.id).where(
+        col(EndpointRow.entry_id) != ProbeRow.entry_id)).one()
+    assert strays == 0  # every probe is of an endpoint of its own entry
+
+    kept = {day.day: day.evidence_entries for day in history.exec(select(RolledDay))}
+    assert not any("alpha" in (named or "").split(",") for named in kept.values())
+    shared = old_days.keys() & own_days.keys() & kept.keys()
+    assert shared and all(kept[day] is None for day in shared)  # read from its rows instead
+    scores, uptimes = judged(history)
+    assert set(keep_missing_evidence(history, TODAY.date())) & shared  # as the nightly upkeep
+    assert judged(history) == (scores, uptimes)  # the evidence kept again says what rows say
+    assert "alpha" not in scores
+

@@ -4,7 +4,8 @@ A valid file upserts its entry; an invalid one leaves the stored version as it
 was (so one bad edit never unpublishes an API); an entry whose file is gone is
 retired, never deleted. An entry renamed (its file renamed, the old id in its `formerIds`)
 takes over its former id's stored entry: every row of that id's history is moved to the new
-id, in the ingest's transaction.
+id, in the ingest's transaction; where the new id has a history of its own, on a key both
+hold its own row is kept (`_take_over`).
 
 Built for large catalogues: what is stored is read once as (id, hash, state)
 columns, new entries and their endpoints go in as bulk inserts, and changed or
@@ -19,8 +20,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from operator import attrgetter
 
-from sqlalchemy import bindparam, delete, update
-from sqlmodel import Session, col, select
+from sqlalchemy import bindparam, delete, exists, update
+from sqlmodel import Session, SQLModel, col, select
 
 from pipeline.catalogue.entries import CatalogReport, KnownFile
 from pipeline.catalogue.spool import CHUNK, EntrySpool, StoredEntry
@@ -36,6 +37,7 @@ from pipeline.store.tables import (
     ProbeRow,
     RolledDay,
     StateChange,
+    as_utc,
     in_lists,
     insert_rows,
     utcnow,
@@ -192,21 +194,26 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
         )
     }
     present = set(report.unchanged.values()) | report.invalid_ids()
+    moves: list[tuple[str, str]] = []  # (former id, the id taking over its stored entry)
+    taken = 0  # the moves made so far
     for chunk in _chunks(report, spool):
         new: list[StoredEntry] = []
         changed: list[StoredEntry] = []
         # same content, new file bytes (a comment, say) or a new stat
         rehashed: list[dict[str, object]] = []
-        renamed: dict[str, str] = {}  # new id: the former id it takes over
+        takers: list[StoredEntry] = []  # renamed: new ids with no stored entry of their own
         for entry in sorted(chunk, key=attrgetter("id")):
             present.add(entry.id)
             known = stored.get(entry.id)
-            former = None if known is not None else next(
-                (former for former in entry.former_ids if former in stored), None)
-            if former is not None:
-                renamed[entry.id] = former
+            # newest first: of two former ids' rows on one key, the nearer the new id's is kept
+            formers = [former for former in reversed(entry.former_ids)
+                       if former in stored and former != entry.id]
+            for former in formers:
+                moves.append((former, entry.id))
                 del stored[former]  # taken over, not retired
                 summary.renamed.append(f"{former} → {entry.id}")
+            if known is None and formers:
+                takers.append(entry)
                 changed.append(entry)
             elif known is None:
                 new.append(entry)
@@ -219,10 +226,11 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
                 if report.digests:
                     rehashed.append(_file_columns(entry.id, str(entry.source), report))
         _insert_new(session, new, now, report)
-        _take_over(session, [entry for entry in changed if entry.id in renamed], renamed,
-                   now, report)
+        _take_over(session, takers, moves[taken:], now, report)
+        taken = len(moves)
         _update_changed(session, changed, now, report)
         _update_file_columns(session, rehashed)
+    _rename_in_rolled_days(session, moves)
     # Files found unchanged by their hash, whose stat is new (touched, copied, or settled).
     _update_file_columns(session, [_file_columns(entry_id, name, report)
                                    for name, entry_id in report.unchanged.items()
@@ -246,51 +254,134 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
 # Every table holding rows of an entry's history, by its `entry_id` column.
 HISTORY_TABLES = (EndpointRow, ProbeRow, DailyEntryRollup, DailyEndpointRollup, StateChange,
                   EntryState, EntryLifecycle, EntryEvent)
+# Those whose rows are one per entry and key (beyond `entry_id`): where a former id and the id
+# taking it over both have a row of one key, the taker's own is kept.
+KEYED_TABLES: tuple[tuple[type[SQLModel], tuple[str, ...]], ...] = (
+    (EndpointRow, ("method", "path")), (DailyEntryRollup, ("day",)),
+    (DailyEndpointRollup, ("day", "url")), (EntryState, ()), (EntryLifecycle, ()))
 
 
-def _take_over(session: Session, entries: list[StoredEntry], renamed: dict[str, str],
+def _take_over(session: Session, takers: list[StoredEntry], moves: list[tuple[str, str]],
                now: datetime, report: CatalogReport) -> None:
-    """Each of `entries` (renamed: new id to former id in `renamed`) becomes its former id's
-    stored entry: its row is added (first seen when the former was), every row of the former's
-    history moved to it, and the former's row deleted, so scores, uptime, lifecycle and events
-    go on as if the id had always been the new one.
+    """Each former id of `moves` (former, taker; a taker's nearest former first) passes its
+    stored entry to the taker: every row of its history moved to the taker, its own row
+    deleted, and the taker first seen when the earliest of them was, so scores, uptime,
+    lifecycle and events go on as if the id had always been the new one. `takers`: the new ids
+    with no stored entry yet, inserted first (without endpoints: they are the former's).
 
-    Rows are moved rather than an alias kept for every read: a rename costs one indexed update
-    a table for its own rows (and one pass over the rolled days' evidence texts), where an
-    alias would be joined into every night's reads of 100,000 entries."""
-    if not entries:
+    A taker that has a history of its own (`formerIds` added after it was ingested) keeps it:
+    on a key both hold (a day's rollup, a state, an endpoint's method and path) its own row
+    wins, and the former's probes of that endpoint become probes of the taker's.
+
+    Rows are moved rather than an alias kept for every read: a rename costs a few indexed
+    statements a table for its own rows, where an alias would be joined into every night's
+    reads of 100,000 entries."""
+    if not moves:
         return
-    formers = [renamed[entry.id] for entry in entries]
-    first_seen = dict(session.connection().execute(
-        select(EntryRow.id, EntryRow.first_seen_at).where(col(EntryRow.id).in_(formers))).all())
-    _insert_new(session, entries, now, report,
-                {entry.id: first_seen[renamed[entry.id]] for entry in entries})
-    moves = [{"former": former, "taker": taker} for taker, former in renamed.items()]
+    entry_table = EntryRow.__table__
+    ids = sorted({entry_id for move in moves for entry_id in move})
+    first_seen: dict[str, datetime] = {}
+    for chunk in in_lists(ids):
+        first_seen.update((entry_id, as_utc(seen)) for entry_id, seen in session.connection()
+                          .execute(select(entry_table.c.id, entry_table.c.first_seen_at)
+                                   .where(entry_table.c.id.in_(chunk))))
+    earliest: dict[str, datetime] = {}
+    for former, taker in moves:
+        earliest[taker] = min(earliest.get(taker, first_seen[former]), first_seen[former])
+    _insert_new(session, takers, now, report,
+                {entry.id: earliest[entry.id] for entry in takers})
+    earlier = [{"taker": taker, "seen": seen} for taker, seen in earliest.items()
+               if taker in first_seen and seen < first_seen[taker]]
+    if earlier:
+        session.execute(update(entry_table).where(entry_table.c.id == bindparam("taker"))
+                        .values(first_seen_at=bindparam("seen")), earlier)
+    for batch in _rounds(moves):
+        _move_history(session, batch)
+    session.execute(delete(entry_table).where(entry_table.c.id == bindparam("former")),
+                    [{"former": former} for former, _ in moves])
+
+
+def _rounds(moves: list[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]:
+    """`moves` in batches naming each taker once, its moves in their order: a batch is moved
+    with one statement a table, and a taker's nearer former is moved in before its older."""
+    rounds: list[list[tuple[str, str]]] = []
+    seen: dict[str, int] = defaultdict(int)
+    for former, taker in moves:
+        if seen[taker] == len(rounds):
+            rounds.append([])
+        rounds[seen[taker]].append((former, taker))
+        seen[taker] += 1
+    yield from rounds
+
+
+def _move_history(session: Session, batch: list[tuple[str, str]]) -> None:
+    """Every history row of each former id of `batch` (former, taker; a taker once) moved to
+    its taker, but those on a key the taker's own rows hold (`KEYED_TABLES`): deleted, once
+    what points at a former's endpoint points at the taker's of its method and path."""
+    moves = [{"former": former, "taker": taker} for former, taker in batch]
+    _join_endpoints(session, batch)
+    for model, keys in KEYED_TABLES:
+        table = model.__table__
+        mine = table.alias("mine")
+        session.execute(delete(table).where(
+            table.c.entry_id == bindparam("former"),
+            exists().where(mine.c.entry_id == bindparam("taker"),
+                           *(mine.c[key] == table.c[key] for key in keys))), moves)
     for table in (model.__table__ for model in HISTORY_TABLES):
         session.execute(update(table).where(table.c.entry_id == bindparam("former"))
                         .values(entry_id=bindparam("taker")), moves)
-    _rename_in_rolled_days(session, {former: taker for taker, former in renamed.items()})
-    entry_table = EntryRow.__table__
-    session.execute(delete(entry_table).where(entry_table.c.id == bindparam("former")),
-                    [{"former": former} for former in formers])
 
 
-def _rename_in_rolled_days(session: Session, renamed: dict[str, str]) -> None:
-    """The former ids in the entries each rolled day's kept evidence names (`RolledDay`), as
-    their new ids, in place: the score stage reads a past day's evidence by those names."""
+def _join_endpoints(session: Session, batch: list[tuple[str, str]]) -> None:
+    """The probes and endpoint rollups of a former id's endpoint that has the method and path
+    of one of its taker's (of `batch`: former, taker) made the taker's endpoint's."""
+    endpoints = EndpointRow.__table__
+    taker_of = dict(batch)
+    rows = session.connection().execute(
+        select(endpoints.c.entry_id, endpoints.c.method, endpoints.c.path, endpoints.c.id)
+        .where(endpoints.c.entry_id.in_([*taker_of, *taker_of.values()]))).all()
+    own = {(entry_id, method, path): row_id for entry_id, method, path, row_id in rows
+           if entry_id not in taker_of}
+    joined = [{"former": entry_id, "old": row_id, "new": own[key]}
+              for entry_id, method, path, row_id in rows if entry_id in taker_of
+              and (key := (taker_of[entry_id], method, path)) in own]
+    for model in (ProbeRow, DailyEndpointRollup):
+        table = model.__table__
+        if joined:
+            session.execute(update(table).where(table.c.entry_id == bindparam("former"),
+                                                table.c.endpoint_id == bindparam("old"))
+                            .values(endpoint_id=bindparam("new")), joined)
+
+
+def _rename_in_rolled_days(session: Session, moves: list[tuple[str, str]]) -> None:
+    """The former ids of `moves` (former, taker) in the entries each rolled day's kept evidence
+    names (`RolledDay`), as their takers, in place: the score stage reads a past day's evidence
+    by those names. A day that named a former and its taker both keeps no evidence: its rows
+    (the taker's kept) are read instead, and the nightly upkeep keeps it again from them
+    (`rollup.keep_missing_evidence`). One pass over the days, whatever the moves."""
+    if not moves:
+        return
+    renamed = dict(moves)
     table = RolledDay.__table__
-    rewritten = []
+    rewritten, dropped = [], []
     statement = (select(table.c.day, table.c.evidence_entries)
                  .where(table.c.evidence_entries.is_not(None))
                  .execution_options(yield_per=1))
     for day, entries in session.connection().execute(statement):
         padded = f",{entries},"
         if any(f",{former}," in padded for former in renamed):
-            rewritten.append({"rolled": day, "named": ",".join(
-                renamed.get(entry_id, entry_id) for entry_id in entries.split(","))})
+            named = [renamed.get(entry_id, entry_id) for entry_id in entries.split(",")]
+            if len(set(named)) < len(named):
+                dropped.append({"rolled": day})
+            else:
+                rewritten.append({"rolled": day, "named": ",".join(named)})
+    by_day = table.c.day == bindparam("rolled")
     if rewritten:
-        session.execute(update(table).where(table.c.day == bindparam("rolled"))
-                        .values(evidence_entries=bindparam("named")), rewritten)
+        session.execute(update(table).where(by_day).values(evidence_entries=bindparam("named")),
+                        rewritten)
+    if dropped:
+        session.execute(update(table).where(by_day).values(evidence_entries=None,
+                                                          evidence=None), dropped)
 
 
 def _file_columns(entry_id: str, source: str, report: CatalogReport) -> dict[str, object]:
