@@ -215,3 +215,18 @@ def test_former_ids_added_after_the_new_id_was_ingested_merge_both_histories(
     assert judged(history) == (scores, uptimes)  # the evidence kept again says what rows say
     assert "alpha" not in scores
 
+
+def test_a_successor_named_by_a_former_id_is_refused_naming_the_id_it_has_now(
+    data_dir: Path, write_entry: WriteEntry,
+) -> None:
+    """A deprecated entry whose successor was renamed is told, in one line, which id to write:
+    the successor is published, linked and judged by the id that has its files."""
+    taker = write_entry(make_entry(id="steady-two", formerIds=["steady"]))
+    old = write_entry(make_entry(id="old", deprecated={"successor": "steady"}))
+    found = problems_of(data_dir)
+    assert [re.sub(r"\.yaml:\d+: ", ".yaml: ", line) for line in found] == [
+        f"{old}: entry old: field deprecated.successor: successor 'steady' is a former id of "
+        f"'steady-two' ({taker}): name 'steady-two', the id it has now [unknown-successor]"]
+    write_entry(make_entry(id="old", deprecated={"successor": "steady-two"}))
+    assert problems_of(data_dir) == []
+

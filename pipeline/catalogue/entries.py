@@ -668,7 +668,7 @@ def read_catalog(
             report.unchanged.pop(name, None)
     whole = entries_root is not None and paths == [entries_root]
     _check_successors(report, deprecated, by_id, valid, entries_root,
-                      report.files if whole else None)
+                      report.files if whole else None, claims)
     _check_former_ids(report, claims, by_id, entries_root, report.files if whole else None)
     report.problems.sort(key=Problem.sort_key)
     return report
@@ -766,11 +766,14 @@ def _fingerprinted() -> Any:
 
 def _check_successors(report: CatalogReport, deprecated: list[tuple[Path, str, str]],
                       by_id: Mapping[str, list[str]], valid: Collection[str],
-                      entries_root: Path | None, listed: Sequence[str] | None = None) -> None:
+                      entries_root: Path | None, listed: Sequence[str] | None = None,
+                      claims: Sequence[tuple[Path, str, tuple[str, ...]]] = ()) -> None:
     """A deprecated entry's successor (of `deprecated`: file, id, successor) must be another
     entry of the catalogue: its file under `entries_root` (`listed`: those files, where the pass
     read the whole folder), so one file can be checked alone; else a `valid` file read
-    (`by_id`: the files of each id, by name)."""
+    (`by_id`: the files of each id, by name). A successor that is a former id an entry of
+    `claims` (file, id, formerIds) lists is refused naming that entry's id, the one to write:
+    the successor is published, linked and judged by the id that has the entry's files."""
     deprecated = [(path, entry_id, successor) for path, entry_id, successor in deprecated
                   if path not in report.withdrawn]
     if not deprecated:
@@ -782,10 +785,15 @@ def _check_successors(report: CatalogReport, deprecated: list[tuple[Path, str, s
              else {entry_id for entry_id, names in by_id.items()
                    if any(name in valid and Path(name) not in report.withdrawn
                           for name in names)})
+    carriers = {former: (taker, claimant) for claimant, taker, former_ids in claims
+                for former in former_ids}
     for path, entry_id, successor in deprecated:
         if successor != entry_id and successor in known:
             continue
-        why = "is the entry itself" if successor == entry_id else "is not an entry of the catalogue"
+        taker, claimant = carriers.get(successor, (None, None))
+        why = ("is the entry itself" if successor == entry_id else
+               f"is a former id of {taker!r} ({claimant}): name {taker!r}, the id it has now"
+               if taker is not None else "is not an entry of the catalogue")
         try:
             line = _node_line(_compose(read_text(path)), ("deprecated", "successor"))
         except (OSError, yaml.YAMLError, UnsafeEntryFile):
