@@ -230,3 +230,45 @@ def test_a_successor_named_by_a_former_id_is_refused_naming_the_id_it_has_now(
     write_entry(make_entry(id="old", deprecated={"successor": "steady-two"}))
     assert problems_of(data_dir) == []
 
+
+def test_a_release_built_in_memory_redirects_a_former_id_as_a_published_one_does(
+    tmp_path: Path,
+) -> None:
+    """`build_release` with `write_release` and the pages drawn, and `stream_release` as a
+    publish writes: the same `_redirects` and `_renamed.map`, the former id's document, page
+    and Markdown each redirected to the new id's."""
+    from pipeline.catalogue.entries import load_categories
+    from pipeline.release.hosting import REDIRECTS_FILE, RENAMED_MAP, parse_redirects_file
+    from pipeline.release.layout import entry_document, entry_markdown, entry_page
+    from pipeline.release.publish import (
+        assemble_entries,
+        build_release,
+        release_summary,
+        stream_release,
+        write_history,
+    )
+    from pipeline.release.site import write_site
+    from pipeline.release.swap import write_release
+    from tests.conftest import REPO
+
+    base_url, version = "https://directory.test", "2.0.0+20261123.1"
+    categories = load_categories(REPO / "data" / "categories.yaml")
+    entries = assemble_entries([(entry["id"], entry) for entry in (
+        make_entry(id="alpha-two", formerIds=["alpha"]), make_entry(id="beta"))])
+
+    def pages(staging: Path, meta: dict, counts: dict) -> None:
+        write_history(staging, release_summary(meta, counts, {}, categories), [], meta, [],
+                      base_url=base_url)
+        write_site(staging, base_url)  # after the history, which its pages link
+
+    in_memory = write_release(tmp_path / "memory", build_release(
+        entries, categories, version, AS_OF, base_url), categories, complete=pages)
+    streamed = tmp_path / "streamed"
+    stream_release(streamed, entries, categories, version, AS_OF, base_url, complete=pages)
+    rules = parse_redirects_file((streamed / REDIRECTS_FILE).read_text())
+    assert [(source, target) for source, target, status in rules if status == 301] == [
+        (f"/{address('alpha')}", f"/{address('alpha-two')}")
+        for address in (entry_document, entry_page, entry_markdown)]
+    for name in (REDIRECTS_FILE, RENAMED_MAP):
+        assert (in_memory / name).read_bytes() == (streamed / name).read_bytes(), name
+

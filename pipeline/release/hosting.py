@@ -28,7 +28,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
@@ -310,18 +310,33 @@ def render_renamed_map(rules: Iterable[tuple[str, str, int]]) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+def renamed_ids(claims: Iterable[tuple[str, Iterable[str]]],
+                published: Container[str]) -> dict[str, str]:
+    """Each former id of the published entries (`claims`: id, its formerIds) that names no
+    published entry itself, and the entry now holding it: the addresses to redirect."""
+    return {former: entry_id for entry_id, former_ids in claims for former in former_ids
+            if former not in published}
+
+
+def redirect_files(renamed: Mapping[str, str] | None = None,
+                   holds: Callable[[str], bool] = lambda _: True) -> dict[str, bytes]:
+    """`_redirects` and `_renamed.map`: each former id of `renamed` (former id to the id of
+    an entry the release publishes) redirected to the files the release `holds`, listed
+    before the 404 rule (a host takes the first rule that matches)."""
+    moved = renamed_rules(renamed or {}, holds)
+    return {REDIRECTS_FILE: render_redirects_file([*moved, *REDIRECT_RULES]),
+            RENAMED_MAP: render_renamed_map(moved)}
+
+
 def host_files(root_path: str, renamed: Mapping[str, str] | None = None,
                holds: Callable[[str], bool] = lambda _: True) -> dict[str, bytes]:
     """The files a release carries for its static host, with or without its pages (whose
     own `404.html` replaces the bare one), but `_headers`, which names what the staged release
     holds (`release_header_rules`) and is written once it is whole; `root_path` is the site's
-    path on its host. `renamed`: each former id of an entry the release publishes, and that
-    entry's id (redirected to the files the release `holds`); a renamed address is listed
-    before the 404 rule: a host takes the first rule that matches."""
-    moved = renamed_rules(renamed or {}, holds)
+    path on its host. `renamed` and `holds`: as `redirect_files` takes them; a release with
+    pages has its redirects written again once they are drawn (`swap.stage_redirects`)."""
     return {
-        REDIRECTS_FILE: render_redirects_file([*moved, *REDIRECT_RULES]),
-        RENAMED_MAP: render_renamed_map(moved),
+        **redirect_files(renamed, holds),
         NOT_FOUND_JSON: not_found_document(),
         NOT_FOUND_PAGE: bare_not_found_page(root_path),
     }

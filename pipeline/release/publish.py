@@ -48,7 +48,7 @@ from pipeline.judging.rollup import entry_trends
 from pipeline.processes import in_order, worker_pool
 from pipeline.release.feed import FeedLinks, feed_items, render_feed
 from pipeline.release.files import Folders, keep_only
-from pipeline.release.hosting import REDIRECTS_FILE, RENAMED_MAP, host_files
+from pipeline.release.hosting import host_files, renamed_ids
 from pipeline.release.layout import (
     CATEGORY_INDEX,
     CHANGES,
@@ -79,6 +79,7 @@ from pipeline.release.swap import (
     link_tree,
     publish_lock,
     stage_and_swap,
+    stage_redirects,
     write_file,
 )
 from pipeline.release.validate import (
@@ -413,14 +414,6 @@ def _row(entry: Mapping[str, Any]) -> _Row:
                 tuple(entry.get("formerIds") or ()))
 
 
-def renamed_ids(claims: Iterable[tuple[str, Iterable[str]]],
-                published: Container[str]) -> dict[str, str]:
-    """Each former id of the published entries (`claims`: id, its formerIds) that names no
-    published entry itself, and the entry now holding it: the addresses to redirect."""
-    return {former: entry_id for entry_id, former_ids in claims for former in former_ids
-            if former not in published}
-
-
 def _release_faults(row: _Row, faults: list[tuple[str, str]],
                     category_ids: Container[str]) -> list[tuple[str, str]]:
     """What keeps a row out of the release: what its check refused (`entry_faults`), else a
@@ -574,11 +567,7 @@ def stream_release(
         if complete is not None:
             complete_staged(complete, staging, meta, writer.counts, categories)
         if claims:  # redirected to the files the release holds, once they are all written
-            renamed = renamed_ids(claims, set(writer.ids))
-            redirects = host_files(site_root(base_url), renamed,
-                                   lambda path: (staging / path).is_file())
-            for relative in (REDIRECTS_FILE, RENAMED_MAP):  # not the pages' own 404 page
-                write_file(staging, relative, redirects[relative])
+            stage_redirects(staging, renamed_ids(claims, set(writer.ids)))
 
     stage_and_swap(output_dir, categories, write, carry, reuse, keep_spare,
                    lambda: before_swap(total), entries_checked=True)

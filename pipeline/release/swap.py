@@ -37,8 +37,14 @@ from typing import Any
 
 from pipeline.catalogue.entries import Category
 from pipeline.processes import process_gone
-from pipeline.release.hosting import HEADERS_FILE, release_header_rules, render_headers_file
-from pipeline.release.layout import CATEGORY_INDEX, Completion
+from pipeline.release.hosting import (
+    HEADERS_FILE,
+    redirect_files,
+    release_header_rules,
+    renamed_ids,
+    render_headers_file,
+)
+from pipeline.release.layout import CATEGORY_INDEX, FULL_DATASET, Completion
 from pipeline.release.validate import ReleaseValidationError, dataset_problems, validate_release
 
 
@@ -465,6 +471,24 @@ def complete_staged(complete: Completion, staging: Path, meta: Mapping[str, Any]
         raise
 
 
+def stage_redirects(staging: Path, renamed: Mapping[str, str]) -> None:
+    """`_redirects` and `_renamed.map` of the release staged whole at `staging` (its pages
+    drawn, if it has them): each former id of `renamed` (former id to the id now holding it)
+    redirected to each file it holds of that id, its document, page and Markdown. Every path
+    that writes a release ends with this, so all of them redirect alike."""
+    for relative, data in redirect_files(
+            renamed, lambda path: (staging / path).is_file()).items():
+        write_file(staging, relative, data)
+
+
+def dataset_renames(dataset: bytes) -> dict[str, str]:
+    """The former ids the entries of a full dataset (`api/apis.json`) list, each to its
+    entry's id (`hosting.renamed_ids`)."""
+    apis = json.loads(dataset)["apis"]
+    return renamed_ids([(api["id"], api.get("formerIds") or ()) for api in apis],
+                       {api["id"] for api in apis})
+
+
 def write_release(
     output_dir: Path,
     files: Mapping[str, bytes],
@@ -474,7 +498,8 @@ def write_release(
     keep_spare: bool = True,
 ) -> Path:
     """Stage `files`, validate them, then swap them in as the live release at `output_dir`
-    (`stage_and_swap`)."""
+    (`stage_and_swap`); the former ids of renamed entries redirect to what the release holds
+    once `complete` has drawn its pages (`stage_redirects`), as a published release's do."""
 
     def write(staging: Path) -> None:
         for relative, data in files.items():
@@ -483,6 +508,8 @@ def write_release(
             index = json.loads(files[CATEGORY_INDEX])
             counts = {c["id"]: c["count"] for c in index["categories"]}
             complete_staged(complete, staging, index["meta"], counts, categories)
+            if FULL_DATASET in files:
+                stage_redirects(staging, dataset_renames(files[FULL_DATASET]))
 
     return stage_and_swap(output_dir, categories, write, carry, keep_spare=keep_spare)
 
