@@ -272,3 +272,24 @@ def test_a_release_built_in_memory_redirects_a_former_id_as_a_published_one_does
     for name in (REDIRECTS_FILE, RENAMED_MAP):
         assert (in_memory / name).read_bytes() == (streamed / name).read_bytes(), name
 
+
+def test_an_entry_renamed_twice_takes_over_every_former_id_still_stored(
+    history: Session, data_dir: Path, write_entry: WriteEntry,  # noqa: F811
+) -> None:
+    """`formerIds: [alpha, beta]` where both are stored (the first rename made without
+    `formerIds`): both histories carry over, the nearer id's row winning a key both hold."""
+    old, near = rows_of(history, "alpha"), rows_of(history, "beta")
+    old_days, near_days = days_of(history, "alpha"), days_of(history, "beta")
+    for gone in ("alpha", "beta"):
+        (data_dir / "entries" / "weather" / f"{gone}.yaml").unlink()
+    write_entry(make_entry(id="delta", formerIds=["alpha", "beta"]))
+
+    summary = ingest_again(history, data_dir)
+    assert (summary.renamed, summary.retired, summary.added) == (
+        ["beta → delta", "alpha → delta"], [], [])
+    history.expire_all()
+    assert history.get(EntryRow, "alpha") is None and history.get(EntryRow, "beta") is None
+    taken = rows_of(history, "delta")
+    assert taken["probe"] == old["probe"] + near["probe"]
+    assert taken["entry_event"] == old["entry_event"] + near["entry_event"] + 2
+    assert days_of(history, "delta") == {**old_days, **near_days}

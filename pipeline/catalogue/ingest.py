@@ -295,8 +295,10 @@ def _take_over(session: Session, takers: list[StoredEntry], moves: list[tuple[st
     if earlier:
         session.execute(update(entry_table).where(entry_table.c.id == bindparam("taker"))
                         .values(first_seen_at=bindparam("seen")), earlier)
-    for batch in _rounds(moves):
-        _move_history(session, batch)
+    fresh = {entry.id for entry in takers}  # nothing of their own for a first former to meet
+    for number, batch in enumerate(_rounds(moves)):
+        _move_history(session, batch, [move for move in batch
+                                       if number or move[1] not in fresh])
     session.execute(delete(entry_table).where(entry_table.c.id == bindparam("former")),
                     [{"former": former} for former, _ in moves])
 
@@ -314,19 +316,24 @@ def _rounds(moves: list[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]:
     yield from rounds
 
 
-def _move_history(session: Session, batch: list[tuple[str, str]]) -> None:
+def _move_history(session: Session, batch: list[tuple[str, str]],
+                  merging: list[tuple[str, str]]) -> None:
     """Every history row of each former id of `batch` (former, taker; a taker once) moved to
-    its taker, but those on a key the taker's own rows hold (`KEYED_TABLES`): deleted, once
-    what points at a former's endpoint points at the taker's of its method and path."""
+    its taker, but, of `merging` (those whose taker has rows already), those on a key the
+    taker's own rows hold (`KEYED_TABLES`): deleted, once what points at a former's endpoint
+    points at the taker's of its method and path. (The daily tables are read whole for each
+    statement of a former: a plain rename spares them these.)"""
+    if merging:
+        _join_endpoints(session, merging)
+        for model, keys in KEYED_TABLES:
+            table = model.__table__
+            mine = table.alias("mine")
+            session.execute(delete(table).where(
+                table.c.entry_id == bindparam("former"),
+                exists().where(mine.c.entry_id == bindparam("taker"),
+                               *(mine.c[key] == table.c[key] for key in keys))),
+                [{"former": former, "taker": taker} for former, taker in merging])
     moves = [{"former": former, "taker": taker} for former, taker in batch]
-    _join_endpoints(session, batch)
-    for model, keys in KEYED_TABLES:
-        table = model.__table__
-        mine = table.alias("mine")
-        session.execute(delete(table).where(
-            table.c.entry_id == bindparam("former"),
-            exists().where(mine.c.entry_id == bindparam("taker"),
-                           *(mine.c[key] == table.c[key] for key in keys))), moves)
     for table in (model.__table__ for model in HISTORY_TABLES):
         session.execute(update(table).where(table.c.entry_id == bindparam("former"))
                         .values(entry_id=bindparam("taker")), moves)
@@ -345,12 +352,13 @@ def _join_endpoints(session: Session, batch: list[tuple[str, str]]) -> None:
     joined = [{"former": entry_id, "old": row_id, "new": own[key]}
               for entry_id, method, path, row_id in rows if entry_id in taker_of
               and (key := (taker_of[entry_id], method, path)) in own]
+    if not joined:
+        return
     for model in (ProbeRow, DailyEndpointRollup):
         table = model.__table__
-        if joined:
-            session.execute(update(table).where(table.c.entry_id == bindparam("former"),
-                                                table.c.endpoint_id == bindparam("old"))
-                            .values(endpoint_id=bindparam("new")), joined)
+        session.execute(update(table).where(table.c.entry_id == bindparam("former"),
+                                            table.c.endpoint_id == bindparam("old"))
+                        .values(endpoint_id=bindparam("new")), joined)
 
 
 def _rename_in_rolled_days(session: Session, moves: list[tuple[str, str]]) -> None:
