@@ -428,10 +428,18 @@ def test_a_span_of_a_database_that_sorts_ids_its_own_way_takes_its_own_kept_evid
 def test_the_stage_in_worker_processes_hands_over_the_file_of_one_process(
     history: Session, database_url: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A span in a spawned worker process and one here give, joined, the very hand-over file
-    one process gives; a span that fails fails the stage and leaves no file behind."""
+    """Every span in a worker process of its own gives, joined, the very hand-over file one
+    process gives; the process that asks presents no span itself (it holds what its caller
+    imported: a span's evidence on top made it the stage's largest process); a span that fails
+    fails the stage and leaves no file behind."""
     as_of = TODAY.replace(hour=13, minute=7)
     alone = hand_over_presented(database_url, as_of, "", 7, workers=1)
+
+    def here(*_: object, **__: object) -> Iterator[tuple[str, object]]:
+        raise AssertionError("a span presented in the process that asked")
+        yield  # a generator, as the real one
+
+    monkeypatch.setattr(score_parts, "present_each", here)  # this process's, not a worker's
     in_spans = hand_over_presented(database_url, as_of, "", 7, workers=2, span_entries=1)
     try:
         assert in_spans.read_bytes() == alone.read_bytes()
@@ -441,13 +449,16 @@ def test_the_stage_in_worker_processes_hands_over_the_file_of_one_process(
         discard(alone)
         discard(in_spans)
     before = set(handover_dir().iterdir())
-
-    def failing(*_: object, **__: object) -> Iterator[tuple[str, object]]:
-        raise RuntimeError("the store went away")
-        yield  # a generator, as the real one
-
-    monkeypatch.setattr(score_parts, "present_each", failing)  # this process's span alone
-    with pytest.raises(RuntimeError, match="the store went away"):
+    # A rolled-up day read from its rows, one of which (gamma's, in the second span) holds a
+    # timed response that is no number: that span's worker fails, the first's file is removed.
+    day = (TODAY - timedelta(days=3)).date()
+    history.execute(update(RolledDay).where(col(RolledDay.day) == day).values(
+        evidence=None, evidence_entries=None))
+    history.execute(update(DailyEntryRollup).where(
+        col(DailyEntryRollup.day) == day, col(DailyEntryRollup.entry_id) == "gamma").values(
+        timed_ms=["slow"], probes=1))
+    history.commit()
+    with pytest.raises(ValueError, match="float"):
         hand_over_presented(database_url, as_of, "", 7, workers=2, span_entries=1)
     assert set(handover_dir().iterdir()) == before  # the worker's file is gone too
 

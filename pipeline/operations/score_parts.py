@@ -1,6 +1,6 @@
 """The score stage over a large catalogue, one span of the entries per core: each span's
-entries are presented (`present_each`) in a process of its own, reading only their own rows,
-into a hand-over file of their own, and the files are joined in the spans' order.
+entries are presented (`present_each`) in a worker process of its own, reading only their own
+rows, into a hand-over file of their own, and the files are joined in the spans' order.
 
 An entry's presented values depend on its own evidence alone (its probes, its rollups, its
 content scores), so a span's are those the whole stage would give it; the stage's CPU (some
@@ -29,8 +29,13 @@ SPAN_ENTRIES = 10_000
 def hand_over_presented(database_url: str, as_of: datetime, origin: str, run_id: int | None,
                         workers: int | None = None, span_entries: int = SPAN_ENTRIES) -> Path:
     """Every published entry's presented values as of `as_of`, in one hand-over file (of run
-    `run_id`): presented here alone, or a span of at least `span_entries` entries for each of
-    up to `workers` processes (default: one per usable core, up to 8), this one among them."""
+    `run_id`): presented here alone, or a span of at least `span_entries` entries in each of
+    up to `workers` worker processes (default: one per usable core, up to 8).
+
+    No span is presented here: this process holds what its caller imported (a flow's Prefect,
+    the release: some 100-170 MiB more than a worker forked from the warm server), and a span's
+    evidence on top of that made it the stage's largest process by as much. It waits, and
+    joins the workers' files."""
     with (
         paused_garbage_collection(),
         session_scope(engine_for(database_url)) as session,
@@ -38,26 +43,23 @@ def hand_over_presented(database_url: str, as_of: datetime, origin: str, run_id:
         spans = entry_spans(session, workers or worker_count(), span_entries)
         if len(spans) == 1:
             return _saved_span(session, as_of, origin, spans[0], run_id)
-        parts: list[Path] = []
-        failed: BaseException | None = None
-        try:
-            with worker_pool(len(spans) - 1) as pool:
-                others = [pool.submit(present_span, database_url, as_of, origin, span)
-                          for span in spans[1:]]
+    parts: list[Path] = []
+    failed: BaseException | None = None
+    try:
+        with worker_pool(len(spans)) as pool:
+            done = [pool.submit(present_span, database_url, as_of, origin, span)
+                    for span in spans]
+            for span_done in done:  # every worker's file is taken, to be removed whatever happens
                 try:
-                    parts.append(_saved_span(session, as_of, origin, spans[0], None))
-                finally:  # every worker's file is taken, to be removed whatever happens
-                    for other in others:
-                        try:
-                            parts.append(other.result())
-                        except Exception as error:  # the first failure is the stage's
-                            failed = failed or error
-            if failed is not None:
-                raise failed
-            return join_presented(parts, run_id)
-        finally:
-            for part in parts:
-                discard(part)
+                    parts.append(span_done.result())
+                except Exception as error:  # the first failure is the stage's
+                    failed = failed or error
+        if failed is not None:
+            raise failed
+        return join_presented(parts, run_id)
+    finally:
+        for part in parts:
+            discard(part)
 
 
 def present_span(database_url: str, as_of: datetime, origin: str, span: EntrySpan) -> Path:
