@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from pipeline.contract import Deprecation, Lifecycle, LifecycleState
 from pipeline.probing.probe import storable
-from pipeline.store.tables import as_utc, json_time
+from pipeline.store.tables import TimeText, as_utc, json_time
 
 ANY_ORIGIN = "*"
 
@@ -68,24 +68,27 @@ def is_https(base_url: str) -> bool:
     return text[:6].lower() == "https:"
 
 
-def measured_https(base_url: str, probes: Sequence[Any], as_of: datetime) -> dict[str, Any]:
+def measured_https(base_url: str, probes: Sequence[Any], as_of: datetime,
+                   time_text: TimeText = json_time) -> dict[str, Any]:
     """HTTPS of the base address, with the TLS version and certificate expiry the run saw: the
     published `https` value in its JSON form (fields in `Https`' order), built without a model
-    for each entry; the release is checked against the contract where it is published."""
+    for each entry; the release is checked against the contract where it is published. Times
+    written by `time_text` (the score stage's memo of `json_time`)."""
     enabled = is_https(base_url)
     seen = next((p for p in probes if p.tls_version), None)
     if seen is None:
         checked = max((as_utc(p.checked_at) for p in probes), default=None)
         return {"enabled": enabled, "tlsVersion": None, "certExpires": None,
-                "certDaysLeft": None, "checkedAt": json_time(checked)}
+                "certDaysLeft": None, "checkedAt": time_text(checked)}
     expires = as_utc(seen.cert_expires_at)
     return {"enabled": enabled, "tlsVersion": seen.tls_version,
-            "certExpires": json_time(seen.cert_expires_at),
+            "certExpires": time_text(seen.cert_expires_at),
             "certDaysLeft": None if expires is None else (expires - as_of) // timedelta(days=1),
-            "checkedAt": json_time(seen.checked_at)}
+            "checkedAt": time_text(seen.checked_at)}
 
 
-def measured_cors(probes: Sequence[Any], origin: str) -> dict[str, Any]:
+def measured_cors(probes: Sequence[Any], origin: str,
+                  time_text: TimeText = json_time) -> dict[str, Any]:
     """yes when an answer allowed any origin or ours; no when answers came without that;
     unknown only when no target answered at all. The published `cors` value in its JSON form
     (fields in `Cors`' order), as `measured_https` gives its own."""
@@ -93,14 +96,14 @@ def measured_cors(probes: Sequence[Any], origin: str) -> dict[str, Any]:
     if not answered:
         checked = max((as_utc(p.checked_at) for p in probes), default=None)
         return {"state": "unknown", "allowOrigin": None, "credentials": None,
-                "checkedAt": json_time(checked)}
+                "checkedAt": time_text(checked)}
     allowing = [p for p in answered if p.cors_allow_origin in (ANY_ORIGIN, origin)]
     deciding = allowing[0] if allowing else answered[0]
     # `storable` again: a value stored before the prober dropped control codes is shown without.
     return {"state": "yes" if allowing else "no",
             "allowOrigin": storable(deciding.cors_allow_origin),
             "credentials": deciding.cors_allow_credentials,
-            "checkedAt": json_time(deciding.checked_at)}
+            "checkedAt": time_text(deciding.checked_at)}
 
 
 @dataclass

@@ -18,12 +18,15 @@ from pipeline.judging.evidence import bounded_scores, day_bounds
 from pipeline.judging.health import RunVerdict, measured_cors, measured_https, run_verdict
 from pipeline.store.history import (
     day_probes,
+    endpoint_calls,
     entry_endpoint_statuses,
     latest_probes,
     span_endpoints,
     status_form,
+    unexplained_entries,
+    unprobed_reasons,
 )
-from pipeline.store.tables import EVERY_ENTRY, EntrySpan, active_base_urls
+from pipeline.store.tables import EVERY_ENTRY, EntrySpan, active_base_urls, time_texts
 
 # A presented value in its JSON form, as published: built without a model for each entry (one
 # costs some 2 µs to build and as much to write, a dozen times an entry), and checked against
@@ -158,20 +161,28 @@ def present_each(session: Session, as_of: datetime, origin: str = "",
     endpoints, order = span_endpoints(session, span)
     latest = latest_probes(session, base_urls, span=span, order=order, day=day)
     del order, day
+    # The methods and paths of the entries whose statuses ask the prober why an endpoint is
+    # not probed: few, once a run has planned them.
+    calls = endpoint_calls(session, [entry_id for entry_id in unexplained_entries(endpoints, latest)
+                                     if base_urls.get(entry_id)])
+    time_text = time_texts()  # a probe's time is written once for all its entry's values
     for entry_id in sorted(base_urls):
         probes = latest.pop(entry_id, None)
         listed = endpoints.pop(entry_id, None)
+        called = calls.pop(entry_id, None)
         values = EntryValues(  # the score built as it is reached (`EntryScores`)
             score=scores.json_form(entry_id) if entry_id in scores else None,
             uptime=uptimes.get(entry_id),
             endpoints=None if listed is None else entry_endpoint_statuses(
-                listed, probes or (), base_urls[entry_id]),
+                listed, probes or (),
+                None if called is None else unprobed_reasons(base_urls[entry_id], called),
+                time_text),
         )
         if probes:
-            values.status = status_form(probes)
+            values.status = status_form(probes, time_text)
             values.verdict = run_verdict(probes)
-            values.https = measured_https(base_urls[entry_id], probes, as_of)
-            values.cors = measured_cors(probes, origin)
+            values.https = measured_https(base_urls[entry_id], probes, as_of, time_text)
+            values.cors = measured_cors(probes, origin, time_text)
         yield entry_id, values
 
 

@@ -41,6 +41,7 @@ from pipeline.store.tables import (
     EntrySpan,
     PipelineRun,
     ProbeRow,
+    TimeText,
     active_base_urls,
     as_utc,
     in_lists,
@@ -346,10 +347,11 @@ def entry_status(probes: Sequence[ProbeRow]) -> Status:
     return Status.model_validate(status_form(probes)) if probes else Status()
 
 
-def status_form(probes: Sequence[ProbeRow]) -> dict[str, Any]:
+def status_form(probes: Sequence[ProbeRow], time_text: TimeText = json_time) -> dict[str, Any]:
     """The presented status from one run's probes of an entry (at least one), in endpoint
     order, in its JSON form as published (fields in `Status`' order), built without a model
-    (the score stage's, 100,000 a night; the release is checked where it is published).
+    (the score stage's, 100,000 a night; the release is checked where it is published); its
+    time written by `time_text`.
 
     live if any target answered 200; else online if any answered at all; else
     unreachable. The deciding probe gives the code, the time and the check date.
@@ -358,7 +360,7 @@ def status_form(probes: Sequence[ProbeRow]) -> dict[str, Any]:
     return {
         "state": state, "httpStatus": deciding.http_status,
         "responseTimeMs": None if deciding.total_ms is None else round(deciding.total_ms),
-        "checkedAt": json_time(deciding.checked_at),
+        "checkedAt": time_text(deciding.checked_at),
         "note": ONLINE_NOTE if state == "online" else None, "url": deciding.url,
         "failure": deciding.failure_class if all(p.failure_class for p in probes) else None,
         "finalUrl": published_url(redirected_to(deciding.url, deciding.final_url,
@@ -407,14 +409,13 @@ def latest_statuses(
 
 
 class ActiveEndpoint(NamedTuple):
-    """An active endpoint as its status is judged: its id, position, why its latest planned run
-    did not probe it, and its method and path (why one would not, before any run planned it)."""
+    """An active endpoint as its status is judged: its id, position, and why its latest planned
+    run did not probe it. Its method and path (why one would not, before any run planned it)
+    are read apart, for the few entries that need them (`endpoint_calls`)."""
 
     id: int
     position: int
     probe_note: str | None
-    method: str
-    path: str
 
 
 class SpanEndpoints(NamedTuple):
@@ -427,40 +428,70 @@ class SpanEndpoints(NamedTuple):
 def span_endpoints(session: Session, span: EntrySpan = EVERY_ENTRY) -> SpanEndpoints:
     """The endpoints of every entry (in `span`): the active ones by entry, and every one's
     position (an endpoint retired since its probe still orders it), from one read of their
-    rows rather than two (some 0.3 s a span of 50,000 entries)."""
+    rows rather than two (some 0.3 s a span of 50,000 entries), without their methods and
+    paths (some 290,000 of each a span, which few entries need: `endpoint_calls`)."""
     statement = select(EndpointRow.entry_id, EndpointRow.id, EndpointRow.position,
-                       EndpointRow.probe_note, EndpointRow.active, EndpointRow.method,
-                       EndpointRow.path).where(span.holds(EndpointRow.entry_id))
+                       EndpointRow.probe_note, EndpointRow.active).where(
+        span.holds(EndpointRow.entry_id))
     by_entry: dict[str, list[ActiveEndpoint]] = defaultdict(list)
     order: dict[int | None, int] = {}
-    for entry_id, endpoint_id, position, probe_note, active, method, path in (
+    for entry_id, endpoint_id, position, probe_note, active in (
             session.connection().execute(statement).all()):
         order[endpoint_id] = position
         if active:
-            by_entry[entry_id].append(
-                ActiveEndpoint(endpoint_id, position, probe_note, method, path))
+            by_entry[entry_id].append(ActiveEndpoint(endpoint_id, position, probe_note))
     return SpanEndpoints(dict(by_entry), order)
 
 
+def unexplained_entries(endpoints: Mapping[str, Sequence[ActiveEndpoint]],
+                        latest: Mapping[str, Sequence[Any]]) -> list[str]:
+    """The entries with an active endpoint that neither their latest probes (`latest`) nor a
+    stored note account for: those whose statuses ask the prober why (`unprobed_reasons`)."""
+    unexplained = []
+    for entry_id, listed in endpoints.items():
+        if any(endpoint.probe_note is None for endpoint in listed):
+            probed = {probe.endpoint_id for probe in latest.get(entry_id, ())}
+            if any(e.probe_note is None and e.id not in probed for e in listed):
+                unexplained.append(entry_id)
+    return unexplained
+
+
+EndpointCall = tuple[int, str, str]  # an active endpoint's id, method and path
+
+
+def endpoint_calls(session: Session, entry_ids: Sequence[str]) -> dict[str, list[EndpointCall]]:
+    """The active endpoints of `entry_ids`, by entry, in listed order (position, then id), as
+    the prober plans them: read only for the entries whose statuses need them (a new store,
+    probing off, an endpoint added since the last run)."""
+    endpoint = EndpointRow.__table__.c
+    calls: dict[str, list[EndpointCall]] = defaultdict(list)
+    for chunk in in_lists(sorted(entry_ids)):
+        statement = (sa_select(endpoint.entry_id, endpoint.id, endpoint.method, endpoint.path)
+                     .where(endpoint.entry_id.in_(chunk), endpoint.active)
+                     .order_by(endpoint.position, endpoint.id))
+        for entry_id, endpoint_id, method, path in session.connection().execute(statement):
+            calls[entry_id].append((endpoint_id, method, path))
+    return dict(calls)
+
+
 def entry_endpoint_statuses(
-    endpoints: Sequence[ActiveEndpoint], probes: Iterable[Any], base_url: str | None = None
+    endpoints: Sequence[ActiveEndpoint], probes: Iterable[Any],
+    reasons: Mapping[int | None, str] | None = None, time_text: TimeText = json_time,
 ) -> dict[int, dict[str, Any]]:
     """One entry's endpoints' own statuses, by position: from its probe of each in its latest
     trusted run (`probes`), else unchecked with the reason the endpoint is not probed: the one
     noted when a run planned it, or, where no run did (a new store, probing off, an endpoint
-    added since), the prober's own for the entry's `base_url` (`unprobed_reasons`). Each in
-    its JSON form as published (fields in `EndpointStatus`' order), built without a model for
-    each (some 300,000 a night at 100k entries); the release is checked where it is published."""
+    added since), the prober's own (`reasons`, `unprobed_reasons`). Each in its JSON form as
+    published (fields in `EndpointStatus`' order), built without a model for each (some
+    300,000 a night at 100k entries), its time written by `time_text`; the release is
+    checked where it is published."""
     probed = {probe.endpoint_id: probe for probe in probes if probe.endpoint_id is not None}
-    reasons: dict[int | None, str] | None = None  # the prober's, asked once an entry if needed
     statuses = {}
     for endpoint in endpoints:
         probe = probed.get(endpoint.id)
         if probe is None:
             note = endpoint.probe_note
-            if note is None and base_url:
-                if reasons is None:
-                    reasons = unprobed_reasons(base_url, endpoints)
+            if note is None and reasons is not None:
                 note = reasons.get(endpoint.id)
             statuses[endpoint.position] = _not_probed(note)
             continue
@@ -469,17 +500,16 @@ def entry_endpoint_statuses(
                       else "online" if probe.http_status is not None else "unreachable"),
             "httpStatus": probe.http_status,
             "responseTimeMs": None if probe.total_ms is None else round(probe.total_ms),
-            "checkedAt": json_time(probe.checked_at), "reason": probe.reason or probe.error_class,
+            "checkedAt": time_text(probe.checked_at), "reason": probe.reason or probe.error_class,
             "note": None, "failure": probe.failure_class}
     return statuses
 
 
-def unprobed_reasons(base_url: str, endpoints: Iterable[ActiveEndpoint]) -> dict[int | None, str]:
+def unprobed_reasons(base_url: str, calls: Sequence[EndpointCall]) -> dict[int | None, str]:
     """Why the prober does not call each of an entry's endpoints it skips, by id: the reasons
     `plan_targets` notes when a run plans the entry, from the same rule (`probe_targets_for`)
-    over the endpoints in the same (listed) order."""
-    listed = sorted(endpoints, key=attrgetter("position", "id"))
-    _, skipped = probe_targets_for(base_url, [(e.id, e.method, e.path) for e in listed])
+    over its `calls` in the same (listed) order (`endpoint_calls`)."""
+    _, skipped = probe_targets_for(base_url, list(calls))
     return dict(skipped)
 
 
