@@ -5,8 +5,10 @@ time limit that is failed and alerted instead of holding back the nights behind 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -18,6 +20,7 @@ import typer
 from prefect import flow, task
 from prefect.blocks.system import Secret
 from prefect.client.orchestration import get_client
+from prefect.exceptions import ObjectNotFound
 from sqlmodel import Session, select
 
 from flows.nightly import RUN_TIMEOUT, nightly
@@ -541,6 +544,40 @@ def test_a_wait_for_the_prefect_publish_slot_is_bounded_too(prefect_backend: Non
         assert time.monotonic() - started >= 0.5
     with publisher_slot(timeout=10):
         pass
+
+
+def test_first_publishers_at_once_on_a_prefect_server_all_take_their_turn(
+    prefect_backend: None,
+) -> None:
+    """Publishers starting together where the `apidir-publish` limit does not exist yet (a new
+    Prefect server) each make it or find it, and take the one slot in turn: Prefect's upsert
+    reads before it creates, so one of two found the name missing, then failed creating it."""
+    from pipeline.operations.stages import PUBLISH_LIMIT, publisher_slot
+
+    with get_client(sync_client=True) as client, contextlib.suppress(ObjectNotFound):
+        client.delete_global_concurrency_limit_by_name(PUBLISH_LIMIT)
+    publishers = 8
+    ready = threading.Barrier(publishers)
+    failures: list[BaseException] = []
+    held = 0
+
+    def publish() -> None:
+        nonlocal held
+        ready.wait()
+        try:
+            with publisher_slot(timeout=60):
+                held += 1
+        except BaseException as exc:
+            failures.append(exc)
+
+    workers = [threading.Thread(target=publish) for _ in range(publishers)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert failures == [] and held == publishers
+    with get_client(sync_client=True) as client:
+        assert client.read_global_concurrency_limit_by_name(PUBLISH_LIMIT).limit == 1
 
 
 async def test_a_night_that_leaves_an_entry_out_publishes_the_others_and_alerts(

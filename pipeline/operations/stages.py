@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from prefect import get_client
+from prefect.client.orchestration import SyncPrefectClient
+from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
 from prefect.concurrency.sync import concurrency
+from prefect.exceptions import ObjectAlreadyExists
 from prefect.settings import PREFECT_API_URL
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
@@ -440,7 +443,7 @@ def publisher_slot(timeout: float | None = None) -> Iterator[None]:
         yield
         return
     with get_client(sync_client=True) as client:
-        client.upsert_global_concurrency_limit_by_name(PUBLISH_LIMIT, 1)
+        publish_limit_made(client)
     with ExitStack() as held:
         try:
             held.enter_context(concurrency(PUBLISH_LIMIT, occupy=1, timeout_seconds=timeout,
@@ -452,6 +455,17 @@ def publisher_slot(timeout: float | None = None) -> Iterator[None]:
                 f"another publisher has held the Prefect concurrency limit {PUBLISH_LIMIT} for "
                 f"more than {timeout:g} s; try again when it has finished") from None
         yield
+
+
+def publish_limit_made(client: SyncPrefectClient) -> None:
+    """Make the `apidir-publish` limit with one slot, or set an existing one back to one.
+    Created first, as the server creates a name once: Prefect's upsert reads, then creates,
+    so two first publishes at once both found it missing and the later one failed."""
+    try:
+        client.create_global_concurrency_limit(
+            GlobalConcurrencyLimitCreate(name=PUBLISH_LIMIT, limit=1))
+    except ObjectAlreadyExists:
+        client.upsert_global_concurrency_limit_by_name(PUBLISH_LIMIT, 1)
 
 
 class NothingToPublish(EmptyCatalogError):
