@@ -1186,6 +1186,20 @@ def night_after_history(now: datetime, new_entry: dict[str, Any] | None = None,
                     for entry in document["apis"] if entry["id"] in history_entries()}
 
 
+def history_written(
+    settings_env: dict[str, str], write_entry: WriteEntry, revision: str
+) -> tuple[datetime, datetime, Engine, dict[str, list[dict[str, Any]]]]:
+    """The history entries' files written, and the store built at `revision` holding their
+    three nights: now, the first night, the store's engine and every table's rows."""
+    now = datetime.now(UTC)
+    first_night = first_night_of_history(now)
+    for entry in history_entries().values():
+        write_entry(entry)
+    engine, before = history_stored_at(settings_env["APIDIR_DATABASE_URL"], revision,
+                                       first_night)
+    return now, first_night, engine, before
+
+
 @pytest.mark.parametrize("revision", DEPLOYED_REVISIONS)
 def test_a_store_of_each_release_keeps_its_history_and_runs_when_upgraded(
     revision: str, settings_env: dict[str, str], write_entry: WriteEntry,
@@ -1196,12 +1210,7 @@ def test_a_store_of_each_release_keeps_its_history_and_runs_when_upgraded(
     states, lifecycles, state changes, events, a probe shard), is upgraded keeping every row
     and value, then a night's ingest, score and publish run on it: new rows take new ids, and
     the release presents the history as a store built at the head does."""
-    now = datetime.now(UTC)
-    first_night = first_night_of_history(now)
-    for entry in history_entries().values():
-        write_entry(entry)
-    engine, before = history_stored_at(settings_env["APIDIR_DATABASE_URL"], revision,
-                                       first_night)
+    now, first_night, engine, before = history_written(settings_env, write_entry, revision)
     assert upgrade_store(engine) == (revision, head_revision())
     after = stored_values(engine)
     assert {name: len(rows) for name, rows in after.items() if name in before} == {
@@ -1247,12 +1256,7 @@ def test_a_postgresql_store_restored_from_its_backup_is_upgraded_and_runs_on(
     theirs."""
     from tests.postgres_server import scratch_database
 
-    now = datetime.now(UTC)
-    first_night = first_night_of_history(now)
-    for entry in history_entries().values():
-        write_entry(entry)
-    engine, before = history_stored_at(settings_env["APIDIR_DATABASE_URL"], revision,
-                                       first_night)
+    now, first_night, engine, before = history_written(settings_env, write_entry, revision)
     engine.dispose()
     dump = tmp_path / "apidir.dump"
     pg_tool("pg_dump", "--format=custom", "--file", str(dump),
