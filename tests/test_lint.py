@@ -524,3 +524,30 @@ def test_a_sample_sending_the_parameter_an_example_sends_with_g_passes(
     assert rules(write_entry, data_dir,
                  authExample=f"curl -G --data-urlencode 'appid=YOUR_API_KEY' \"{BASE}/forecast\"",
                  sampleRequest=f'curl "{BASE}/forecast?lat=1&appid=YOUR_API_KEY"') == []
+
+
+@pytest.mark.parametrize("url", ["https://api.example.com:8443/v1/forecast",
+                                 "https://api.example.com:0/v1/forecast",
+                                 "https://api.example.com:99999/v1/forecast"])
+def test_a_sample_on_another_port_than_its_base_url_is_one_line_naming_the_field(
+    url: str, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """The same host on another port is another server: lint compared the host alone, so a
+    sample on `:8443` passed against a baseUrl on the https port."""
+    lines = problem_lines(write_entry, data_dir,
+                          sampleRequest=f'curl -H "X-Api-Key: YOUR_API_KEY" "{url}"')
+    assert len(lines) == 1 and "\n" not in lines[0]
+    assert lines[0].startswith(str(data_dir / "entries" / "weather" / "example-weather.yaml"))
+    assert ": entry example-weather: field sampleRequest: URL port " in lines[0]
+    assert lines[0].endswith("[sample-request-port]")
+
+
+@pytest.mark.parametrize(("base", "url"), [
+    (BASE, "https://api.example.com:443/v1/forecast"),
+    ("https://api.example.com:8443/v1", "https://api.example.com:8443/v1/forecast"),
+])
+def test_a_sample_on_the_port_of_its_base_url_passes(
+    base: str, url: str, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    assert rules(write_entry, data_dir, baseUrl=base,
+                 sampleRequest=f'curl -H "X-Api-Key: YOUR_API_KEY" "{url}"') == []

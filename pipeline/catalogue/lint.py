@@ -75,12 +75,39 @@ def _sample_request(entry: EntryContent) -> Iterator[Lint]:
     if url.scheme != base.scheme:
         yield (("sampleRequest",), "sample-request-https",
                f"URL {shown(request.urls[0])} must use {base.scheme}, as baseUrl does")
+    if (port := _sample_port(url, base)) is not None:
+        yield ("sampleRequest",), "sample-request-port", port
     if malformed := [header for header in request.headers if not HEADER.fullmatch(header)]:
         yield (("sampleRequest",), "sample-request-header",
                f"header {shown(malformed[0])}{_and_more(malformed)} is not of the form "
                "'Name: value'")
     yield from _sample_endpoint(entry, request, url)
     yield from _sample_credential(entry, request, url)
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _port(url: SplitResult, scheme: str) -> int | None:
+    """The port a request to `url` connects to: the one it names, else the default of
+    `scheme`; None where the port it names is no port (0, past 65535, not a number)."""
+    try:
+        port = url.port
+    except ValueError:
+        return None
+    return _DEFAULT_PORTS.get(scheme) if port is None else port or None
+
+
+def _sample_port(url: SplitResult, base: SplitResult) -> str | None:
+    """Why the sample's URL does not reach baseUrl's port, if it does not: the same host on
+    another port is another server. A port left out is the default of baseUrl's scheme, so
+    `:443` written out is the same port, and a wrong scheme is said once, by its own rule."""
+    sample_port, base_port = _port(url, base.scheme), _port(base, base.scheme)
+    if sample_port is None:
+        return f"URL port {shown(url.netloc.rpartition(':')[2], 20)} is not a port from 1 to 65535"
+    if base_port is not None and sample_port != base_port:
+        return f"URL port {sample_port} is not the baseUrl port {base_port}"
+    return None
 
 
 def _shell_slips(words: list[str], request: CurlRequest) -> Iterator[Lint]:
