@@ -478,13 +478,18 @@ QUERY = [*make_entry()["endpoints"], {"method": "POST", "path": "/query"}]
      "sample-request-curl"),
     ({"sampleRequest": f'curl "{BASE}/stations/{{10384,10385}}"'}, "sample-request-curl"),
     ({"sampleRequest": f'curl -X get "{BASE}/forecast"'}, "sample-request-method"),
+    ({"sampleRequest": f'curl -sV "{BASE}/forecast"'}, "sample-request-curl"),
+    ({"sampleRequest": f'curl -M "{BASE}/forecast"'}, "sample-request-curl"),
+    ({"sampleRequest": f'curl --version "{BASE}/forecast"'}, "sample-request-curl"),
+    ({"sampleRequest": f'curl -h all "{BASE}/forecast"'}, "sample-request-curl"),
 ])
 def test_a_sample_curl_runs_otherwise_than_it_reads_fails(
     write_entry: WriteEntry, data_dir: Path, changes: dict, rule: str
 ) -> None:
     """Read with curl's own option table: options that send the request to another address,
     read what it sends from a file, or need the newest curl; a method curl sends as written;
-    and a URL curl expands into several requests. Each passed, or was refused for a stray."""
+    and a URL curl expands into several requests; help, version and manual, which make none.
+    Each passed, or was refused for a stray."""
     assert (rule, "sampleRequest") in rules(write_entry, data_dir, **changes)
 
 

@@ -73,6 +73,8 @@ _ELSEWHERE = frozenset({"proxy", "preproxy", "proxy1.0", "socks4", "socks4a", "s
 _FROM_FILE = frozenset({"data", "data-ascii", "data-binary", "json", "header"})
 _BODY = frozenset({"data", "data-raw", "data-binary", "data-ascii", "data-urlencode", "json"})
 _FORM = frozenset({"form", "form-string"})
+# Options that print something of curl's own and end it before any request is made.
+_NO_REQUEST = {"help": "-h", "version": "-V", "manual": "-M"}
 _GLOB = re.compile(r"[{}[\]]")  # what curl reads in a URL as a pattern, one request per value
 # A header as curl sends it: a field name (RFC 9110 token), a colon, a value.
 HEADER = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+:[ \t]*\S.*", re.DOTALL)
@@ -111,6 +113,9 @@ def parse_curl(words: list[str]) -> CurlRequest:
             explicit = argument  # sent as written: a method is case-sensitive
         elif name == "next":
             _note(request.problems, "'--next' starts a second request: a sample is one request")
+        elif name in _NO_REQUEST:
+            _note(request.problems, f"'--{name}' ({_NO_REQUEST[name]}) makes curl print its "
+                  f"{name} and stop, making no request: drop it")
         elif argument is not None:
             _read_argument(request, name, argument)
     body = bool(seen & (_BODY | _FORM))
