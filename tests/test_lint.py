@@ -482,14 +482,21 @@ QUERY = [*make_entry()["endpoints"], {"method": "POST", "path": "/query"}]
     ({"sampleRequest": f'curl -M "{BASE}/forecast"'}, "sample-request-curl"),
     ({"sampleRequest": f'curl --version "{BASE}/forecast"'}, "sample-request-curl"),
     ({"sampleRequest": f'curl -h all "{BASE}/forecast"'}, "sample-request-curl"),
+    ({"sampleRequest": f"curl -I -d 'a=1' \"{BASE}/query\"", "endpoints": QUERY},
+     "sample-request-curl"),
+    ({"sampleRequest": f"curl --json '{{}}' --head \"{BASE}/query\"", "endpoints": QUERY},
+     "sample-request-curl"),
+    ({"sampleRequest": f"curl -F 'a=1' -d 'b=2' \"{BASE}/query\"", "endpoints": QUERY},
+     "sample-request-curl"),
 ])
 def test_a_sample_curl_runs_otherwise_than_it_reads_fails(
     write_entry: WriteEntry, data_dir: Path, changes: dict, rule: str
 ) -> None:
     """Read with curl's own option table: options that send the request to another address,
     read what it sends from a file, or need the newest curl; a method curl sends as written;
-    and a URL curl expands into several requests; help, version and manual, which make none.
-    Each passed, or was refused for a stray."""
+    and a URL curl expands into several requests; help, version and manual, which make none;
+    two methods at once, which curl refuses. Each passed, or was refused for a stray or for
+    its method alone."""
     assert (rule, "sampleRequest") in rules(write_entry, data_dir, **changes)
 
 

@@ -118,6 +118,8 @@ def parse_curl(words: list[str]) -> CurlRequest:
                   f"{name} and stop, making no request: drop it")
         elif argument is not None:
             _read_argument(request, name, argument)
+    if conflict := _method_conflict(seen):
+        _note(request.problems, conflict)
     body = bool(seen & (_BODY | _FORM))
     implied = ("HEAD" if "head" in seen else "GET" if "get" in seen else "POST" if body
                else "PUT" if "upload-file" in seen else "GET")
@@ -126,6 +128,24 @@ def parse_curl(words: list[str]) -> CurlRequest:
         _note(request.problems, "curl reads '{…}' and '[…]' in a URL as a pattern, one request "
               "for each value: write the value, or add -g (--globoff)")
     return request
+
+
+def _method_conflict(seen: set[str]) -> str | None:
+    """Why curl refuses the command for asking for two methods, if it does: -I asks for HEAD,
+    -F for a form POST, and -d (or --json …) for a POST, or with -G for a GET (HEAD with -I)
+    that sends its fields in the query."""
+    asked: dict[str, str] = {}  # each method asked for → the options that ask for it
+    if "head" in seen:
+        asked["HEAD"] = "-I"
+    if seen & _FORM:
+        asked.setdefault("a form POST", "-F")
+    if seen & _BODY:
+        method = ("HEAD" if "head" in seen else "GET") if "get" in seen else "POST"
+        asked.setdefault(method, "-G with -d" if "get" in seen else "-d or --json")
+    if len(asked) < 2:
+        return None
+    both = " and ".join(f"{method} ({options})" for method, options in asked.items())
+    return f"curl refuses a command that asks for both {both}: a request has one method"
 
 
 def _options(words: list[str], request: CurlRequest) -> Iterator[tuple[str, str | None]]:
