@@ -266,6 +266,10 @@ LIVE = {
     "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
     "random": "q8Zt3LmV0xR7yB2nK5wD9pF4hJ6sC1gA",
     "private key": "-----BEGIN RSA " + "PRIVATE KEY-----",
+    # Letters alone, no digit: the random-token check lets them pass; their prefix does not.
+    "hugging face": "hf_" + "ujzPdeIgxLdGncfBAepfJBdKhoOOLdKLzd",
+    "gitlab": "glpat-" + "ocJisAjIhKtJRlgLKOmx",
+    "telegram": "5012345678:" + "AAocJisAjIhKtJRlgLKOmxgJTeKdNnFRIBX",
 }
 
 PLACEHOLDERS = [
@@ -278,6 +282,11 @@ PLACEHOLDERS = [
     "curl https://api.example.com/v1/items/5b11f4ce-a62d-471e-81fc-a69a8278c7da",
     "Authorization: Bearer eyJhbGciOi...REPLACE_ME",
     "# No auth required",
+    "Authorization: Bearer hf_" + "x" * 34,
+    "Authorization: Bearer hf_YOUR_TOKEN",
+    "PRIVATE-TOKEN: glpat-YOUR_ACCESS_TOKEN",
+    "curl https://api.telegram.org/botYOUR_BOT_TOKEN/getMe",
+    "curl https://api.telegram.org/bot123456789:" + "A" * 35 + "/getMe",
 ]
 
 

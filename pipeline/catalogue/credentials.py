@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-# Well-known formats of live credentials; each needs a random-looking body to match.
+# Well-known formats of live credentials, each a prefix and a body of its length; a body that is
+# a placeholder (`hf_xxxx…`, `glpat-YOUR_TOKEN`) passes.
 KNOWN_FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("Stripe live key", re.compile(r"\b[spr]k_live_[0-9A-Za-z]{10,}")),
     ("Stripe test key", re.compile(r"\b[spr]k_test_[0-9A-Za-z]{16,}")),
@@ -30,6 +31,18 @@ KNOWN_FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("OpenAI-style secret key", re.compile(r"\bsk-(?:proj-|ant-|or-)?[0-9A-Za-z_-]{20,}")),
     ("private key", re.compile(r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----")),
     ("Twilio account credential", re.compile(r"\b(?:AC|SK)[0-9a-f]{32}\b")),
+    # Prefixed formats whose body may be letters alone (a Hugging Face token always is), which
+    # the random-token check, asking for a digit, lets pass.
+    ("Hugging Face token", re.compile(r"\b(?:hf_|api_org_)[0-9A-Za-z]{34}\b")),
+    ("GitLab token", re.compile(r"\bgl(?:pat|dt|ptt|rt|oas)-[0-9A-Za-z_-]{20,}")),
+    ("Groq API key", re.compile(r"\bgsk_[0-9A-Za-z]{52}\b")),
+    ("Replicate API token", re.compile(r"\br8_[0-9A-Za-z]{37}\b")),
+    ("Perplexity API key", re.compile(r"\bpplx-[0-9A-Za-z]{48}\b")),
+    ("xAI API key", re.compile(r"\bxai-[0-9A-Za-z]{80}\b")),
+    ("npm token", re.compile(r"\bnpm_[0-9A-Za-z]{36}\b")),
+    ("Linear API key", re.compile(r"\blin_api_[0-9A-Za-z]{40}\b")),
+    ("SendGrid API key", re.compile(r"\bSG\.[0-9A-Za-z_-]{22}\.[0-9A-Za-z_-]{43}(?![\w-])")),
+    ("Telegram bot token", re.compile(r"(?<![0-9])[0-9]{5,16}:A[0-9A-Za-z_-]{34}(?![\w-])")),
 )
 JWT = re.compile(r"\beyJ[0-9A-Za-z_-]{8,}\.(eyJ[0-9A-Za-z_-]{8,})\.[0-9A-Za-z_-]{8,}")
 TOKEN = re.compile(r"[0-9A-Za-z_-]{24,}")
