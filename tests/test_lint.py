@@ -572,3 +572,36 @@ def test_a_sample_on_the_port_of_its_base_url_passes(
 ) -> None:
     assert rules(write_entry, data_dir, baseUrl=base,
                  sampleRequest=f'curl -H "X-Api-Key: YOUR_API_KEY" "{url}"') == []
+
+
+BASIC = {"authType": "basic", "authExample": "Authorization: Basic <base64 of KEY_ID:SECRET>"}
+
+
+@pytest.mark.parametrize(("field", "text"), [
+    ("sampleRequest", f'curl -u YOUR_KEY_ID:hunter2 "{BASE}/forecast"'),
+    ("sampleRequest", f'curl --user "YOUR_KEY_ID:correct horse" "{BASE}/forecast"'),
+    ("sampleRequest", 'curl "https://YOUR_KEY_ID:hunter2@api.example.com/v1/forecast"'),
+    ("authExample", "-u YOUR_KEY_ID:hunter2"),
+    ("authExample", f'curl -u YOUR_KEY_ID:hunter2 "{BASE}/forecast"'),
+])
+def test_a_basic_auth_password_that_is_no_placeholder_is_refused(
+    field: str, text: str, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """A password as short and plain as `hunter2` is as live as a random one: the gate took it
+    for a credential only where it looked random."""
+    sample = {"sampleRequest": f'curl -u YOUR_KEY_ID:YOUR_SECRET "{BASE}/forecast"'}
+    lines = problem_lines(write_entry, data_dir, **BASIC | sample | {field: text})
+    assert len(lines) == 1 and "\n" not in lines[0]
+    assert f": entry example-weather: field {field}: looks like a real credential: a " in lines[0]
+    assert "password that is no placeholder (" in lines[0]
+    assert "hunter2" not in lines[0] and "correct horse" not in lines[0]
+
+
+@pytest.mark.parametrize("user", ["YOUR_KEY_ID:YOUR_SECRET", "YOUR_API_KEY:", "YOUR_API_KEY",
+                                  "user:password", "<key-id>:<secret>", "api:$API_SECRET",
+                                  "KEY_ID:SECRET"])
+def test_a_basic_auth_password_written_as_a_placeholder_passes(
+    user: str, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    assert rules(write_entry, data_dir,
+                 **BASIC | {"sampleRequest": f'curl -u "{user}" "{BASE}/forecast"'}) == []

@@ -18,6 +18,9 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
+
+from pipeline.catalogue.curl import CurlRequest, curl_request
 
 # Well-known formats of live credentials, each a prefix and a body of its length; a body that is
 # a placeholder (`hf_xxxx…`, `glpat-YOUR_TOKEN`) passes.
@@ -72,8 +75,9 @@ class Finding:
 
 
 def _excerpt(text: str) -> str:
-    """Enough of a match to find it, not enough to reuse it."""
-    return text[:8] + "…" if len(text) > 8 else text
+    """Enough of a match to find it, not enough to reuse it: at most 8 characters, and at most
+    half of a short one (a password)."""
+    return text[:min(8, len(text) // 2)] + "…"
 
 
 def entropy(text: str) -> float:
@@ -85,6 +89,18 @@ def entropy(text: str) -> float:
 def is_placeholder(token: str) -> bool:
     """Obvious stand-ins: words like YOUR_/EXAMPLE, or long runs of one character (xxxx, 0000)."""
     return bool(PLACEHOLDER_WORDS.search(token) or re.search(r"(.)\1{3,}", token))
+
+
+# How a password is written as a stand-in: an upper-case name (`SECRET`, `YOUR_API_SECRET`), a
+# name in brackets (`<password>`, `{secret}`), a shell variable, or a word naming what goes there.
+STAND_IN = re.compile(r"[A-Z]+(?:_[A-Z0-9]+)*|<[^<>]+>|\{[^{}]+\}|\$\{?\w+\}?"
+                      r"|(?i:(?:api[_-]?)?(?:password|passwd|pass|secret|token|key))")
+
+
+def is_stand_in(value: str) -> bool:
+    """Whether a password is written as a placeholder: one sent as written is no token to
+    measure, and a short plain word (`hunter2`) is as live as a random one."""
+    return not value or is_placeholder(value) or bool(STAND_IN.fullmatch(value))
 
 
 def looks_random(token: str) -> bool:
@@ -125,6 +141,28 @@ def random_tokens(text: str) -> Iterator[Finding]:
             yield Finding("high-entropy token", _excerpt(token))
 
 
+def _passwords(request: CurlRequest) -> Iterator[tuple[str, str]]:
+    """Each password a curl request sends, as (where, password): after `-u user:`, and after
+    a user name in a URL, which curl sends as basic auth too."""
+    if request.user is not None and ":" in request.user:
+        yield "-u", request.user.partition(":")[2]
+    for url in request.urls:
+        try:
+            password = urlsplit(url).password
+        except ValueError:  # lint says the URL does not split
+            password = None
+        if password is not None:
+            yield "URL", password
+
+
+def plain_passwords(text: str) -> Iterator[Finding]:
+    """Passwords a curl command (or curl options alone) sends that are no placeholder."""
+    request = curl_request(text)
+    for where, password in _passwords(request) if request is not None else ():
+        if not is_stand_in(password):
+            yield Finding(f"a {where} password that is no placeholder", _excerpt(password))
+
+
 def _secret_valued(document: Any, under_secret_key: bool = False) -> Iterator[str]:
     """String values of a JSON document that sit under a secret-sounding key."""
     if isinstance(document, dict):
@@ -143,6 +181,8 @@ def credential_findings(field: str, text: str) -> list[Finding]:
     findings = list(known_credentials(text))
     if field in TOKEN_FIELDS:
         findings.extend(random_tokens(text))
+    if field in ("authExample", "sampleRequest"):
+        findings.extend(plain_passwords(text))
     elif field == "sampleResponse":
         try:
             document = json.loads(text)

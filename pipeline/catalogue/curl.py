@@ -364,13 +364,28 @@ _HEADER_SPLIT = re.compile(r",\s*(?=[A-Za-z0-9-]+:\s)")
 _PARAMS = re.compile(r"\??[\w.-]+=[^\s&]*(?:&[\w.-]+=[^\s&]*)*")
 
 
+_CURL_OPTIONS = re.compile(r"--?[A-Za-z]")  # an authExample of curl options alone: `-u KEY:`
+
+
+def curl_request(text: str) -> CurlRequest | None:
+    """The request `text` makes where it is a curl command, or curl options alone (an
+    authExample's `-u KEY:`); None for other text, or text the shell cannot read."""
+    text = text.strip()
+    if not text.startswith("curl ") and not _CURL_OPTIONS.match(text):
+        return None
+    try:
+        words = read_shell(text).words
+    except ValueError:
+        return None
+    return parse_curl(words if words[:1] == ["curl"] else ["curl", *words])
+
+
 def credential_form(example: str) -> CredentialForm:
     """The form `example` (an entry's authExample) describes."""
     text = example.strip()
     if text.startswith("curl "):
-        try:
-            request = parse_curl(read_shell(text).words)
-        except ValueError:
+        request = curl_request(text)
+        if request is None:
             return CredentialForm(known=False)
         form = CredentialForm(basic=request.user is not None)
         for name, value in request.header_fields():
