@@ -605,3 +605,52 @@ def test_a_basic_auth_password_written_as_a_placeholder_passes(
 ) -> None:
     assert rules(write_entry, data_dir,
                  **BASIC | {"sampleRequest": f'curl -u "{user}" "{BASE}/forecast"'}) == []
+
+
+@pytest.mark.parametrize("sample", [
+    f"curl -b 'api_key=YOUR_API_KEY' \"{BASE}/forecast\"",
+    f"curl --cookie 'lang=en; session=YOUR_SESSION' \"{BASE}/forecast\"",
+    f"curl -H 'Cookie: PHPSESSID=YOUR_SESSION_ID' \"{BASE}/forecast\"",
+])
+def test_a_keyless_sample_sending_a_credential_cookie_fails(
+    sample: str, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """curl sends -b as a Cookie header: a session or key cookie is a credential, which the
+    lint read in neither."""
+    assert ("sample-request-auth", "sampleRequest") in rules(
+        write_entry, data_dir, sampleRequest=sample, **NO_AUTH)
+
+
+@pytest.mark.parametrize("sample", [
+    f"curl -H 'X-Api-Key: YOUR_API_KEY' -b 'session=hunter2' \"{BASE}/forecast\"",
+    f"curl -H 'X-Api-Key: YOUR_API_KEY' -H 'Cookie: api_key=cGxhaW4ga2V5' \"{BASE}/forecast\"",
+])
+def test_a_credential_cookie_that_is_no_placeholder_is_refused(
+    sample: str, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    lines = problem_lines(write_entry, data_dir, sampleRequest=sample)
+    assert any(": entry example-weather: field sampleRequest: looks like a real credential: "
+               "cookie '" in line and "that is no placeholder" in line for line in lines), lines
+    assert all("hunter2" not in line and "cGxhaW4ga2V5" not in line for line in lines)
+    assert credential_findings("authExample", "Cookie: session=hunter2")
+
+
+@pytest.mark.parametrize("changes", [
+    {"authExample": "Cookie: session=YOUR_SESSION",
+     "sampleRequest": f"curl -b 'session=YOUR_SESSION' \"{BASE}/forecast\""},
+    {"authExample": "-b session=YOUR_SESSION",
+     "sampleRequest": f"curl -H 'Cookie: session=YOUR_SESSION; lang=en' \"{BASE}/forecast\""},
+    {**NO_AUTH, "sampleRequest": f"curl -b 'lang=en' \"{BASE}/forecast\""},
+])
+def test_a_cookie_sent_where_auth_example_puts_it_passes(
+    changes: dict, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    assert rules(write_entry, data_dir, **changes) == []
+
+
+def test_a_sample_reading_its_cookies_from_a_file_fails(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """`-b` without `=` names a file curl reads cookies from: the sample does not show them."""
+    assert ("sample-request-curl", "sampleRequest") in rules(
+        write_entry, data_dir, sampleRequest=f"curl -b cookies.txt \"{BASE}/forecast\"")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from pipeline.catalogue.curl import CurlRequest, curl_request
+from pipeline.catalogue.curl import CurlRequest, curl_request, shown
 
 # Well-known formats of live credentials, each a prefix and a body of its length; a body that is
 # a placeholder (`hf_xxxx…`, `glpat-YOUR_TOKEN`) passes.
@@ -59,6 +59,13 @@ SECRET_KEYS = re.compile(
     r"credential|signature",
     re.I,
 )
+# Names that carry a credential, in a header, a cookie, or a query or form parameter; a cookie
+# may also hold a session (`session`, `PHPSESSID`, `connect.sid`).
+CREDENTIAL_HEADER = re.compile(r"auth|key$|token|secret|passphrase|password|signature")
+CREDENTIAL_PARAMS = frozenset({"key", "api_key", "apikey", "api-key", "access_token", "token",
+                               "appid", "app_id", "app_key", "auth", "auth_token",
+                               "client_secret", "secret", "password"})
+_SESSION_COOKIE = re.compile(r"sess|(?:^|[._-])sid$|jwt")
 # Fields where any long random-looking token is taken for a credential: the auth example, the
 # sample request, and the addresses the prober calls every night and the release publishes
 # (`baseUrl` and an endpoint's `path`, its query included).
@@ -97,9 +104,17 @@ STAND_IN = re.compile(r"[A-Z]+(?:_[A-Z0-9]+)*|<[^<>]+>|\{[^{}]+\}|\$\{?\w+\}?"
                       r"|(?i:(?:api[_-]?)?(?:password|passwd|pass|secret|token|key))")
 
 
+def credential_cookie(name: str) -> bool:
+    """Whether a cookie named `name` carries a credential: a session, or a key or token."""
+    name = name.lower()
+    return (name in CREDENTIAL_PARAMS or CREDENTIAL_HEADER.search(name) is not None
+            or _SESSION_COOKIE.search(name) is not None)
+
+
 def is_stand_in(value: str) -> bool:
-    """Whether a password is written as a placeholder: one sent as written is no token to
-    measure, and a short plain word (`hunter2`) is as live as a random one."""
+    """Whether a password or a credential cookie's value is written as a placeholder: one
+    sent as written is no token to measure, and a short plain word (`hunter2`) is as live as
+    a random one."""
     return not value or is_placeholder(value) or bool(STAND_IN.fullmatch(value))
 
 
@@ -155,12 +170,16 @@ def _passwords(request: CurlRequest) -> Iterator[tuple[str, str]]:
             yield "URL", password
 
 
-def plain_passwords(text: str) -> Iterator[Finding]:
-    """Passwords a curl command (or curl options alone) sends that are no placeholder."""
-    request = curl_request(text)
-    for where, password in _passwords(request) if request is not None else ():
+def plain_secrets(text: str) -> Iterator[Finding]:
+    """Passwords and credential cookies that are no placeholder, in a curl command, curl
+    options alone (`-u KEY:`) or a Cookie header (`Cookie: session=…`)."""
+    request = curl_request(text) or CurlRequest(headers=[text.strip()])
+    for where, password in _passwords(request):
         if not is_stand_in(password):
             yield Finding(f"a {where} password that is no placeholder", _excerpt(password))
+    for name, value in request.cookies():
+        if credential_cookie(name) and not is_stand_in(value):
+            yield Finding(f"cookie {shown(name, 40)} that is no placeholder", _excerpt(value))
 
 
 def _secret_valued(document: Any, under_secret_key: bool = False) -> Iterator[str]:
@@ -182,7 +201,7 @@ def credential_findings(field: str, text: str) -> list[Finding]:
     if field in TOKEN_FIELDS:
         findings.extend(random_tokens(text))
     if field in ("authExample", "sampleRequest"):
-        findings.extend(plain_passwords(text))
+        findings.extend(plain_secrets(text))
     elif field == "sampleResponse":
         try:
             document = json.loads(text)

@@ -5,7 +5,7 @@ can hold the sample to the rest of the entry without running it."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit
 
@@ -99,6 +99,16 @@ class CurlRequest:
         return [(name.strip().lower(), value.strip())
                 for name, _, value in (text.partition(":") for text in self.headers
                                        if HEADER.fullmatch(text))]
+
+    def cookies(self) -> list[tuple[str, str]]:
+        """Each cookie sent, from -b or a Cookie header, as (name, value)."""
+        return cookie_pairs(value for name, value in self.header_fields() if name == "cookie")
+
+
+def cookie_pairs(values: Iterable[str]) -> list[tuple[str, str]]:
+    """The cookies of Cookie header values (`a=1; b=2`), as (name, value)."""
+    return [(name.strip(), value.strip()) for text in values for pair in text.split(";")
+            for name, equals, value in [pair.partition("=")] if equals]
 
 
 def parse_curl(words: list[str]) -> CurlRequest:
@@ -233,11 +243,13 @@ def _read_argument(request: CurlRequest, name: str, argument: str) -> None:
               "environment, so the sample does not show what it sends: write them in it")
     elif (name in _FROM_FILE and argument.startswith("@")) or (
             name == "data-urlencode" and "@" in argument.partition("=")[0] and "=" not in
-            argument.partition("@")[0]):
+            argument.partition("@")[0]) or (name == "cookie" and "=" not in argument):
         _note(request.problems, f"'--{name} {shown(argument, 40)[1:-1]}' reads what it sends "
               "from a local file, so the sample does not show it: write it in the sample")
-    elif name in ("header", "user-agent"):
-        request.headers.append(argument if name == "header" else f"User-Agent: {argument}")
+    elif name in ("header", "user-agent", "cookie"):  # curl sends -A and -b as these headers
+        request.headers.append(argument if name == "header" else
+                               f"User-Agent: {argument}" if name == "user-agent" else
+                               f"Cookie: {argument}")
     elif name == "user":
         request.user = argument
     elif name == "oauth2-bearer":
@@ -354,6 +366,7 @@ class CredentialForm:
 
     headers: dict[str, str | None] = field(default_factory=dict)  # lower-case name → scheme
     params: set[str] = field(default_factory=set)
+    cookies: set[str] = field(default_factory=set)
     basic: bool = False
     known: bool = True  # False where the example is a URL or prose this reading cannot place
 
@@ -383,31 +396,37 @@ def curl_request(text: str) -> CurlRequest | None:
 def credential_form(example: str) -> CredentialForm:
     """The form `example` (an entry's authExample) describes."""
     text = example.strip()
-    if text.startswith("curl "):
+    if text.startswith("curl ") or _CURL_OPTIONS.match(text):
         request = curl_request(text)
         if request is None:
             return CredentialForm(known=False)
-        form = CredentialForm(basic=request.user is not None)
-        for name, value in request.header_fields():
-            form.headers[name] = credential_scheme(value)
+        form = _header_form(request.header_fields(), CredentialForm(basic=request.user is not None))
         for url in request.urls:
             form.params |= {name for name, _ in parse_qsl(urlsplit(url).query)}
         form.params |= set(request.fields)
         return form
-    if text.startswith(("-u ", "--user ")):
-        return CredentialForm(basic=True)
     if "://" in text:
         return CredentialForm(known=False)
     if _PARAMS.fullmatch(text):
         return CredentialForm(params={name for name, _ in parse_qsl(text.lstrip("?"))})
-    form = CredentialForm()
-    for part in _HEADER_SPLIT.split(text):
-        name, colon, value = part.partition(":")
-        if not colon or not HEADER.fullmatch(part.strip()):
-            return CredentialForm(known=False)
-        scheme = credential_scheme(value.strip())
-        form.headers[name.strip().lower()] = scheme
-        form.basic = form.basic or (scheme or "").lower() == "basic"
+    parts = [part.strip() for part in _HEADER_SPLIT.split(text)]
+    if not all(HEADER.fullmatch(part) for part in parts):
+        return CredentialForm(known=False)
+    form = _header_form([(name.strip().lower(), value.strip())
+                         for name, _, value in (part.partition(":") for part in parts)],
+                        CredentialForm())
+    form.basic = form.basic or "basic" in {(scheme or "").lower()
+                                           for scheme in form.headers.values()}
+    return form
+
+
+def _header_form(fields: list[tuple[str, str]], form: CredentialForm) -> CredentialForm:
+    """`form` with the credential headers `fields` name, a Cookie header's as cookies."""
+    for name, value in fields:
+        if name == "cookie":
+            form.cookies |= {cookie for cookie, _ in cookie_pairs([value])}
+        else:
+            form.headers[name] = credential_scheme(value)
     return form
 
 

@@ -8,7 +8,12 @@ import unicodedata
 from collections.abc import Iterator
 from urllib.parse import SplitResult, parse_qsl, urlsplit
 
-from pipeline.catalogue.credentials import credential_findings
+from pipeline.catalogue.credentials import (
+    CREDENTIAL_HEADER,
+    CREDENTIAL_PARAMS,
+    credential_cookie,
+    credential_findings,
+)
 from pipeline.catalogue.curl import (
     HEADER,
     CredentialForm,
@@ -211,20 +216,17 @@ def _sample_response_shape(entry: EntryContent, endpoints: list[Endpoint]) -> It
                f"a JSON {type(response).__name__}, not an object")
 
 
-# Names that carry a credential, in a header or a query or form parameter.
-_CREDENTIAL_HEADER = re.compile(r"auth|key$|token|secret|passphrase|password|signature")
-_CREDENTIAL_PARAMS = frozenset({"key", "api_key", "apikey", "api-key", "access_token", "token",
-                                "appid", "app_id", "app_key", "auth", "auth_token",
-                                "client_secret", "secret", "password"})
-
-
 def _sent_credentials(request: CurlRequest, url: SplitResult, form: CredentialForm,
                       ) -> Iterator[tuple[str, str, str]]:
-    """Each credential the request sends, as (kind, name, value): a header, basic auth (from
-    -u, or from a user name in the URL, which curl sends so), or a query or form parameter."""
+    """Each credential the request sends, as (kind, name, value): a header, a cookie (from -b
+    or a Cookie header), basic auth (from -u, or from a user name in the URL, which curl sends
+    so), or a query or form parameter."""
     for name, value in request.header_fields():
-        if name in form.headers or _CREDENTIAL_HEADER.search(name):
+        if name != "cookie" and (name in form.headers or CREDENTIAL_HEADER.search(name)):
             yield "header", name, value
+    for name, value in request.cookies():
+        if name in form.cookies or credential_cookie(name):
+            yield "cookie", name, value
     if request.user is not None:
         yield "basic", "-u", request.user
     elif "@" in url.netloc:
@@ -232,7 +234,7 @@ def _sent_credentials(request: CurlRequest, url: SplitResult, form: CredentialFo
     if request.bearer is not None:
         yield "header", "authorization", f"Bearer {request.bearer}"
     for name in [name for name, _ in parse_qsl(url.query, keep_blank_values=True)] + request.fields:
-        if name in form.params or name.lower() in _CREDENTIAL_PARAMS:
+        if name in form.params or name.lower() in CREDENTIAL_PARAMS:
             yield "parameter", name, ""
 
 
@@ -261,7 +263,8 @@ def _sample_credential(entry: EntryContent, request: CurlRequest, url: SplitResu
             yield (("sampleRequest",), "sample-request-auth",
                    f"sends {sent} as {shown(value.split(' ')[0], 40)} …, but authExample writes "
                    f"{expected!r} …")
-        elif kind == "parameter" and name not in form.params:
+        elif (kind == "cookie" and name not in form.cookies) or (
+                kind == "parameter" and name not in form.params):
             yield (("sampleRequest",), "sample-request-auth",
                    f"sends {sent}, but authExample puts the credential in {_where(form)}")
 
@@ -270,9 +273,10 @@ def _where(form: CredentialForm) -> str:
     """Where a credential form puts the credential, in words."""
     places = [f"header {name!r}" for name in form.headers]
     places += [f"parameter {name!r}" for name in sorted(form.params)]
+    places += [f"cookie {name!r}" for name in sorted(form.cookies)]
     if form.basic and not form.headers:
         places.append("basic auth")
-    return " and ".join(places) or "no header, parameter or basic auth"
+    return " and ".join(places) or "no header, parameter, cookie or basic auth"
 
 
 def _sample_response(entry: EntryContent) -> Iterator[Lint]:
