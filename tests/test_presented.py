@@ -51,3 +51,13 @@ def test_presenting_leaves_the_entry_as_it_was(sample: SampleRelease) -> None:
     before = orjson.dumps(api)
     presented_entry(api)
     assert orjson.dumps(api) == before
+
+
+def test_only_what_lacks_a_field_is_copied(sample: SampleRelease) -> None:
+    """A presented entry shares every part that holds its fields already with the entry it
+    was made from: presenting it again copies nothing."""
+    for line in dataset_lines(sample.folder / "api" / "apis.json"):
+        presented = presented_entry(orjson.loads(line))
+        again = presented_entry(presented)
+        assert again == presented
+        assert all(again[key] is value for key, value in presented.items())

@@ -437,9 +437,13 @@ def _no_uptime() -> dict[str, Any]:
 
 
 def presented_entry(api: Mapping[str, Any]) -> dict[str, Any]:
-    """An entry with every field of the contract present (null where unset), for templates."""
+    """An entry with every field of the contract present (null where unset), for templates;
+    it shares with `api` every part that holds its fields already (`with_defaults`)."""
     entry = with_defaults(api, APIEntry)
-    entry["uptime"] = entry["uptime"] or dict(_no_uptime())
+    if not entry["uptime"]:
+        if entry is api:
+            entry = dict(api)
+        entry["uptime"] = dict(_no_uptime())
     return entry
 
 

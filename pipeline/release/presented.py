@@ -51,21 +51,41 @@ def _fields(model: type[BaseModel]) -> tuple[tuple[str, Any, Any], ...]:
 
 
 def with_defaults(document: Mapping[str, Any], model: type[BaseModel]) -> dict[str, Any]:
-    """A copy of `document` (a dump of `model`) with every field of it present: the ones it
-    lacks at their defaults (null where unset), nested models and lists of them alike."""
-    filled = dict(document)
+    """`document` (a dump of `model`) with every field of it present: the ones it lacks at
+    their defaults (null where unset), nested models and lists of them alike.
+
+    Only what changes is copied: a dict or list that already holds every field is handed back
+    as it is (an entry's page reads its presented entry and never changes it), and `document`
+    itself is never changed."""
+    filled: dict[str, Any] | None = None  # the copy, made at the first field that changes
     for key, default, nested in _fields(model):
-        if key not in filled:
+        if key not in document:
             if default is not _REQUIRED:
+                if filled is None:
+                    filled = dict(document)
                 filled[key] = _copy(default)
             continue
-        value = filled[key]
+        value = document[key]
         if nested is None or value is None:
             continue
         inner, many = nested
-        filled[key] = ([with_defaults(item, inner) for item in value] if many
-                       else with_defaults(value, inner))
+        presented = _each_with_defaults(value, inner) if many else with_defaults(value, inner)
+        if presented is not value:
+            if filled is None:
+                filled = dict(document)
+            filled[key] = presented
+    if filled is None:
+        return document if type(document) is dict else dict(document)
     return filled
+
+
+def _each_with_defaults(items: list[Any], model: type[BaseModel]) -> list[Any]:
+    """A list of dumps of `model` with every field present (`with_defaults`): the list itself
+    when no item changed."""
+    presented = [with_defaults(item, model) for item in items]
+    if all(new is old for new, old in zip(presented, items, strict=True)):
+        return items
+    return presented
 
 
 def _copy(default: Any) -> Any:
