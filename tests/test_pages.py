@@ -1426,6 +1426,25 @@ def test_a_macro_is_balanced_by_construction_only_when_each_branch_is(body: str)
     assert ("m" in _proven(env, "t.html")) == (body in BALANCED_MACROS.values())
 
 
+def test_a_macro_drawn_by_its_function_is_the_macro_drawn(sample: SampleRelease) -> None:
+    """The nightly parts are drawn by the functions Jinja compiled their macros to, called with
+    every argument: the same text as the macros called by name."""
+    from jinja2 import DictLoader
+
+    nightly = pages.macros("_entry_nightly.html")
+    for entry_id in (LIVE_ID, ONLINE_ID, UNREACHABLE_ID, DEPRECATED_ID, BARE_ID):
+        api = pages.presented_entry(json.loads(page(sample, entry_document(entry_id)))["api"])
+        drawn = pages.page_macro("_entry_nightly.html", "status_section")(api, "", "../", None)
+        assert drawn == str(nightly.status_section(api, "", "../"))
+        assert pages.entry_badges(api) == pages.macros("_macros.html").entry_badges(api)
+    env = pages.DocumentEnvironment(loader=DictLoader({"t.html": (
+        "{% macro m(x) %}{{ caller() }}{% endmacro %}{% macro v() %}{{ varargs }}{% endmacro %}")}))
+    module = env.get_template("t.html").module
+    for name in ("m", "v"):
+        with pytest.raises(TypeError):
+            pages.macro_text(module, name)
+
+
 def test_an_entrys_days_reach_the_page_workers_equal_and_small() -> None:
     """The page workers are sent 30 days of figures for every entry: each day as its ordinal
     and three numbers in a plain tuple, pickled without a call of Python code on either side,

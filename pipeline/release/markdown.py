@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -37,6 +37,7 @@ from pipeline.release.pages import (
     TEMPLATES,
     DocumentEnvironment,
     PageError,
+    macro_text,
     shown_sample,
 )
 
@@ -237,13 +238,19 @@ def nightly_markdown_parts(api: Mapping[str, Any], meta: Mapping[str, Any],
                            successor_name: str | None = None) -> dict[str, str]:
     """The marked parts of an entry's Markdown, by the name of their marks, drawn as
     `render_entry_markdown` draws them."""
-    macros = environment().get_template("_entry_nightly.md").module
     return {
-        "status": macros.status_part(api, successor_name),
-        "score": macros.score_part(api),
-        "endpoints": macros.endpoints_part(api),
-        "release": macros.release_part(api, meta, entry_markdown(api["id"])),
+        "status": nightly_macro("status_part")(api, successor_name),
+        "score": nightly_macro("score_part")(api),
+        "endpoints": nightly_macro("endpoints_part")(api),
+        "release": nightly_macro("release_part")(api, meta, entry_markdown(api["id"])),
     }
+
+
+@cache
+def nightly_macro(name: str) -> Callable[..., str]:
+    """A macro of the Markdown's nightly parts as its text (`macro_text`), looked up once a
+    process."""
+    return macro_text(environment().get_template("_entry_nightly.md").module, name)
 
 
 def listing_files(meta: Mapping[str, Any], categories: Sequence[Mapping[str, Any]],
