@@ -1392,6 +1392,7 @@ BALANCED_MACROS = {
         "<ul>{% for i in xs %}<li>{{ i }}</li>{% else %}<li></li>{% endfor %}</ul>",
     "a proven macro": "<p>{{ inner(x) }}</p>",
     "a plain function": '<a href="{{ entry_page(x) }}">{{ x }}</a>',
+    "a proven part passed in": "<p>{{ badges }} {{ x }}</p>",
 }
 UNPROVEN_MACROS = {
     "a tag opened in a branch": "{% if y %}<div>{% endif %}<p></p>{% if y %}</div>{% endif %}",
@@ -1407,6 +1408,7 @@ UNPROVEN_MACROS = {
     "a block assigned": "{% set a %}<b>{% endset %}<p>{{ a }}</p>",
     "a link attribute in capitals": '<a HREF="{{ x }}">x</a>',
     "a macro not proven": "<p>{{ broken(x) }}</p>",
+    "a proven part passed in, in an attribute": '<p title="{{ badges }}">t</p>',
 }
 
 
@@ -1419,11 +1421,28 @@ def test_a_macro_is_balanced_by_construction_only_when_each_branch_is(body: str)
 
     source = ("{% macro inner(x) %}<b>{{ x }}</b>{% endmacro %}"
               "{% macro broken(x) %}<b>{{ x }}{% endmacro %}"
-              "{% macro m(x, y, xs) %}" + body + "{% endmacro %}")
+              "{% macro m(x, y, xs, badges) %}" + body + "{% endmacro %}")
     env = pages.DocumentEnvironment(loader=DictLoader({"t.html": source}), autoescape=True)
     env.filters.update(pages.SHARED_FILTERS)
     env.globals.update(entry_page=entry_page)
     assert ("m" in _proven(env, "t.html")) == (body in BALANCED_MACROS.values())
+
+
+def test_a_card_is_read_for_its_links_alone_as_its_tags_balance_by_construction(
+    sample: SampleRelease,
+) -> None:
+    """A category page's cards are drawn by a macro whose tags balance for any entry, given its
+    entry's badges: each card is read for its links alone, the very links its tags hold, also
+    when the entry's text looks like a link."""
+    assert entry_site.cards_proven()
+    api = json.loads(page(sample, entry_document(LIVE_ID)))["api"]
+    api.update(name='x" href="../nowhere.html', description="<a href='../nowhere.html'>y</a>",
+               tags=["src=../nowhere.html"])
+    presented = pages.presented_entry(api)
+    card = str(pages.card_html(presented, {api["category"]: "Label"},
+                               pages.entry_badges(presented)))
+    links = [f"../{entry_page(LIVE_ID)}", f"../{category_page(api['category'])}"]
+    assert pages.part_links(card) == pages._balanced_links(card) == links
 
 
 def test_a_macro_drawn_by_its_function_is_the_macro_drawn(sample: SampleRelease) -> None:

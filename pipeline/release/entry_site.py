@@ -15,7 +15,7 @@ import orjson
 from pipeline.processes import paused_garbage_collection
 from pipeline.release.files import Folders
 from pipeline.release.fragments import links_possible, proven_macros
-from pipeline.release.layout import entry_document, entry_markdown, entry_page
+from pipeline.release.layout import category_page, entry_document, entry_markdown, entry_page
 from pipeline.release.markdown import (
     listing,
     markdown_problems,
@@ -26,9 +26,11 @@ from pipeline.release.pages import (
     card_html,
     entry_badges,
     kept_key,
+    link_problems,
     may_splice,
     nightly_page_parts,
     page_problems,
+    part_links,
     presented_entry,
     render_entry_page,
     score_key,
@@ -116,9 +118,13 @@ def write_entry_site(
                 reused = True
             folders.create(page, html.encode())
             folders.create(markdown, text.encode())
+            card = card_html(api, labels, badges)
+            if cards_proven():  # else read in its category page, whole (`site.write_site`)
+                problems += link_problems(category_page(api["category"]), part_links(card),
+                                          release, root_path)
             summaries.append(
-                EntrySummary(api["category"], score_key(api), card_html(api, labels, badges),
-                             listing(api, successor), reused)
+                EntrySummary(api["category"], score_key(api), card, listing(api, successor),
+                             reused)
             )
     return summaries, problems
 
@@ -189,6 +195,13 @@ def proven_parts() -> frozenset[str]:
     """The nightly parts of a page whose macros balance for any entry (`fragments`)."""
     return frozenset(name for name, (template, macro) in NIGHTLY_PAGE_MACROS.items()
                      if macro in proven_macros(template))
+
+
+@cache
+def cards_proven() -> bool:
+    """Whether a category page's cards balance for any entry (`fragments`): each is then read
+    for its links alone, as it is drawn, and its page is checked without them."""
+    return "api_card" in proven_macros("_macros.html")
 
 
 def check_page(path: str, data: bytes) -> list[str]:

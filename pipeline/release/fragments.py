@@ -11,7 +11,11 @@ whole at each draw, as before.
 
 The values a macro prints must be text: the entry's (dicts, lists, strings and numbers
 from JSON), the results of the templates' own filters and functions; a call of a macro
-proven so; the trend chart (`|safe`), drawn from numbers alone and checked by its own tests.
+proven so, or its markup passed in (a card's badges); the trend chart (`|safe`), drawn from
+numbers alone and checked by its own tests.
+
+A category page's cards are drawn by a macro proven so: the page is checked without them, and
+each card is read for its links alone (`entry_site`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ _UNIT = "<!--\x02-->"
 _TEXT_FILTERS = frozenset(("lower", "upper", "length", "default", "string", "int", "join"))
 # Printed with `|safe`, checked by the tests of the code that draws it (`pages.trend_svg`).
 _CHECKED_ELSEWHERE = frozenset(("trend",))
+# Arguments that hold markup drawn by a macro proven here, printed as it is: a card's badges
+# (`pages.card_html` is given `pages.entry_badges`, whose macro its page's check proves).
+_PROVEN_ARGUMENTS = frozenset(("badges",))
 # Attributes that hold a link (`pages._LINK_NAMES`), as the templates spell them (and as
 # `links_possible` looks for them, without a loop: it reads every nightly part).
 LINK_ATTRIBUTES = ("href", "src", "data-source")
@@ -101,7 +108,9 @@ class _Template:
 
     def is_unit(self, child: nodes.Expr) -> bool:
         """Whether a printed expression is a part balanced on its own: the trend chart, or a
-        call of a proven macro with text arguments."""
+        call of a proven macro with text arguments, or an argument that holds such a part."""
+        if isinstance(child, nodes.Name):
+            return child.name in _PROVEN_ARGUMENTS
         if isinstance(child, nodes.Filter):
             return (child.name == "safe" and isinstance(child.node, nodes.Name)
                     and child.node.name in _CHECKED_ELSEWHERE)

@@ -805,16 +805,28 @@ def render_pages(
         ).encode(),
     }
     for category in common["categories"]:
-        path = category_page(category["id"])
-        shown = [card if isinstance(card, Markup) else Markup(card)
-                 for card in cards.get(category["id"], ())]
         # Each page is encoded as it is drawn: the text of every category page is never held.
-        pages[path] = env.get_template("category.html").render(
-            common, root="../", cards=shown, category=category, page=path,
-            markdown=category_markdown(category["id"]),
-        ).encode()
-        del shown
+        pages[category_page(category["id"])] = render_category_page(
+            common, category, cards.get(category["id"], ())).encode()
     return pages
+
+
+def render_category_page(common: Mapping[str, Any], category: Mapping[str, Any],
+                         cards: Sequence[str]) -> str:
+    """The page of one category, listing its `cards` (`card_html`)."""
+    path = category_page(category["id"])
+    shown = [card if isinstance(card, Markup) else Markup(card) for card in cards]
+    return environment().get_template("category.html").render(
+        common, root="../", cards=shown, category=category, page=path,
+        markdown=category_markdown(category["id"]),
+    )
+
+
+def category_outline(common: Mapping[str, Any], category: Mapping[str, Any],
+                     count: int) -> str:
+    """A category page of `count` cards with each card left empty: what its check reads when
+    its cards balance by construction (`fragments`), each read for its links alone."""
+    return render_category_page(common, category, [Markup()] * count)
 
 
 # --- the check before a release is written ---------------------------------------------------
@@ -944,6 +956,21 @@ def page_problems(path: str, html: str, release: Container[str], root_path: str 
     problems: list[str] = []
     if links is None:
         problems, links = _tag_walk(path, html)
+    return problems + link_problems(path, links, release, root_path)
+
+
+def part_links(part: str) -> list[str]:
+    """The link values of a part of a page whose tags balance by construction (`fragments`),
+    read from its tags without the walk that balances them."""
+    return _link_values([attributes for _, _, attributes in _TAG.findall(part)
+                         if "href" in attributes or "src" in attributes
+                         or "data-source" in attributes])
+
+
+def link_problems(path: str, links: Iterable[str], release: Container[str],
+                  root_path: str = "/") -> list[str]:
+    """The problems of the links of a page at `path` (`page_problems`)."""
+    problems: list[str] = []
     folder = posixpath.dirname(path)
     allowed_root = root_path if path == NOT_FOUND_PAGE else None
     for link in links:

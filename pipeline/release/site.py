@@ -22,6 +22,7 @@ from pipeline.processes import in_order, paused_garbage_collection, worker_count
 from pipeline.release.crawlers import check_sitemaps, crawler_files
 from pipeline.release.entry_site import (
     SiteContext,
+    cards_proven,
     check_page,
     use_context,
     write_entry_site,
@@ -44,6 +45,7 @@ from pipeline.release.markdown import check_markdown, listing_files
 from pipeline.release.pages import (
     PageError,
     asset_files,
+    category_outline,
     page_context,
     page_problems,
     release_line,
@@ -151,8 +153,13 @@ def write_site(staging: Path, base_url: str,
                    for category, members in cards.items()}
         del cards
         site = {**assets, **render_pages(context.common, ordered, root_path)}
-        del ordered
         pages = [(path, data) for path, data in site.items() if path.endswith(".html")]
+        if cards_proven():  # each card's links were read as it was drawn
+            outlines = {category_page(category["id"]): category_outline(
+                common, category, len(ordered[category["id"]])).encode()
+                for category in categories}
+            pages = [(path, outlines.get(path, data)) for path, data in pages]
+        del ordered
         if pool is None:
             checked = [check_page(path, data) for path, data in pages]
         else:
