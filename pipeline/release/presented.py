@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import cache
+from operator import is_
 from types import UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
 
@@ -50,42 +51,49 @@ def _fields(model: type[BaseModel]) -> tuple[tuple[str, Any, Any], ...]:
     return tuple(fields)
 
 
+@cache
+def _shape(model: type[BaseModel]) -> tuple[
+        frozenset[str], tuple[tuple[str, Any], ...], tuple[tuple[str, type[BaseModel], bool], ...]]:
+    """`model`'s fields as `with_defaults` reads them: every JSON name, the defaults in field
+    order, and the fields that hold a model (or a list of them)."""
+    fields = _fields(model)
+    return (frozenset(key for key, _, _ in fields),
+            tuple((key, default) for key, default, _ in fields if default is not _REQUIRED),
+            tuple((key, *nested) for key, _, nested in fields if nested is not None))
+
+
 def with_defaults(document: Mapping[str, Any], model: type[BaseModel]) -> dict[str, Any]:
     """`document` (a dump of `model`) with every field of it present: the ones it lacks at
     their defaults (null where unset), nested models and lists of them alike.
 
-    Only what changes is copied: a dict or list that already holds every field is handed back
-    as it is (an entry's page reads its presented entry and never changes it), and `document`
-    itself is never changed."""
+    Only what changes is copied, and only the fields that hold a model are looked into: a dict
+    or list that holds every field already is handed back as it is (an entry's page reads its
+    presented entry and never changes it), and `document` itself is never changed."""
+    names, defaults, nested = _shape(model)
     filled: dict[str, Any] | None = None  # the copy, made at the first field that changes
-    for key, default, nested in _fields(model):
-        if key not in document:
-            if default is not _REQUIRED:
-                if filled is None:
-                    filled = dict(document)
+    if not document.keys() >= names:
+        filled = dict(document)
+        for key, default in defaults:
+            if key not in filled:
                 filled[key] = _copy(default)
+    for key, inner, many in nested:
+        value = document.get(key)
+        if value is None:
             continue
-        value = document[key]
-        if nested is None or value is None:
-            continue
-        inner, many = nested
-        presented = _each_with_defaults(value, inner) if many else with_defaults(value, inner)
-        if presented is not value:
-            if filled is None:
-                filled = dict(document)
-            filled[key] = presented
+        if many:
+            presented: Any = [with_defaults(item, inner) for item in value]
+            if all(map(is_, presented, value)):
+                continue
+        else:
+            presented = with_defaults(value, inner)
+            if presented is value:
+                continue
+        if filled is None:
+            filled = dict(document)
+        filled[key] = presented
     if filled is None:
         return document if type(document) is dict else dict(document)
     return filled
-
-
-def _each_with_defaults(items: list[Any], model: type[BaseModel]) -> list[Any]:
-    """A list of dumps of `model` with every field present (`with_defaults`): the list itself
-    when no item changed."""
-    presented = [with_defaults(item, model) for item in items]
-    if all(new is old for new, old in zip(presented, items, strict=True)):
-        return items
-    return presented
 
 
 def _copy(default: Any) -> Any:
