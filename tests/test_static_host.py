@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import http.client
+import itertools
 import json
 import os
 import re
@@ -545,6 +546,33 @@ def test_a_304_carries_the_vary_of_its_200_and_a_412_none(hosts: tuple[Host, Hos
                 assert refused.status == 412, (host.name, path)
                 assert refused.header("Vary") is None, (host.name, path, extra)
     assert 0 < varied < len(paths) * 4
+
+
+# A file's time before 1970, as an archive or a copy may leave it: nginx writes it with a minus.
+BEFORE_1970 = -315_619_200  # 1960-01-01
+
+
+def test_a_304_names_the_vary_of_its_200_whatever_the_file_s_time(tmp_path: Path) -> None:
+    """nginx's ETag is `"<mtime hex>-<size hex>"`, and `"-<hex>-<size hex>"` for a file dated
+    before 1970: the site config read the size from the first form alone, so a 304 of such a
+    file named no Vary where its 200 named `Accept-Encoding` (and read the path up to a space)."""
+    release = tmp_path / "public"
+    (release / "api").mkdir(parents=True)
+    for name, modified in (("apis.json", BEFORE_1970), ("a b.json", None)):
+        document = release / "api" / name
+        document.write_text(json.dumps({"apis": ["x" * 600]}) + "\n")
+        if modified is not None:
+            os.utime(document, (modified, modified))
+    for runner in (run_nginx, run_serve):
+        with runner(release, tmp_path / runner.__name__) as base_url:
+            host = Host(runner.__name__, base_url, release)
+            for path, extra in itertools.product(("/api/apis.json", "/api/a%20b.json"),
+                                                 ({}, {"Accept_Encoding": "gzip"})):
+                whole = host.get(path, **extra)
+                again = host.get(path, If_None_Match=whole.header("ETag"), **extra)
+                assert again.status == 304, (host.name, path, whole.header("ETag"))
+                assert again.header("Vary") == whole.header("Vary") == "Accept-Encoding", (
+                    host.name, path, whole.header("ETag"), extra)
 
 
 def test_if_modified_since_answers_304_unless_the_file_is_newer(host: Host) -> None:
