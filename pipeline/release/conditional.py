@@ -5,7 +5,8 @@ The ETag is strong and comes from the file's bytes: the MD5 of its content in qu
 same bytes have the same tag on every machine and in every kept copy, and it is the ETag S3
 gives a file uploaded in one part. A gzip-compressed answer is another representation of the
 file, so it carries the weak form `W/"…"`, as nginx does; If-None-Match compares weakly, so
-either form revalidates.
+either form revalidates. A 304 names the strong form whatever the request takes, as nginx's
+does (its gzip filter looks at 200s alone), so both hosts answer a revalidation alike.
 """
 
 from __future__ import annotations

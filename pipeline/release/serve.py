@@ -292,10 +292,13 @@ def preview_app(folder: Path) -> web.Application:
                 return error_answer(412, "precondition failed", {
                     name: value for name, value in headers.items() if name != "Vary"})
             else:
-                headers.update(validators.headers(compressed))
                 if not_modified(request.headers.get("If-None-Match"),
                                 request.headers.get("If-Modified-Since"), validators):
-                    return web.Response(status=304, headers=without_content_type(headers))
+                    # the file's own, strong tag, as nginx names it: its gzip filter, which
+                    # weakens the tag of a compressed 200, never looks at a 304
+                    return web.Response(status=304, headers=without_content_type(
+                        {**headers, **validators.headers()}))
+                headers.update(validators.headers(compressed))
             if data is None:
                 data = handle.read()
             if status == 200 and not compressed:  # ranges are of the bytes as they are
