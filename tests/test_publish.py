@@ -23,11 +23,15 @@ from pipeline.release import search as search_module
 from pipeline.release import validate as validate_module
 from pipeline.release.hosting import (
     HEADERS_FILE,
+    HOST_RULE_LIMIT,
     IMMUTABLE_CACHE,
     NOT_FOUND_JSON,
     REDIRECTS_FILE,
     HeaderRule,
+    host_files,
     parse_headers_file,
+    release_header_rules,
+    render_headers_file,
 )
 from pipeline.release.layout import (
     CATEGORY_INDEX,
@@ -56,6 +60,7 @@ from pipeline.release.swap import side_folders, staging_folders, write_release
 from pipeline.release.validate import (
     MAX_PROBLEMS_PER_FILE,
     ReleaseValidationError,
+    host_file_problems,
     validate_release,
 )
 from pipeline.settings import Settings
@@ -317,6 +322,34 @@ def test_headers_make_immutable_only_the_kept_folders_and_assets_the_release_hol
     assert all(cache_controls(rules, f"/assets/{name}") == [] for name in assets)
     assert cache_controls(rules, f"/{kept[0]}/apis.json") == [IMMUTABLE_CACHE]
     assert validate_release(out, CATEGORIES) == []
+
+
+def test_every_kept_folder_stays_immutable_past_the_host_s_rule_limit(tmp_path: Path) -> None:
+    """Cloudflare Pages reads 100 rules of `_headers`: with one per kept folder, the oldest
+    went without their immutable rule past some 75 kept releases, where nginx keeps them all.
+    The folders of the days before the newest release's share a rule per span of days no
+    later release can take; nothing a later release could take is made immutable."""
+    out = tmp_path / "public"
+    newest = NOW.date()
+    kept = [f"2.0.0_{newest - timedelta(days=days):%Y%m%d}.{number}"
+            for days in range(1, 400) for number in (1, 2)]
+    kept += [f"2.0.0_{newest:%Y%m%d}.{number}" for number in (1, 2, 3)]
+    for folder in kept:
+        (out / RELEASES_DIR / folder).mkdir(parents=True)
+        (out / RELEASES_DIR / folder / "apis.json").write_text("{}\n")
+    for path, data in host_files("/").items():
+        (out / path).parent.mkdir(parents=True, exist_ok=True)
+        (out / path).write_bytes(data)
+    rules = list(release_header_rules(out))
+    (out / HEADERS_FILE).write_bytes(render_headers_file(rules))
+    assert len(rules) <= HOST_RULE_LIMIT
+    for folder in kept:
+        assert cache_controls(rules, f"/{RELEASES_DIR}/{folder}/apis.json") == [
+            IMMUTABLE_CACHE], folder
+    for upcoming in (f"2.0.0_{newest:%Y%m%d}.4", f"2.0.0_{newest + timedelta(days=1):%Y%m%d}.1",
+                     f"2.1.0_{newest:%Y%m%d}.1", f"2.0.0_{newest:%Y%m%d}.10"):
+        assert cache_controls(rules, f"/{RELEASES_DIR}/{upcoming}/apis.json") == [], upcoming
+    assert host_file_problems(out) == []
 
 
 def test_an_immutable_rule_for_what_the_release_does_not_hold_is_refused(

@@ -13,9 +13,11 @@ seen within five minutes and an unchanged document costs a 304.
 
 A `_headers` rule applies to the path asked for, whatever the answer: a rule for all of
 `/api/releases/*` would have such a host send a miss there (a release not yet published) as
-immutable, and a client keep the 404 for a year. So `_headers` names one immutable rule per
-kept release folder and per asset file the release holds (`release_header_rules`), and any
-other path there gets the host's own short, revalidated caching.
+immutable, and a client keep the 404 for a year. So `_headers` names immutable only what the
+release holds and no later release can take (`release_header_rules`): each asset file, each
+kept folder of the newest release's day, and the earlier days' folders by the shortest
+beginnings of their dates that no later day shares (`kept_folder_patterns`); any other path
+there gets the host's own short, revalidated caching.
 
 No two rules give one path the same header: Cloudflare Pages joins the values of such a
 header with a comma (two `max-age`s in one `Cache-Control`) while others keep one of them;
@@ -133,16 +135,55 @@ def _by_number(name: str) -> list[int | str]:
     return [int(part) if part.isdigit() else part for part in re.split(r"([0-9]+)", name)]
 
 
+# A kept release's folder: its version's interface and separator, the UTC day it was published
+# on and its number that day (`2.0.0_20261121.3`; `+` for a folder from before safe names).
+DATED_FOLDER = re.compile(r"(?P<stem>.+[_+])(?P<day>[0-9]{8})\.[0-9]+")
+
+
+def closed_beginning(day: str, newest: str) -> str | None:
+    """The shortest beginning of the date `day` (yyyymmdd) that no date from `newest` on
+    begins with (`202610` for 20261015 when the newest is 20261121), or None for `newest`
+    itself, whose next release takes the next number."""
+    return next((day[:length] for length in range(1, len(day) + 1)
+                 if day[:length] < newest[:length]), None)
+
+
+def kept_folder_patterns(names: Iterable[str]) -> list[str]:
+    """The URL patterns that make the kept release folders `names` immutable, newest first,
+    and nothing a later release could take.
+
+    A release is named by the UTC day it is published on, so no release can come to a day
+    before the newest folder's: the folders of those days take one pattern per closed
+    beginning of their dates (`/api/releases/2.0.0_202610*`: all of October 2026, whatever
+    of it is kept, pruned or never published), the newest day's one per folder
+    (`/api/releases/2.0.0_20261121.3/*`), as does a folder not named by a release. A year
+    of nightly releases takes fewer than ten patterns, not 365. Each has one `*`, which
+    Cloudflare Pages and Netlify both take inside a name, matching across slashes. A name a
+    pattern could not hold as it is gets none: its files are revalidated, never kept wrongly."""
+    safe = sorted((name for name in names if PATTERN_SAFE_NAME.fullmatch(name)),
+                  key=_by_number, reverse=True)
+    dated = {name: match for name in safe if (match := DATED_FOLDER.fullmatch(name))}
+    newest = max((match["day"] for match in dated.values()), default="")
+    spans = {f"{match['stem']}{beginning}" for match in dated.values()
+             if (beginning := closed_beginning(match["day"], newest)) is not None}
+    patterns: list[str] = []
+    for name in safe:
+        span = next((span for span in spans if name.startswith(span)), None)
+        pattern = f"/{RELEASES_DIR}/{name}/*" if span is None else f"/{RELEASES_DIR}/{span}*"
+        if pattern not in patterns:
+            patterns.append(pattern)
+    return patterns
+
+
 def immutable_patterns(release: Path) -> list[str]:
     """The URL patterns of what never changes in the release at `release`: one per asset file
-    (`/assets/<name>`), then one per kept release folder (`/api/releases/<folder>/*`, a
+    (`/assets/<name>`), then those of its kept release folders (`kept_folder_patterns`, a
     published folder never changing), newest first. A name a pattern could not hold as it is
     gets none: its files are revalidated, never kept wrongly."""
     assets = sorted(path.name for path in _listed(release / ASSETS_DIR) if path.is_file())
-    kept = sorted((path.name for path in _listed(release / RELEASES_DIR) if path.is_dir()),
-                  key=_by_number, reverse=True)
+    kept = (path.name for path in _listed(release / RELEASES_DIR) if path.is_dir())
     return [*(f"/{ASSETS_DIR}/{name}" for name in assets if PATTERN_SAFE_NAME.fullmatch(name)),
-            *(f"/{RELEASES_DIR}/{name}/*" for name in kept if PATTERN_SAFE_NAME.fullmatch(name))]
+            *kept_folder_patterns(kept)]
 
 
 def _listed(folder: Path) -> list[Path]:
@@ -156,8 +197,9 @@ def release_header_rules(release: Path) -> tuple[HeaderRule, ...]:
     """The rules of the release at `release`: those of every release, and a year-long
     immutable `Cache-Control` for each of its asset files and kept release folders and nothing
     else, so a path there that is not yet published gets no year-long 404. At 100,000 entries
-    as at ten, a rule per folder, not per file; past the host's limit the oldest folders go
-    without (revalidated rather than cached for the year)."""
+    as at ten, a rule per folder or span of days, not per file; past the host's limit (more
+    releases on the newest day than it has room for) the oldest go without (revalidated
+    rather than cached for the year)."""
     room = HOST_RULE_LIMIT - len(HEADER_RULES)
     return (*HEADER_RULES,
             *(HeaderRule(pattern, (("Cache-Control", IMMUTABLE_CACHE),))
