@@ -204,7 +204,8 @@ class Settings(BaseSettings):
     probe_host_budget: float = Field(
         default=120.0, ge=0, le=DAY, allow_inf_nan=False,
         description="Seconds one host's transient failures may cost a run (their attempts "
-        "and the Retry-After waits they ask for) before it is given up (0: no budget).")
+        "and the waits before the host's next attempt: backoff, Retry-After) before it is "
+        "given up (0: no budget).")
     probe_allow_private: bool = Field(
         default=False,
         description="Turn the network guard off (local testing only): private addresses allowed.",

@@ -409,6 +409,46 @@ async def test_a_probe_held_off_by_its_host_ends_once_the_host_is_given_up() -> 
         ("unreachable", "read_timeout", 1), ("online", "server_error", 1)]
 
 
+async def test_the_backoff_before_a_retry_counts_towards_its_host_s_budget() -> None:
+    """The wait before a retry is what the host's failures cost, a backoff as a Retry-After:
+    with the attempts costing nothing (a clock that stands still), a 503 whose backoff is
+    longer than the budget spends it, and neither its retry nor the host's other targets are
+    sent."""
+    server = await FakeServer().start()
+    settings = replace(FAST, max_attempts=3, per_host_concurrency=1, backoff_base=0.02,
+                       host_failures_in_a_row=0, host_failure_budget=0.005)
+    try:
+        async with Prober(settings, clock=lambda: 0.0) as prober:
+            results = [await prober.probe(server.url(f"/unavailable?i={i}")) for i in range(4)]
+    finally:
+        await server.close()
+    assert server.hits["/unavailable"] == 1
+    assert (results[0].outcome, results[0].http_status, results[0].attempts) == (
+        "online", 503, 1)
+    assert {r.not_probed for r in results[1:]} == {
+        "not probed this run: its host's failures took 0.005 s"}
+
+
+async def test_a_probe_backing_off_ends_once_its_host_is_given_up() -> None:
+    """One probe of a host backs off before its retry (a backoff of ten minutes and more)
+    when another, hanging, is the host's last failure allowed: the backing-off probe is woken
+    and ends with the answer it had, nothing more sent, as one held off by a Retry-After is
+    (the run's own timeout, far above the hang and far below the backoff, tells them
+    apart)."""
+    server = await FakeServer(routes={"/hang": _hanging}).start()
+    settings = replace(FAST, per_host_concurrency=2, total_timeout=0.3, max_attempts=2,
+                       backoff_base=1200, host_failures_in_a_row=2, host_failure_budget=0)
+    try:
+        async with asyncio.timeout(60):
+            results = await probe_all([ProbeTarget(server.url("/hang")),
+                                       ProbeTarget(server.url("/unavailable"))], settings)
+    finally:
+        await server.close()
+    assert (server.hits["/hang"], server.hits["/unavailable"]) == (1, 1)
+    assert [(r.outcome, r.reason or r.error_class, r.attempts) for r in results] == [
+        ("unreachable", "read_timeout", 1), ("online", "server_error", 1)]
+
+
 async def test_a_target_redirected_to_a_host_given_up_says_which_host() -> None:
     """A URL of a healthy host redirecting to one given up on is not probed further, and
     its note names the host it redirects to, not its own, which did answer."""

@@ -105,8 +105,8 @@ class ProbeSettings:
     # A host is given up on for the rest of the run (its targets left unchecked, nothing sent)
     # once this many of its requests in a row failed transiently (a timeout, a reset, a 5xx or
     # a 429: what is retried), or once such failures cost this many seconds (their attempts
-    # and the Retry-After waits they asked for): one host that hangs or holds us off must not
-    # make the night last hours. 0: no such limit.
+    # and the waits before the host's next attempt: backoff, Retry-After): one host that hangs
+    # or holds us off must not make the night last hours. 0: no such limit.
     host_failures_in_a_row: int = 10
     host_failure_budget: float = 120.0
 
@@ -663,8 +663,8 @@ class _HostTurn:
         self.woken: asyncio.Future[None] | None = None  # ends its next probe's wait to start
 
     def give_up(self, reason: str) -> None:
-        """Give the host up for the run: the probe waiting for its start (a Retry-After hold
-        may have minutes to run) is woken to end at once, and those behind it with it."""
+        """Give the host up for the run: the probe waiting for its start (a Retry-After or a
+        backoff may have minutes to run) is woken to end at once, and those behind it too."""
         self.given_up = reason
         if self.woken is not None and not self.woken.done():
             self.woken.set_result(None)
@@ -917,8 +917,8 @@ class Prober:
                 turn.semaphore.release()
 
     def _hold_off(self, host: str, seconds: float) -> float:
-        """Keep every probe of `host` away for `seconds` (Retry-After applies to the host);
-        returns the seconds this adds to the host's wait (a hold already running counts once)."""
+        """Keep every probe of `host` away for `seconds` (`_wait_before_next_attempt`); returns
+        the seconds this adds to the host's wait (a hold already running counts once)."""
         turn = self._hosts.get(host)
         if turn is None:
             return 0.0
@@ -926,6 +926,24 @@ class Prober:
         added = max(0.0, now + seconds - max(turn.next_start, now))
         turn.next_start = max(turn.next_start, now + seconds)
         return added
+
+    def _wait_before_next_attempt(
+        self, host: str, attempt: _Attempt, attempts: int, ends: bool
+    ) -> float:
+        """Hold `host` off before its next attempt, for the Retry-After it asked for (whether
+        or not this probe tries again: it applies to the host), else, when this probe tries
+        again, for a jittered exponential backoff. Both are the host's next start, so a probe
+        waiting one out is woken once the host is given up, and both count towards the host's
+        budget; returns the seconds added to the host's wait."""
+        settings = self.settings
+        if attempt.retry_after is not None:
+            seconds = min(attempt.retry_after, settings.retry_after_cap)
+        elif ends:
+            return 0.0
+        else:
+            step = settings.backoff_base * 2 ** (attempts - 1)
+            seconds = step / 2 + random.uniform(0, step / 2)
+        return self._hold_off(host, seconds)
 
     def _count(self, host: str, transient: bool, lost: float) -> None:
         """Count an attempt of `host`: a `transient` failure (timeout, reset, 5xx, 429) adds to
@@ -1001,21 +1019,16 @@ class Prober:
                 return not_probed(url, f"not probed this run: {attempt.given_up}")
             attempts += 1
             host = target_host(attempt.final_url) if attempt.final_url else ""
-            lost = self._seconds_taken(attempt) if attempt.retryable else 0.0
             ends = not attempt.retryable or attempts >= settings.max_attempts
             if attempt.retry_after is not None:
-                # Enforced through the host's next start, so it holds for every probe of it,
-                # whether or not this one tries again; asked to wait longer than we will: never
-                # come back early, stop here.
+                # Asked to wait longer than we will: never come back early, stop here.
                 ends = ends or attempt.retry_after > settings.retry_after_cap
-                lost += self._hold_off(host, min(attempt.retry_after, settings.retry_after_cap))
+            lost = self._seconds_taken(attempt) if attempt.retryable else 0.0
+            lost += self._wait_before_next_attempt(host, attempt, attempts, ends)
             self._count(host, attempt.retryable, lost)
             if ends:
                 return attempt.result(url, attempts)
-            if attempt.retry_after is None:
-                step = settings.backoff_base * 2 ** (attempts - 1)
-                await asyncio.sleep(step / 2 + random.uniform(0, step / 2))
-            last = attempt
+            last = attempt  # the wait is the next attempt's, for its host's turn
 
     async def _attempt(self, url_text: str) -> _Attempt:
         settings = self.settings
