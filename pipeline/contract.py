@@ -495,7 +495,10 @@ class EndpointStatus(ContractModel):
                              "placeholder credential (YOUR_API_KEY)', 'same URL as GET "
                              "/forecast', 'base address is per account (YOUR_PROJECT_REF)' or, "
                              "for a run that gave its host up, 'not probed this run: its host "
-                             "failed 10 times in a row'.")
+                             "failed 10 times in a row'. Beside an answer that is a redirect: "
+                             "why the run did not follow it, e.g. 'its redirect to "
+                             "api.example.com was not followed this run: that host failed 10 "
+                             "times in a row'.")
     failure: FailureClass | None = Field(
         default=None, description="Set when it failed in the run (seen twice: a second look "
         "at the end of the run confirms a failure, unless confirmation is off): dead (404/410 "

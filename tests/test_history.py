@@ -188,6 +188,33 @@ def test_targets_of_a_host_given_up_on_are_no_probes_and_keep_the_last_evidence(
     assert session.get(EndpointRow, current.endpoint_id).probe_note is None
 
 
+def test_a_probe_whose_redirect_was_not_followed_is_stored_and_its_endpoint_says_why(
+        session) -> None:
+    """A target whose own host answered with a redirect to a host the run gave up on is a
+    probe (the answer stands: online, the redirect's status), stored and counted as one, and
+    its endpoint's published status carries the note saying why the redirect was not
+    followed; the next run's plan clears it."""
+    from pipeline.store.history import entry_endpoint_statuses, span_endpoints
+
+    run = start_run(session, "nightly")
+    forecast, current = plan_targets(session)[:2]
+    note = ("its redirect to www.example.com was not followed this run: that host failed 10 "
+            "times in a row")
+    redirected = replace(result(current.url, "online", 302, endpoint=current.endpoint_id),
+                         reason="redirect", error=note, note=note)
+    assert record_probes(session, run, [
+        result(forecast.url, "live", 200, endpoint=forecast.endpoint_id), redirected]) == 2
+    assert session.exec(select(func.count()).select_from(ProbeRow)).one() == 2
+    statuses = entry_endpoint_statuses(span_endpoints(session).active["example-weather"],
+                                       latest_probes(session)["example-weather"])
+    assert statuses[0]["note"] is None
+    assert EndpointStatus.model_validate(statuses[3]) == EndpointStatus(
+        state="online", http_status=302, response_time_ms=100, checked_at=T0,
+        reason="redirect", note=note)
+    plan_targets(session)  # the next run's plan clears the note
+    assert session.get(EndpointRow, current.endpoint_id).probe_note is None
+
+
 def test_a_run_read_back_counts_the_targets_it_did_not_probe_as_when_it_ran(session) -> None:
     """A stage run again after its probes were stored reads them back rather than probing
     again: the targets of a host given up on, which store no row, are counted as they were

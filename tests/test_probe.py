@@ -449,23 +449,52 @@ async def test_a_probe_backing_off_ends_once_its_host_is_given_up() -> None:
         ("unreachable", "read_timeout", 1), ("online", "server_error", 1)]
 
 
-async def test_a_target_redirected_to_a_host_given_up_says_which_host() -> None:
-    """A URL of a healthy host redirecting to one given up on is not probed further, and
-    its note names the host it redirects to, not its own, which did answer."""
+async def test_a_target_redirected_to_a_host_given_up_is_the_answer_of_its_own_host() -> None:
+    """A URL of a healthy host redirecting to one given up on was asked, and answered: it is a
+    probe of that answer, the redirect (`online`, no failure), ending on the URL asked, with
+    nothing sent to the host given up on; its note says the redirect was not followed and
+    names the host it leads to, not its own."""
     hosts = ("127.0.0.1", "127.0.0.2")
     server = await FakeServer(hosts=hosts).start()
     settings = replace(FAST, max_attempts=1, host_failures_in_a_row=1, host_failure_budget=0)
     failing = server.url("/unavailable", hosts[1])
+    redirecting = server.url(f"/redirect?to={quote(failing)}")
     try:
         async with Prober(settings) as prober:
             first = await prober.probe(failing)
-            redirected = await prober.probe(server.url(f"/redirect?to={quote(failing)}"))
+            redirected = await prober.probe(redirecting)
     finally:
         await server.close()
     assert (first.outcome, first.http_status) == ("online", 503)
-    assert redirected.outcome == "unchecked"
-    assert redirected.not_probed == ("not probed this run: it redirects to 127.0.0.2, and that "
-                                     "host failed 1 time in a row")
+    assert (server.hits["/redirect"], server.hits["/unavailable"]) == (1, 1)
+    assert (redirected.outcome, redirected.http_status, redirected.reason, redirected.attempts,
+            redirected.redirects, redirected.not_probed) == (
+        "online", 302, "redirect", 1, 0, None)
+    assert redirected.final_url.startswith(server.url("/redirect?to="))  # yarl's spelling
+    assert redirected_to(redirected.url, redirected.final_url, redirected.redirects) is None
+    assert redirected.total_ms is not None
+    assert not is_failure(redirected)
+    assert redirected.note == ("its redirect to 127.0.0.2 was not followed this run: that "
+                               "host failed 1 time in a row")
+    assert redirected.error == redirected.note
+
+
+async def test_a_retry_or_second_look_cut_short_at_a_redirect_leaves_the_failure_seen() -> None:
+    """A URL redirecting to a host that fails, and is given up on by that failure: its retry
+    and its second look stop at the redirect, and neither replaces the failure it retried or
+    confirmed (a redirect not followed is no answer of the API): the one look decides."""
+    hosts = ("127.0.0.1", "127.0.0.2")
+    server = await FakeServer(hosts=hosts).start()
+    settings = replace(FAST, max_attempts=2, confirm_failures=True, host_failures_in_a_row=1,
+                       host_failure_budget=0)
+    redirecting = server.url(f"/redirect?to={quote(server.url('/unavailable', hosts[1]))}")
+    try:
+        results = await probe_all([ProbeTarget(redirecting, "example-weather", 1)], settings)
+    finally:
+        await server.close()
+    assert (server.hits["/redirect"], server.hits["/unavailable"]) == (3, 1)
+    assert [(r.outcome, r.http_status, r.attempts, r.confirmation, r.failure_class, r.note)
+            for r in results] == [("online", 503, 1, False, "transient", None)]
 
 
 # --- redirects ------------------------------------------------------------------------------

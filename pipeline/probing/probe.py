@@ -152,6 +152,10 @@ class ProbeResult:
     # `unchecked` and nothing was sent. Never stored as a probe, so the target's status, uptime
     # and latency keep the evidence of the runs that did probe it.
     not_probed: str | None = None
+    # Not stored with the probe: what the run left undone of a target it did probe (the
+    # redirect its URL answered with, not followed: that host was given up on). Noted on its
+    # endpoint, whose published status shows it beside this probe's answer.
+    note: str | None = None
 
 
 FailureClass = Literal["dead", "blocked", "transient", "tls"]
@@ -595,6 +599,7 @@ class _Attempt:
     first_status: int | None = None  # the first hop's status
     landed_on_page: bool = False  # redirected to an HTML page at another path
     given_up: str | None = None  # not sent: the host of its hop was given up on (why)
+    note: str | None = None  # a redirect not followed: its target's host was given up on
     began: float | None = None  # when its first request had its turn (the prober's clock)
 
     def result(self, url: str, attempts: int) -> ProbeResult:
@@ -638,6 +643,7 @@ class _Attempt:
             tls_version=self.hops[-1].tls_version if self.hops else None,
             cert_expires_at=self.hops[-1].cert_expires_at if self.hops else None,
             page_redirect_status=self.first_status if self.landed_on_page else None,
+            note=self.note,
         )
 
 
@@ -1013,9 +1019,9 @@ class Prober:
         last: _Attempt | None = None
         while True:
             attempt = await self._attempt(url)
-            if attempt.given_up is not None:  # nothing sent: what was, if anything, stands
-                if last is not None:
-                    return last.result(url, attempts)
+            if last is not None and (attempt.given_up or attempt.note):
+                return last.result(url, attempts)  # a retry cut short: what it retried stands
+            if attempt.given_up is not None:  # nothing sent
                 return not_probed(url, f"not probed this run: {attempt.given_up}")
             attempts += 1
             host = target_host(attempt.final_url) if attempt.final_url else ""
@@ -1044,6 +1050,7 @@ class Prober:
             attempt.error = redact_userinfo(f"not a valid URL: {exc}")[:_MESSAGE_LIMIT]
             return attempt
         visited = {url}
+        asked = url  # the URL whose answer led to the hop being made, on a later hop
         deadline: float | None = None  # one deadline per attempt, across all its hops
         while True:
             hop = _Hop()
@@ -1067,10 +1074,10 @@ class Prober:
             except asyncio.CancelledError:
                 raise
             except HostGivenUp as given_up:
-                attempt.given_up = str(given_up) if attempt.redirects == 0 else (
-                    f"it redirects to {host}, and "
-                    + str(given_up).replace("its host", "that host", 1))
-                return attempt
+                if attempt.redirects == 0:
+                    attempt.given_up = str(given_up)
+                    return attempt
+                return _redirect_not_followed(attempt, asked, host, str(given_up))
             except Exception as exc:  # every failure becomes a result, none aborts the run
                 attempt.error_class = classify_error(exc, hop.phase)
                 attempt.error = _message(exc)
@@ -1109,7 +1116,7 @@ class Prober:
                         return attempt
                     visited.add(target)
                     attempt.redirects += 1
-                    url = target
+                    asked, url = url, target
                     continue
             attempt.reason = http_reason(status, headers)
             attempt.landed_on_page = (status == 200 and attempt.redirects > 0
@@ -1172,6 +1179,21 @@ def redirect_target(url: URL, location: str) -> URL | None:
     if target.scheme in ALLOWED_SCHEMES and unusable(target) is not None:
         return None
     return target
+
+
+def _redirect_not_followed(attempt: _Attempt, answered: URL, host: str, why: str) -> _Attempt:
+    """`attempt` ended on the redirect `answered` sent, whose target's `host` was given up on
+    (`why`): as any redirect not followed, that answer stands (`redirect`) with the URL
+    requested last as the final one, and its note says what the run left undone. The URL's own
+    host did answer: it is a probe, not a target left unprobed."""
+    attempt.hops.pop()  # the hop to the host given up on was never sent
+    attempt.redirects -= 1
+    attempt.final_url = str(answered)
+    attempt.reason = "redirect"
+    attempt.note = (f"its redirect to {host} was not followed this run: "
+                    + why.replace("its host", "that host", 1))
+    attempt.error = attempt.note[:_MESSAGE_LIMIT]
+    return attempt
 
 
 # A host name as DNS and RFC 3986 write one (yarl has the rest of a URL percent-encoded).
@@ -1306,8 +1328,9 @@ async def _probe_all(
 
     async def run(prober: Prober, url: str, indexes: list[int], again: bool = False) -> None:
         probed = await prober.probe(url)
-        if again and probed.not_probed is not None:
-            # No second look after all (its host was given up on): the first look decides.
+        if again and (probed.not_probed is not None or probed.note is not None):
+            # No second look after all (its host, or its redirect's, was given up on): the
+            # first look decides.
             for index in indexes:
                 first_look = results[index]
                 if first_look is not None:

@@ -259,11 +259,12 @@ def add_probes(session: Session, run_id: int, results: Iterable[ProbeResult]) ->
 
     A target not probed (its host given up on) is no probe and adds no row, so its entry keeps
     the status, uptime and latency of the runs that probed it; its endpoint is noted with the
-    reason, which its status shows should the entry's latest run be this one.
+    reason, which its status shows should the entry's latest run be this one. A probe whose
+    redirect was not followed (that host given up on) is stored, and its endpoint noted why.
     """
     results = list(results)
     stored = [r for r in results if r.entry_id is not None and r.not_probed is None]
-    _note_not_probed(session, [r for r in results if r.not_probed is not None])
+    _note_endpoints(session, [r for r in results if (r.not_probed or r.note) is not None])
     if stored:
         columns = ("run_id", *PROBE_COLUMNS)
         insert_rows(session, ProbeRow.__table__,
@@ -274,10 +275,11 @@ def add_probes(session: Session, run_id: int, results: Iterable[ProbeResult]) ->
     return ProbeTally.of(results)
 
 
-def _note_not_probed(session: Session, results: Sequence[ProbeResult]) -> None:
-    """Note on each endpoint among `results` why the run did not probe it (its next planned
-    run clears the note: `plan_targets`)."""
-    notes = [{"endpoint_id": r.endpoint_id, "note": r.not_probed}
+def _note_endpoints(session: Session, results: Sequence[ProbeResult]) -> None:
+    """Note on each endpoint among `results` why the run did not probe it, or what it left
+    undone of its probe (`ProbeResult.note`); its next planned run clears the note
+    (`plan_targets`)."""
+    notes = [{"endpoint_id": r.endpoint_id, "note": r.not_probed or r.note}
              for r in results if r.endpoint_id is not None]
     if notes:
         session.execute(update(EndpointRow.__table__)
@@ -410,8 +412,9 @@ def latest_statuses(
 
 class ActiveEndpoint(NamedTuple):
     """An active endpoint as its status is judged: its id, position, and why its latest planned
-    run did not probe it. Its method and path (why one would not, before any run planned it)
-    are read apart, for the few entries that need them (`endpoint_calls`)."""
+    run did not probe it (or what it left undone of its probe). Its method and path (why one
+    would not, before any run planned it) are read apart, for the few entries that need them
+    (`endpoint_calls`)."""
 
     id: int
     position: int
@@ -481,7 +484,9 @@ def entry_endpoint_statuses(
     """One entry's endpoints' own statuses, by position: from its probe of each in its latest
     trusted run (`probes`), else unchecked with the reason the endpoint is not probed: the one
     noted when a run planned it, or, where no run did (a new store, probing off, an endpoint
-    added since), the prober's own (`reasons`, `unprobed_reasons`). Each in its JSON form as
+    added since), the prober's own (`reasons`, `unprobed_reasons`); a probe that ended on a
+    redirect with a note beside it (`ProbeResult.note`: not followed, that host given up on)
+    shows the note. Each in its JSON form as
     published (fields in `EndpointStatus`' order), built without a model for each (some
     300,000 a night at 100k entries), its time written by `time_text`; the release is
     checked where it is published."""
@@ -501,7 +506,8 @@ def entry_endpoint_statuses(
             "httpStatus": probe.http_status,
             "responseTimeMs": None if probe.total_ms is None else round(probe.total_ms),
             "checkedAt": time_text(probe.checked_at), "reason": probe.reason or probe.error_class,
-            "note": None, "failure": probe.failure_class}
+            "note": endpoint.probe_note if probe.reason == "redirect" else None,
+            "failure": probe.failure_class}
     return statuses
 
 

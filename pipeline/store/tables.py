@@ -172,7 +172,9 @@ class EndpointRow(SQLModel, table=True):
     description: str | None = None
     position: int = 0
     active: bool = True
-    probe_note: str | None = None  # why the prober does not call it, e.g. "method is POST"
+    # Why the prober does not call it, e.g. "method is POST" (or why the redirect its latest
+    # probe answered was not followed: that host given up on)
+    probe_note: str | None = None
 
 
 class PipelineRun(SQLModel, table=True):
