@@ -199,8 +199,9 @@ class Settings(BaseSettings):
     probe_host_failures: int = Field(
         default=10, ge=0,
         description="Requests to one host in a row failing transiently (timeout, reset, 5xx, "
-        "429) before the host is given up for the run: its targets not yet probed are not, "
-        "and keep their last status (0: never).")
+        "429; each attempt of a URL, retries too, counted at the host it ended on: a redirect "
+        "followed is no part of the row) before the host is given up for the run: its "
+        "targets not yet probed are not, and keep their last status (0: never).")
     probe_host_budget: float = Field(
         default=120.0, ge=0, le=DAY, allow_inf_nan=False,
         description="Seconds one host's transient failures may cost a run (their attempts "

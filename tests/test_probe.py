@@ -315,6 +315,28 @@ async def test_a_host_failing_in_a_row_is_given_up_and_its_other_targets_are_not
     assert [(r.outcome, r.attempts) for r in by_host["127.0.0.3"]] == [("live", 1)] * 12
 
 
+async def test_a_host_s_row_counts_each_attempt_where_it_ended_not_the_redirects_on_it() -> None:
+    """The requests in a host's row of failures are those that end an attempt there: a URL
+    redirected on its host to a 503 adds one an attempt, its retry too, while the 302 on the
+    way neither counts nor starts the row again; so one URL's two attempts give the host up
+    at a row of 2, and its other URLs are not sent."""
+    server = await FakeServer().start()
+    settings = replace(FAST, max_attempts=2, per_host_concurrency=1, host_failures_in_a_row=2,
+                       host_failure_budget=0)
+    try:
+        async with Prober(settings) as prober:
+            results = [await prober.probe(server.url("/redirect?to="
+                                                     + quote(f"/unavailable?i={i}", safe="")))
+                       for i in range(3)]
+    finally:
+        await server.close()
+    assert (server.hits["/redirect"], server.hits["/unavailable"]) == (2, 2)
+    assert (results[0].outcome, results[0].http_status, results[0].attempts) == (
+        "online", 503, 2)
+    assert {r.not_probed for r in results[1:]} == {
+        "not probed this run: its host failed 2 times in a row"}
+
+
 def test_the_settings_give_every_prober_its_limits_on_a_failing_host() -> None:
     """The one process's prober and each shard's (`probe_shard` starts from these) alike."""
     from pipeline.settings import Settings

@@ -104,9 +104,11 @@ class ProbeSettings:
     sharing: int = 1
     # A host is given up on for the rest of the run (its targets left unchecked, nothing sent)
     # once this many of its requests in a row failed transiently (a timeout, a reset, a 5xx or
-    # a 429: what is retried), or once such failures cost this many seconds (their attempts
-    # and the waits before the host's next attempt: backoff, Retry-After): one host that hangs
-    # or holds us off must not make the night last hours. 0: no such limit.
+    # a 429: what is retried; each attempt of a URL, retries too, counted at the host it ended
+    # on, so a redirect followed neither counts nor breaks the row), or once such failures cost
+    # this many seconds (their attempts and the waits before the host's next attempt: backoff,
+    # Retry-After): one host that hangs or holds us off must not make the night last hours.
+    # 0: no such limit.
     host_failures_in_a_row: int = 10
     host_failure_budget: float = 120.0
 
@@ -663,7 +665,8 @@ class _HostTurn:
         self.pending = 0
         self.started = False  # a request of the host has had a global slot
         self.queued: list[asyncio.Future[None]] = []  # its requests waiting for one
-        self.failures_in_a_row = 0  # its probes ended in a transient failure, latest first
+        # Attempts in a row, retries too, that ended on it in a transient failure (`_count`)
+        self.failures_in_a_row = 0
         self.lost = 0.0  # seconds its transient failures cost: their attempts and waits
         self.given_up: str | None = None
         self.woken: asyncio.Future[None] | None = None  # ends its next probe's wait to start
@@ -952,12 +955,13 @@ class Prober:
         return self._hold_off(host, seconds)
 
     def _count(self, host: str, transient: bool, lost: float) -> None:
-        """Count an attempt of `host`: a `transient` failure (timeout, reset, 5xx, 429) adds to
-        the host's streak and its `lost` seconds (the attempt and the wait it asked for) to the
-        host's cost; any other ends the streak. The host is given up for the run after
-        `host_failures_in_a_row` such attempts in a row, or once they cost it
-        `host_failure_budget` seconds: one host that hangs or holds us off must not make the
-        night last hours."""
+        """Count an attempt that ended on `host` (its last request; a redirect it followed on
+        the way is no part of the row): a `transient` failure (timeout, reset, 5xx, 429) adds
+        to the host's streak and its `lost` seconds (the attempt and the wait before the next)
+        to the host's cost; any other end, a redirect not followed too, ends the streak. The
+        host is given up for the run after `host_failures_in_a_row` such attempts in a row, or
+        once they cost it `host_failure_budget` seconds: one host that hangs or holds us off
+        must not make the night last hours."""
         turn = self._hosts.get(host)
         if turn is None or turn.given_up is not None:
             return
