@@ -38,6 +38,7 @@ from pipeline.release.swap import (
     write_release,
 )
 from pipeline.release.validate import validate_release
+from pipeline.store.locks import LockFileRefused
 from pipeline.store.tables import ReleaseRow, make_engine
 from tests.conftest import REPO, WriteEntry, make_entry
 
@@ -324,3 +325,43 @@ def test_a_publisher_whose_lock_file_was_removed_does_not_swap_over_the_next_one
     assert "the live release is unchanged" in said
     assert version_of(output) == "2.0.0+20261124.2"
     assert staging_folders(output) == []
+
+
+@pytest.mark.parametrize("kind", ["link", "dangling link", "folder", "fifo", "second name"])
+def test_a_publish_lock_file_that_is_no_plain_file_of_its_own_is_refused_and_left_alone(
+    published_store: dict[str, str], tmp_path: Path, kind: str,
+) -> None:
+    """The publish lock's file opens by the store lock's rule: through a link it would make a
+    file elsewhere (a dangling link's target) and lock it, and two names of one file are two
+    locks on it. `apidir publish` refuses in one line naming the file, nothing published,
+    and what the link names is left as it was."""
+    output = Path(published_store["APIDIR_OUTPUT_DIR"])
+    path = lock_file(output)
+    elsewhere = tmp_path / "elsewhere.txt"
+    if kind != "dangling link":
+        elsewhere.write_text("kept\n")
+    if kind in ("link", "dangling link"):
+        path.symlink_to(elsewhere)
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        os.link(elsewhere, path)
+    with pytest.raises(LockFileRefused) as refused, publish_lock(output, timeout=1):
+        pass
+    assert str(refused.value) == (
+        f"{path} is not a plain file of the publish lock (a link, a folder or a device, or a "
+        "file linked elsewhere): remove it and run again")
+    if kind == "link":
+        done = subprocess.run([sys.executable, "-m", "pipeline.cli", "publish"], cwd=REPO,
+                              env={**os.environ, **published_store}, capture_output=True,
+                              text=True, timeout=300)
+        assert (done.returncode, done.stderr.splitlines()[-1:]) == (
+            2, [f"apidir: {refused.value}"]), done.stderr
+        assert "Traceback" not in done.stderr
+    assert not output.exists()
+    if kind == "dangling link":
+        assert not elsewhere.exists()
+    elif kind != "folder":
+        assert elsewhere.read_text() == "kept\n"

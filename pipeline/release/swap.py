@@ -3,8 +3,9 @@ staging folder, validated, and exchanged with the live folder in one rename, so 
 validation or a crash leaves the previous release as it was.
 
 One publisher at a time: every path that writes a release holds `publish_lock`, an exclusive
-lock on a file beside the output folder (released by the kernel when its holder dies); a
-publisher whose lock file was removed meanwhile stops before its swap (`check_lock_held`). Each
+lock on a file beside the output folder (released by the kernel when its holder dies; opened as
+the store's lock files are, never through a link); a publisher whose lock file was removed
+meanwhile stops before its swap (`check_lock_held`). Each
 staging folder names its owner (process id and host), so a publisher removes only the
 leftovers of owners that are provably dead, never a folder another run is still writing.
 
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import fcntl
 import json
 import os
 import re
@@ -46,6 +46,7 @@ from pipeline.release.hosting import (
 )
 from pipeline.release.layout import CATEGORY_INDEX, FULL_DATASET, Completion
 from pipeline.release.validate import ReleaseValidationError, dataset_problems, validate_release
+from pipeline.store.locks import lock_taken, open_lock_file
 
 
 def _exchange(first: Path, second: Path) -> bool:
@@ -237,21 +238,21 @@ def _same_file(fd: int, path: Path) -> bool:
 
 
 def _try_lock(path: Path) -> int | None:
-    """The lock file at `path`, opened and locked exclusively; None while another holds it. A
-    file locked after it left the path (removed between the open and the lock) is let go and
-    the path's file tried again."""
+    """The lock file at `path`, opened as every lock file is (`open_lock_file`: never through
+    a link, refused unless a plain file of its own) and locked exclusively; None while another
+    holds it. A file locked after it left the path (removed between the open and the lock) is
+    let go and the path's file tried again."""
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd, held = open_lock_file(path, "the publish lock"), False
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as error:
-            os.close(fd)
-            if error.errno in (errno.EAGAIN, errno.EACCES):
+            if not lock_taken(fd, path):
                 return None
-            raise
-        if _same_file(fd, path):
-            return fd
-        os.close(fd)
+            held = _same_file(fd, path)
+            if held:
+                return fd
+        finally:
+            if not held:
+                os.close(fd)
 
 
 def _wait_for_lock(path: Path, timeout: float | None) -> int:

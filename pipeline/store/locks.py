@@ -9,7 +9,8 @@ holder's connection ends); beside a SQLite file an exclusive lock on a file of i
 kernel lets go when the holder dies: a file a killed run left behind is taken at once). A run
 waits its turn at most `APIDIR_STORE_LOCK_TIMEOUT` seconds, then StoreLockTimeout names the run
 holding the lock. The lock file is trusted for nothing: never followed through a link (its
-holder writes its run id into it), and read for a run id from its first bytes alone.
+holder writes its run id into it), and read for a run id from its first bytes alone. The
+publish lock's file opens by the same rule (`open_lock_file`).
 """
 
 from __future__ import annotations
@@ -135,10 +136,10 @@ def _file_lock(engine: Engine, path: Path, work: StoreWork, run_id: int,
                timeout: float) -> Iterator[None]:
     """An exclusive lock on the file `path` beside the SQLite store, which then holds its
     holder's run id; waited for at most `timeout` seconds."""
-    fd = _open_lock_file(path, work)
+    fd = open_lock_file(path, f"the store's {work.name} lock")
     try:
         deadline, told = time.monotonic() + timeout, False
-        while not _locked(fd, path):
+        while not lock_taken(fd, path):
             if not told:
                 _log_waiting(engine, work, _file_holder(fd))
                 told = True
@@ -153,15 +154,17 @@ def _file_lock(engine: Engine, path: Path, work: StoreWork, run_id: int,
 
 
 class LockFileRefused(OSError):
-    """The store's lock file is not a plain file of its own (a link, a folder, a device), or
-    its file system cannot lock it: the lock is neither taken nor written through it."""
+    """A lock file is not a plain file of its own (a link, a folder, a device), or its file
+    system cannot lock it: the lock is neither taken nor written through it."""
 
 
-def _open_lock_file(path: Path, work: StoreWork) -> int:
-    """The lock file at `path`, opened (made if missing) without following a link: its holder
-    writes its run id into it, which through a link would overwrite a file elsewhere."""
-    refused = (f"{path} is not a plain file of the store's {work.name} lock (a link, a "
-               "folder or a device, or a file linked elsewhere): remove it and run again")
+def open_lock_file(path: Path, lock: str) -> int:
+    """The lock file of `lock` ("the publish lock") at `path`, opened (made if missing) without
+    following a link, and refused unless it is a plain file of no other name: through a link
+    it would be made, locked (and, for the store's, written) elsewhere, and two names of one
+    file would be two locks sharing one file. Every lock file of the pipeline opens here."""
+    refused = (f"{path} is not a plain file of {lock} (a link, a folder or a device, or a "
+               "file linked elsewhere): remove it and run again")
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
     except OSError as error:
@@ -175,15 +178,16 @@ def _open_lock_file(path: Path, work: StoreWork) -> int:
     return fd
 
 
-def _locked(fd: int, path: Path) -> bool:
-    """Whether the lock of `fd` is now taken (False: another holds it)."""
+def lock_taken(fd: int, path: Path) -> bool:
+    """Whether the exclusive lock of the lock file open as `fd` is now taken (False: another
+    holds it); LockFileRefused when its file system cannot lock it."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as error:
         if error.errno in (errno.EAGAIN, errno.EACCES):
             return False
         raise LockFileRefused(f"{path} cannot be locked on its file system "
-                              f"({os.strerror(error.errno or 0)}): keep the SQLite store on a "
+                              f"({os.strerror(error.errno or 0)}): keep {path.parent} on a "
                               "local disk") from None
     return True
 
