@@ -549,7 +549,8 @@ def db_close_run(
     """Record as crashed a run the store still marks running whose process is gone with its
     machine (a container replaced, a store restored on another server): its days are then
     rolled up and pruned as others, and `db compact` and `db downgrade` go on. The webhook is
-    sent the `run_crashed` alert a run reaping it would send. A run older than
+    sent the `run_crashed` alert a run reaping it would send, and its Prefect flow run, on the
+    server of PREFECT_API_URL, is marked Crashed as that run would mark it. A run older than
     APIDIR_RUN_TIMEOUT and an hour is closed so by the next run; a run of this machine whose
     process is alive is refused."""
     from pipeline.store.tables import RunNotClosedError, close_run, engine_for, session_scope
@@ -560,8 +561,28 @@ def db_close_run(
             closed = close_run(session, run_id, settings.run_timeout)
     except RunNotClosedError as exc:
         fail(str(exc))
+    told = [crash_alert_told(settings, closed)]
+    if closed.flow_run_id is not None:
+        told.append(flow_run_crash_told(closed))
     typer.echo(f"run {closed.id} ({closed.flow}, on {closed.host or 'an unnamed host'}) is "
-               f"recorded as crashed; {crash_alert_told(settings, closed)}")
+               f"recorded as crashed; {'; '.join(told)}")
+
+
+def flow_run_crash_told(closed: PipelineRun) -> str:
+    """Mark the Prefect flow run of a run the operator closed Crashed, as a run reaping it
+    would (its process never told Prefect, which shows it running), and say whether it was.
+    Only on the Prefect server of PREFECT_API_URL: a temporary one started only for this
+    would not hold it."""
+    from prefect.settings import PREFECT_API_URL
+
+    from pipeline.operations.runs import crash_flow_run_left_running
+
+    named = f"its Prefect flow run {closed.flow_run_id}"
+    if not PREFECT_API_URL.value():
+        return f"{named} was not marked Crashed: PREFECT_API_URL is not set"
+    crashed = asyncio.run(crash_flow_run_left_running(closed))
+    return f"{named} was marked Crashed" if crashed.marked else (
+        f"{named} was not marked Crashed: {crashed.why}")
 
 
 def crash_alert_told(settings: Settings, closed: PipelineRun) -> str:

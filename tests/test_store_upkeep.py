@@ -334,6 +334,81 @@ async def test_a_run_closed_by_hand_is_alerted_as_the_next_run_would_have(
         "'apidir-alert-webhook'\n"), no_server.stderr
 
 
+@pytest.mark.prefect
+@pytest.mark.backends("sqlite")
+async def test_a_run_closed_by_hand_is_marked_crashed_in_prefect_too(
+    database_url: str, prefect_backend: None,
+) -> None:
+    """`apidir db close-run` marks the run's Prefect flow run Crashed with the record's line,
+    as a run reaping it does, where PREFECT_API_URL names the server, and its line says so. A
+    flow run Prefect ended keeps its state, one the server does not know is passed over, and
+    without PREFECT_API_URL nothing is asked: each line says which, the record closed all the
+    same."""
+    import uuid
+
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL
+    from prefect.states import Completed, Running
+
+    @flow(name="nightly")
+    def stuck_nightly() -> None: ...
+
+    async with get_client() as client:
+        running = await client.create_flow_run(stuck_nightly, state=Running())
+        finished = await client.create_flow_run(stuck_nightly, state=Completed())
+        unwatched = await client.create_flow_run(stuck_nightly, state=Running())
+    make_engine(database_url).dispose()
+    engine = make_engine(database_url)
+    now = datetime.now(UTC) - timedelta(minutes=10)
+    with Session(engine, expire_on_commit=False) as session:
+        rows = {}
+        for name, flow_run_id in (("running", running.id), ("finished", finished.id),
+                                  ("unknown", uuid.uuid4()), ("unwatched", unwatched.id)):
+            row = running_row(session, "elsewhere", 77, now)
+            row.flow_run_id = str(flow_run_id)
+            session.add(row)
+            session.commit()
+            rows[name] = row
+    server = PREFECT_API_URL.value()
+
+    def close(name: str, api: str = server) -> str:
+        done = run_apidir(database_url, "db", "close-run", str(rows[name].id),
+                          APIDIR_ALERT_WEBHOOK_URL="", APIDIR_ALERT_WEBHOOK_SECRET="",
+                          PREFECT_API_URL=api)
+        assert (done.returncode, done.stderr) == (0, ""), done.stderr
+        assert done.stdout.startswith(
+            f"run {rows[name].id} (nightly, on elsewhere) is recorded as crashed; no alert was "
+            "sent: APIDIR_ALERT_WEBHOOK_URL is not set; "), done.stdout
+        return done.stdout.rstrip("\n").rsplit("; ", 1)[1]
+
+    said = {name: await asyncio.to_thread(close, name) for name in ("running", "finished",
+                                                                     "unknown")}
+    said["unwatched"] = await asyncio.to_thread(close, "unwatched", "")
+    assert said == {
+        "running": f"its Prefect flow run {running.id} was marked Crashed",
+        "finished": f"its Prefect flow run {finished.id} was not marked Crashed: Prefect had "
+                    "ended it (Completed)",
+        "unknown": f"its Prefect flow run {rows['unknown'].flow_run_id} was not marked "
+                   f"Crashed: the Prefect server at {server} does not know it",
+        "unwatched": f"its Prefect flow run {unwatched.id} was not marked Crashed: "
+                     "PREFECT_API_URL is not set",
+    }
+    async with get_client() as client:
+        states = {name: (await client.read_flow_run(flow_run.id)).state
+                  for name, flow_run in (("running", running), ("finished", finished),
+                                         ("unwatched", unwatched))}
+    with Session(engine) as session:
+        records = {name: session.get(PipelineRun, row.id) for name, row in rows.items()}
+    engine.dispose()
+    assert {name: record.state for name, record in records.items()} == dict.fromkeys(
+        rows, "crashed")
+    assert (states["running"].type.value, states["running"].message) == (
+        "CRASHED", records["running"].message)
+    assert states["finished"].type.value == "COMPLETED"
+    assert states["unwatched"].type.value == "RUNNING"
+
+
 def dead_pid() -> int:
     """The number of a process of this machine that has ended."""
     ended = subprocess.Popen([sys.executable, "-c", "pass"])

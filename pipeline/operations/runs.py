@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from logging import Logger, LoggerAdapter
 from pathlib import Path
 from typing import TypeVar
@@ -163,32 +164,49 @@ async def close_left_running(settings: Settings,
     for dead in reaped:
         logger.warning("%s run %d was left running: %s", dead.flow, dead.id, dead.message)
         await alert_left_running(settings, dead)
-        if problem := await crash_flow_run_left_running(dead):
+        if (crashed := await crash_flow_run_left_running(dead)).refused:
             logger.warning("%s run %d: its Prefect flow run %s was not marked Crashed: %s",
-                           dead.flow, dead.id, dead.flow_run_id, problem)
+                           dead.flow, dead.id, dead.flow_run_id, crashed.why)
     return reaped
 
 
-async def crash_flow_run_left_running(dead: PipelineRun) -> str | None:
+@dataclass(frozen=True)
+class FlowRunCrashed:
+    """What became of the Prefect flow run of a run closed as left running: `marked` Crashed,
+    or why not (`why`): it names none, Prefect ended it, Prefect does not know it, or the
+    server could not be asked or refused (`refused`, which the reaper warns of)."""
+
+    marked: bool
+    why: str | None = None
+    refused: bool = False
+
+
+async def crash_flow_run_left_running(dead: PipelineRun) -> FlowRunCrashed:
     """Mark the Prefect flow run of a run closed as left running Crashed, with its record's
     line, where Prefect still shows it unended: its process died without telling Prefect, which
     would show it running for ever (and hold the automations watching for its end). A flow
     run Prefect has ended, or does not know (a temporary local server's), is left as it is.
-    Why it could not be marked, if it could not: the run goes on all the same."""
+    The run (or the command) goes on whatever became of it."""
     if dead.flow_run_id is None:
-        return None
+        return FlowRunCrashed(False, "the run names no Prefect flow run")
     try:
         async with get_client() as client:
             flow_run = await client.read_flow_run(UUID(dead.flow_run_id))
             if flow_run.state is not None and flow_run.state.is_final():
-                return None
+                return FlowRunCrashed(False, f"Prefect had ended it ({flow_run.state.name})")
             await client.set_flow_run_state(flow_run.id, Crashed(message=dead.message),
                                             force=True)
     except ObjectNotFound:
-        return None
+        return FlowRunCrashed(False, f"the Prefect server at {PREFECT_API_URL.value()} does "
+                              "not know it")
+    except httpx.TransportError as exc:
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        return FlowRunCrashed(False, f"the Prefect server at {PREFECT_API_URL.value()} "
+                              f"(PREFECT_API_URL) cannot be reached: {why}", refused=True)
     except (httpx.HTTPError, ValueError) as exc:  # the server's refusal, a malformed id
-        return " ".join(str(exc).split()) or type(exc).__name__
-    return None
+        return FlowRunCrashed(False, " ".join(str(exc).split()) or type(exc).__name__,
+                              refused=True)
+    return FlowRunCrashed(True)
 
 
 async def alert_left_running(settings: Settings, dead: PipelineRun) -> Delivery | None:
