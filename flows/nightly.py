@@ -23,12 +23,14 @@ from pipeline.operations import stages
 from pipeline.operations.handover import discard
 from pipeline.operations.report import LISTED, IngestBrief
 from pipeline.operations.runs import (
+    REPORTS_PRUNED_A_NIGHT,
     alert_crash,
     alert_state_changes,
     close_failed_run,
     complete_run,
     fail_run,
     open_run,
+    prune_run_reports,
     report_left_out,
     report_network_suspect,
     run_stage,
@@ -115,6 +117,13 @@ async def rollup(settings: Settings, days: list[date] | None,
                               sum(count for _, count in pruned), settings.probes_kept_days,
                               "; the most a night: the next nights prune any newer days due"
                               if most else "")
+    if days is None and (reports := await prune_run_reports(settings, utcnow())):
+        tell = get_run_logger().warning if reports.problem else get_run_logger().info
+        tell("pruned %d run reports older than %d days from the Prefect server%s",
+             reports.deleted, settings.reports_kept_days,
+             f"; stopped short: {reports.problem}" if reports.problem else
+             "; the most a night: the next nights prune the rest"
+             if reports.deleted == REPORTS_PRUNED_A_NIGHT else "")
     return rows
 
 

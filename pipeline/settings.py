@@ -282,6 +282,11 @@ class Settings(BaseSettings):
         description="Days of raw probes kept: the probes of an older day, once it is rolled up, "
         "are deleted, its daily rollups kept (0: every probe is kept).",
     )
+    reports_kept_days: int = Field(
+        default=90, ge=0, le=MAX_DAYS,
+        description="Days the runs' summary artifacts are kept on the Prefect server: each "
+        "nightly deletes the older ones (0: every one is kept).",
+    )
     alert_webhook_url: str | None = Field(
         default=None,
         description="Webhook POSTed a JSON alert when a run fails or crashes or entries "

@@ -695,3 +695,59 @@ async def test_a_run_found_left_running_is_marked_crashed_in_prefect_too(
     assert crashed.state.type.value == "CRASHED" and crashed.state.message == record.message
     assert record.message.startswith("abandoned: the process running it")
     assert kept.state.type.value == "COMPLETED"
+
+
+@pytest.mark.backends("sqlite")
+async def test_the_nightly_upkeep_prunes_the_run_reports_past_their_days_alone(
+    prefect_backend: None, quiet_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each run leaves two artifacts on the Prefect server, kept there for ever: the nightly's
+    upkeep deletes the runs' reports created longer ago than APIDIR_REPORTS_KEPT_DAYS, at most
+    so many a night (the next nights go on), past the newer ones however many pages they
+    fill, and no artifact of another key; none with the setting 0, nor without a Prefect
+    server of PREFECT_API_URL (a temporary one's go with it)."""
+    from prefect.client.schemas.actions import ArtifactCreate
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from pipeline.operations import runs
+    from pipeline.operations.runs import REPORT_KEYS, prune_run_reports
+
+    async def made(keys: tuple[str, ...]) -> list[datetime]:
+        async with get_client() as client:
+            return [(await client.create_artifact(ArtifactCreate(
+                key=key, type="markdown", data=f"# {key}"))).created for key in keys]
+
+    async def kept() -> list[tuple[str, datetime]]:
+        async with get_client() as client:
+            found = await client.read_artifacts(artifact_filter=ArtifactFilter(
+                key=ArtifactFilterKey(any_=[*REPORT_KEYS, "someone-elses-report"])))
+        return sorted((artifact.key, artifact.created) for artifact in found)
+
+    cut = max(await made((*REPORT_KEYS, *REPORT_KEYS, "someone-elses-report")))
+    newer = await made(REPORT_KEYS)
+    assert min(newer) > cut
+    before = await kept()
+    old = [key for key, created in before if created <= cut and key != "someone-elses-report"]
+    days = Settings().reports_kept_days
+    due = cut + timedelta(days=days, microseconds=1)  # the first reports are `days` old
+
+    assert (await prune_run_reports(Settings(), datetime.now(UTC))).deleted == 0
+    monkeypatch.setenv("APIDIR_REPORTS_KEPT_DAYS", "0")
+    assert await prune_run_reports(Settings(), due) is None
+    monkeypatch.delenv("APIDIR_REPORTS_KEPT_DAYS")
+    with temporary_settings(updates={PREFECT_API_URL: None}):
+        assert await prune_run_reports(Settings(), due) is None
+    assert await kept() == before
+
+    monkeypatch.setattr(runs, "REPORT_PAGE", 3)  # the newer reports fill more than a page
+    monkeypatch.setattr(runs, "REPORTS_PRUNED_A_NIGHT", 5)
+    nights = []
+    while not nights or nights[-1] == 5:
+        pruned = await prune_run_reports(Settings(), due)
+        assert pruned is not None and pruned.problem is None
+        nights.append(pruned.deleted)
+    assert sum(nights) == len(old) and len(nights) == len(old) // 5 + 1
+    assert await kept() == sorted(
+        [*zip(REPORT_KEYS, newer, strict=True),
+         *[(key, created) for key, created in before if key == "someone-elses-report"]])

@@ -4,8 +4,9 @@ it, complete it with its summary, and send the alerts that go with each."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from logging import Logger, LoggerAdapter
 from pathlib import Path
 from typing import TypeVar
@@ -15,7 +16,9 @@ import httpx
 from prefect import Flow, get_client, get_run_logger
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 from prefect.blocks.system import Secret
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 from prefect.client.schemas.objects import FlowRun, TaskRun
+from prefect.client.schemas.sorting import ArtifactSort
 from prefect.exceptions import ObjectNotFound
 from prefect.flow_engine import FlowRunTimeoutError
 from prefect.runtime import flow_run as current_flow_run
@@ -250,6 +253,56 @@ async def complete_run(settings: Settings, run_id: int, handed_over: Path,
         "changed state, then failures first.",
     )
     return run
+
+
+# The flows that publish run reports, and the keys of their artifacts (`complete_run`).
+REPORTING_FLOWS = ("nightly", "backfill")
+REPORT_KEYS = tuple(f"{flow}-{kind}" for flow in REPORTING_FLOWS for kind in ("summary", "entries"))
+# Reports deleted a night at most, read a page at a time: a server that kept years of them
+# is pruned over a few nights, never one night's thousands of calls.
+REPORTS_PRUNED_A_NIGHT = 1000
+REPORT_PAGE = 200
+
+
+@dataclass(frozen=True)
+class PrunedReports:
+    """The run reports a night deleted from the Prefect server, and why it stopped short of
+    the rest, if it did (the server could not be asked or refused: the next night goes on)."""
+
+    deleted: int
+    problem: str | None = None
+
+
+async def prune_run_reports(settings: Settings, now: datetime) -> PrunedReports | None:
+    """Delete the runs' summary artifacts (`REPORT_KEYS`, never another's) created longer ago
+    than `APIDIR_REPORTS_KEPT_DAYS` before `now`, at most `REPORTS_PRUNED_A_NIGHT`: each run
+    adds two, which a Prefect server keeps for ever (the store keeps every run's record).
+    None where none are kept (no PREFECT_API_URL: a temporary server's go with it) or the
+    setting keeps every one."""
+    if not settings.reports_kept_days or not PREFECT_API_URL.value():
+        return None
+    before = now - timedelta(days=settings.reports_kept_days)
+    ours = ArtifactFilter(key=ArtifactFilterKey(any_=list(REPORT_KEYS)))
+    deleted = kept = 0
+    try:
+        async with get_client() as client:
+            while deleted < REPORTS_PRUNED_A_NIGHT:
+                # newest first (the API sorts no other way by date): the reports kept stay in
+                # front, and each page after them is read where the deleted ones were
+                page = await client.read_artifacts(artifact_filter=ours,
+                                                   sort=ArtifactSort.CREATED_DESC,
+                                                   offset=kept, limit=REPORT_PAGE)
+                old = [found for found in page if found.created and found.created < before]
+                kept += len(page) - len(old)
+                for artifact in old[:REPORTS_PRUNED_A_NIGHT - deleted]:
+                    with suppress(ObjectNotFound):  # another run's pruning took it first
+                        await client.delete_artifact(artifact.id)
+                    deleted += 1
+                if len(page) < REPORT_PAGE:
+                    break
+    except httpx.HTTPError as exc:
+        return PrunedReports(deleted, " ".join(str(exc).split()) or type(exc).__name__)
+    return PrunedReports(deleted)
 
 
 class UnusableWebhook(ValueError):
