@@ -218,3 +218,38 @@ def test_the_report_lists_the_runs_that_ended_unjudged_since_the_previous_one(
     calm = run_report(run, figures(), unjudged=UnjudgedRuns([], 0))
     assert ("## Runs ended unjudged since the previous completed run (0)\n\nEvery run that "
             "ended since then was judged.") in calm
+
+
+def test_the_runs_ended_unjudged_are_ordered_by_their_ids_not_by_machines_clocks(
+    write_entry, ingested_store,
+) -> None:
+    """The previous completed run ended on a machine whose clock ran an hour ahead: a backfill
+    started after it on a machine of true time, which failed before that run's stamped end, is
+    listed all the same (by the clocks alone it fell before the window, and no report told
+    it). A run started before it and closed after it (reaped, or closed by hand) is listed by
+    its end; one that ended before it was told by its report and is not listed again."""
+    from datetime import timedelta
+
+    from pipeline.operations.report import unjudged_since_previous
+
+    write_entry()
+    session = ingested_store()
+
+    def ended(flow: str, state: str, started: int, finished: int) -> PipelineRun:
+        run = PipelineRun(flow=flow, state=state,
+                          started_at=CHECKED + timedelta(minutes=started),
+                          finished_at=CHECKED + timedelta(minutes=finished),
+                          judged_at=None if state != "completed" else CHECKED)
+        session.add(run)
+        session.commit()
+        return run
+
+    told = ended("backfill", "failed", -30, -20)
+    reaped = ended("nightly", "crashed", -10, 300)  # closed long after the previous run
+    ended("nightly", "completed", 0, 70)  # its clock an hour ahead: it ended at 10 true
+    behind = ended("backfill", "failed", 20, 30)  # after it, on a machine of true time
+    run = ended("nightly", "completed", 1440, 1500)
+
+    unjudged = unjudged_since_previous(session, run)
+    assert sorted(listed.id for listed, _ in unjudged.listed) == [reaped.id, behind.id]
+    assert unjudged.count == 2 and told.id not in [listed.id for listed, _ in unjudged.listed]

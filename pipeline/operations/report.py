@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, get_args
 
-from sqlmodel import Session, col, func, select
+from sqlmodel import Session, col, func, or_, select
 
 from pipeline.catalogue.ingest import IngestSummary
 from pipeline.contract import BuilderScore, Status, StatusState
@@ -53,17 +53,29 @@ class UnjudgedRuns:
 
 def unjudged_since_previous(session: Session, run: PipelineRun,
                             limit: int = LISTED) -> UnjudgedRuns:
-    """The runs of any flow that ended unjudged (`judged_at` unset) after the previous completed
-    run of `run`'s flow ended (ever, when there is none) and by the end of `run`: what an
-    operator reading `run`'s report has not been told by an earlier one."""
+    """The runs of any flow that ended unjudged (`judged_at` unset) since the previous completed
+    run of `run`'s flow (ever, when there is none), by the end of `run`: what an operator
+    reading `run`'s report has not been told by an earlier one.
+
+    Runs are ordered by their ids, which the store's sequence gives as each starts, not by
+    clock times written by different machines (a worker's clock ahead would hide every run
+    that ended after it by a slower clock). The previous completed run is the one of the
+    highest id below `run`'s; a run started after it is listed whatever its clock said (one
+    that also ended before it is listed by both reports: told twice rather than never). Ids
+    cannot tell when a run ended, so one started before it (a long backfill, a run reaped or
+    closed by hand later) is listed when its end is stamped after that run's end."""
+    previous = session.exec(
+        select(PipelineRun.id, PipelineRun.finished_at)
+        .where(PipelineRun.flow == run.flow, PipelineRun.state == "completed",
+               col(PipelineRun.id) < run.id)
+        .order_by(col(PipelineRun.id).desc()).limit(1)).first()
     until = [] if run.finished_at is None else [col(PipelineRun.finished_at) <= run.finished_at]
-    previous = select(func.max(PipelineRun.finished_at)).where(
-        PipelineRun.flow == run.flow, PipelineRun.state == "completed",
-        PipelineRun.id != run.id, *until)
-    since = session.exec(previous).one()
+    since = [] if previous is None else [or_(
+        col(PipelineRun.id) > previous[0],
+        *([] if previous[1] is None else [col(PipelineRun.finished_at) >= previous[1]]))]
     ended = [PipelineRun.id != run.id, col(PipelineRun.state).in_(("failed", "crashed")),
              col(PipelineRun.judged_at).is_(None), col(PipelineRun.finished_at).is_not(None),
-             *([] if since is None else [col(PipelineRun.finished_at) >= since]), *until]
+             *since, *until]
     count = session.exec(select(func.count()).select_from(PipelineRun).where(*ended)).one()
     runs = list(session.exec(select(PipelineRun).where(*ended)
                              .order_by(col(PipelineRun.id).desc()).limit(limit)))
