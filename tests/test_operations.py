@@ -704,11 +704,9 @@ async def test_the_nightly_upkeep_prunes_the_run_reports_past_their_days_alone(
     """Each run leaves two artifacts on the Prefect server, kept there for ever: the nightly's
     upkeep deletes the runs' reports created longer ago than APIDIR_REPORTS_KEPT_DAYS, at most
     so many a night (the next nights go on), past the newer ones however many pages they
-    fill, and no artifact of another key; none with the setting 0, nor without a Prefect
-    server of PREFECT_API_URL (a temporary one's go with it)."""
+    fill, and no artifact of another key; none with the setting 0."""
     from prefect.client.schemas.actions import ArtifactCreate
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-    from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from pipeline.operations import runs
     from pipeline.operations.runs import REPORT_KEYS, prune_run_reports
@@ -736,8 +734,6 @@ async def test_the_nightly_upkeep_prunes_the_run_reports_past_their_days_alone(
     monkeypatch.setenv("APIDIR_REPORTS_KEPT_DAYS", "0")
     assert await prune_run_reports(Settings(), due) is None
     monkeypatch.delenv("APIDIR_REPORTS_KEPT_DAYS")
-    with temporary_settings(updates={PREFECT_API_URL: None}):
-        assert await prune_run_reports(Settings(), due) is None
     assert await kept() == before
 
     monkeypatch.setattr(runs, "REPORT_PAGE", 3)  # the newer reports fill more than a page

@@ -277,9 +277,9 @@ async def prune_run_reports(settings: Settings, now: datetime) -> PrunedReports 
     """Delete the runs' summary artifacts (`REPORT_KEYS`, never another's) created longer ago
     than `APIDIR_REPORTS_KEPT_DAYS` before `now`, at most `REPORTS_PRUNED_A_NIGHT`: each run
     adds two, which a Prefect server keeps for ever (the store keeps every run's record).
-    None where none are kept (no PREFECT_API_URL: a temporary server's go with it) or the
-    setting keeps every one."""
-    if not settings.reports_kept_days or not PREFECT_API_URL.value():
+    Prefect's local mode keeps its server's database under PREFECT_HOME from run to run, so
+    its reports are pruned as a server's are. None where the setting keeps every one."""
+    if not settings.reports_kept_days:
         return None
     before = now - timedelta(days=settings.reports_kept_days)
     ours = ArtifactFilter(key=ArtifactFilterKey(any_=list(REPORT_KEYS)))
