@@ -215,6 +215,36 @@ def test_a_probe_whose_redirect_was_not_followed_is_stored_and_its_endpoint_says
     assert session.get(EndpointRow, current.endpoint_id).probe_note is None
 
 
+def test_an_endpoint_status_shows_no_note_a_later_untrusted_run_left_of_another_probe(
+        session) -> None:
+    """An endpoint's probe that ended on a redirect of its own (a 302 to a sign-in page) in
+    the latest trusted run shows no note, though a later run that does not count (suspect,
+    or ended before its judgement) gave its host up and noted so: that note is of no probe
+    shown. The note of a redirect not followed is shown beside that probe alone."""
+    from pipeline.probing.probe import not_probed
+    from pipeline.store.history import add_probes, entry_endpoint_statuses, span_endpoints
+
+    trusted = start_run(session, "nightly")
+    forecast, current = plan_targets(session)[:2]
+    to_sign_in = replace(result(current.url, "online", 302, endpoint=current.endpoint_id),
+                         reason="redirect", error="redirected to an HTML page at another path")
+    record_probes(session, trusted, [
+        result(forecast.url, "live", 200, endpoint=forecast.endpoint_id), to_sign_in])
+    later = start_run(session, "nightly")  # never judged: its probes count nowhere
+    plan_targets(session)
+    reason = "not probed this run: its host failed 10 times in a row"
+    add_probes(session, later.id, [replace(not_probed(target.url, reason),
+                                           entry_id=target.entry_id,
+                                           endpoint_id=target.endpoint_id)
+                                   for target in (forecast, current)])
+    session.commit()
+    assert session.get(EndpointRow, current.endpoint_id).probe_note == reason
+    statuses = entry_endpoint_statuses(span_endpoints(session).active["example-weather"],
+                                       latest_probes(session)["example-weather"])
+    assert (statuses[3]["reason"], statuses[3]["httpStatus"]) == ("redirect", 302)
+    assert statuses[3]["note"] is None
+
+
 def test_a_run_read_back_counts_the_targets_it_did_not_probe_as_when_it_ran(session) -> None:
     """A stage run again after its probes were stored reads them back rather than probing
     again: the targets of a host given up on, which store no row, are counted as they were

@@ -62,6 +62,9 @@ RETRIED_5XX = frozenset({500, 502, 503, 504, 520, 521, 522, 523, 524, 529})
 RETRIED_ERRORS = frozenset({"connect_timeout", "read_timeout", "reset"})
 _PLACEHOLDER = re.compile(r"\{[^}]*\}")
 _MESSAGE_LIMIT = 200
+# How the note of a redirect not followed opens (`_redirect_not_followed`): the one note a
+# stored probe's status shows beside it (`history.entry_endpoint_statuses`).
+REDIRECT_NOTE_OPENING = "its redirect to "
 
 
 @dataclass(frozen=True)
@@ -1194,7 +1197,7 @@ def _redirect_not_followed(attempt: _Attempt, answered: URL, host: str, why: str
     attempt.redirects -= 1
     attempt.final_url = str(answered)
     attempt.reason = "redirect"
-    attempt.note = (f"its redirect to {host} was not followed this run: "
+    attempt.note = (f"{REDIRECT_NOTE_OPENING}{host} was not followed this run: "
                     + why.replace("its host", "that host", 1))
     attempt.error = attempt.note[:_MESSAGE_LIMIT]
     return attempt

@@ -27,6 +27,7 @@ from sqlmodel.sql.expression import Select, SelectOfScalar
 from pipeline.contract import ONLINE_NOTE, EndpointStatus, Status, absolute_uri
 from pipeline.probing.probe import (
     NOT_PROBED,
+    REDIRECT_NOTE_OPENING,
     ProbeResult,
     ProbeTarget,
     probe_targets_for,
@@ -486,10 +487,10 @@ def entry_endpoint_statuses(
     noted when a run planned it, or, where no run did (a new store, probing off, an endpoint
     added since), the prober's own (`reasons`, `unprobed_reasons`); a probe that ended on a
     redirect with a note beside it (`ProbeResult.note`: not followed, that host given up on)
-    shows the note. Each in its JSON form as
-    published (fields in `EndpointStatus`' order), built without a model for each (some
-    300,000 a night at 100k entries), its time written by `time_text`; the release is
-    checked where it is published."""
+    shows the note, and no other (`_redirect_note`). Each in its JSON form as published
+    (fields in `EndpointStatus`' order), built without a model for each (some 300,000 a night
+    at 100k entries), its time written by `time_text`; the release is checked where it is
+    published."""
     probed = {probe.endpoint_id: probe for probe in probes if probe.endpoint_id is not None}
     statuses = {}
     for endpoint in endpoints:
@@ -506,9 +507,17 @@ def entry_endpoint_statuses(
             "httpStatus": probe.http_status,
             "responseTimeMs": None if probe.total_ms is None else round(probe.total_ms),
             "checkedAt": time_text(probe.checked_at), "reason": probe.reason or probe.error_class,
-            "note": endpoint.probe_note if probe.reason == "redirect" else None,
+            "note": _redirect_note(endpoint.probe_note) if probe.reason == "redirect" else None,
             "failure": probe.failure_class}
     return statuses
+
+
+def _redirect_note(note: str | None) -> str | None:
+    """An endpoint's stored `note`, shown beside its probe only if it says why a redirect was
+    not followed (`REDIRECT_NOTE_OPENING`): the note is of the latest run that planned the
+    endpoint, which may be a later one than the probe's that does not count (suspect, or
+    ended before its judgement), and its host given up on there is no word on this probe."""
+    return note if note is not None and note.startswith(REDIRECT_NOTE_OPENING) else None
 
 
 def unprobed_reasons(base_url: str, calls: Sequence[EndpointCall]) -> dict[int | None, str]:
