@@ -148,12 +148,13 @@ async def run_stage(name: str, call: Awaitable[T]) -> T:
 
 
 async def open_run(settings: Settings, flow: str) -> int:
-    """Record a new run, after closing (as crashed, and alerting) every earlier run whose
-    process died without closing its own record: on this host, or on a machine that is gone
-    (`reap_abandoned_runs`)."""
+    """Record a new run, then close (as crashed, alerting, its Prefect flow run marked
+    Crashed: `close_left_running`) every earlier run whose process died without closing its own
+    record: on this host, or on a machine that is gone (`reap_abandoned_runs`). Closed after
+    this run began, so its report lists them (`abandoned_since`)."""
     with session_scope(engine_for(settings.database_url)) as session:
         run = start_run(session, flow, current_flow_run.id)
-    await close_left_running(settings, get_run_logger())  # after this run began: its report says
+    await close_left_running(settings, get_run_logger())
     return run.id
 
 
