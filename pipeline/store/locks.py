@@ -83,27 +83,27 @@ def _advisory_lock(engine: Engine, work: StoreWork, run_id: int,
     (outside any transaction: none stays open for hours), waited for in the server's queue for
     at most `timeout` seconds (`lock_timeout`), so a waiter is seen in pg_locks."""
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
-        key = {"key": WORK_KEY, "work": int(work)}
-        taken = connection.execute(text(f"SELECT pg_try_advisory_lock({_KEYS})"), key).scalar()
-        if not taken:
-            _log_waiting(engine, work, _advisory_holder(connection, work))
-            # The wait is bounded by `timeout` alone: not cut short by a statement_timeout
-            # the role or database sets, and both set back to theirs after it (the
-            # connection goes back to the pool).
-            connection.execute(text("SELECT set_config('lock_timeout', :ms, false), "
-                                    "set_config('statement_timeout', '0', false)"),
-                               {"ms": f"{max(1, round(timeout * 1000))}ms"})
-            try:
-                connection.execute(text(f"SELECT pg_advisory_lock({_KEYS})"), key)
-            except OperationalError as error:
-                if getattr(error.orig, "sqlstate", None) != "55P03":  # lock_not_available
-                    raise
-                raise StoreLockTimeout(_timeout_line(
-                    engine, work, _advisory_holder(connection, work), timeout)) from None
-            finally:
-                connection.execute(text("RESET lock_timeout"))
-                connection.execute(text("RESET statement_timeout"))
-        try:
+        try:  # every path lets go: a lock granted before a statement failed is not pooled
+            key = {"key": WORK_KEY, "work": int(work)}
+            taken = connection.execute(text(f"SELECT pg_try_advisory_lock({_KEYS})"), key).scalar()
+            if not taken:
+                _log_waiting(engine, work, _advisory_holder(connection, work))
+                # The wait is bounded by `timeout` alone: not cut short by a statement_timeout
+                # the role or database sets, and both set back to theirs after it (the
+                # connection goes back to the pool).
+                connection.execute(text("SELECT set_config('lock_timeout', :ms, false), "
+                                        "set_config('statement_timeout', '0', false)"),
+                                   {"ms": f"{max(1, round(timeout * 1000))}ms"})
+                try:
+                    connection.execute(text(f"SELECT pg_advisory_lock({_KEYS})"), key)
+                except OperationalError as error:
+                    if getattr(error.orig, "sqlstate", None) != "55P03":  # lock_not_available
+                        raise
+                    raise StoreLockTimeout(_timeout_line(
+                        engine, work, _advisory_holder(connection, work), timeout)) from None
+                finally:
+                    connection.execute(text("RESET lock_timeout"))
+                    connection.execute(text("RESET statement_timeout"))
             connection.execute(text(f"SELECT pg_advisory_lock_shared({_KEYS})"),
                                {"key": HOLDER_KEY + int(work), "work": run_id})
             yield
