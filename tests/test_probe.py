@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -43,6 +45,7 @@ from pipeline.probing.probe import (
     retry_after_seconds,
     storable,
 )
+from tests.conftest import REPO
 
 FAST = ProbeSettings(
     allow_private=True,
@@ -140,6 +143,25 @@ def test_a_placeholder_credential_is_named_whole() -> None:
          (3, "GET", "/v3?k=your-keyring")])
     assert skipped == [(1, "path has a placeholder credential (Your-Secret-Key)"),
                        (2, "path has a placeholder credential (your_access_token_here)")]
+
+
+def test_a_long_path_of_your_words_is_planned_in_linear_time() -> None:
+    """`your-your-…`, no word naming a credential, made the stand-in pattern look ahead from
+    every `your-` to the path's end (a 200 KB path, which an entry file may hold: minutes, at
+    every run's planning and every release's endpoint notes). Planned within a generous bound
+    (a guard against the square, not a speed target), and probed: it names no credential."""
+    code = ("from pipeline.probing.probe import probe_targets_for\n"
+            "path = '/' + 'your-' * 40_000 + 'orders'\n"
+            "targets, skipped = probe_targets_for('https://api.example.com', [(1, 'GET', path)])\n"
+            "assert [t.endpoint_id for t in targets] == [1] and skipped == [], skipped\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    _, skipped = probe_targets_for("https://api.example.com",
+                                   [(1, "GET", "/x?k=" + "your-" * 1_000 + "Key-ring"),
+                                    (2, "GET", "/x?k=your-orders-YOUR_ID-x")])
+    assert skipped == [(1, "path has a placeholder credential (" + "your-" * 1_000 + "Key-ring)"),
+                       (2, "path has a placeholder credential (YOUR_ID)")]
 
 
 def test_targets_fall_back_to_the_base_url() -> None:

@@ -255,12 +255,26 @@ _ACCOUNT_PLACEHOLDER = re.compile(r"YOUR_[A-Z0-9_]+|\{[^}]*\}|<[^>]*>")
 # `?key=your-api-key`): sending it is noise to the provider, and its 401 says nothing. In
 # capitals any `YOUR_…` is a stand-in; in lower case only one naming a credential is, so that
 # a resource such as `/your-orders` is still probed. The whole token is the stand-in, as the
-# reason names it: `Your-Secret-Key`, not `Your-Secret`.
+# reason names it: `Your-Secret-Key`, not `Your-Secret` (`_credential_placeholder`).
 _CREDENTIAL_PLACEHOLDER = re.compile(
-    r"\bYOUR_[A-Z0-9_]+"
-    r"|(?i:\byour[_-](?=[\w-]*?(?:key|token|secret|password|credential)s?(?![a-z0-9]))[\w-]*)"
-    r"|<[^>]*>")
+    r"\bYOUR_[A-Z0-9_]+|(?P<your>(?i:\byour[_-])[\w-]*+)|<[^<>]*>")
+_NAMES_CREDENTIAL = re.compile(r"(?:key|token|secret|password|credential)s?(?![a-z0-9])", re.I)
+_CAPITAL_PLACEHOLDER = re.compile(r"\bYOUR_[A-Z0-9_]+")
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@]*@")
+
+
+def _credential_placeholder(path: str) -> str | None:
+    """The first stand-in for a credential in an endpoint's `path` (`_CREDENTIAL_PLACEHOLDER`),
+    if any. Each run of name characters is read once, so that a path of `your-your-your-…`
+    costs no more than another (looking ahead for a credential word from each `your-` took
+    minutes for 200 KB): a run from `your-` names a credential after it, or none of its later
+    `your-` does, and only a `YOUR_…` inside it may still be one."""
+    for match in _CREDENTIAL_PLACEHOLDER.finditer(path):
+        if match.lastgroup != "your" or _NAMES_CREDENTIAL.search(match.group(), 5):
+            return match.group()
+        if capital := _CAPITAL_PLACEHOLDER.search(path, match.start() + 1, match.end()):
+            return capital.group()
+    return None
 
 
 def redact_userinfo(text: str) -> str:
@@ -301,9 +315,8 @@ def probe_targets_for(
             skipped.append((endpoint_id, f"method is {method}"))
         elif _PLACEHOLDER.search(path):
             skipped.append((endpoint_id, "path has placeholders"))
-        elif credential := _CREDENTIAL_PLACEHOLDER.search(path):
-            skipped.append((endpoint_id,
-                            f"path has a placeholder credential ({credential.group(0)})"))
+        elif credential := _credential_placeholder(path):
+            skipped.append((endpoint_id, f"path has a placeholder credential ({credential})"))
         else:
             url = join_url(base_url, path)
             if url in seen:
