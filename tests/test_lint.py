@@ -599,7 +599,9 @@ def test_a_basic_auth_password_that_is_no_placeholder_is_refused(
 
 @pytest.mark.parametrize("user", ["YOUR_KEY_ID:YOUR_SECRET", "YOUR_API_KEY:", "YOUR_API_KEY",
                                   "user:password", "<key-id>:<secret>", "api:$API_SECRET",
-                                  "KEY_ID:SECRET"])
+                                  "KEY_ID:SECRET", "client_id:client_secret",
+                                  "app_id:app_secret", "key_id:secret_key",
+                                  "consumer_key:consumer_secret"])
 def test_a_basic_auth_password_written_as_a_placeholder_passes(
     user: str, write_entry: WriteEntry, data_dir: Path
 ) -> None:

@@ -99,9 +99,11 @@ def is_placeholder(token: str) -> bool:
 
 
 # How a password is written as a stand-in: an upper-case name (`SECRET`, `YOUR_API_SECRET`), a
-# name in brackets (`<password>`, `{secret}`), a shell variable, or a word naming what goes there.
+# name in brackets (`<password>`, `{secret}`), a shell variable, or words naming what goes there
+# (`password`, `api_key`, `client_secret`, as OAuth's `-u client_id:client_secret` writes it).
 STAND_IN = re.compile(r"[A-Z]+(?:_[A-Z0-9]+)*|<[^<>]+>|\{[^{}]+\}|\$\{?\w+\}?"
-                      r"|(?i:(?:api[_-]?)?(?:password|passwd|pass|secret|token|key))")
+                      r"|(?i:(?:(?:api|app|client|consumer|access|auth|account|user|private"
+                      r"|secret|bot)[_-]?){0,3}(?:password|passwd|pass|secret|token|key))")
 
 
 def credential_cookie(name: str) -> bool:
