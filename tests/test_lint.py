@@ -480,6 +480,10 @@ QUERY = [*make_entry()["endpoints"], {"method": "POST", "path": "/query"}]
     ({"sampleRequest": f'curl -H @headers.txt "{BASE}/forecast"'}, "sample-request-curl"),
     ({"sampleRequest": f'curl -X POST -d @body.json "{BASE}/query"', "endpoints": QUERY},
      "sample-request-curl"),
+    ({"sampleRequest": f'curl --url-query units@units.txt "{BASE}/forecast"'},
+     "sample-request-curl"),
+    ({"sampleRequest": f"curl -G --data-urlencode '@query.txt' \"{BASE}/forecast\""},
+     "sample-request-curl"),
     ({"sampleRequest": f'curl --header="X-Api-Key: YOUR_API_KEY" "{BASE}/forecast"'},
      "sample-request-curl"),
     ({"sampleRequest": f'curl --compresed "{BASE}/forecast"'}, "sample-request-curl"),
@@ -514,6 +518,7 @@ def test_a_sample_curl_runs_otherwise_than_it_reads_fails(
     {"sampleRequest": f'curl -sXGET --compressed "{BASE}/forecast"'},
     {"sampleRequest": f'curl -X POST -F "file=@photo.jpg" "{BASE}/query"', "endpoints": QUERY},
     {"sampleRequest": f'curl -g "{BASE}/stations/{{10384}}"'},
+    {"sampleRequest": f"curl --url-query '+units=metric@2x' \"{BASE}/forecast\""},
 ])
 def test_a_sample_with_options_curl_reads_as_written_passes(
     write_entry: WriteEntry, data_dir: Path, changes: dict

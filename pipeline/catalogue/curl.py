@@ -241,9 +241,7 @@ def _read_argument(request: CurlRequest, name: str, argument: str) -> None:
     elif name in ("config", "variable"):
         _note(request.problems, f"'--{name}' takes options or values from a file or the "
               "environment, so the sample does not show what it sends: write them in it")
-    elif (name in _FROM_FILE and argument.startswith("@")) or (
-            name == "data-urlencode" and "@" in argument.partition("=")[0] and "=" not in
-            argument.partition("@")[0]) or (name == "cookie" and "=" not in argument):
+    elif _reads_file(name, argument):
         _note(request.problems, f"'--{name} {shown(argument, 40)[1:-1]}' reads what it sends "
               "from a local file, so the sample does not show it: write it in the sample")
     elif name in ("header", "user-agent", "cookie"):  # curl sends -A and -b as these headers
@@ -261,6 +259,17 @@ def _read_argument(request: CurlRequest, name: str, argument: str) -> None:
                            parse_qsl(argument.removeprefix("+"), keep_blank_values=True)]
     elif name in _FORM:
         request.fields.append(argument.partition("=")[0])
+
+
+def _reads_file(name: str, argument: str) -> bool:
+    """Whether option `name` reads what it sends from a local file named in `argument`:
+    `-d @body.json`, `-H @headers.txt`; `--data-urlencode` and `--url-query` (but for one
+    starting with `+`, sent as is) with `@file` or `name@file`; `-b` with no `=`."""
+    if name in _FROM_FILE:
+        return argument.startswith("@")
+    if name == "data-urlencode" or (name == "url-query" and not argument.startswith("+")):
+        return "@" in argument.partition("=")[0]
+    return name == "cookie" and "=" not in argument
 
 
 def shown(text: str, limit: int = 80) -> str:
