@@ -377,6 +377,31 @@ def test_an_endpoints_reason_and_confirmed_failure_read_alike_in_page_and_markdo
     assert "not_found" not in text and "(tls)" not in text
 
 
+def test_a_note_beside_a_probe_is_not_called_not_probed_in_page_or_markdown(
+    sample: SampleRelease,
+) -> None:
+    """An endpoint not probed says so with its note; one probed whose redirect was not followed
+    carries a note too, which the page and Markdown printed as "not probed" beside its answer."""
+    from pipeline.release.markdown import nightly_markdown_parts
+
+    api = json.loads(page(sample, entry_document("stripe")))["api"]
+    followed = "its redirect to b.example was not followed this run"
+    api["endpoints"] = [
+        {"method": "GET", "path": "/moved", "status": {
+            "state": "online", "httpStatus": 301, "reason": "redirect", "note": followed}},
+        {"method": "POST", "path": "/send", "status": {
+            "state": "unchecked", "note": "method is POST"}},
+    ]
+    presented = pages.presented_entry(api)
+    html = Elements(pages.nightly_page_parts(presented, "", Markup(""), "")["endpoints"])
+    text = nightly_markdown_parts(presented, {"version": "2.0.0", "license": ""})["endpoints"]
+    page_text = " ".join(html.text.get("endpoints", "").split())
+    assert f"HTTP 301 (redirected) {followed}" in page_text
+    assert "not probed: method is POST" in page_text and page_text.count("not probed") == 1
+    assert f"HTTP 301 (redirected), {followed}." in text
+    assert "not probed: method is POST." in text and text.count("not probed") == 1
+
+
 def test_the_markdown_keeps_a_sample_requests_indentation(sample: SampleRelease) -> None:
     from pipeline.release.markdown import render_entry_markdown
 
