@@ -139,12 +139,17 @@ def _and_more(items: list[str]) -> str:
     return f" (and {len(items) - 1:,} more)" if len(items) > 1 else ""
 
 
+# A path's `{placeholder}`, never holding a brace: a scan stops at the next `{`, so a path of
+# unclosed braces is read in linear time.
+_PLACEHOLDER = re.compile(r"(\{[^{}]*\})")
+
+
 def _endpoint_pattern(path: str, spanning: bool = False) -> re.Pattern[str]:
     """An endpoint's path (its query aside) as a pattern: each `{placeholder}` stands for the
     text of one segment, as in `/users/{id}` or `/forecast/{lat},{lon}`. `spanning` lets a
     placeholder followed by a fixed segment hold several (a Go module path, `golang.org/x/mod`,
     in `/{module}/@v/list`): the fixed text after it still pins the path down."""
-    parts = re.split(r"(\{[^}]*\})", path.partition("?")[0])
+    parts = _PLACEHOLDER.split(path.partition("?")[0])
     pattern = ""
     for index, part in enumerate(parts):
         following = parts[index + 1] if index + 1 < len(parts) else ""
@@ -325,9 +330,6 @@ def _usable_port(url: str) -> bool:
         return False
 
 
-_PLACEHOLDER = re.compile(r"\{[^}]*\}")
-
-
 def _endpoint_url_problem(entry: EntryContent, path: str) -> str | None:
     """Why baseUrl + `path` (its `{placeholders}` filled) is no URL, if it is not: the probe
     calls that URL and the release publishes it as the entry's status URL, which the release's
@@ -336,7 +338,8 @@ def _endpoint_url_problem(entry: EntryContent, path: str) -> str | None:
     try:
         absolute_uri(url)
     except ValueError as exc:
-        return f"{exc} (in {url!r}, the URL it makes with baseUrl, which the release publishes)"
+        return (f"{exc} (in {shown(url)}, the URL it makes with baseUrl, which the release "
+                "publishes)")
     return None
 
 
