@@ -84,6 +84,7 @@ TIMED = (
     (STAGES_MODULE, "read_catalog", "ingest: reading files"),
     (STAGES_MODULE, "ingest_catalog", "ingest: storing"),
     (STAGES_MODULE, "roll_up", "rollup"),
+    (STAGES_MODULE, "roll_up_ended", "rollup"),  # the nightly's: the days chosen under its lock
     (STAGES_MODULE, "probe_entries", "probe"),
     (STAGES_MODULE, "plan_targets", "probe: planning"),
     (STAGES_MODULE, "probe_all", "probe: probing"),
