@@ -76,6 +76,20 @@ def model_json_of(model: type[BaseModel], form: Mapping[str, Any]) -> bytes:
     return model.model_validate(form).model_dump_json().encode()
 
 
+def unusable_lock_file(path: Path, kind: str, elsewhere: Path) -> None:
+    """Put at `path` what a lock may not open as its file: a link to `elsewhere` ("link", or
+    "dangling link" where `elsewhere` does not exist), a "folder", a "fifo", or a second name
+    of `elsewhere` (any other kind)."""
+    if kind in ("link", "dangling link"):
+        path.symlink_to(elsewhere)
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        os.link(elsewhere, path)
+
+
 def make_entry(**changes: Any) -> dict[str, Any]:
     """A valid entry with `changes` applied; a value of None removes the key."""
     entry = copy.deepcopy(VALID_ENTRY)

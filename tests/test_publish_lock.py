@@ -40,7 +40,7 @@ from pipeline.release.swap import (
 from pipeline.release.validate import validate_release
 from pipeline.store.locks import LockFileRefused
 from pipeline.store.tables import ReleaseRow, make_engine
-from tests.conftest import REPO, WriteEntry, make_entry
+from tests.conftest import REPO, WriteEntry, make_entry, unusable_lock_file
 
 PROCESSES = 4
 RELEASES_EACH = 4
@@ -340,14 +340,7 @@ def test_a_publish_lock_file_that_is_no_plain_file_of_its_own_is_refused_and_lef
     elsewhere = tmp_path / "elsewhere.txt"
     if kind != "dangling link":
         elsewhere.write_text("kept\n")
-    if kind in ("link", "dangling link"):
-        path.symlink_to(elsewhere)
-    elif kind == "folder":
-        path.mkdir()
-    elif kind == "fifo":
-        os.mkfifo(path)
-    else:
-        os.link(elsewhere, path)
+    unusable_lock_file(path, kind, elsewhere)
     with pytest.raises(LockFileRefused) as refused, publish_lock(output, timeout=1):
         pass
     assert str(refused.value) == (

@@ -46,7 +46,7 @@ from pipeline.store.tables import (
     session_scope,
     start_run,
 )
-from tests.conftest import WriteEntry, make_entry
+from tests.conftest import WriteEntry, make_entry, unusable_lock_file
 from tests.test_history import result
 
 DAY = date(2026, 11, 10)
@@ -283,14 +283,7 @@ def test_a_lock_file_that_is_no_plain_file_of_its_own_is_refused_and_left_alone(
     elsewhere = tmp_path / "elsewhere.txt"
     elsewhere.write_text("kept\n")
     path = lock_file(sqlite_store, StoreWork.ingest)
-    if kind == "link":
-        path.symlink_to(elsewhere)
-    elif kind == "folder":
-        path.mkdir()
-    elif kind == "fifo":
-        os.mkfifo(path)
-    else:
-        os.link(elsewhere, path)
+    unusable_lock_file(path, kind, elsewhere)
     with pytest.raises(LockFileRefused) as refused, \
             store_lock(sqlite_store, StoreWork.ingest, 5, 1):
         pass
