@@ -594,7 +594,7 @@ def crash_alert_told(settings: Settings, closed: PipelineRun) -> str:
     import httpx
     from prefect.settings import PREFECT_API_URL
 
-    from pipeline.operations.runs import alert_left_running
+    from pipeline.operations.runs import alert_left_running, prefect_unreachable
 
     secret, server = settings.alert_webhook_secret, PREFECT_API_URL.value()
     if not settings.alert_webhook_url and not (secret and server):
@@ -604,9 +604,7 @@ def crash_alert_told(settings: Settings, closed: PipelineRun) -> str:
     try:
         delivery = asyncio.run(alert_left_running(settings, closed))
     except httpx.TransportError as exc:
-        why = " ".join(str(exc).split()) or type(exc).__name__
-        return (f"the alert was not delivered: the Prefect server at {server} "
-                f"(PREFECT_API_URL) cannot be reached: {why}")
+        return f"the alert was not delivered: {prefect_unreachable(exc)}"
     if delivery is None:
         return f"no alert was sent: no webhook is saved in the Secret block {secret!r}"
     if not delivery.delivered:

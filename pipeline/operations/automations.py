@@ -14,9 +14,8 @@ import yaml
 from prefect import get_client
 from prefect.blocks.webhook import Webhook
 from prefect.events.schemas.automations import AutomationCore
-from prefect.settings import PREFECT_API_URL
 
-from pipeline.operations.runs import webhook_url
+from pipeline.operations.runs import prefect_unreachable, webhook_url
 from pipeline.settings import Settings
 
 WEBHOOK_BLOCK = "apidir-alert-webhook"
@@ -85,9 +84,7 @@ async def apply_automations(path: Path, settings: Settings,
     try:
         return await _apply(path, settings, within)
     except httpx.TransportError as exc:
-        why = " ".join(str(exc).split()) or type(exc).__name__
-        raise AutomationError(f"the Prefect server at {PREFECT_API_URL.value()} "
-                              f"(PREFECT_API_URL) cannot be reached: {why}") from exc
+        raise AutomationError(prefect_unreachable(exc)) from exc
 
 
 async def _apply(path: Path, settings: Settings, within: float | None) -> AppliedAutomations:

@@ -174,6 +174,18 @@ async def close_left_running(settings: Settings,
     return reaped
 
 
+def error_words(error: BaseException) -> str:
+    """An error's text on one line, or its type's name where it has none."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def prefect_unreachable(error: httpx.TransportError) -> str:
+    """The line of a Prefect server that cannot be reached: the client's own words ("All
+    connection attempts failed") name no address."""
+    return (f"the Prefect server at {PREFECT_API_URL.value()} (PREFECT_API_URL) cannot be "
+            f"reached: {error_words(error)}")
+
+
 @dataclass(frozen=True)
 class FlowRunCrashed:
     """What became of the Prefect flow run of a run closed as left running: `marked` Crashed,
@@ -204,12 +216,9 @@ async def crash_flow_run_left_running(dead: PipelineRun) -> FlowRunCrashed:
         return FlowRunCrashed(False, f"the Prefect server at {PREFECT_API_URL.value()} does "
                               "not know it")
     except httpx.TransportError as exc:
-        why = " ".join(str(exc).split()) or type(exc).__name__
-        return FlowRunCrashed(False, f"the Prefect server at {PREFECT_API_URL.value()} "
-                              f"(PREFECT_API_URL) cannot be reached: {why}", refused=True)
+        return FlowRunCrashed(False, prefect_unreachable(exc), refused=True)
     except (httpx.HTTPError, ValueError) as exc:  # the server's refusal, a malformed id
-        return FlowRunCrashed(False, " ".join(str(exc).split()) or type(exc).__name__,
-                              refused=True)
+        return FlowRunCrashed(False, error_words(exc), refused=True)
     return FlowRunCrashed(True)
 
 
@@ -302,7 +311,7 @@ async def prune_run_reports(settings: Settings, now: datetime) -> PrunedReports 
                 if len(page) < REPORT_PAGE:
                     break
     except httpx.HTTPError as exc:
-        return PrunedReports(deleted, " ".join(str(exc).split()) or type(exc).__name__)
+        return PrunedReports(deleted, error_words(exc))
     return PrunedReports(deleted)
 
 
