@@ -691,8 +691,8 @@ class _HostTurn:
         """Give the host up for the run: the probe waiting for its start (a Retry-After or a
         backoff may have minutes to run) is woken to end at once, and those behind it too."""
         self.given_up = reason
-        if self.woken is not None and not self.woken.done():
-            self.woken.set_result(None)
+        if self.woken is not None:
+            _wake(self.woken)
 
     async def wait_to_start(self, seconds: float) -> None:
         """Wait `seconds` for the host's next start, or less should it be given up meanwhile.
