@@ -94,10 +94,12 @@ async def publish(settings: Settings, run_id: int, presented: Path, now: datetim
 @task(name="rollup", cache_policy=NO_CACHE)
 async def rollup(settings: Settings, days: list[date] | None,
                  chosen: stages.Selection | None = None, run_id: int | None = None,
-                 ended_by: date | None = None) -> int:
+                 ended_by: date | None = None, prune_reports: bool = False) -> int:
     """Store the daily rollups of `days` from the probe history (of the `chosen` entries, or
     all), for run `run_id`; idempotent. `days` None: those ended by `ended_by` and not rolled
-    up yet, as the store holds them once this run's turn comes (`stages.roll_up_ended`)."""
+    up yet, as the store holds them once this run's turn comes (`stages.roll_up_ended`).
+    `prune_reports`: also delete the runs' old reports from the Prefect server, the nightly's
+    upkeep (a backfill leaves them)."""
     if days is None:
         rollups = stages.roll_up_ended(settings, ended_by or utcnow().date(), run_id)
     else:
@@ -117,7 +119,7 @@ async def rollup(settings: Settings, days: list[date] | None,
                               sum(count for _, count in pruned), settings.probes_kept_days,
                               "; the most a night: the next nights prune any newer days due"
                               if most else "")
-    if days is None and (reports := await prune_run_reports(settings, utcnow())):
+    if prune_reports and (reports := await prune_run_reports(settings, utcnow())):
         tell = get_run_logger().warning if reports.problem else get_run_logger().info
         tell("pruned %d run reports older than %d days from the Prefect server%s",
              reports.deleted, settings.reports_kept_days,
@@ -147,7 +149,7 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
         try:
             ingested = await run_stage("ingest", with_retries(ingest, settings)(settings, run_id))
             await run_stage("rollup", with_retries(rollup, settings)(
-                settings, None, run_id=run_id, ended_by=day))
+                settings, None, run_id=run_id, ended_by=day, prune_reports=True))
             if settings.probe_enabled and settings.probe_deployment:
                 await run_stage("probe", probe_on_workers(run_id))
             elif settings.probe_enabled and settings.probe_shards > 1:
