@@ -661,3 +661,13 @@ def test_a_sample_reading_its_cookies_from_a_file_fails(
     """`-b` without `=` names a file curl reads cookies from: the sample does not show them."""
     assert ("sample-request-curl", "sampleRequest") in rules(
         write_entry, data_dir, sampleRequest=f"curl -b cookies.txt \"{BASE}/forecast\"")
+
+
+def test_a_form_sent_with_g_is_a_multipart_post(write_entry: WriteEntry, data_dir: Path) -> None:
+    """-G moves only -d's fields into the query: with -F alone curl still sends a multipart
+    POST, which the lint read as a GET."""
+    sample = f"curl -G -F 'a=1' \"{BASE}/query\""
+    assert rules(write_entry, data_dir, sampleRequest=sample, endpoints=QUERY) == []
+    assert ("sample-request-method", "sampleRequest") in rules(
+        write_entry, data_dir, sampleRequest=f"curl -G -F 'a=1' \"{BASE}/forecast\"")
+

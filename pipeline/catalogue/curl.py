@@ -130,14 +130,23 @@ def parse_curl(words: list[str]) -> CurlRequest:
             _read_argument(request, name, argument)
     if conflict := _method_conflict(seen):
         _note(request.problems, conflict)
-    body = bool(seen & (_BODY | _FORM))
-    implied = ("HEAD" if "head" in seen else "GET" if "get" in seen else "POST" if body
-               else "PUT" if "upload-file" in seen else "GET")
-    request.method = explicit or implied
+    request.method = explicit or _implied_method(seen)
     if "globoff" not in seen and any(_GLOB.search(url) for url in request.urls):
         _note(request.problems, "curl reads '{…}' and '[…]' in a URL as a pattern, one request "
               "for each value: write the value, or add -g (--globoff)")
     return request
+
+
+def _implied_method(seen: set[str]) -> str:
+    """The method the options `seen` ask for, where they ask for one: -G moves only -d's
+    fields into the query, so with -F alone curl still sends a form POST, -G ignored."""
+    if "head" in seen:
+        return "HEAD"
+    if seen & _FORM:
+        return "POST"
+    if seen & _BODY:
+        return "GET" if "get" in seen else "POST"
+    return "PUT" if "upload-file" in seen else "GET"
 
 
 def _method_conflict(seen: set[str]) -> str | None:
