@@ -671,3 +671,18 @@ def test_a_form_sent_with_g_is_a_multipart_post(write_entry: WriteEntry, data_di
     assert ("sample-request-method", "sampleRequest") in rules(
         write_entry, data_dir, sampleRequest=f"curl -G -F 'a=1' \"{BASE}/forecast\"")
 
+
+@pytest.mark.parametrize("sample", [
+    f"curl -I -d 'a=1' \"{BASE}/query\"",
+    f"curl --json '{{}}' --head \"{BASE}/query\"",
+    f"curl -G -F 'a=1' -d 'b=2' \"{BASE}/query\"",
+])
+def test_a_sample_asking_for_two_methods_is_one_line(
+    sample: str, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """curl refuses a command asking for two methods and sends nothing: the lint said so, then
+    compared one of the two with the endpoint's in a second line."""
+    lines = problem_lines(write_entry, data_dir, sampleRequest=sample, endpoints=QUERY)
+    assert len(lines) == 1, lines
+    assert ": entry example-weather: field sampleRequest: curl refuses a command that asks " \
+        "for both " in lines[0] and "\n" not in lines[0]

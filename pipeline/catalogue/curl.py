@@ -85,7 +85,7 @@ URL = re.compile(r"https?://\S+", re.IGNORECASE)  # a word curl takes for a URL,
 class CurlRequest:
     """What one curl command sends: its method, URLs, headers, basic-auth user and fields."""
 
-    method: str = "GET"
+    method: str | None = "GET"  # None where curl refuses the command for asking for two
     urls: list[str] = field(default_factory=list)
     strays: list[str] = field(default_factory=list)  # words curl would also take for URLs
     headers: list[str] = field(default_factory=list)  # as written after -H
@@ -130,7 +130,9 @@ def parse_curl(words: list[str]) -> CurlRequest:
             _read_argument(request, name, argument)
     if conflict := _method_conflict(seen):
         _note(request.problems, conflict)
-    request.method = explicit or _implied_method(seen)
+        request.method = None  # curl sends nothing: the one line above says why
+    else:
+        request.method = explicit or _implied_method(seen)
     if "globoff" not in seen and any(_GLOB.search(url) for url in request.urls):
         _note(request.problems, "curl reads '{…}' and '[…]' in a URL as a pattern, one request "
               "for each value: write the value, or add -g (--globoff)")

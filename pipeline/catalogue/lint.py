@@ -189,6 +189,8 @@ def _sample_endpoint(entry: EntryContent, request: CurlRequest, url: SplitResult
         yield (("sampleRequest",), "sample-request-endpoint",
                f"path {shown(rest)} after baseUrl matches none of the listed endpoints")
         return
+    if request.method is None:
+        return  # curl refuses it for asking for two methods, one line that says so
     same = [endpoint for endpoint in listed if (endpoint.method or "GET") == request.method]
     if not same:
         methods = sorted({endpoint.method or "GET" for endpoint in listed})
