@@ -686,3 +686,18 @@ def test_a_sample_asking_for_two_methods_is_one_line(
     assert len(lines) == 1, lines
     assert ": entry example-weather: field sampleRequest: curl refuses a command that asks " \
         "for both " in lines[0] and "\n" not in lines[0]
+
+
+@pytest.mark.parametrize("changes", [
+    {"sampleRequest": f"curl -H $'X-Api-Key:\\tYOUR_API_KEY' \"{BASE}/forecast\""},
+    {"sampleRequest": f"curl -H $'X-\\x41pi-Key: YOUR_API_KEY' \"{BASE}/forecast\""},
+    {"sampleRequest": f"curl -X POST --data-raw $'{{\"text\": \"it\\'s\\\\n\"}}' \"{BASE}/query\"",
+     "endpoints": QUERY},
+])
+def test_a_sample_in_ansi_c_quotes_is_read_as_bash_reads_it(
+    changes: dict, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """Browsers copy a request as curl in bash's `$'…'`, whose backslash escapes bash reads
+    (`\\t`, `\\x41`, `\\'`): the lint read a `$` and a single-quoted word, so the header was
+    '$X-Api-Key' and a quote escaped inside was no shell command at all."""
+    assert rules(write_entry, data_dir, **changes) == []

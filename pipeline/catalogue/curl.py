@@ -291,7 +291,8 @@ def shown(text: str, limit: int = 80) -> str:
 
 @dataclass
 class ShellCommand:
-    """A sample as a POSIX shell reads it: its words, and what makes the shell run something
+    """A sample as a POSIX shell reads it, with bash's `$'…'` (a browser copies a request as
+    curl so) read as bash and zsh read it: its words, and what makes the shell run something
     other than the one command those words spell."""
 
     words: list[str] = field(default_factory=list)
@@ -305,11 +306,17 @@ _SHELL_PIECE = re.compile(r"""
   | (?P<newline>\n)
   | \\(?P<escaped>[\s\S])
   | '(?P<single>[^']*)'
-  | "(?P<double>(?:[^"\\]++|\\[\s\S])*+)"
+  | \$'(?P<ansi>(?:[^'\\]++|\\[\s\S])*+)'
+  | \$?"(?P<double>(?:[^"\\]++|\\[\s\S])*+)"
   | (?P<substitution>\$\(|`)
   | (?P<operator>[|&;()<>])
-  | (?P<plain>(?:[^ \t\n\\'"|&;()<>`$]|\$(?!\())+)
+  | (?P<plain>(?:[^ \t\n\\'"|&;()<>`$]|\$(?![('"]))+)
 """, re.VERBOSE)
+# What a backslash stands for inside bash's `$'…'` (ANSI-C quoting), as bash reads it.
+_ANSI_ESCAPE = re.compile(r"\\(?:([0-7]{1,3})|x([0-9A-Fa-f]{1,2})|u([0-9A-Fa-f]{1,4})"
+                          r"|U([0-9A-Fa-f]{1,8})|c([\s\S])|([\s\S]))")
+_ANSI_LETTERS = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n",
+                 "r": "\r", "t": "\t", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
 _DOUBLE_ESCAPE = re.compile(r'\\([$`"\\\n])')  # what a backslash escapes inside "…"
 _DOUBLE_SUBSTITUTION = re.compile(r"(?<!\\)(?:\\\\)*(?:\$\(|`)")  # not escaped
 _WILDCARD = re.compile(r"[*?[]")
@@ -328,8 +335,9 @@ def read_shell(text: str) -> ShellCommand:
     while position < len(text):
         piece = _SHELL_PIECE.match(text, position)
         if piece is None:
-            raise ValueError(f"the {text[position]} on line {text.count(chr(10), 0, position) + 1}"
-                             " is never closed" if text[position] in "'\"" else
+            quote = text[position + (text[position] == "$")]
+            raise ValueError(f"the {quote} on line {text.count(chr(10), 0, position) + 1}"
+                             " is never closed" if quote in "'\"" else
                              "it ends with a backslash that escapes nothing")
         position, kind = piece.end(), piece.lastgroup or ""
         if kind in ("blank", "newline") and word is not None:
@@ -358,10 +366,27 @@ def _word_text(kind: str, value: str, problems: list[str]) -> str:
         if _DOUBLE_SUBSTITUTION.search(value):
             _note(problems, _shell_problem("$("))
         return _DOUBLE_ESCAPE.sub(lambda match: match.group(1).strip("\n"), value)
+    if kind == "ansi":
+        return _ANSI_ESCAPE.sub(_ansi_character, value).partition("\0")[0]
     if kind == "plain" and (wildcard := _WILDCARD.search(value)):
         _note(problems, f"{wildcard.group()!r} outside quotes is a shell wildcard (zsh refuses "
               "the command when no file matches it): quote the word")
     return value
+
+
+def _ansi_character(escape: re.Match[str]) -> str:
+    """What one backslash escape in `$'…'` stands for, as bash reads it: an octal, hex or
+    Unicode code, a control character (`\\cA`), a letter of C's (`\\n`, `\\t`, `\\'`); any
+    other is kept as written. bash ends the text at a NUL, which the caller does."""
+    octal, hexadecimal, short, long, control, letter = escape.groups()
+    if letter is not None:
+        return _ANSI_LETTERS.get(letter, escape.group())
+    if control is not None:
+        return "\x7f" if control == "?" else chr(ord(control.upper()) & 0x1F)
+    if octal or hexadecimal:
+        return chr(int(octal, 8) & 0xFF if octal else int(hexadecimal, 16))
+    code = int(short or long, 16)
+    return escape.group() if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF else chr(code)
 
 
 def _shell_problem(token: str) -> str:
