@@ -701,3 +701,42 @@ def test_a_sample_in_ansi_c_quotes_is_read_as_bash_reads_it(
     (`\\t`, `\\x41`, `\\'`): the lint read a `$` and a single-quoted word, so the header was
     '$X-Api-Key' and a quote escaped inside was no shell command at all."""
     assert rules(write_entry, data_dir, **changes) == []
+
+
+BEARER = {"authType": "bearer", "authExample": "Authorization: Bearer YOUR_TOKEN"}
+SIGNED = {"authExample": "API-Key: YOUR_API_KEY, API-Sign: <base64 HMAC-SHA512 signature>"}
+
+
+@pytest.mark.parametrize(("changes", "field", "sent"), [
+    ({"sampleRequest": f"curl -H 'X-Api-Key: hunter2' \"{BASE}/forecast\""}, "sampleRequest",
+     "header 'x-api-key'"),
+    ({**BEARER, "sampleRequest": f"curl -H 'Authorization: Bearer hunter2' \"{BASE}/forecast\""},
+     "sampleRequest", "header 'authorization'"),
+    ({**BEARER, "sampleRequest": f"curl --oauth2-bearer hunter2 \"{BASE}/forecast\""},
+     "sampleRequest", "header 'authorization'"),
+    ({**SIGNED, "sampleRequest": f"curl -H 'API-Key: YOUR_API_KEY' -H 'API-Sign: hunter2' "
+      f"\"{BASE}/forecast\""}, "sampleRequest", "header 'api-sign'"),
+    ({"sampleRequest": f"curl -H $'X-Api-Key: \\x68unter2' \"{BASE}/forecast\""},
+     "sampleRequest", "header 'x-api-key'"),
+    ({"authExample": "?api_key=YOUR_API_KEY",
+      "sampleRequest": f"curl \"{BASE}/forecast?api_key=hunter2\""}, "sampleRequest",
+     "parameter 'api_key'"),
+    ({"authExample": "?api_key=YOUR_API_KEY",
+      "sampleRequest": f"curl -G -d 'api_key=hunter2' \"{BASE}/forecast\""}, "sampleRequest",
+     "parameter 'api_key'"),
+    ({"authExample": "X-Api-Key: hunter2"}, "authExample", "header 'x-api-key'"),
+    ({"authExample": "?api_key=hunter2",
+      "sampleRequest": f"curl \"{BASE}/forecast?api_key=YOUR_API_KEY\""}, "authExample",
+     "parameter 'api_key'"),
+])
+def test_a_credential_that_is_no_placeholder_is_refused_wherever_it_is_sent(
+    changes: dict, field: str, sent: str, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """A key in a header (one a credential's name names, or the entry's authExample), sent by
+    --oauth2-bearer, or in a parameter was refused only where it looked random: a short plain
+    key is as live, as a password and a cookie already were."""
+    lines = problem_lines(write_entry, data_dir, **changes)
+    assert len(lines) == 1 and "\n" not in lines[0], lines
+    assert f": entry example-weather: field {field}: looks like a real credential: {sent} " \
+        "that is no placeholder (" in lines[0]
+    assert "hunter2" not in lines[0]

@@ -1,7 +1,7 @@
 """The placeholder-only credential gate: find text that looks like a real credential.
 
 Entries show how to authenticate, so they hold credential-shaped text on purpose;
-only placeholders (`YOUR_API_KEY`, `<token>`, `sk_test_xxx…`) may appear. Known
+only placeholders (`YOUR_API_KEY`, `<token>`, `sk_test_xxxx…`) may appear. Known
 key formats are caught anywhere; long random-looking tokens are caught where a
 credential would sit (auth examples, requests, the addresses the prober calls,
 secret-named response fields).
@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from pipeline.catalogue.curl import CurlRequest, curl_request, shown
+from pipeline.catalogue.curl import (
+    CredentialForm,
+    CurlRequest,
+    credential_scheme,
+    example_request,
+    query_fields,
+    shown,
+)
 
 # Well-known formats of live credentials, each a prefix and a body of its length; a body that is
 # a placeholder (`hf_xxxx…`, `glpat-YOUR_TOKEN`) passes.
@@ -158,30 +165,57 @@ def random_tokens(text: str) -> Iterator[Finding]:
             yield Finding("high-entropy token", _excerpt(token))
 
 
-def _passwords(request: CurlRequest) -> Iterator[tuple[str, str]]:
-    """Each password a curl request sends, as (where, password): after `-u user:`, and after
-    a user name in a URL, which curl sends as basic auth too."""
-    if request.user is not None and ":" in request.user:
-        yield "-u", request.user.partition(":")[2]
-    for url in request.urls:
-        try:
-            password = urlsplit(url).password
-        except ValueError:  # lint says the URL does not split
-            password = None
-        if password is not None:
-            yield "URL", password
-
-
-def plain_secrets(text: str) -> Iterator[Finding]:
-    """Passwords and credential cookies that are no placeholder, in a curl command, curl
-    options alone (`-u KEY:`) or a Cookie header (`Cookie: session=…`)."""
-    request = curl_request(text) or CurlRequest(headers=[text.strip()])
-    for where, password in _passwords(request):
-        if not is_stand_in(password):
-            yield Finding(f"a {where} password that is no placeholder", _excerpt(password))
+def sent_credentials(request: CurlRequest, form: CredentialForm,
+                     ) -> Iterator[tuple[str, str, str]]:
+    """Each credential `request` sends, as (kind, name, value): a header `form` (the entry's
+    authExample) names or a credential's name, a cookie (from -b or a Cookie header), basic
+    auth (from -u, or a user name in the URL, which curl sends so), or a query or form
+    parameter."""
+    for name, value in request.header_fields():
+        if name != "cookie" and (name in form.headers or CREDENTIAL_HEADER.search(name)):
+            yield "header", name, value
     for name, value in request.cookies():
-        if credential_cookie(name) and not is_stand_in(value):
-            yield Finding(f"cookie {shown(name, 40)} that is no placeholder", _excerpt(value))
+        if name in form.cookies or credential_cookie(name):
+            yield "cookie", name, value
+    if request.user is not None:
+        yield "basic", "-u", request.user
+    for url in request.urls[:1]:
+        try:
+            netloc = urlsplit(url).netloc
+        except ValueError:  # lint says the URL does not split
+            netloc = ""
+        if "@" in netloc:
+            yield "basic", "URL", netloc.rpartition("@")[0]
+    if request.bearer is not None:
+        yield "header", "authorization", f"Bearer {request.bearer}"
+    for name, value in query_fields(request):
+        if name in form.params or name.lower() in CREDENTIAL_PARAMS:
+            yield "parameter", name, value
+
+
+def _secret(kind: str, value: str) -> str | None:
+    """The part of a credential sent as `kind` that is secret: a basic-auth password (None
+    where there is none), a header's value after its scheme word (`Bearer`), or all of it."""
+    if kind == "basic":
+        _, colon, password = value.partition(":")
+        return password if colon else None
+    if kind == "header" and (scheme := credential_scheme(value)) is not None:
+        return value[len(scheme):].strip()
+    return value
+
+
+def plain_secrets(text: str, form: CredentialForm) -> Iterator[Finding]:
+    """Credentials that are no placeholder, wherever a curl command, curl options alone
+    (`-u KEY:`), a query or header lines send them: a password, a cookie, a header, a
+    parameter. A key a known format or its randomness already names is said once, there."""
+    request = example_request(text) or CurlRequest()
+    for kind, name, value in sent_credentials(request, form):
+        secret = _secret(kind, value)
+        if secret is None or is_stand_in(secret) or any(known_credentials(secret)) \
+                or any(random_tokens(secret)):
+            continue
+        what = (f"a {name} password" if kind == "basic" else f"{kind} {shown(name, 40)}")
+        yield Finding(f"{what} that is no placeholder", _excerpt(secret))
 
 
 def _secret_valued(document: Any, under_secret_key: bool = False) -> Iterator[str]:
@@ -196,14 +230,15 @@ def _secret_valued(document: Any, under_secret_key: bool = False) -> Iterator[st
         yield document
 
 
-def credential_findings(field: str, text: str) -> list[Finding]:
+def credential_findings(field: str, text: str, form: CredentialForm | None = None,
+                        ) -> list[Finding]:
     """What in one field of an entry looks like a real credential; `field` is its name (an
-    endpoint's path is `path`)."""
+    endpoint's path is `path`), `form` where the entry's authExample puts the credential."""
     findings = list(known_credentials(text))
     if field in TOKEN_FIELDS:
         findings.extend(random_tokens(text))
     if field in ("authExample", "sampleRequest"):
-        findings.extend(plain_secrets(text))
+        findings.extend(plain_secrets(text, form or CredentialForm()))
     elif field == "sampleResponse":
         try:
             document = json.loads(text)

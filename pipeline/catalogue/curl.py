@@ -91,7 +91,7 @@ class CurlRequest:
     headers: list[str] = field(default_factory=list)  # as written after -H
     user: str | None = None  # -u / --user
     bearer: str | None = None  # --oauth2-bearer
-    fields: list[str] = field(default_factory=list)  # names sent by -d, -F, --url-query …
+    fields: list[tuple[str, str]] = field(default_factory=list)  # sent by -d, -F, --url-query …
     problems: list[str] = field(default_factory=list)  # what curl refuses, or the sample hides
 
     def header_fields(self) -> list[tuple[str, str]]:
@@ -266,10 +266,10 @@ def _read_argument(request: CurlRequest, name: str, argument: str) -> None:
     elif name == "url":
         request.urls.append(argument)
     elif name in _BODY - {"json"} or name == "url-query":  # -G sends them in the query
-        request.fields += [field for field, _ in
-                           parse_qsl(argument.removeprefix("+"), keep_blank_values=True)]
+        request.fields += parse_qsl(argument.removeprefix("+"), keep_blank_values=True)
     elif name in _FORM:
-        request.fields.append(argument.partition("=")[0])
+        form_name, _, value = argument.partition("=")
+        request.fields.append((form_name, value))
 
 
 def _reads_file(name: str, argument: str) -> bool:
@@ -438,28 +438,40 @@ def curl_request(text: str) -> CurlRequest | None:
     return parse_curl(words if words[:1] == ["curl"] else ["curl", *words])
 
 
-def credential_form(example: str) -> CredentialForm:
-    """The form `example` (an entry's authExample) describes."""
+def example_request(example: str) -> CurlRequest | None:
+    """What `example` (an entry's authExample) sends: a curl command or curl options alone, a
+    query (`?appid=KEY`) or header lines (`X-Key: KEY, X-Sign: <signature>`); None for a URL,
+    prose, or text the shell cannot read."""
     text = example.strip()
     if text.startswith("curl ") or _CURL_OPTIONS.match(text):
-        request = curl_request(text)
-        if request is None:
-            return CredentialForm(known=False)
-        form = _header_form(request.header_fields(), CredentialForm(basic=request.user is not None))
-        for url in request.urls:
-            form.params |= {name for name, _ in parse_qsl(urlsplit(url).query)}
-        form.params |= set(request.fields)
-        return form
+        return curl_request(text)
     if "://" in text:
-        return CredentialForm(known=False)
+        return None
     if _PARAMS.fullmatch(text):
-        return CredentialForm(params={name for name, _ in parse_qsl(text.lstrip("?"))})
+        return CurlRequest(fields=parse_qsl(text.lstrip("?"), keep_blank_values=True))
     parts = [part.strip() for part in _HEADER_SPLIT.split(text)]
-    if not all(HEADER.fullmatch(part) for part in parts):
+    return CurlRequest(headers=parts) if all(HEADER.fullmatch(part) for part in parts) else None
+
+
+def query_fields(request: CurlRequest) -> list[tuple[str, str]]:
+    """Every parameter `request` sends: its URLs' queries, then its -d, -F and --url-query
+    fields."""
+    pairs: list[tuple[str, str]] = []
+    for url in request.urls:
+        try:
+            pairs += parse_qsl(urlsplit(url).query, keep_blank_values=True)
+        except ValueError:  # lint says the URL does not split
+            continue
+    return pairs + request.fields
+
+
+def credential_form(example: str) -> CredentialForm:
+    """The form `example` (an entry's authExample) describes."""
+    request = example_request(example)
+    if request is None:
         return CredentialForm(known=False)
-    form = _header_form([(name.strip().lower(), value.strip())
-                         for name, _, value in (part.partition(":") for part in parts)],
-                        CredentialForm())
+    form = _header_form(request.header_fields(), CredentialForm(basic=request.user is not None))
+    form.params = {name for name, _ in query_fields(request)}
     form.basic = form.basic or "basic" in {(scheme or "").lower()
                                            for scheme in form.headers.values()}
     return form

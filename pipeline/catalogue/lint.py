@@ -6,14 +6,9 @@ import json
 import re
 import unicodedata
 from collections.abc import Iterator
-from urllib.parse import SplitResult, parse_qsl, urlsplit
+from urllib.parse import SplitResult, urlsplit
 
-from pipeline.catalogue.credentials import (
-    CREDENTIAL_HEADER,
-    CREDENTIAL_PARAMS,
-    credential_cookie,
-    credential_findings,
-)
+from pipeline.catalogue.credentials import credential_findings, sent_credentials
 from pipeline.catalogue.curl import (
     HEADER,
     CredentialForm,
@@ -87,7 +82,7 @@ def _sample_request(entry: EntryContent) -> Iterator[Lint]:
                f"header {shown(malformed[0])}{_and_more(malformed)} is not of the form "
                "'Name: value'")
     yield from _sample_endpoint(entry, request, url)
-    yield from _sample_credential(entry, request, url)
+    yield from _sample_credential(entry, request)
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -223,34 +218,12 @@ def _sample_response_shape(entry: EntryContent, endpoints: list[Endpoint]) -> It
                f"a JSON {type(response).__name__}, not an object")
 
 
-def _sent_credentials(request: CurlRequest, url: SplitResult, form: CredentialForm,
-                      ) -> Iterator[tuple[str, str, str]]:
-    """Each credential the request sends, as (kind, name, value): a header, a cookie (from -b
-    or a Cookie header), basic auth (from -u, or from a user name in the URL, which curl sends
-    so), or a query or form parameter."""
-    for name, value in request.header_fields():
-        if name != "cookie" and (name in form.headers or CREDENTIAL_HEADER.search(name)):
-            yield "header", name, value
-    for name, value in request.cookies():
-        if name in form.cookies or credential_cookie(name):
-            yield "cookie", name, value
-    if request.user is not None:
-        yield "basic", "-u", request.user
-    elif "@" in url.netloc:
-        yield "basic", "URL", url.netloc.rpartition("@")[0]
-    if request.bearer is not None:
-        yield "header", "authorization", f"Bearer {request.bearer}"
-    for name in [name for name, _ in parse_qsl(url.query, keep_blank_values=True)] + request.fields:
-        if name in form.params or name.lower() in CREDENTIAL_PARAMS:
-            yield "parameter", name, ""
-
-
-def _sample_credential(entry: EntryContent, request: CurlRequest, url: SplitResult,
+def _sample_credential(entry: EntryContent, request: CurlRequest,
                        ) -> Iterator[Lint]:
     """The credential the request sends is where authExample puts it, and a keyless API's
     request sends none: a sample that authenticates otherwise teaches the wrong call."""
     form = credential_form(entry.auth_example or "")
-    for kind, name, value in _sent_credentials(request, url, form):
+    for kind, name, value in sent_credentials(request, form):
         sent = f"basic auth ({name})" if kind == "basic" else f"{kind} {name!r}"
         if entry.auth_type == "none":
             yield (("sampleRequest",), "sample-request-auth",
@@ -505,9 +478,10 @@ def _credential_texts(entry: EntryContent) -> Iterator[tuple[Loc, str | None]]:
 
 
 def _credentials(entry: EntryContent) -> Iterator[Lint]:
+    form = credential_form(entry.auth_example or "")
     for loc, value in _credential_texts(entry):
         if value is not None:
-            for finding in credential_findings(str(loc[-1]), value):
+            for finding in credential_findings(str(loc[-1]), value, form):
                 yield (
                     loc,
                     "real-credential",
