@@ -23,6 +23,8 @@ from pipeline.store.tables import (
     EntryRow,
     ProbeRow,
     RolledDay,
+    utc_text,
+    utcnow,
 )
 from tests.conftest import WriteEntry, make_entry
 from tests.test_evidence import TODAY, history  # noqa: F401 (a fixture)
@@ -293,3 +295,46 @@ def test_an_entry_renamed_twice_takes_over_every_former_id_still_stored(
     assert taken["probe"] == old["probe"] + near["probe"]
     assert taken["entry_event"] == old["entry_event"] + near["entry_event"] + 2
     assert days_of(history, "delta") == {**old_days, **near_days}
+
+
+def told(session: Session, data_dir: Path, at) -> list[dict]:
+    """The catalogue events an ingest at `at` publishes (`recent_events`), as documents."""
+    entries = data_dir / "entries"
+    ingest_catalog(session, read_catalog([entries], entries), now=at)
+    return sorted((event.document() for event in recent_events(session, at)
+                   if event.kind != "release"), key=lambda document: document["entry"])
+
+
+def test_a_rename_publishes_only_what_a_reader_was_not_told_before(
+    data_dir: Path, write_entry: WriteEntry, ingested_store,
+) -> None:
+    """`formerIds` added where the ids were published apart for a while: an id retired long
+    ago is not told retired again, nor an id published long since told added again; an entry
+    back from retirement by a rename is told added once, naming its former id."""
+    for entry_id in ("old", "twin", "kept", "back"):
+        write_entry(make_entry(id=entry_id))
+    session = ingested_store()
+    weather = data_dir / "entries" / "weather"
+    rename_file(data_dir, write_entry, "old", "new", None)  # the old id retired, not renamed
+    (weather / "back.yaml").unlink()
+    day = utcnow() + timedelta(days=1)  # after the events of the first ingest
+    assert [(d["kind"], d["entry"]) for d in told(session, data_dir, day)] == [
+        ("retired", "back"), ("added", "new"), ("retired", "old")]
+
+    def at(days: int):
+        return day + timedelta(days=days)
+
+    write_entry(make_entry(id="new", formerIds=["old"]))  # both told long ago
+    assert told(session, data_dir, at(1)) == []
+    (weather / "twin.yaml").unlink()  # a duplicate merged into an entry published long since
+    write_entry(make_entry(id="kept", formerIds=["twin"]))
+    assert told(session, data_dir, at(2)) == [
+        {"kind": "retired", "entry": "twin", "name": "Example Weather", "renamedTo": "kept",
+         "at": utc_text(at(2))}]
+    write_entry(make_entry(id="back", formerIds=["kept"]))  # back, taking over a published id
+    (weather / "kept.yaml").unlink()
+    assert told(session, data_dir, at(3)) == [
+        {"kind": "added", "entry": "back", "name": "Example Weather", "renamedFrom": "kept",
+         "at": utc_text(at(3))},
+        {"kind": "retired", "entry": "kept", "name": "Example Weather", "renamedTo": "back",
+         "at": utc_text(at(3))}]

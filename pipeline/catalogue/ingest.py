@@ -40,6 +40,8 @@ from pipeline.store.tables import (
     as_utc,
     in_lists,
     insert_rows,
+    rename_halves,
+    rename_news,
     utcnow,
 )
 
@@ -195,6 +197,7 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
     }
     present = set(report.unchanged.values()) | report.invalid_ids()
     moves: list[tuple[str, str]] = []  # (former id, the id taking over its stored entry)
+    news: dict[str, str] = {}  # what each former id's rename tells a reader (`rename_news`)
     taken = 0  # the moves made so far
     for chunk in _chunks(report, spool):
         new: list[StoredEntry] = []
@@ -208,8 +211,12 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
             # newest first: of two former ids' rows on one key, the nearer the new id's is kept
             formers = [former for former in reversed(entry.former_ids)
                        if former in stored and former != entry.id]
-            for former in formers:
+            for number, former in enumerate(formers):
                 moves.append((former, entry.id))
+                # the new id told added once, if it was not published; the former told retired
+                # if it was published until now (not retired long ago, with its own event)
+                news[former] = rename_news(not number and (known is None or known[1]),
+                                           not stored[former][1])
                 del stored[former]  # taken over, not retired
                 summary.renamed.append(f"{former} → {entry.id}")
             if known is None and formers:
@@ -246,7 +253,7 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
         session.execute(
             update(EntryRow).where(col(EntryRow.id).in_(chunk)).values(retired_at=now)
         )
-    _record_events(session, summary, now, run_id)
+    _record_events(session, summary, now, run_id, news)
     session.commit()
     return summary
 
@@ -406,19 +413,21 @@ def _update_file_columns(session: Session, rows: list[dict[str, object]]) -> Non
 
 
 def _record_events(session: Session, summary: IngestSummary, now: datetime,
-                   run_id: int | None) -> None:
+                   run_id: int | None, news: Mapping[str, str]) -> None:
     """The catalogue's history: an entry added (or back from retirement), an entry retired,
-    an entry renamed (its new id's, naming the former)."""
+    an entry renamed (its new id's, naming the former, and what of it is news: `news`, by
+    former id). An entry back from retirement by a rename is told added by its rename."""
+    renames = [renamed.split(" → ") for renamed in summary.renamed]
+    told = {taker for former, taker in renames if "added" in rename_halves(news[former])}
     events = [
-        {"entry_id": entry_id, "kind": kind, "at": now, "run_id": run_id, "from_value": None}
+        {"entry_id": entry_id, "kind": kind, "at": now, "run_id": run_id, "from_value": None,
+         "to_value": None}
         for kind, ids in (("added", summary.added + summary.restored),
                           ("retired", summary.retired))
-        for entry_id in ids
+        for entry_id in ids if entry_id not in told
     ]
-    for renamed in summary.renamed:
-        former, taker = renamed.split(" → ")
-        events.append({"entry_id": taker, "kind": "renamed", "at": now, "run_id": run_id,
-                       "from_value": former})
+    events += [{"entry_id": taker, "kind": "renamed", "at": now, "run_id": run_id,
+                "from_value": former, "to_value": news[former]} for former, taker in renames]
     if events:
         insert_rows(session, EntryEvent.__table__, events)
 

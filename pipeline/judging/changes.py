@@ -33,6 +33,7 @@ from pipeline.store.tables import (
     StateChange,
     as_utc,
     in_lists,
+    rename_halves,
     utc_text,
     write_rows,
 )
@@ -223,14 +224,14 @@ def _event(row: Mapping[str, Any], names: Mapping[str, str]) -> Event:
 def _published(event: Event) -> list[Event]:
     """A stored event as published: a rename (stored under the new id, naming the former) as
     the former id retired and the new one added, each naming the other, which a consumer of
-    interface 2.0.0 reads as it always has."""
+    interface 2.0.0 reads as it always has; of those, only what was news when it was stored
+    (`rename_halves`): a merge does not tell again of an id added, or retired, long ago."""
     if event.kind != "renamed":
         return [event]
-    former = event.from_state
-    return [Event("added", event.entry_id, event.name, None, None, event.at,
-                  renamed=former),
-            Event("retired", former, event.name, None, None, event.at,
-                  renamed=event.entry_id)]
+    ids = {"added": (event.entry_id, event.from_state),  # (entry, the other id it names)
+           "retired": (event.from_state, event.entry_id)}
+    return [Event(half, ids[half][0], event.name, None, None, event.at, renamed=ids[half][1])
+            for half in rename_halves(event.to_state)]
 
 
 def recent_events(session: Session, since: datetime, limit: int = 500) -> list[Event]:

@@ -406,11 +406,29 @@ class EntryEvent(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     entry_id: str = Field(foreign_key="entry.id", index=True)
-    kind: str  # added | retired | lifecycle
-    from_value: str | None = None  # lifecycle: the state left
-    to_value: str | None = None  # lifecycle: the state entered
+    kind: str  # added | retired | renamed | lifecycle
+    from_value: str | None = None  # lifecycle: the state left; renamed: the former id
+    to_value: str | None = None  # lifecycle: the state entered; renamed: `rename_news`
     at: datetime = Field(sa_type=UtcDateTime, index=True)
     run_id: int | None = Field(default=None, foreign_key="pipeline_run.id")
+
+
+# A rename's event (kind `renamed`, under the new id, `from_value` the former id) is published
+# as the new id added and the former retired; its `to_value` names those of the two a reader was
+# not told before (`rename_news`): a merge of ids published apart for a while tells neither
+# again. NULL, as stored before it named them: both.
+RENAME_HALVES = ("added", "retired")
+
+
+def rename_news(added: bool, retired: bool) -> str:
+    """A rename event's `to_value`: the halves (`RENAME_HALVES`) that are news, by commas."""
+    return ",".join(half for half, news in zip(RENAME_HALVES, (added, retired), strict=True)
+                    if news)
+
+
+def rename_halves(to_value: str | None) -> tuple[str, ...]:
+    """The halves of a rename event to publish, from its `to_value` (`rename_news`)."""
+    return RENAME_HALVES if to_value is None else tuple(filter(None, to_value.split(",")))
 
 
 # How long a write to a SQLite store waits for another writer's commit (the driver's default is
