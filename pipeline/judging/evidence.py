@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Collection, Iterator, Mapping
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime, timedelta
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -61,18 +61,13 @@ from pipeline.store.tables import (
     PipelineRun,
     RolledDay,
     as_utc,
+    day_bounds,
 )
 
 WINDOW_DAYS = max(WINDOWS.values())  # the longest window
 EPOCH_DAY = date(1970, 1, 1)  # a sample's `day` counts the days since
 SAMPLE_KINDS = {"total_ms": float, "failed": bool, "day": np.int32, "in_7d": bool,
                 "in_30d": bool}  # every sample column but the entry's
-
-
-def day_bounds(day: date) -> tuple[datetime, datetime]:
-    """The first and the last instant of a UTC day (both inclusive)."""
-    start = datetime.combine(day, time.min, tzinfo=UTC)
-    return start, start + timedelta(days=1) - timedelta(microseconds=1)
 
 
 def days_between(start: date, end: date) -> list[date]:

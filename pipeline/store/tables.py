@@ -19,7 +19,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, time, timedelta
 from functools import cache, lru_cache
 from itertools import pairwise
 from pathlib import Path
@@ -70,6 +70,12 @@ def as_utc(moment: datetime | None) -> datetime | None:
     if type(moment) is datetime:  # asked of every probe read: a quarter of `replace`'s cost
         return datetime.combine(moment, moment.time(), UTC)
     return moment.replace(tzinfo=UTC)
+
+
+def day_bounds(day: date) -> tuple[datetime, datetime]:
+    """The first and the last instant of a UTC day (both inclusive)."""
+    start = datetime.combine(day, time.min, tzinfo=UTC)
+    return start, start + timedelta(days=1) - timedelta(microseconds=1)
 
 
 def utc_text(moment: datetime) -> str:
