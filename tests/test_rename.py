@@ -15,14 +15,16 @@ from pipeline.catalogue.ingest import HISTORY_TABLES, ingest_catalog
 from pipeline.judging.changes import recent_events
 from pipeline.judging.content_scores import content_scores, store_content_scores
 from pipeline.judging.evidence import bounded_scores
-from pipeline.judging.rollup import keep_missing_evidence
+from pipeline.judging.rollup import keep_missing_evidence, roll_up_days
 from pipeline.store.tables import (
+    DailyEndpointRollup,
     DailyEntryRollup,
     EndpointRow,
     EntryEvent,
     EntryRow,
     ProbeRow,
     RolledDay,
+    day_bounds,
     utc_text,
     utcnow,
 )
@@ -172,12 +174,23 @@ def days_of(session: Session, entry_id: str) -> dict:
         select(DailyEntryRollup).where(DailyEntryRollup.entry_id == entry_id))}
 
 
+def of_days(session: Session, entry_id: str, days: set) -> dict[str, int]:
+    """How many probes and URL rollups the entry has of `days`."""
+    probes = sum(session.exec(select(func.count()).select_from(ProbeRow).where(
+        ProbeRow.entry_id == entry_id, col(ProbeRow.checked_at) >= day_bounds(day)[0],
+        col(ProbeRow.checked_at) <= day_bounds(day)[1])).one() for day in days)
+    urls = session.exec(select(func.count()).select_from(DailyEndpointRollup).where(
+        DailyEndpointRollup.entry_id == entry_id, col(DailyEndpointRollup.day).in_(days))).one()
+    return {"probe": probes, "daily_endpoint": urls, "state_change": 0}
+
+
 def test_former_ids_added_after_the_new_id_was_ingested_merge_both_histories(
     history: Session, data_dir: Path, write_entry: WriteEntry,  # noqa: F811
 ) -> None:
     """The old id's file removed and its id listed in `formerIds` of an entry with a history
-    of its own: the old id's rows join it, its own winning a day (or state, or endpoint) both
-    have, and the old id's probes of an endpoint become probes of its endpoint alike."""
+    of its own: the old id's rows join it, its own winning a day (its rollups and the probes
+    behind them), a state or an endpoint both have, and the old id's probes of an endpoint
+    become probes of its endpoint alike."""
     first_seen = history.get(EntryRow, "alpha").first_seen_at
     history.get(EntryRow, "beta").first_seen_at = first_seen + timedelta(days=3)
     history.execute(delete(DailyEntryRollup).where(  # its rolled days began later
@@ -187,6 +200,8 @@ def test_former_ids_added_after_the_new_id_was_ingested_merge_both_histories(
     old, own = rows_of(history, "alpha"), rows_of(history, "beta")
     old_days, own_days = days_of(history, "alpha"), days_of(history, "beta")
     assert old_days.keys() & own_days.keys() and old_days.keys() - own_days.keys()
+    dropped = of_days(history, "alpha", old_days.keys() & own_days.keys())
+    assert dropped["probe"] and dropped["daily_endpoint"]
     (data_dir / "entries" / "weather" / "alpha.yaml").unlink()
     write_entry(make_entry(id="beta", formerIds=["alpha"]))
 
@@ -197,7 +212,7 @@ def test_former_ids_added_after_the_new_id_was_ingested_merge_both_histories(
     assert rows_of(history, "alpha") == dict.fromkeys(old, 0)
     merged = rows_of(history, "beta")
     for unkeyed in ("probe", "state_change", "daily_endpoint"):  # each endpoint's URL its own
-        assert merged[unkeyed] == old[unkeyed] + own[unkeyed], unkeyed
+        assert merged[unkeyed] == old[unkeyed] - dropped[unkeyed] + own[unkeyed], unkeyed
     assert merged["entry_event"] == old["entry_event"] + own["entry_event"] + 1
     assert (merged["endpoint"], merged["entry_state"], merged["entry_lifecycle"]) == (
         own["endpoint"], own["entry_state"], own["entry_lifecycle"])
@@ -338,3 +353,37 @@ def test_a_rename_publishes_only_what_a_reader_was_not_told_before(
          "at": utc_text(at(3))},
         {"kind": "retired", "entry": "kept", "name": "Example Weather", "renamedTo": "back",
          "at": utc_text(at(3))}]
+
+
+FIGURES = ("probes", "responses", "successes", "live", "live_share", "p50_ms", "p90_ms",
+           "timed_ms")
+
+
+def figures_of(session: Session, entry_id: str, days: list) -> dict:
+    """The entry's daily figures and its URLs', as stored, of `days`."""
+    urls = {(row.day, row.url): [getattr(row, name) for name in FIGURES[:-1]]
+            for row in session.exec(select(DailyEndpointRollup).where(
+                DailyEndpointRollup.entry_id == entry_id,
+                col(DailyEndpointRollup.day).in_(days)))}
+    return {"entry": {day: [row[name] for name in FIGURES] for day, row in
+                      days_of(session, entry_id).items() if day in days}, "urls": urls}
+
+
+def test_a_day_both_ids_were_rolled_up_on_rolled_up_again_gives_the_figures_merged(
+    history: Session, data_dir: Path, write_entry: WriteEntry,  # noqa: F811
+) -> None:
+    """After a merge, a backfill of a day both ids had rolled up counts the probes the kept
+    rollup counted (the taker's own), not the former's too, which the merge dropped."""
+    shared = sorted(days_of(history, "alpha").keys() & days_of(history, "beta").keys())
+    both = [day for day in shared if all(
+        days_of(history, entry_id)[day]["probes"] for entry_id in ("alpha", "beta"))][-3:]
+    assert len(both) == 3  # days both ids were probed on
+    own = figures_of(history, "beta", both)
+    (data_dir / "entries" / "weather" / "alpha.yaml").unlink()
+    write_entry(make_entry(id="beta", formerIds=["alpha"]))
+    ingest_again(history, data_dir)
+    history.expire_all()
+    assert figures_of(history, "beta", both) == own  # its own day kept whole
+    roll_up_days(history, both, entry_ids=["beta"])
+    history.expire_all()
+    assert figures_of(history, "beta", both) == own

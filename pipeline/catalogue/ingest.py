@@ -5,7 +5,7 @@ was (so one bad edit never unpublishes an API); an entry whose file is gone is
 retired, never deleted. An entry renamed (its file renamed, the old id in its `formerIds`)
 takes over its former id's stored entry: every row of that id's history is moved to the new
 id, in the ingest's transaction; where the new id has a history of its own, on a key both
-hold its own row is kept (`_take_over`).
+hold its own row is kept, and a day both were rolled up on is its own whole (`_take_over`).
 
 Built for large catalogues: what is stored is read once as (id, hash, state)
 columns, new entries and their endpoints go in as bulk inserts, and changed or
@@ -38,6 +38,7 @@ from pipeline.store.tables import (
     RolledDay,
     StateChange,
     as_utc,
+    day_bounds,
     in_lists,
     insert_rows,
     rename_halves,
@@ -262,10 +263,10 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
 HISTORY_TABLES = (EndpointRow, ProbeRow, DailyEntryRollup, DailyEndpointRollup, StateChange,
                   EntryState, EntryLifecycle, EntryEvent)
 # Those whose rows are one per entry and key (beyond `entry_id`): where a former id and the id
-# taking it over both have a row of one key, the taker's own is kept.
+# taking it over both have a row of one key, the taker's own is kept. (A day both were rolled
+# up on is the taker's whole: `_drop_shared_days`.)
 KEYED_TABLES: tuple[tuple[type[SQLModel], tuple[str, ...]], ...] = (
-    (EndpointRow, ("method", "path")), (DailyEntryRollup, ("day",)),
-    (DailyEndpointRollup, ("day", "url")), (EntryState, ()), (EntryLifecycle, ()))
+    (EndpointRow, ("method", "path")), (EntryState, ()), (EntryLifecycle, ()))
 
 
 def _take_over(session: Session, takers: list[StoredEntry], moves: list[tuple[str, str]],
@@ -277,8 +278,9 @@ def _take_over(session: Session, takers: list[StoredEntry], moves: list[tuple[st
     with no stored entry yet, inserted first (without endpoints: they are the former's).
 
     A taker that has a history of its own (`formerIds` added after it was ingested) keeps it:
-    on a key both hold (a day's rollup, a state, an endpoint's method and path) its own row
-    wins, and the former's probes of that endpoint become probes of the taker's.
+    on a key both hold (a state, an endpoint's method and path) its own row wins, and the
+    former's probes of that endpoint become probes of the taker's; a day both were rolled up
+    on is the taker's own, its rollups and the probes behind them (`_drop_shared_days`).
 
     Rows are moved rather than an alias kept for every read: a rename costs a few indexed
     statements a table for its own rows, where an alias would be joined into every night's
@@ -331,6 +333,7 @@ def _move_history(session: Session, batch: list[tuple[str, str]],
     points at the taker's of its method and path. (The daily tables are read whole for each
     statement of a former: a plain rename spares them these.)"""
     if merging:
+        _drop_shared_days(session, merging)
         _join_endpoints(session, merging)
         for model, keys in KEYED_TABLES:
             table = model.__table__
@@ -344,6 +347,32 @@ def _move_history(session: Session, batch: list[tuple[str, str]],
     for table in (model.__table__ for model in HISTORY_TABLES):
         session.execute(update(table).where(table.c.entry_id == bindparam("former"))
                         .values(entry_id=bindparam("taker")), moves)
+
+
+def _drop_shared_days(session: Session, merging: list[tuple[str, str]]) -> None:
+    """Of each day both a former id and its taker (of `merging`) were rolled up on, the
+    former's rollups (its entry's and its URLs') and raw probes deleted: the taker's own
+    rollups stand for the day, and a day rolled up again (a backfill) counts the probes they
+    count, not both ids'. The day's other probes, and days only the former was rolled up on,
+    join the taker."""
+    days, mine = DailyEntryRollup.__table__, DailyEntryRollup.__table__.alias("mine")
+    shared = []
+    for former, taker in merging:
+        statement = select(days.c.day).where(
+            days.c.entry_id == former,
+            exists().where(mine.c.entry_id == taker, mine.c.day == days.c.day))
+        for (day,) in session.connection().execute(statement):
+            start, end = day_bounds(day)
+            shared.append({"former": former, "rolled": day, "start": start, "end": end})
+    if not shared:
+        return
+    probes = ProbeRow.__table__
+    session.execute(delete(probes).where(
+        probes.c.entry_id == bindparam("former"), probes.c.checked_at >= bindparam("start"),
+        probes.c.checked_at <= bindparam("end")), shared)
+    for table in (DailyEntryRollup.__table__, DailyEndpointRollup.__table__):
+        session.execute(delete(table).where(table.c.entry_id == bindparam("former"),
+                                            table.c.day == bindparam("rolled")), shared)
 
 
 def _join_endpoints(session: Session, batch: list[tuple[str, str]]) -> None:
