@@ -86,6 +86,11 @@ def test_probe_help_says_a_failed_url_has_a_second_json_line() -> None:
     assert '"confirmation": true' in " ".join(outcome.output.split())
 
 
+def test_the_readme_shows_make_run_and_make_test_as_the_way_in() -> None:
+    """The README's first block is the way in: two commands, nothing else to learn first."""
+    block = README.split("```sh\n", 1)[1].split("```", 1)[0]
+    assert [line.split("#")[0].strip() for line in block.splitlines()] == ["make run", "make test"]
+
 
 def make_dry_run(target: str) -> list[str]:
     """The words of the commands `make TARGET` would run (nothing is run)."""
