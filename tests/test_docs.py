@@ -4,6 +4,7 @@ added without its line would otherwise go unseen by every user who reads the REA
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ from pipeline.settings import Settings
 from tests.conftest import REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
+CONTRIBUTING = (REPO / "docs" / "contributing.md").read_text(encoding="utf-8")
 
 
 def section(title: str) -> str:
@@ -90,6 +92,22 @@ def test_the_readme_shows_make_run_and_make_test_as_the_way_in() -> None:
     """The README's first block is the way in: two commands, nothing else to learn first."""
     block = README.split("```sh\n", 1)[1].split("```", 1)[0]
     assert [line.split("#")[0].strip() for line in block.splitlines()] == ["make run", "make test"]
+
+
+def lint_rules() -> set[str]:
+    """The rule of every problem data lint yields, `(field, rule, message)`, read from its source:
+    the rules are literals where each is found, with no list of them to import."""
+    tree = ast.parse((REPO / "pipeline" / "catalogue" / "lint.py").read_text(encoding="utf-8"))
+    return {node.value.elts[1].value for node in ast.walk(tree)
+            if isinstance(node, ast.Yield) and isinstance(node.value, ast.Tuple)
+            and len(node.value.elts) == 3 and isinstance(node.value.elts[1], ast.Constant)}
+
+
+def test_every_lint_rule_is_named_in_the_contributing_guide() -> None:
+    """`validate` names a problem's rule in brackets; a contributor looks it up in the guide."""
+    rules = lint_rules()
+    assert len(rules) > 20  # the reading above still finds the rules
+    assert sorted(rule for rule in rules if f"`{rule}`" not in CONTRIBUTING) == []
 
 
 def make_dry_run(target: str) -> list[str]:
