@@ -52,13 +52,50 @@ def shown(default: Any) -> str:
 
 
 def test_every_setting_is_in_the_configuration_table_with_its_default() -> None:
-    documented = {row[0].strip("`"): row[1] for row in table_rows(section("Configuration"))}
+    rows = table_rows(section("Configuration"))
+    documented = {row[0].strip("`"): row[1] for row in rows}
+    assert len(rows) == len(documented)  # each setting on one line
     expected = {f"APIDIR_{name.upper()}": ("unset" if field.default is None
                                            else f"`{shown(field.default)}`")
                 for name, field in Settings.model_fields.items()}
     assert sorted(expected.keys() - documented.keys()) == []  # settings the table lacks
     assert sorted(documented.keys() - expected.keys()) == []  # lines of no setting
     assert {name: documented[name] for name in expected} == expected
+
+
+DOCS = {path.relative_to(REPO).as_posix(): path.read_text(encoding="utf-8")
+        for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]}
+# A default said beside a setting's name in prose, "`APIDIR_STALE_DAYS` (180)", "(default 10 s)",
+# with its unit: the value the setting holds is the number times the unit.
+SAID_DEFAULT = re.compile(r"`APIDIR_([A-Z0-9_]+)` \((?:default )?(\d[\d,]*(?:\.\d+)?)"
+                          r"(?: (KiB|MiB|s|seconds|hours?|days?))?\)")
+UNITS = {None: 1, "s": 1, "seconds": 1, "days": 1, "day": 1, "KiB": 1024, "MiB": 1024 ** 2,
+         "hour": 3600, "hours": 3600}
+
+
+def test_every_apidir_variable_the_docs_name_is_read_by_the_code() -> None:
+    """A name the docs give that is no setting (nor one of the few variables read directly,
+    such as APIDIR_DEBUG) would be set by an operator to no effect, with no word said."""
+    settings = {f"APIDIR_{name.upper()}" for name in Settings.model_fields}
+    sources = "\n".join(path.read_text(encoding="utf-8")
+                        for folder in ("pipeline", "flows", "bench", "tests")
+                        for path in (REPO / folder).rglob("*.py"))
+    unknown = {f"{doc}: {name}" for doc, text in DOCS.items()
+               for name in re.findall(r"APIDIR_[A-Z0-9_]*[A-Z0-9]", text)
+               if name not in settings and f'"{name}"' not in sources}
+    assert sorted(unknown) == []
+
+
+def test_a_default_the_docs_say_beside_a_setting_is_its_default() -> None:
+    said = [(doc, match) for doc, text in DOCS.items() for match in SAID_DEFAULT.finditer(text)]
+    assert len(said) > 5  # the pattern still finds the defaults the docs say
+    wrong = []
+    for doc, match in said:
+        name, number, unit = match.groups()
+        field = Settings.model_fields[name.lower()]
+        if float(number.replace(",", "")) * UNITS[unit] != field.default:
+            wrong.append(f"{doc}: {match.group(0)}, but its default is {field.default}")
+    assert wrong == []
 
 
 def commands(group: Any, path: tuple[str, ...] = ("apidir",)) -> Iterator[tuple[str, Any]]:
