@@ -15,6 +15,7 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
+from pipeline import contract
 from pipeline.cli import app
 from pipeline.settings import Settings
 from tests.conftest import REPO
@@ -129,6 +130,27 @@ def test_the_readme_shows_make_run_and_make_test_as_the_way_in() -> None:
     """The README's first block is the way in: two commands, nothing else to learn first."""
     block = README.split("```sh\n", 1)[1].split("```", 1)[0]
     assert [line.split("#")[0].strip() for line in block.splitlines()] == ["make run", "make test"]
+
+
+def published_fields(model: type[contract.ContractModel]) -> set[str]:
+    return {field.alias or name for name, field in model.model_fields.items()}
+
+
+def test_the_fields_the_readme_lists_are_those_the_contract_publishes() -> None:
+    """The README lists an object's keys as `{a, b, …}` and the change log's in its files table;
+    a field added to the contract and not to these lists goes unseen by consumers."""
+    models = [published_fields(model) for model in vars(contract).values()
+              if isinstance(model, type) and issubclass(model, contract.ContractModel)]
+    listed = [set(re.split(r",\s*", " ".join(keys.split())))
+              for keys in re.findall(r"`\{([A-Za-z0-9 \n]+,[A-Za-z0-9, \n]+)\}`", README)]
+    assert len(listed) > 10  # the pattern still finds the lists
+    assert [keys for keys in listed if keys not in models] == []
+    row = next(line for line in README.splitlines()
+               if line.startswith("| `public/api/changes.json`"))
+    changes, events = (set(re.findall(r"`(\w+)`", part))
+                       for part in re.findall(r"\(`(?:changes|events)`: ([^)]*)\)", row))
+    assert changes == published_fields(contract.StateChangeItem)
+    assert events == published_fields(contract.CatalogueEvent)
 
 
 def lint_rules() -> set[str]:
