@@ -96,6 +96,14 @@ def test_a_default_the_docs_say_beside_a_setting_is_its_default() -> None:
         field = Settings.model_fields[name.lower()]
         if float(number.replace(",", "")) * UNITS[unit] != field.default:
             wrong.append(f"{doc}: {match.group(0)}, but its default is {field.default}")
+    for doc, text in DOCS.items():  # other tables of settings, as the configuration table's
+        for row in table_rows(text):
+            name = row[0].strip("`")
+            if name.startswith("APIDIR_") and len(row) > 1 and name != row[0]:
+                field = Settings.model_fields[name.removeprefix("APIDIR_").lower()]
+                expected = "unset" if field.default is None else f"`{shown(field.default)}`"
+                if row[1].split(" (")[0] != expected:
+                    wrong.append(f"{doc}: {name} | {row[1]}, but its default is {expected}")
     assert wrong == []
 
 
