@@ -293,6 +293,40 @@ def test_a_lock_file_that_is_no_plain_file_of_its_own_is_refused_and_left_alone(
     assert elsewhere.read_text() == "kept\n"
 
 
+@pytest.mark.backends("sqlite")
+def test_a_lock_file_replaced_while_another_run_waits_is_not_taken_behind_its_new_holder(
+    sqlite_store: Engine, rendezvous: Rendezvous,
+) -> None:
+    """A run waits on the lock file's holder; meanwhile the file is removed and another run
+    makes and locks a new one at the path, then the first holder lets go of the old one. The
+    waiting run takes the lock of the path's file, after its new holder, never the old file's
+    beside it: it writes its run id where the next run reads it."""
+    path = lock_file(sqlite_store, StoreWork.ingest)
+    old = os.open(path, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(old, fcntl.LOCK_EX)
+    seen: dict[str, Any] = {"new_held": True}
+
+    def wait_and_hold() -> None:
+        with store_lock(sqlite_store, StoreWork.ingest, 8, 60):
+            seen["told"] = path.read_text()
+            seen["while_new_held"] = seen["new_held"]
+
+    thread = threading.Thread(target=wait_and_hold)
+    thread.start()
+    try:
+        assert rendezvous.waiting.wait(timeout=60)  # bounds a hang, never a figure tested
+        path.unlink()
+        new = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+        fcntl.flock(new, fcntl.LOCK_EX)
+        os.close(old)  # the first holder lets go of the file no longer at the path
+        thread.join(timeout=1)  # a waiter on the old file takes it now; never a figure tested
+        seen["new_held"] = False
+        os.close(new)
+    finally:
+        thread.join()
+    assert seen == {"new_held": False, "told": "8", "while_new_held": False}
+
+
 @pytest.mark.backends("postgres")
 def test_a_wait_on_postgresql_is_bounded_by_the_setting_alone_and_the_timeouts_set_back(
     database_url: str,

@@ -46,7 +46,7 @@ from pipeline.release.hosting import (
 )
 from pipeline.release.layout import CATEGORY_INDEX, FULL_DATASET, Completion
 from pipeline.release.validate import ReleaseValidationError, dataset_problems, validate_release
-from pipeline.store.locks import lock_taken, open_lock_file
+from pipeline.store.locks import same_file, take_lock_file
 
 
 def _exchange(first: Path, second: Path) -> bool:
@@ -226,40 +226,11 @@ _HOLDS: dict[tuple[Path, int], _Hold] = {}
 LOCK_POLL_SECONDS = 0.05
 
 
-def _same_file(fd: int, path: Path) -> bool:
-    """Whether the open file `fd` is still the file at `path`: a lock file removed or replaced
-    meanwhile leaves its holder locking a file the next publisher never opens."""
-    try:
-        named = os.stat(path)
-    except FileNotFoundError:
-        return False
-    held = os.fstat(fd)
-    return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
-
-
-def _try_lock(path: Path) -> int | None:
-    """The lock file at `path`, opened as every lock file is (`open_lock_file`: never through
-    a link, refused unless a plain file of its own) and locked exclusively; None while another
-    holds it. A file locked after it left the path (removed between the open and the lock) is
-    let go and the path's file tried again."""
-    while True:
-        fd, held = open_lock_file(path, "the publish lock"), False
-        try:
-            if not lock_taken(fd, path):
-                return None
-            held = _same_file(fd, path)
-            if held:
-                return fd
-        finally:
-            if not held:
-                os.close(fd)
-
-
 def _wait_for_lock(path: Path, timeout: float | None) -> int:
     """The lock file at `path`, locked once its holder lets go; PublishLockTimeout after
     `timeout` seconds (None: no limit)."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    while (fd := _try_lock(path)) is None:
+    while (fd := take_lock_file(path, "the publish lock")) is None:
         if deadline is not None and time.monotonic() >= deadline:
             raise PublishLockTimeout(
                 f"another publisher has held {path} for more than {timeout:g} s; "
@@ -295,7 +266,7 @@ def check_lock_held(output_dir: Path) -> None:
     next publisher makes a new one and locks that, and a swap now could replace its release."""
     path = lock_file(output_dir)
     hold = _HOLDS.get((path, threading.get_ident()))
-    if hold is None or not _same_file(hold.fd, path):
+    if hold is None or not same_file(hold.fd, path):
         raise PublishLockLost(
             f"the publish lock {path} was removed or replaced while this publish held it, so "
             "another publisher may have published meanwhile: this release was not swapped in "

@@ -9,8 +9,10 @@ holder's connection ends); beside a SQLite file an exclusive lock on a file of i
 kernel lets go when the holder dies: a file a killed run left behind is taken at once). A run
 waits its turn at most `APIDIR_STORE_LOCK_TIMEOUT` seconds, then StoreLockTimeout names the run
 holding the lock. The lock file is trusted for nothing: never followed through a link (its
-holder writes its run id into it), and read for a run id from its first bytes alone. The
-publish lock's file opens by the same rule (`open_lock_file`).
+holder writes its run id into it), and read for a run id from its first bytes alone. A lock is
+held on the file at its path alone: one removed or replaced before its lock was taken is let go
+and the path's file taken instead (`take_lock_file`). The publish lock's file is taken by the
+same rule.
 """
 
 from __future__ import annotations
@@ -136,16 +138,17 @@ def _file_lock(engine: Engine, path: Path, work: StoreWork, run_id: int,
                timeout: float) -> Iterator[None]:
     """An exclusive lock on the file `path` beside the SQLite store, which then holds its
     holder's run id; waited for at most `timeout` seconds."""
-    fd = open_lock_file(path, f"the store's {work.name} lock")
+    lock = f"the store's {work.name} lock"
+    deadline, told = time.monotonic() + timeout, False
+    while (fd := take_lock_file(path, lock)) is None:
+        if not told:
+            _log_waiting(engine, work, _file_holder(path, lock))
+            told = True
+        if time.monotonic() >= deadline:
+            raise StoreLockTimeout(_timeout_line(engine, work, _file_holder(path, lock),
+                                                 timeout))
+        time.sleep(LOCK_POLL_SECONDS)
     try:
-        deadline, told = time.monotonic() + timeout, False
-        while not lock_taken(fd, path):
-            if not told:
-                _log_waiting(engine, work, _file_holder(fd))
-                told = True
-            if time.monotonic() >= deadline:
-                raise StoreLockTimeout(_timeout_line(engine, work, _file_holder(fd), timeout))
-            time.sleep(LOCK_POLL_SECONDS)
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(run_id).encode(), 0)
         yield
@@ -192,18 +195,51 @@ def lock_taken(fd: int, path: Path) -> bool:
     return True
 
 
+def same_file(fd: int, path: Path) -> bool:
+    """Whether the open file `fd` is still the file at `path`: a lock file removed or replaced
+    meanwhile leaves its holder locking a file the next run never opens."""
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
+
+
+def take_lock_file(path: Path, lock: str) -> int | None:
+    """The lock file of `lock` at `path`, opened as every lock file is (`open_lock_file`) and
+    locked exclusively; None while another holds it. A file that left the path before its
+    lock was taken (removed or replaced while another held it, whose next taker locks the
+    path's new file) is let go and the path's file tried again: a run never holds a file
+    other runs no longer open. Every lock file of the pipeline is taken here."""
+    while True:
+        fd, held = open_lock_file(path, lock), False
+        try:
+            if not lock_taken(fd, path):
+                return None
+            held = same_file(fd, path)
+            if held:
+                return fd
+        finally:
+            if not held:
+                os.close(fd)
+
+
 HOLDER_DIGITS = 18  # a run id as its holder writes it: a positive integer the store can hold
 _HOLDER = re.compile(rb"\s*([1-9][0-9]{0,%d})\s*" % (HOLDER_DIGITS - 1))
 
 
-def _file_holder(fd: int) -> int | None:
-    """The run id the holder wrote in the lock file open as `fd`, read from its first bytes
-    alone (the file may have been left empty, huge or garbled by hand); None when it names
-    none (not written yet, or garbled)."""
+def _file_holder(path: Path, lock: str) -> int | None:
+    """The run id the holder wrote in the lock file of `lock` at `path`, read from its first
+    bytes alone (the file may have been left empty, huge or garbled by hand); None when it
+    names none (not written yet, or garbled)."""
+    fd = open_lock_file(path, lock)
     try:
         told = os.pread(fd, HOLDER_DIGITS + 8, 0)
     except OSError:
         return None
+    finally:
+        os.close(fd)
     named = _HOLDER.fullmatch(told)
     return int(named[1]) if named else None
 
