@@ -266,6 +266,13 @@ class Settings(BaseSettings):
         description="Seconds a run's ingest or rollup waits for another run's to finish "
         "before giving up (at most a week), naming the run that holds the store.",
     )
+    store_lock_keepalive: int = Field(
+        default=120, ge=4, le=int(DAY),
+        description="Seconds after which PostgreSQL lets go of the store's lock of a run whose "
+        "machine stopped answering (died, or cut off from the network): the lock's connection "
+        "is probed that often by TCP keepalives and given up after them, rather than after "
+        "the system's two hours and more.",
+    )
     stale_days: int = Field(
         default=180, ge=1,
         description="Days after an entry's verified date when its facts are flagged stale.",

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
@@ -51,6 +51,9 @@ from tests.test_history import result
 
 DAY = date(2026, 11, 10)
 IDS = [f"api-{number}" for number in range(6)]
+KEEPALIVE = Settings.model_fields["store_lock_keepalive"].default
+TCP_SETTINGS = ("tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count",
+                "tcp_user_timeout")
 
 
 class Rendezvous:
@@ -205,7 +208,7 @@ def test_a_run_that_waits_too_long_for_the_store_names_the_run_holding_it(
     settings = Settings()
     holder, waiter = new_runs(settings, "backfill", "nightly")
     engine = engine_for(settings.database_url)
-    with store_lock(engine, StoreWork.ingest, holder, 60), \
+    with store_lock(engine, StoreWork.ingest, holder, 60, KEEPALIVE), \
             pytest.raises(StoreLockTimeout) as refused:
         stages.ingest_entries(settings, waiter)
     line = str(refused.value)
@@ -239,11 +242,11 @@ def test_a_run_killed_holding_the_store_s_lock_leaves_it_to_the_next_run_at_once
         "import os, signal, sys\n"
         "from sqlalchemy import create_engine\n"
         "from pipeline.store.locks import StoreWork, store_lock\n"
-        "with store_lock(create_engine(sys.argv[1]), StoreWork.ingest, 41, 60):\n"
+        "with store_lock(create_engine(sys.argv[1]), StoreWork.ingest, 41, 60, 120):\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"), str(sqlite_store.url)], check=False)
     assert holder.returncode == -signal.SIGKILL
     assert lock_file(sqlite_store, StoreWork.ingest).read_text() == "41"  # left behind
-    with store_lock(sqlite_store, StoreWork.ingest, 42, sys.float_info.min):
+    with store_lock(sqlite_store, StoreWork.ingest, 42, sys.float_info.min, KEEPALIVE):
         assert lock_file(sqlite_store, StoreWork.ingest).read_text() == "42"
 
 
@@ -262,7 +265,7 @@ def test_a_lock_file_holding_no_run_id_is_told_as_a_holder_with_no_run_recorded(
         fcntl.flock(held, fcntl.LOCK_EX)
         os.write(held, told)
         with pytest.raises(StoreLockTimeout) as refused, \
-                store_lock(sqlite_store, StoreWork.rollup, 3, sys.float_info.min):
+                store_lock(sqlite_store, StoreWork.rollup, 3, sys.float_info.min, KEEPALIVE):
             pass
     finally:
         os.close(held)
@@ -285,7 +288,7 @@ def test_a_lock_file_that_is_no_plain_file_of_its_own_is_refused_and_left_alone(
     path = lock_file(sqlite_store, StoreWork.ingest)
     unusable_lock_file(path, kind, elsewhere)
     with pytest.raises(LockFileRefused) as refused, \
-            store_lock(sqlite_store, StoreWork.ingest, 5, 1):
+            store_lock(sqlite_store, StoreWork.ingest, 5, 1, KEEPALIVE):
         pass
     line = str(refused.value)
     assert line.startswith(f"{path} is not a plain file of the store's ingest lock"), line
@@ -307,7 +310,7 @@ def test_a_lock_file_replaced_while_another_run_waits_is_not_taken_behind_its_ne
     seen: dict[str, Any] = {"new_held": True}
 
     def wait_and_hold() -> None:
-        with store_lock(sqlite_store, StoreWork.ingest, 8, 60):
+        with store_lock(sqlite_store, StoreWork.ingest, 8, 60, KEEPALIVE):
             seen["told"] = path.read_text()
             seen["while_new_held"] = seen["new_held"]
 
@@ -343,9 +346,9 @@ def test_a_wait_on_postgresql_is_bounded_by_the_setting_alone_and_the_timeouts_s
             connection.commit()
         engine.dispose()  # the connections made from now on have the database's settings
         (holder,) = new_runs_on(engine, "backfill")
-        with store_lock(engine, StoreWork.rollup, holder, 60), \
+        with store_lock(engine, StoreWork.rollup, holder, 60, KEEPALIVE), \
                 pytest.raises(StoreLockTimeout) as refused, \
-                store_lock(engine, StoreWork.rollup, None, 1.5):
+                store_lock(engine, StoreWork.rollup, None, 1.5, KEEPALIVE):
             pass
         assert f"the store's rollup lock has been held by run {holder} " in str(refused.value)
         pooled = [engine.connect() for _ in range(engine.pool.checkedin())]
@@ -357,6 +360,40 @@ def test_a_wait_on_postgresql_is_bounded_by_the_setting_alone_and_the_timeouts_s
     finally:
         engine.dispose()
 
+
+
+@pytest.mark.backends("postgres")
+def test_a_postgresql_lock_s_connection_is_let_go_soon_after_its_holder_stops_answering(
+    database_url: str,
+) -> None:
+    """The server drops the lock's connection, and so lets go of the lock, once the holder's
+    machine has not answered its TCP keepalive probes for the seconds the setting gives
+    (APIDIR_STORE_LOCK_KEEPALIVE), not the system's two hours: the lock's own connection
+    carries them while it is held, and goes back to the pool with the server's."""
+    engine = make_engine(database_url)
+    checked_out: list[Any] = []
+    event.listen(engine, "checkout", lambda dbapi, _record, _proxy: checked_out.append(dbapi))
+
+    def shown(dbapi: Any) -> dict[str, str]:
+        cursor = dbapi.cursor()
+        try:
+            return {name: cursor.execute(f"SHOW {name}").fetchone()[0]
+                    for name in TCP_SETTINGS}
+        finally:
+            cursor.close()
+
+    try:
+        with engine.connect() as connection:
+            server = {name: connection.execute(text(f"SHOW {name}")).scalar()
+                      for name in TCP_SETTINGS}
+        checked_out.clear()
+        with store_lock(engine, StoreWork.ingest, None, 60, 40):
+            (held,) = checked_out
+            assert shown(held) == {"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "10",
+                                   "tcp_keepalives_count": "3", "tcp_user_timeout": "40000"}
+        assert shown(held) == server
+    finally:
+        engine.dispose()
 
 
 class RollupTurns:
@@ -455,7 +492,7 @@ def test_an_ingest_reads_the_entry_files_before_waiting_for_its_turn(
     settings = Settings()
     holder, waiter = new_runs(settings, "backfill", "nightly")
     engine = engine_for(settings.database_url)
-    with store_lock(engine, StoreWork.ingest, holder, 60):
+    with store_lock(engine, StoreWork.ingest, holder, 60, KEEPALIVE):
         thread, outcome = ingest_waiting_for(settings, waiter, rendezvous)
         path.write_text(yaml.safe_dump(make_entry(id="api-0", name="Edited Since")))
     thread.join()
@@ -481,7 +518,7 @@ def test_an_ingest_reads_again_a_file_another_run_changed_in_the_store_while_it_
     (other_checkout / "weather" / "api-1.yaml").write_text(
         yaml.safe_dump(make_entry(id="api-1")))
     engine = engine_for(settings.database_url)
-    with store_lock(engine, StoreWork.ingest, holder, 60):
+    with store_lock(engine, StoreWork.ingest, holder, 60, KEEPALIVE):
         thread, outcome = ingest_waiting_for(settings, waiter, rendezvous)
         with session_scope(engine) as session:  # the holder's ingest, of its own checkout
             report = read_catalog([other_checkout], other_checkout,

@@ -130,7 +130,8 @@ def ingest_entries(settings: Settings, run_id: int) -> tuple[IngestSummary, Cata
         # entries stored, rather than inserting them again. Should the other run have changed
         # a file this one did not parse again, the files are read again under the lock.
         read_with, report, spool = _read_entries(settings, engine, spools)
-        with store_lock(engine, StoreWork.ingest, run_id, settings.store_lock_timeout):
+        with store_lock(engine, StoreWork.ingest, run_id, settings.store_lock_timeout,
+                        settings.store_lock_keepalive):
             with session_scope(engine) as session:
                 known = stored_files(session)
             if not still_stored_as_read(report, read_with, known):
@@ -547,7 +548,8 @@ def rolling_up(settings: Settings, run_id: int | None) -> Iterator[Session]:
     same day (a backfill during the nightly) take turns instead of both inserting its rows,
     and a day's probes are never pruned while another run rolls it up."""
     engine = engine_for(settings.database_url)
-    with (store_lock(engine, StoreWork.rollup, run_id, settings.store_lock_timeout),
+    with (store_lock(engine, StoreWork.rollup, run_id, settings.store_lock_timeout,
+                     settings.store_lock_keepalive),
           session_scope(engine) as session):
         yield session
 

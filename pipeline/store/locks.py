@@ -46,6 +46,9 @@ HOLDER_KEY = 0x61707000
 LOCK_POLL_SECONDS = 0.05
 _KEYS = "CAST(:key AS integer), CAST(:work AS integer)"  # the two int4 keys, never a bigint
 NO_RUN = 0  # a stage called without a run's record (a benchmark, a test)
+KEEPALIVE_PROBES = 3  # unanswered TCP keepalive probes before the server drops a lock's holder
+KEEPALIVE_NAMES = ("tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count",
+                   "tcp_user_timeout")
 
 
 class StoreWork(IntEnum):
@@ -61,12 +64,13 @@ class StoreLockTimeout(RuntimeError):
 
 @contextmanager
 def store_lock(engine: Engine, work: StoreWork, run_id: int | None,
-               timeout: float) -> Iterator[None]:
+               timeout: float, keepalive: int) -> Iterator[None]:
     """Hold the store's lock of `work` for run `run_id`, waiting at most `timeout` seconds for
-    the run that holds it (then StoreLockTimeout naming that run). Nothing to hold on an
-    in-memory SQLite store, which no other process opens."""
+    the run that holds it (then StoreLockTimeout naming that run); on PostgreSQL the server
+    lets go of it `keepalive` seconds after the holder's machine stopped answering. Nothing to
+    hold on an in-memory SQLite store, which no other process opens."""
     if engine.dialect.name == "postgresql":
-        with _advisory_lock(engine, work, run_id or NO_RUN, timeout):
+        with _advisory_lock(engine, work, run_id or NO_RUN, timeout, keepalive):
             yield
         return
     database = engine.url.database
@@ -79,13 +83,17 @@ def store_lock(engine: Engine, work: StoreWork, run_id: int | None,
 
 
 @contextmanager
-def _advisory_lock(engine: Engine, work: StoreWork, run_id: int,
-                   timeout: float) -> Iterator[None]:
+def _advisory_lock(engine: Engine, work: StoreWork, run_id: int, timeout: float,
+                   keepalive: int) -> Iterator[None]:
     """The advisory lock of `work`, on a connection of its own held open while it is held
     (outside any transaction: none stays open for hours), waited for in the server's queue for
-    at most `timeout` seconds (`lock_timeout`), so a waiter is seen in pg_locks."""
+    at most `timeout` seconds (`lock_timeout`), so a waiter is seen in pg_locks. The server
+    probes the connection's peer (`keepalive_settings`) while it waits and holds."""
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
         try:  # every path lets go: a lock granted before a statement failed is not pooled
+            probes = keepalive_settings(keepalive)
+            connection.execute(text("SELECT " + ", ".join(
+                f"set_config('{name}', :{name}, false)" for name in probes)), probes)
             key = {"key": WORK_KEY, "work": int(work)}
             taken = connection.execute(text(f"SELECT pg_try_advisory_lock({_KEYS})"), key).scalar()
             if not taken:
@@ -113,12 +121,25 @@ def _advisory_lock(engine: Engine, work: StoreWork, run_id: int,
             _let_go(connection)
 
 
+def keepalive_settings(seconds: int) -> dict[str, str]:
+    """The server's TCP settings of a lock's connection, by which it lets go of the lock of a
+    holder whose machine stopped answering (died, cut off) within `seconds`
+    (APIDIR_STORE_LOCK_KEEPALIVE) rather than the system's two hours and more: probed after a
+    quarter of them idle, then a probe each quarter, given up after the third unanswered; and
+    no sent data waits unacknowledged longer than all of them (`tcp_user_timeout`, ms)."""
+    beat = str(max(1, seconds // 4))
+    return dict(zip(KEEPALIVE_NAMES, (beat, beat, str(KEEPALIVE_PROBES), str(seconds * 1000)),
+                    strict=True))
+
+
 def _let_go(connection: Connection) -> None:
-    """Let go of every advisory lock of the connection before it goes back to the pool (a
-    session's locks outlive its transactions); a connection that cannot is thrown away, which
-    lets go as well."""
+    """Let go of every advisory lock of the connection, and set its TCP settings back to the
+    server's, before it goes back to the pool (a session's locks and settings outlive its
+    transactions); a connection that cannot is thrown away, which lets go as well."""
     try:
         connection.execute(text("SELECT pg_advisory_unlock_all()"))
+        for name in KEEPALIVE_NAMES:
+            connection.execute(text(f"RESET {name}"))
     except DBAPIError:
         connection.invalidate()
 
