@@ -940,6 +940,39 @@ def test_each_rolled_day_names_the_runs_its_rollup_read_as_the_stamps_told_it(
     engine.dispose()
 
 
+def test_each_stored_run_that_ended_is_placed_among_the_runs_started_by_its_end(
+    database_url: str,
+) -> None:
+    """Revision 0025 keeps with each run the highest run id in the store when it ended: the
+    runs already ended take the highest id of those started by their stamped end, never below
+    their own (an end stamped before its own start, by a clock behind); one still running has
+    none. Going back drops the column and keeps every run."""
+    engine = entries_stored_at(database_url, "0024", [("weather", "{}", "weather.yaml")])
+    with engine.begin() as connection:
+        for run_id, state, started, finished in (
+                (1, "failed", 0, 10), (2, "completed", 5, 60), (3, "crashed", 20, 15),
+                (4, "running", 30, None)):
+            connection.execute(text(
+                "INSERT INTO pipeline_run (id, flow, started_at, finished_at, state,"
+                " entries_seen, entries_published, entries_added, entries_updated,"
+                " entries_retired, entries_invalid, probes, probes_failed, network_suspect)"
+                " VALUES (:id, 'nightly', :started, :finished, :state, 0, 0, 0, 0, 0, 0, 0, 0,"
+                " false)"),
+                {"id": run_id, "state": state, "started": T0 + timedelta(minutes=started),
+                 "finished": None if finished is None else T0 + timedelta(minutes=finished)})
+    assert upgrade_store(engine) == ("0024", head_revision())
+    with Session(engine) as session:
+        assert dict(session.exec(select(PipelineRun.id, PipelineRun.last_run_at_end)).all()) \
+            == {1: 2, 2: 4, 3: 3, 4: None}
+    with engine.begin() as connection:
+        command.downgrade(alembic_config(connection), "0024")
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM pipeline_run")).scalar_one() == 4
+        assert "last_run_at_end" not in {column["name"] for column in
+                                         inspect(connection).get_columns("pipeline_run")}
+    engine.dispose()
+
+
 # --- a store of each revision, full of a few nights' history, upgraded and run ---------------
 
 # The revisions a deployed store may still hold: each release from the one that moved every

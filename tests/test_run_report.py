@@ -182,6 +182,8 @@ def test_the_report_lists_the_runs_that_ended_unjudged_since_the_previous_one(
                           finished_at=at, judged_at=at if judged else None, message=message)
         session.add(run)
         session.commit()
+        run.last_run_at_end = run.id  # ended before the next one started
+        session.commit()
         return run
 
     told = ended("nightly", "failed", -2, message="ingest stage failed: told before")
@@ -231,25 +233,67 @@ def test_the_runs_ended_unjudged_are_ordered_by_their_ids_not_by_machines_clocks
     from datetime import timedelta
 
     from pipeline.operations.report import unjudged_since_previous
+    from pipeline.store.tables import finish_run, start_run
 
     write_entry()
     session = ingested_store()
 
-    def ended(flow: str, state: str, started: int, finished: int) -> PipelineRun:
-        run = PipelineRun(flow=flow, state=state,
-                          started_at=CHECKED + timedelta(minutes=started),
-                          finished_at=CHECKED + timedelta(minutes=finished),
-                          judged_at=None if state != "completed" else CHECKED)
-        session.add(run)
+    def clocked(run: PipelineRun, started: int, finished: int) -> PipelineRun:
+        """`run` as the clocks of the machines that started and ended it stamped it."""
+        run.started_at = CHECKED + timedelta(minutes=started)
+        run.finished_at = CHECKED + timedelta(minutes=finished)
         session.commit()
         return run
 
-    told = ended("backfill", "failed", -30, -20)
-    reaped = ended("nightly", "crashed", -10, 300)  # closed long after the previous run
-    ended("nightly", "completed", 0, 70)  # its clock an hour ahead: it ended at 10 true
-    behind = ended("backfill", "failed", 20, 30)  # after it, on a machine of true time
-    run = ended("nightly", "completed", 1440, 1500)
+    told = start_run(session, "backfill")
+    reaped = start_run(session, "nightly")
+    finish_run(session, told, "failed")
+    previous = start_run(session, "nightly")
+    finish_run(session, previous, "completed")
+    behind = start_run(session, "backfill")
+    finish_run(session, behind, "failed")
+    finish_run(session, reaped, "crashed")  # closed long after the previous run
+    run = start_run(session, "nightly")
+    finish_run(session, run, "completed")
+    clocked(told, -30, -20)
+    clocked(reaped, -10, 300)
+    clocked(previous, 0, 70)  # its clock an hour ahead: it ended at 10 true
+    clocked(behind, 20, 30)  # after it, on a machine of true time
+    clocked(run, 1440, 1500)
 
     unjudged = unjudged_since_previous(session, run)
     assert sorted(listed.id for listed, _ in unjudged.listed) == [reaped.id, behind.id]
     assert unjudged.count == 2 and told.id not in [listed.id for listed, _ in unjudged.listed]
+
+
+def test_a_run_started_before_the_previous_one_is_placed_by_the_store_not_by_its_clock(
+    write_entry, ingested_store,
+) -> None:
+    """Runs started before the previous completed run, closed by machines whose clocks
+    disagree with its own: one closed after it, stamped by a clock an hour behind, is listed
+    (no report told it); one closed before it, stamped by a clock an hour ahead, is not listed
+    again (the previous run's report told it)."""
+    from datetime import timedelta
+
+    from pipeline.operations.report import unjudged_since_previous
+    from pipeline.store.tables import claim_run_end, finish_run, start_run
+
+    write_entry()
+    session = ingested_store()
+    told, untold = start_run(session, "backfill"), start_run(session, "backfill")
+    finish_run(session, told, "failed", "probe stage failed: told before")
+    previous = start_run(session, "nightly")
+    finish_run(session, previous, "completed")
+    told_by_previous = unjudged_since_previous(session, previous)
+    assert claim_run_end(session, untold, "crashed", "abandoned: closed by hand")
+    run = start_run(session, "nightly")
+    finish_run(session, run, "completed")
+    ended = previous.finished_at
+    told.finished_at = ended + timedelta(minutes=50)  # its clock an hour ahead
+    untold.finished_at = ended - timedelta(minutes=50)  # its closer's an hour behind
+    session.commit()
+
+    assert [listed.id for listed, _ in told_by_previous.listed] == [told.id]
+    unjudged = unjudged_since_previous(session, run)
+    assert [listed.id for listed, _ in unjudged.listed] == [untold.id]
+    assert unjudged.count == 1

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, get_args
 
-from sqlmodel import Session, col, func, or_, select
+from sqlmodel import Session, col, func, select
 
 from pipeline.catalogue.ingest import IngestSummary
 from pipeline.contract import BuilderScore, Status, StatusState
@@ -57,22 +57,22 @@ def unjudged_since_previous(session: Session, run: PipelineRun,
     run of `run`'s flow (ever, when there is none), by the end of `run`: what an operator
     reading `run`'s report has not been told by an earlier one.
 
-    Runs are ordered by their ids, which the store's sequence gives as each starts, not by
+    Runs are ordered by their ids, which the store's sequence gives as each starts, never by
     clock times written by different machines (a worker's clock ahead would hide every run
-    that ended after it by a slower clock). The previous completed run is the one of the
-    highest id below `run`'s; a run started after it is listed whatever its clock said (one
-    that also ended before it is listed by both reports: told twice rather than never). Ids
-    cannot tell when a run ended, so one started before it (a long backfill, a run reaped or
-    closed by hand later) is listed when its end is stamped after that run's end."""
+    that ended after it by a slower clock, one behind would tell again what was told). The
+    previous completed run is the one of the highest id below `run`'s; a run's end is placed
+    by the highest id in the store when it ended (`last_run_at_end`), so a run started before
+    that one (a long backfill, a run reaped or closed by hand later) is listed when it ended
+    after it, whatever its clock said. Runs whose ends no start came between are listed by
+    both reports: told twice rather than never."""
+    mark = col(PipelineRun.last_run_at_end)
     previous = session.exec(
-        select(PipelineRun.id, PipelineRun.finished_at)
+        select(PipelineRun.last_run_at_end)
         .where(PipelineRun.flow == run.flow, PipelineRun.state == "completed",
                col(PipelineRun.id) < run.id)
         .order_by(col(PipelineRun.id).desc()).limit(1)).first()
-    until = [] if run.finished_at is None else [col(PipelineRun.finished_at) <= run.finished_at]
-    since = [] if previous is None else [or_(
-        col(PipelineRun.id) > previous[0],
-        *([] if previous[1] is None else [col(PipelineRun.finished_at) >= previous[1]]))]
+    since = [] if previous is None else [mark >= previous]
+    until = [] if run.last_run_at_end is None else [mark <= run.last_run_at_end]
     ended = [PipelineRun.id != run.id, col(PipelineRun.state).in_(("failed", "crashed")),
              col(PipelineRun.judged_at).is_(None), col(PipelineRun.finished_at).is_not(None),
              *since, *until]

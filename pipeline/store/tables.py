@@ -38,6 +38,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     event,
+    func,
     insert,
     or_,
     true,
@@ -46,6 +47,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine, ExceptionContext, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Field, Session, SQLModel, col, create_engine, select
+from sqlmodel.sql.expression import SelectOfScalar
 
 from pipeline.processes import (
     LEFT_BEHIND_MARGIN,
@@ -195,6 +197,9 @@ class PipelineRun(SQLModel, table=True):
     pid: int | None = None
     started_at: datetime = Field(sa_type=UtcDateTime)
     finished_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
+    # The highest run id in the store when the run ended (`run_end_mark`): where its end falls
+    # among the runs' starts, which the store's ids order whatever the machines' clocks say.
+    last_run_at_end: int | None = None
     state: str = "running"
     entries_seen: int = 0
     entries_published: int = 0
@@ -550,6 +555,12 @@ def reap_abandoned_runs(session: Session, run_timeout: float) -> list[PipelineRu
     return reaped
 
 
+def run_end_mark() -> SelectOfScalar[int | None]:
+    """The highest run id in the store, kept as a run ends (`last_run_at_end`): a run that
+    ended after another has a mark of at least the other's, as the store, not a clock, says."""
+    return select(func.max(PipelineRun.id))
+
+
 def claim_run_end(session: Session, run: PipelineRun, state: str, message: str) -> bool:
     """Close the record of a run that another process may be closing at the same moment (two
     runs starting together reap the same dead run; the operator closes it as a run reaps it):
@@ -558,7 +569,8 @@ def claim_run_end(session: Session, run: PipelineRun, state: str, message: str) 
     closed = session.execute(
         update(PipelineRun)
         .where(col(PipelineRun.id) == run.id, col(PipelineRun.state) == "running")
-        .values(state=state, finished_at=utcnow(), message=message)
+        .values(state=state, finished_at=utcnow(), message=message,
+                last_run_at_end=run_end_mark().scalar_subquery())
         .execution_options(synchronize_session=False))
     session.commit()
     session.refresh(run)
@@ -621,6 +633,7 @@ def finish_run(session: Session, run: PipelineRun, state: str, message: str | No
     (`fold_write_ahead_log`)."""
     run.state = state
     run.finished_at = utcnow()
+    run.last_run_at_end = session.exec(run_end_mark()).one()
     if message is not None:
         run.message = message
     session.add(run)
