@@ -753,7 +753,7 @@ def _said(error: BaseException, command: str) -> str:
     from pydantic import ValidationError
     from sqlalchemy.exc import DBAPIError
 
-    from pipeline.operations.runs import StageFailed, failure_line
+    from pipeline.operations.runs import StageFailed, error_words, failure_line
     from pipeline.release.publish import TooManyLeftOut
     from pipeline.release.validate import ReleaseValidationError
 
@@ -774,7 +774,7 @@ def _said(error: BaseException, command: str) -> str:
     if isinstance(error, StageFailed | DBAPIError) and (
             told := failure_line(error, command, Settings().database_url)):
         return told
-    return " ".join(str(error).split()) or type(error).__name__
+    return error_words(error)
 
 
 def alert_not_delivered(error: BaseException) -> str:
