@@ -245,6 +245,45 @@ def test_an_endpoint_status_shows_no_note_a_later_untrusted_run_left_of_another_
     assert statuses[3]["note"] is None
 
 
+def test_an_endpoint_status_shows_the_note_of_its_own_probe_alone(session) -> None:
+    """The note beside an endpoint's status belongs to the probe whose status it is: a later
+    run that does not count (never judged), whose redirect to a host it gave up on was not
+    followed, leaves no note beside the trusted run's own 302 (one without a Location); and a
+    trusted probe whose redirect was not followed keeps its note, though a later run planned
+    the endpoint (clearing what was noted on it) and probed it live."""
+    from pipeline.store.history import add_probes, entry_endpoint_statuses, span_endpoints
+
+    note = ("its redirect to www.example.com was not followed this run: that host failed 10 "
+            "times in a row")
+
+    def not_followed(target, status: int, at: datetime) -> ProbeResult:
+        return replace(result(target.url, "online", status, endpoint=target.endpoint_id, at=at),
+                       reason="redirect", error=note, note=note)
+
+    trusted = start_run(session, "nightly")
+    forecast, current = plan_targets(session)[:2]
+    own_302 = replace(result(current.url, "online", 302, endpoint=current.endpoint_id),
+                      reason="redirect", error="HTTP 302")
+    record_probes(session, trusted, [not_followed(forecast, 301, T0), own_302])
+    later = start_run(session, "nightly")  # never judged: its probes count nowhere
+    plan_targets(session)
+    add_probes(session, later.id, [
+        result(forecast.url, "live", 200, endpoint=forecast.endpoint_id, at=T0 + timedelta(1)),
+        not_followed(current, 302, T0 + timedelta(1))])
+    session.commit()
+    statuses = entry_endpoint_statuses(span_endpoints(session).active["example-weather"],
+                                       latest_probes(session)["example-weather"])
+    assert {position: (status["httpStatus"], status["note"])
+            for position, status in statuses.items() if position in (0, 3)} == {
+        0: (301, note), 3: (302, None)}
+    # The day's probes read once (the score stage's way) give each probe its own note too.
+    day = day_probes(session, T0 - timedelta(hours=1), T0 + timedelta(hours=1), T0)
+    notes = day.frame()["note"]
+    assert (notes.notna().tolist(), notes.iloc[0]) == ([True, False], note)
+    assert latest_probes(session, day=day)["example-weather"] == latest_probes(session)[
+        "example-weather"]
+
+
 def test_a_run_read_back_counts_the_targets_it_did_not_probe_as_when_it_ran(session) -> None:
     """A stage run again after its probes were stored reads them back rather than probing
     again: the targets of a host given up on, which store no row, are counted as they were
@@ -351,7 +390,7 @@ def test_history_frame_has_the_columns_the_score_stage_reads(session) -> None:
     record_probes(session, run, [result("https://api.example.com/v1/forecast", "live", 200, 42)])
     frame = history_frame(session, since=T0 - timedelta(days=1))
     assert list(frame.columns) == ["run_id", "entry_id", "endpoint_id", "url", "checked_at",
-                                   "outcome", "reason", "http_status", "total_ms"]
+                                   "outcome", "reason", "http_status", "total_ms", "note"]
     assert frame.loc[0, "total_ms"] == 42 and str(frame["checked_at"].dt.tz) == "UTC"
     assert history_frame(session, since=T0 + timedelta(hours=1)).empty
 

@@ -63,7 +63,8 @@ RETRIED_ERRORS = frozenset({"connect_timeout", "read_timeout", "reset"})
 _PLACEHOLDER = re.compile(r"\{[^}]*\}")
 _MESSAGE_LIMIT = 200
 # How the note of a redirect not followed opens (`_redirect_not_followed`): the one note a
-# stored probe's status shows beside it (`history.entry_endpoint_statuses`).
+# stored probe carries, in its error, which its status shows beside it and by which the score
+# knows it for no evidence (`history.PROBE_NOTE`).
 REDIRECT_NOTE_OPENING = "its redirect to "
 
 
@@ -157,9 +158,9 @@ class ProbeResult:
     # `unchecked` and nothing was sent. Never stored as a probe, so the target's status, uptime
     # and latency keep the evidence of the runs that did probe it.
     not_probed: str | None = None
-    # Not stored with the probe: what the run left undone of a target it did probe (the
-    # redirect its URL answered with, not followed: that host was given up on). Noted on its
-    # endpoint, whose published status shows it beside this probe's answer.
+    # What the run left undone of a target it did probe (the redirect its URL answered with,
+    # not followed: that host was given up on). Stored as the probe's error, read back as its
+    # note (`history.PROBE_NOTE`): its published status shows it beside this probe's answer.
     note: str | None = None
 
 
@@ -1212,7 +1213,7 @@ def _redirect_not_followed(attempt: _Attempt, answered: URL, host: str, why: str
     attempt.reason = "redirect"
     attempt.note = (f"{REDIRECT_NOTE_OPENING}{host} was not followed this run: "
                     + why.replace("its host", "that host", 1))
-    attempt.error = attempt.note[:_MESSAGE_LIMIT]
+    attempt.error = attempt.note  # whole: ours, and as long as a host name at most
     return attempt
 
 

@@ -75,6 +75,7 @@ HISTORY_COLUMNS = [
     "reason",
     "http_status",
     "total_ms",
+    "note",
 ]
 # A target's probes in one run are its first look and, after a failure, its confirmation;
 # the last one (by row id) is what the run concluded about it.
@@ -85,8 +86,22 @@ _TARGET_KEYS = ["run_id", "entry_id", "url"]
 STATUS_COLUMNS = (
     "run_id", "entry_id", "endpoint_id", "url", "checked_at", "outcome", "http_status",
     "total_ms", "reason", "error_class", "failure_class", "confirmation", "cors_allow_origin",
-    "cors_allow_credentials", "tls_version", "cert_expires_at", "final_url", "redirects",
+    "cors_allow_credentials", "tls_version", "cert_expires_at", "final_url", "redirects", "note",
 )
+# A probe's `note` (`ProbeResult.note`: what its run left undone of it, the redirect its URL
+# answered with not followed), read from its own row: the prober writes the note as the
+# probe's error (`_redirect_not_followed`). Computed where the probes are read, NULL on every
+# other probe: the note shown and judged is always the probe's own, never one a later run
+# left on its endpoint.
+PROBE_NOTE = case(((ProbeRow.reason == "redirect")
+                   & col(ProbeRow.error).startswith(REDIRECT_NOTE_OPENING, autoescape=True),
+                   ProbeRow.error), else_=None)
+
+
+def _probe_column(name: str) -> Any:
+    """The probe's column `name` as a read of probes selects it: its row's, or `note`
+    (`PROBE_NOTE`)."""
+    return PROBE_NOTE.label(name) if name == "note" else getattr(ProbeRow, name)
 # What a state needs (`_deciding_probe`'s state does not depend on the probes' order): the
 # rollup asks every entry's state as of a day's end, and reads no more than this.
 STATE_COLUMNS = ("entry_id", "url", "outcome", "http_status")
@@ -261,11 +276,12 @@ def add_probes(session: Session, run_id: int, results: Iterable[ProbeResult]) ->
     A target not probed (its host given up on) is no probe and adds no row, so its entry keeps
     the status, uptime and latency of the runs that probed it; its endpoint is noted with the
     reason, which its status shows should the entry's latest run be this one. A probe whose
-    redirect was not followed (that host given up on) is stored, and its endpoint noted why.
+    redirect was not followed (that host given up on) is stored, its note in its own row (its
+    error: `PROBE_NOTE`), not on its endpoint, whose note a later run may replace.
     """
     results = list(results)
     stored = [r for r in results if r.entry_id is not None and r.not_probed is None]
-    _note_endpoints(session, [r for r in results if (r.not_probed or r.note) is not None])
+    _note_endpoints(session, [r for r in results if r.not_probed is not None])
     if stored:
         columns = ("run_id", *PROBE_COLUMNS)
         insert_rows(session, ProbeRow.__table__,
@@ -277,10 +293,9 @@ def add_probes(session: Session, run_id: int, results: Iterable[ProbeResult]) ->
 
 
 def _note_endpoints(session: Session, results: Sequence[ProbeResult]) -> None:
-    """Note on each endpoint among `results` why the run did not probe it, or what it left
-    undone of its probe (`ProbeResult.note`); its next planned run clears the note
-    (`plan_targets`)."""
-    notes = [{"endpoint_id": r.endpoint_id, "note": r.not_probed or r.note}
+    """Note on each endpoint among `results` why the run did not probe it; its next planned
+    run clears the note (`plan_targets`)."""
+    notes = [{"endpoint_id": r.endpoint_id, "note": r.not_probed}
              for r in results if r.endpoint_id is not None]
     if notes:
         session.execute(update(EndpointRow.__table__)
@@ -413,7 +428,7 @@ def latest_statuses(
 
 class ActiveEndpoint(NamedTuple):
     """An active endpoint as its status is judged: its id, position, and why its latest planned
-    run did not probe it (or what it left undone of its probe). Its method and path (why one
+    run did not probe it. Its method and path (why one
     would not, before any run planned it) are read apart, for the few entries that need them
     (`endpoint_calls`)."""
 
@@ -485,9 +500,9 @@ def entry_endpoint_statuses(
     """One entry's endpoints' own statuses, by position: from its probe of each in its latest
     trusted run (`probes`), else unchecked with the reason the endpoint is not probed: the one
     noted when a run planned it, or, where no run did (a new store, probing off, an endpoint
-    added since), the prober's own (`reasons`, `unprobed_reasons`); a probe that ended on a
-    redirect with a note beside it (`ProbeResult.note`: not followed, that host given up on)
-    shows the note, and no other (`_redirect_note`). Each in its JSON form as published
+    added since), the prober's own (`reasons`, `unprobed_reasons`); a probe shows its own note
+    alone (`PROBE_NOTE`: its redirect not followed, that host given up on), never one a later
+    run left on its endpoint. Each in its JSON form as published
     (fields in `EndpointStatus`' order), built without a model for each (some 300,000 a night
     at 100k entries), its time written by `time_text`; the release is checked where it is
     published."""
@@ -507,17 +522,8 @@ def entry_endpoint_statuses(
             "httpStatus": probe.http_status,
             "responseTimeMs": None if probe.total_ms is None else round(probe.total_ms),
             "checkedAt": time_text(probe.checked_at), "reason": probe.reason or probe.error_class,
-            "note": _redirect_note(endpoint.probe_note) if probe.reason == "redirect" else None,
-            "failure": probe.failure_class}
+            "note": probe.note, "failure": probe.failure_class}
     return statuses
-
-
-def _redirect_note(note: str | None) -> str | None:
-    """An endpoint's stored `note`, shown beside its probe only if it says why a redirect was
-    not followed (`REDIRECT_NOTE_OPENING`): the note is of the latest run that planned the
-    endpoint, which may be a later one than the probe's that does not count (suspect, or
-    ended before its judgement), and its host given up on there is no word on this probe."""
-    return note if note is not None and note.startswith(REDIRECT_NOTE_OPENING) else None
 
 
 def unprobed_reasons(base_url: str, calls: Sequence[EndpointCall]) -> dict[int | None, str]:
@@ -566,7 +572,7 @@ def latest_probes(
             parts: Iterable[list[list[Any]]] = [day.columns]
             of_run = day.columns[STATUS_COLUMNS.index("run_id")]
         else:
-            statement = select(*(getattr(ProbeRow, name) for name in columns)).where(
+            statement = select(*(_probe_column(name) for name in columns)).where(
                 ProbeRow.run_id == run_id, span.holds(ProbeRow.entry_id, indexed=False))
             if until is not None:
                 statement = statement.where(ProbeRow.checked_at <= until)
@@ -641,7 +647,7 @@ def day_probes(session: Session, first: datetime, last: datetime, as_of: datetim
     """The trusted probes checked from `first` to `last` (a day) of the entries in `span`,
     each flagged by whether it was checked by `as_of` (compared in the database, as
     `history_frame` bounds them)."""
-    statement = _trusted_probes([*(getattr(ProbeRow, name) for name in STATUS_COLUMNS),
+    statement = _trusted_probes([*(_probe_column(name) for name in STATUS_COLUMNS),
                                  (ProbeRow.checked_at <= as_of).label("by_as_of")],
                                 span, first, last)
     columns: list[list[Any]] = [[] for _ in range(len(STATUS_COLUMNS) + 1)]
@@ -718,7 +724,7 @@ def history_frame(
     # The check times as the database returns them (text on SQLite), parsed at once below.
     statement = _trusted_probes(
         [type_coerce(ProbeRow.checked_at, String).label(c) if c == "checked_at"
-         else getattr(ProbeRow, c) for c in HISTORY_COLUMNS], span, since, until)
+         else _probe_column(c) for c in HISTORY_COLUMNS], span, since, until)
     return _concluded([_history_part(dict(zip(HISTORY_COLUMNS, cells, strict=True)))
                        for cells in _probe_columns(session, statement, HISTORY_COLUMNS, {})])
 

@@ -180,8 +180,8 @@ class EndpointRow(SQLModel, table=True):
     description: str | None = None
     position: int = 0
     active: bool = True
-    # Why the prober does not call it, e.g. "method is POST" (or why the redirect its latest
-    # probe answered was not followed: that host given up on)
+    # Why the prober does not call it, e.g. "method is POST", or why its latest planned run
+    # did not (its host given up on). A probe's own note is its row's (`history.PROBE_NOTE`).
     probe_note: str | None = None
 
 
