@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import quote
 
 import orjson
 import pandas as pd
@@ -20,7 +21,10 @@ from sqlmodel import col, select
 from pipeline.catalogue.entries import read_catalog
 from pipeline.catalogue.ingest import ingest_catalog
 from pipeline.contract import ONLINE_NOTE, EndpointStatus, Status
-from pipeline.probing.probe import ProbeResult
+from pipeline.judging.content_scores import content_scores
+from pipeline.judging.evidence import bounded_scores
+from pipeline.judging.rollup import roll_up_days
+from pipeline.probing.probe import Prober, ProbeResult, ProbeSettings
 from pipeline.store.history import (
     PROBE_COLUMNS,
     RECENT_RUNS,
@@ -40,6 +44,8 @@ from pipeline.store.history import (
     status_form,
 )
 from pipeline.store.tables import (
+    DailyEndpointRollup,
+    DailyEntryRollup,
     EndpointRow,
     PipelineRun,
     ProbeRow,
@@ -52,6 +58,7 @@ from pipeline.store.tables import (
     utc_text,
 )
 from tests.conftest import WriteEntry, hold_the_write_lock, make_entry, model_json_of
+from tests.fake_internet import FakeServer
 
 T0 = datetime(2026, 11, 20, 3, 0, tzinfo=UTC)
 
@@ -282,6 +289,56 @@ def test_an_endpoint_status_shows_the_note_of_its_own_probe_alone(session) -> No
     assert (notes.notna().tolist(), notes.iloc[0]) == ([True, False], note)
     assert latest_probes(session, day=day)["example-weather"] == latest_probes(session)[
         "example-weather"]
+
+
+async def test_a_redirect_not_followed_is_scored_as_unchecked_from_probe_to_score(
+        session) -> None:
+    """From the prober on the loopback fake internet, through the store, to the score stage and
+    the day's rollup: an endpoint whose URL redirects to a host the run gave up on (it failed)
+    is stored as its own 302 with its note, shown beside it, but is no evidence: neither up
+    nor down, and no latency sample. The entry's uptime is that of its other endpoint alone,
+    which failed."""
+    from pipeline.store.history import entry_endpoint_statuses, span_endpoints
+
+    hosts = ("127.0.0.1", "127.0.0.2")
+    server = await FakeServer(hosts=hosts).start()
+    settings = ProbeSettings(allow_private=True, per_host_interval=0, connect_timeout=1,
+                             total_timeout=2, max_attempts=1, confirm_failures=False,
+                             host_failures_in_a_row=1, host_failure_budget=0)
+    failing = server.url("/unavailable", hosts[1])
+    redirecting = server.url(f"/redirect?to={quote(failing)}")
+    run = start_run(session, "nightly")
+    forecast, current = plan_targets(session)[:2]
+    try:
+        async with Prober(settings) as prober:  # in turn: the failure gives its host up first
+            looks = [replace(await prober.probe(url), entry_id="example-weather",
+                             endpoint_id=target.endpoint_id)
+                     for url, target in ((failing, forecast), (redirecting, current))]
+    finally:
+        await server.close()
+    assert (server.hits["/unavailable"], server.hits["/redirect"]) == (1, 1)
+    record_probes(session, run, looks)
+    as_of = max(look.checked_at for look in looks) + timedelta(seconds=1)
+
+    statuses = entry_endpoint_statuses(span_endpoints(session).active["example-weather"],
+                                       latest_probes(session)["example-weather"])
+    assert (statuses[3]["httpStatus"], statuses[3]["reason"]) == (302, "redirect")
+    assert statuses[3]["note"] == looks[1].note and looks[1].note.startswith(
+        "its redirect to 127.0.0.2 was not followed this run")
+    assert (statuses[0]["httpStatus"], statuses[0]["note"]) == (503, None)
+
+    scores, uptimes = bounded_scores(session, content_scores(session), as_of)
+    uptime = uptimes["example-weather"]
+    assert (uptime["last1d"], uptime["evidence"]["last1d"]["probes"],
+            uptime["evidence"]["last1d"]["succeeded"]) == (0.0, 1, 0)
+    latency = scores.json_form("example-weather")["evidence"]["latency"]
+    assert (latency["probes"], latency["failed"], latency["last7d"]["samples"]) == (1, 1, 0)
+
+    roll_up_days(session, [as_of.date()])
+    entry_day = session.exec(select(DailyEntryRollup).where(
+        DailyEntryRollup.entry_id == "example-weather")).one()
+    assert (entry_day.probes, entry_day.successes, entry_day.p50_ms) == (1, 0, None)
+    assert [row.url for row in session.exec(select(DailyEndpointRollup))] == [failing]
 
 
 def test_a_run_read_back_counts_the_targets_it_did_not_probe_as_when_it_ran(session) -> None:

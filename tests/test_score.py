@@ -238,6 +238,36 @@ def test_an_answer_the_prober_classes_a_failure_is_neither_up_nor_fast(
     assert (row["responded_7d"], row["succeeded_7d"], row["p50_ms"]) == (1.0, 0.5, 40.0)
 
 
+def test_a_redirect_not_followed_is_unchecked_neither_up_nor_down_nor_timed() -> None:
+    """A probe whose URL answered with a redirect the run did not follow (its target's host
+    given up on: the probe's note says so) is no evidence of the API: its fast 302 is neither
+    up time nor a latency sample, and it counts as no probe at all, as a target left unprobed:
+    the entry's other probes alone make its uptime and Latency."""
+    hours = (1, 10, 20, 30, 40, 50, 24 * 20)
+    failing = probes([(h, "unreachable", None) for h in hours])
+    note = ("its redirect to api2.example.com was not followed this run: that host failed 10 "
+            "times in a row")
+    noted = probes([(h + 2, "online", 5) for h in hours]).assign(
+        http_status=302.0, reason="redirect", note=note, run_id=lambda f: f["run_id"] + 100)
+    history = pd.concat([failing.assign(reason=None, note=None), noted], ignore_index=True)
+    assert uptime_shares(history, AS_OF) == uptime_shares(failing, AS_OF) == {
+        "last1d": 0.0, "last7d": 0.0, "last30d": 0.0}
+    assert shares_of(entry_uptimes(history, AS_OF)) == {
+        "example-weather": uptime_shares(failing, AS_OF)}
+    latency = latency_score(history, AS_OF)
+    assert latency == latency_score(failing, AS_OF)
+    assert (latency.value, latency.evidence["probes"], latency.evidence["failed"]) == (0, 6, 6)
+    score = score_entries({"example-weather": make_entry()}, history, AS_OF)["example-weather"]
+    assert score.latency == latency
+    row = entry_analytics(history, AS_OF).iloc[0]
+    assert (row["probes_7d"], row["responded_7d"], row["streak_state"]) == (6, 0.0, "unreachable")
+    # Its own redirect, one the URL answered with and the prober did not need to follow (a
+    # 302 without a Location), is the URL's answer: up, and timed.
+    answered = noted.assign(note=None)
+    assert uptime_shares(answered, AS_OF)["last7d"] == 1.0
+    assert latency_score(answered, AS_OF).value == 100
+
+
 def test_the_score_stage_and_the_prober_agree_on_every_probe_and_kind_of_target() -> None:
     """Uptime and Latency count a probe as the prober judges it (`probe.is_failure`), the base
     address standing in by the prober's own rule: a target of an entry and of no endpoint. A
@@ -463,7 +493,7 @@ def test_score_entries_is_deterministic_and_order_free() -> None:
     assert first["example-weather"].confidence == "medium"  # 14 samples, fewer than 20
     for entry_id, score in first.items():
         assert isinstance(score, EntryScore)
-        assert score.rubric == RUBRIC_VERSION == "2.2.0"
+        assert score.rubric == RUBRIC_VERSION == "2.3.0"
         assert score.label == f"{score.percent}% builder-friendly"
         assert (score.percent, score.grade) == builder_score(
             score.pricing.value, score.latency.value, score.depth.value)

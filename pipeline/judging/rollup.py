@@ -28,7 +28,7 @@ from pipeline.judging.evidence import (
     day_runs,
     days_between,
 )
-from pipeline.judging.score import ContentScores, succeeded_probes
+from pipeline.judging.score import ContentScores, counted_probes, succeeded_probes
 from pipeline.store.history import latest_runs, latest_states, probed_entries
 from pipeline.store.tables import (
     DailyEndpointRollup,
@@ -74,7 +74,8 @@ class _DayRows:
 def _day_figures(history: pd.DataFrame, keys: list[str], timed: bool = False) -> pd.DataFrame:
     """Probe counts, live share and latency percentiles per group of `keys`, for one day; with
     `timed`, each group's timed successful probes too (ascending): the same probes and times
-    uptime and Latency read of a raw day (`score.succeeded_probes`)."""
+    uptime and Latency read of a raw day (`score.counted_probes`, `score.succeeded_probes`)."""
+    history = counted_probes(history)
     if history.empty:
         columns = [*keys, *_DAY_KEYS, "endpoint_id", *(["timed_ms"] if timed else [])]
         return pd.DataFrame(columns=columns).set_index(keys)

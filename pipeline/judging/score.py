@@ -22,7 +22,7 @@ import pandas as pd
 from pipeline.contract import BuilderScore
 from pipeline.probing.probe import failed, target_stands_in
 
-RUBRIC_VERSION = "2.2.0"
+RUBRIC_VERSION = "2.3.0"
 
 # Probe history columns this module reads, and what a probe outcome may be. A history may
 # also carry each probe's `reason` (the prober's word for an `online` answer): without it every
@@ -30,6 +30,9 @@ RUBRIC_VERSION = "2.2.0"
 HISTORY_COLUMNS = ("entry_id", "url", "checked_at", "outcome", "total_ms", "run_id")
 REASON_COLUMN = "reason"
 ENDPOINT_COLUMN = "endpoint_id"  # none on a probe of the base address standing in
+# A probe's note: what its run left undone of it (`probe.ProbeResult.note`); without the
+# column no probe has one. Such a probe is no evidence (`counted_probes`).
+NOTE_COLUMN = "note"
 OUTCOMES = ("unreachable", "online", "live")  # worst to best; "responded" = online or live
 RESPONDED = ("live", "online")
 WINDOWS: dict[str, int] = {"1d": 1, "7d": 7, "30d": 30}  # window name -> days before as_of
@@ -358,9 +361,24 @@ def _weighted_percent(pricing: int | None, latency: int | None, depth: int | Non
 # --- history ---------------------------------------------------------------------------------
 
 
+def counted_probes(history: pd.DataFrame) -> pd.DataFrame:
+    """The probes of `history` that are evidence: all but those with a note (`NOTE_COLUMN`),
+    whose run left them undone: the redirect the URL answered with was not followed, its
+    target's host given up on. Such a probe is unchecked, as a target left unprobed is: its
+    3xx is no answer of the API, so it is neither up nor down and times nothing (its fast
+    redirect is no latency sample). Uptime, Latency and the rollups read the history
+    through here alone."""
+    if NOTE_COLUMN not in history.columns:
+        return history
+    noted = history[NOTE_COLUMN].notna().to_numpy()
+    return history.loc[~noted] if noted.any() else history
+
+
 def _prepare(history: pd.DataFrame, as_of: datetime) -> pd.DataFrame:
-    """The probes at or before `as_of`, with the flags every aggregate needs."""
+    """The probes at or before `as_of` that count (`counted_probes`), with the flags every
+    aggregate needs."""
     cutoff = _as_of(as_of)
+    history = counted_probes(history)
     missing = [c for c in HISTORY_COLUMNS if c not in history.columns]
     if missing:
         raise ValueError(f"history lacks columns: {', '.join(missing)}")
