@@ -384,6 +384,7 @@ class StateChange(SQLModel, table=True):
     to_state: str
     at: datetime = Field(sa_type=UtcDateTime, index=True)
     run_id: int | None = Field(default=None, foreign_key="pipeline_run.id", index=True)
+    former_id: str | None = None  # as an event's (`EntryEvent.former_id`)
 
 
 class EntryState(SQLModel, table=True):
@@ -422,6 +423,9 @@ class EntryEvent(SQLModel, table=True):
     to_value: str | None = None  # lifecycle: the state entered; renamed: `rename_news`
     at: datetime = Field(sa_type=UtcDateTime, index=True)
     run_id: int | None = Field(default=None, foreign_key="pipeline_run.id")
+    # The id the event was about, where that id's history was taken over since (a rename):
+    # published as it was, of that id. NULL: of `entry_id`.
+    former_id: str | None = None
 
 
 # A rename's event (kind `renamed`, under the new id, `from_value` the former id) is published
