@@ -389,3 +389,88 @@ def test_a_day_both_ids_were_rolled_up_on_rolled_up_again_gives_the_figures_merg
     roll_up_days(history, both, entry_ids=["beta"])
     history.expire_all()
     assert figures_of(history, "beta", both) == own
+
+
+def published(session: Session, since) -> list[dict]:
+    """The catalogue events `api/changes.json` publishes from `since`, oldest first."""
+    return sorted((event.document() for event in recent_events(session, since)
+                   if event.kind != "release"),
+                  key=lambda document: (document["at"], document["entry"], document["kind"]))
+
+
+def judge_lifecycles(session: Session, failed: dict[str, int], at) -> None:
+    """A night's lifecycle judgements: each entry of `failed` with that many of its two targets
+    failed (degraded where any did), as the publish stage records them."""
+    from pipeline.judging.changes import record_lifecycles
+    from pipeline.judging.health import LifecycleRules, RunVerdict
+
+    record_lifecycles(session, sorted(failed),
+                      {entry_id: RunVerdict(None, at, targets=2, failed=count, dead=0)
+                       for entry_id, count in failed.items()}, {}, at, LifecycleRules())
+
+
+def test_the_events_of_an_id_merged_long_after_it_retired_keep_telling_of_that_id(
+    data_dir: Path, write_entry: WriteEntry, ingested_store,
+) -> None:
+    """`formerIds: [old]` added to a live entry long after `old` was retired: old's events
+    (added, a lifecycle transition, retired) join the live entry's history, but are published
+    as they were, of `old`: the live entry is never told retired, nor added again."""
+    for entry_id in ("old", "live"):
+        write_entry(make_entry(id=entry_id))
+    start = utcnow()
+    session = ingested_store()
+
+    def at(days: int):
+        return start + timedelta(days=days)
+
+    judge_lifecycles(session, {"old": 0, "live": 0}, at(1))
+    judge_lifecycles(session, {"old": 1, "live": 0}, at(2))  # old: active → degraded
+    (data_dir / "entries" / "weather" / "old.yaml").unlink()
+    assert [(d["kind"], d["entry"]) for d in told(session, data_dir, at(3))] == [
+        ("retired", "old")]
+    judge_lifecycles(session, {"live": 1}, at(4))  # live: active → degraded, its own
+    before = published(session, start - timedelta(minutes=1))
+    assert [(d["kind"], d["entry"]) for d in before] == [
+        ("added", "live"), ("added", "old"), ("lifecycle", "old"), ("retired", "old"),
+        ("lifecycle", "live")]
+
+    write_entry(make_entry(id="live", formerIds=["old"]))
+    assert told(session, data_dir, at(6)) == []  # both told long ago
+    session.expire_all()
+    assert session.get(EntryRow, "old") is None
+    assert len(session.exec(select(EntryEvent).where(EntryEvent.entry_id == "live")).all()) == 6
+    assert published(session, start - timedelta(minutes=1)) == before
+
+
+def test_an_entry_renamed_twice_tells_each_rename_and_each_past_event_as_it_was_told(
+    data_dir: Path, write_entry: WriteEntry, ingested_store,
+) -> None:
+    """`first` renamed `second`, then `third` (`formerIds: [first, second]`): every event told
+    before the second rename is told after it as it was (of `first`, of `second`, and the
+    first rename naming both), and the second rename adds its own two halves."""
+    write_entry(make_entry(id="first"))
+    start = utcnow()
+    session = ingested_store()
+
+    def at(days: int):
+        return start + timedelta(days=days)
+
+    judge_lifecycles(session, {"first": 0}, at(1))
+    judge_lifecycles(session, {"first": 1}, at(2))  # first: active → degraded
+    rename_file(data_dir, write_entry, "first", "second", ["first"])
+    assert len(told(session, data_dir, at(3))) == 2
+    judge_lifecycles(session, {"second": 0}, at(4))  # second: degraded → active
+    before = published(session, start - timedelta(minutes=1))
+    assert [(d["kind"], d["entry"], d.get("renamedFrom", d.get("renamedTo"))) for d in before] == [
+        ("added", "first", None), ("lifecycle", "first", None),
+        ("retired", "first", "second"), ("added", "second", "first"),
+        ("lifecycle", "second", None)]
+
+    rename_file(data_dir, write_entry, "second", "third", ["first", "second"])
+    assert told(session, data_dir, at(5)) == [
+        {"kind": "retired", "entry": "second", "name": "Example Weather", "renamedTo": "third",
+         "at": utc_text(at(5))},
+        {"kind": "added", "entry": "third", "name": "Example Weather", "renamedFrom": "second",
+         "at": utc_text(at(5))}]
+    after = published(session, start - timedelta(minutes=1))
+    assert [document for document in after if document["at"] < utc_text(at(5))] == before

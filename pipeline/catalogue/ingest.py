@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from operator import attrgetter
 
-from sqlalchemy import bindparam, delete, exists, update
+from sqlalchemy import bindparam, delete, exists, func, update
 from sqlmodel import Session, SQLModel, col, select
 
 from pipeline.catalogue.entries import CatalogReport, KnownFile
@@ -274,7 +274,9 @@ def _take_over(session: Session, takers: list[StoredEntry], moves: list[tuple[st
     """Each former id of `moves` (former, taker; a taker's nearest former first) passes its
     stored entry to the taker: every row of its history moved to the taker, its own row
     deleted, and the taker first seen when the earliest of them was, so scores, uptime,
-    lifecycle and events go on as if the id had always been the new one. `takers`: the new ids
+    lifecycle go on as if the id had always been the new one; its events join the taker's
+    history, each still telling of the id it was about (`EntryEvent.former_id`), as it was
+    published before. `takers`: the new ids
     with no stored entry yet, inserted first (without endpoints: they are the former's).
 
     A taker that has a history of its own (`formerIds` added after it was ingested) keeps it:
@@ -345,8 +347,11 @@ def _move_history(session: Session, batch: list[tuple[str, str]],
                 [{"former": former, "taker": taker} for former, taker in merging])
     moves = [{"former": former, "taker": taker} for former, taker in batch]
     for table in (model.__table__ for model in HISTORY_TABLES):
+        values = {"entry_id": bindparam("taker")}
+        if table is EntryEvent.__table__:  # each event still tells of the id it was about
+            values["former_id"] = func.coalesce(table.c.former_id, bindparam("former"))
         session.execute(update(table).where(table.c.entry_id == bindparam("former"))
-                        .values(entry_id=bindparam("taker")), moves)
+                        .values(values), moves)
 
 
 def _drop_shared_days(session: Session, merging: list[tuple[str, str]]) -> None:

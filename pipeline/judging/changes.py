@@ -215,10 +215,11 @@ def record_lifecycles(
 
 
 def _event(row: Mapping[str, Any], names: Mapping[str, str]) -> Event:
-    """A catalogue event as published, from its row's values."""
+    """A catalogue event as published, from its row's values: of the id it was about, also
+    where a rename moved it since to the entry that took that id over (named as it is now)."""
     entry_id = row["entry_id"]
-    return Event(row["kind"], entry_id, names.get(entry_id, entry_id), row["from_value"],
-                 row["to_value"], as_utc(row["at"]))
+    return Event(row["kind"], row.get("former_id") or entry_id, names.get(entry_id, entry_id),
+                 row["from_value"], row["to_value"], as_utc(row["at"]))
 
 
 def _published(event: Event) -> list[Event]:
