@@ -12,7 +12,12 @@ from sqlmodel import Session, col, delete, func, select
 
 from pipeline.catalogue.entries import read_catalog
 from pipeline.catalogue.ingest import HISTORY_TABLES, ingest_catalog
-from pipeline.judging.changes import recent_events
+from pipeline.judging.changes import (
+    CheckedState,
+    recent_changes,
+    recent_events,
+    record_state_changes,
+)
 from pipeline.judging.content_scores import content_scores, store_content_scores
 from pipeline.judging.evidence import bounded_scores
 from pipeline.judging.rollup import keep_missing_evidence, roll_up_days
@@ -392,10 +397,19 @@ def test_a_day_both_ids_were_rolled_up_on_rolled_up_again_gives_the_figures_merg
 
 
 def published(session: Session, since) -> list[dict]:
-    """The catalogue events `api/changes.json` publishes from `since`, oldest first."""
-    return sorted((event.document() for event in recent_events(session, since)
-                   if event.kind != "release"),
-                  key=lambda document: (document["at"], document["entry"], document["kind"]))
+    """The state changes and catalogue events `api/changes.json` publishes from `since`,
+    oldest first."""
+    told = [*recent_changes(session, since), *(event for event in recent_events(session, since)
+                                               if event.kind != "release")]
+    return sorted((item.document() for item in told),
+                  key=lambda document: (document["at"], document["entry"],
+                                        document.get("kind", "state")))
+
+
+def check_states(session: Session, states: dict[str, str], at) -> None:
+    """A night's checked states, as the publish stage records them."""
+    record_state_changes(session, {entry_id: CheckedState(state, at)
+                                   for entry_id, state in states.items()}, at)
 
 
 def judge_lifecycles(session: Session, failed: dict[str, int], at) -> None:
@@ -413,8 +427,9 @@ def test_the_events_of_an_id_merged_long_after_it_retired_keep_telling_of_that_i
     data_dir: Path, write_entry: WriteEntry, ingested_store,
 ) -> None:
     """`formerIds: [old]` added to a live entry long after `old` was retired: old's events
-    (added, a lifecycle transition, retired) join the live entry's history, but are published
-    as they were, of `old`: the live entry is never told retired, nor added again."""
+    (added, a lifecycle transition, retired) and state changes join the live entry's history,
+    but are published as they were, of `old`: the live entry is never told retired, nor added
+    again, nor to have stopped answering when old did."""
     for entry_id in ("old", "live"):
         write_entry(make_entry(id=entry_id))
     start = utcnow()
@@ -424,15 +439,18 @@ def test_the_events_of_an_id_merged_long_after_it_retired_keep_telling_of_that_i
         return start + timedelta(days=days)
 
     judge_lifecycles(session, {"old": 0, "live": 0}, at(1))
+    check_states(session, {"old": "live", "live": "live"}, at(1))
     judge_lifecycles(session, {"old": 1, "live": 0}, at(2))  # old: active → degraded
+    check_states(session, {"old": "unreachable", "live": "live"}, at(2))
     (data_dir / "entries" / "weather" / "old.yaml").unlink()
     assert [(d["kind"], d["entry"]) for d in told(session, data_dir, at(3))] == [
         ("retired", "old")]
     judge_lifecycles(session, {"live": 1}, at(4))  # live: active → degraded, its own
+    check_states(session, {"live": "online"}, at(4))
     before = published(session, start - timedelta(minutes=1))
-    assert [(d["kind"], d["entry"]) for d in before] == [
-        ("added", "live"), ("added", "old"), ("lifecycle", "old"), ("retired", "old"),
-        ("lifecycle", "live")]
+    assert [(d.get("kind", "state"), d["entry"]) for d in before] == [
+        ("added", "live"), ("added", "old"), ("lifecycle", "old"), ("state", "old"),
+        ("retired", "old"), ("lifecycle", "live"), ("state", "live")]
 
     write_entry(make_entry(id="live", formerIds=["old"]))
     assert told(session, data_dir, at(6)) == []  # both told long ago

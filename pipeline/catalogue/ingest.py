@@ -262,6 +262,9 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
 # Every table holding rows of an entry's history, by its `entry_id` column.
 HISTORY_TABLES = (EndpointRow, ProbeRow, DailyEntryRollup, DailyEndpointRollup, StateChange,
                   EntryState, EntryLifecycle, EntryEvent)
+# Those whose rows were published as they are (in `api/changes.json`): a row moved to a taker
+# keeps the id it was about (`former_id`), to be published as it was, never as the taker's.
+TOLD_TABLES = (StateChange, EntryEvent)
 # Those whose rows are one per entry and key (beyond `entry_id`): where a former id and the id
 # taking it over both have a row of one key, the taker's own is kept. (A day both were rolled
 # up on is the taker's whole: `_drop_shared_days`.)
@@ -273,11 +276,11 @@ def _take_over(session: Session, takers: list[StoredEntry], moves: list[tuple[st
                now: datetime, report: CatalogReport) -> None:
     """Each former id of `moves` (former, taker; a taker's nearest former first) passes its
     stored entry to the taker: every row of its history moved to the taker, its own row
-    deleted, and the taker first seen when the earliest of them was, so scores, uptime,
-    lifecycle go on as if the id had always been the new one; its events join the taker's
-    history, each still telling of the id it was about (`EntryEvent.former_id`), as it was
-    published before. `takers`: the new ids
-    with no stored entry yet, inserted first (without endpoints: they are the former's).
+    deleted, and the taker first seen when the earliest of them was, so scores, uptime and
+    lifecycle go on as if the id had always been the new one; its events and state changes
+    join the taker's history, each still telling of the id it was about (`TOLD_TABLES`), as
+    it was published before. `takers`: the new ids with no stored entry yet, inserted first
+    (without endpoints: they are the former's).
 
     A taker that has a history of its own (`formerIds` added after it was ingested) keeps it:
     on a key both hold (a state, an endpoint's method and path) its own row wins, and the
@@ -346,9 +349,9 @@ def _move_history(session: Session, batch: list[tuple[str, str]],
                                *(mine.c[key] == table.c[key] for key in keys))),
                 [{"former": former, "taker": taker} for former, taker in merging])
     moves = [{"former": former, "taker": taker} for former, taker in batch]
-    for table in (model.__table__ for model in HISTORY_TABLES):
-        values = {"entry_id": bindparam("taker")}
-        if table is EntryEvent.__table__:  # each event still tells of the id it was about
+    for model in HISTORY_TABLES:
+        table, values = model.__table__, {"entry_id": bindparam("taker")}
+        if model in TOLD_TABLES:  # each row still tells of the id it was about
             values["former_id"] = func.coalesce(table.c.former_id, bindparam("former"))
         session.execute(update(table).where(table.c.entry_id == bindparam("former"))
                         .values(values), moves)

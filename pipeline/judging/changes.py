@@ -71,10 +71,17 @@ class Change:
 
 
 def _change(row: Mapping[str, Any], names: Mapping[str, str]) -> Change:
-    """A state change as published, from its row's values."""
+    """A state change as published, from its row's values: of the id it was about (as an
+    event, `_event`)."""
     entry_id = row["entry_id"]
-    return Change(entry_id, names.get(entry_id, entry_id), row["from_state"], row["to_state"],
-                  as_utc(row["at"]))
+    return Change(_about(row), names.get(entry_id, entry_id), row["from_state"],
+                  row["to_state"], as_utc(row["at"]))
+
+
+def _about(row: Mapping[str, Any]) -> str:
+    """The id a stored change or event tells of: its entry's, or the id it was about where a
+    rename moved it since to the entry that took that id over."""
+    return row.get("former_id") or row["entry_id"]
 
 
 def _names(session: Session, ids: list[str]) -> dict[str, str]:
@@ -215,11 +222,11 @@ def record_lifecycles(
 
 
 def _event(row: Mapping[str, Any], names: Mapping[str, str]) -> Event:
-    """A catalogue event as published, from its row's values: of the id it was about, also
-    where a rename moved it since to the entry that took that id over (named as it is now)."""
+    """A catalogue event as published, from its row's values: of the id it was about
+    (`_about`), named as its entry is now."""
     entry_id = row["entry_id"]
-    return Event(row["kind"], row.get("former_id") or entry_id, names.get(entry_id, entry_id),
-                 row["from_value"], row["to_value"], as_utc(row["at"]))
+    return Event(row["kind"], _about(row), names.get(entry_id, entry_id), row["from_value"],
+                 row["to_value"], as_utc(row["at"]))
 
 
 def _published(event: Event) -> list[Event]:
