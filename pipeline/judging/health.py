@@ -46,14 +46,21 @@ def run_verdict(probes: Sequence[Any]) -> RunVerdict | None:
     """The verdict of a run from its final probes of one entry (None: no probes)."""
     if not probes:
         return None
-    return RunVerdict(
-        run_id=probes[0].run_id,
-        checked_at=as_utc(max(p.checked_at for p in probes)),
-        targets=len(probes),
-        failed=sum(1 for p in probes if p.failure_class),
-        dead=sum(1 for p in probes if p.failure_class == "dead"),
-        seen_once=sum(1 for p in probes if p.failure_class and not p.confirmation),
-    )
+    # One pass over the probes, most of which failed in no way (asked of every probed entry).
+    failed = dead = seen_once = 0
+    for probe in probes:
+        if probe.failure_class:
+            failed += 1
+            dead += probe.failure_class == "dead"
+            seen_once += not probe.confirmation
+    return RunVerdict(probes[0].run_id, as_utc(max(p.checked_at for p in probes)), len(probes),
+                      failed, dead, seen_once)
+
+
+def _last_checked(probes: Sequence[Any]) -> datetime | None:
+    """When the last of `probes` was checked, in UTC (None: no probes): the latest of their
+    times as read (all of one kind: naive from SQLite, aware elsewhere), made UTC once."""
+    return as_utc(max((p.checked_at for p in probes), default=None))
 
 
 _C0_OR_SPACE = "".join(map(chr, range(33)))  # what `urlsplit` strips before the scheme
@@ -77,9 +84,8 @@ def measured_https(base_url: str, probes: Sequence[Any], as_of: datetime,
     enabled = is_https(base_url)
     seen = next((p for p in probes if p.tls_version), None)
     if seen is None:
-        checked = max((as_utc(p.checked_at) for p in probes), default=None)
         return {"enabled": enabled, "tlsVersion": None, "certExpires": None,
-                "certDaysLeft": None, "checkedAt": time_text(checked)}
+                "certDaysLeft": None, "checkedAt": time_text(_last_checked(probes))}
     expires = as_utc(seen.cert_expires_at)
     return {"enabled": enabled, "tlsVersion": seen.tls_version,
             "certExpires": time_text(seen.cert_expires_at),
@@ -94,9 +100,8 @@ def measured_cors(probes: Sequence[Any], origin: str,
     (fields in `Cors`' order), as `measured_https` gives its own."""
     answered = [p for p in probes if p.http_status is not None]
     if not answered:
-        checked = max((as_utc(p.checked_at) for p in probes), default=None)
         return {"state": "unknown", "allowOrigin": None, "credentials": None,
-                "checkedAt": time_text(checked)}
+                "checkedAt": time_text(_last_checked(probes))}
     allowing = [p for p in answered if p.cors_allow_origin in (ANY_ORIGIN, origin)]
     deciding = allowing[0] if allowing else answered[0]
     # `storable` again: a value stored before the prober dropped control codes is shown without.
