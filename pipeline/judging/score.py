@@ -698,13 +698,23 @@ def _latency_stats(timed: pd.DataFrame, ids: list[str]) -> dict[str, list[Any]]:
     stats.update({
         "failed_7d": failures.tolist(), "probes_7d": probes.tolist(), "days_7d": days.tolist(),
         "scoredP50Ms": _whole_ms(scored["p50"]), "scoredP95Ms": _whole_ms(scored["p95"]),
-        "speed": [int(v) if ok else None for v, ok in zip(speed, eligible, strict=True)]})
+        "speed": _whole_where(speed, eligible)})
     return stats
 
 
 def _whole_ms(values: np.ndarray) -> list[int | None]:
     """Milliseconds rounded half up to whole ones (None for NaN: no sample)."""
-    return [None if math.isnan(v) else int(v) for v in rounded_half_up(values)]
+    whole = rounded_half_up(values)
+    return _whole_where(whole, ~np.isnan(whole))
+
+
+def _whole_where(values: np.ndarray, known: np.ndarray) -> list[int | None]:
+    """The whole floats `values` as Python integers where `known`, None elsewhere: made for
+    every entry at once (a step of Python an entry, six times a span, cost some 0.1 s of CPU
+    at 50,000 entries)."""
+    whole = np.where(known, values, 0).astype(np.int64).astype(object)
+    whole[~known] = None
+    return whole.tolist()
 
 
 def _latency_subscore(stats: Mapping[str, list[Any]], i: int) -> SubScore:
