@@ -66,7 +66,7 @@ def content_scores(session: Session, entry_ids: Collection[str] | None = None,
     wanted = None if entry_ids is None else set(entry_ids)
     scores = {
         entry_id: ContentScores.from_stored(orjson.loads(stored))
-        for entry_id, stored in session.connection().execute(statement.where(~_stale()))
+        for entry_id, stored in session.connection().execute(statement.where(~_stale())).all()
         if wanted is None or entry_id in wanted
     }
     missing = sorted(entry_id for entry_id in active_entry_ids(session, span)

@@ -721,7 +721,7 @@ def active_entry_ids(session: Session, span: EntrySpan = EVERY_ENTRY) -> list[st
     """The ids of the published entries (in `span`), in code-point order on every backend (a
     PostgreSQL collation may sort them otherwise), without loading their rows."""
     statement = select(EntryRow.id).where(EntryRow.retired_at.is_(None), span.holds(EntryRow.id))
-    return sorted(session.connection().execute(statement).scalars())
+    return sorted(session.connection().execute(statement).scalars().all())  # fetched at once
 
 
 def active_categories(session: Session) -> dict[str, str]:
