@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+from collections import namedtuple
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +27,7 @@ from pipeline.judging.health import (
     lifecycle_reason,
     measured_cors,
     measured_https,
+    run_verdict,
 )
 from pipeline.probing.probe import (
     ProbeResult,
@@ -291,6 +293,30 @@ def test_a_run_is_counted_by_its_conclusions_not_by_its_looks() -> None:
     tally = ProbeTally.of(results)
     assert tally.probes == 10 and tally.outcomes == {"unreachable": 6, "live": 4}
     assert not tally.network_suspect
+
+
+def test_a_redirect_not_followed_is_no_target_of_the_run_verdict() -> None:
+    """A probe whose redirect was not followed (its note) is no target checked, as the scores
+    count it nowhere: beside a failed target the entry was down in that run, and beside a dead
+    one all its targets were dead; alone it gives no verdict, as no probe does."""
+    from pipeline.store.history import STATUS_COLUMNS
+
+    probe_row = namedtuple("probe_row", STATUS_COLUMNS)  # as a run's probes are read
+    at = dt.datetime(2026, 3, 1, 3, tzinfo=dt.UTC)
+
+    def probe(url: str, failure: str | None = None, note: str | None = None):
+        return probe_row(**{**dict.fromkeys(STATUS_COLUMNS), "run_id": 7, "url": url,
+                            "checked_at": at, "failure_class": failure,
+                            "confirmation": failure is not None, "note": note})
+
+    unfollowed = probe("https://api.example.com/old", note="its redirect to b.example.com was "
+                       "not followed this run: that host was given up on")
+    verdict = run_verdict([probe("https://api.example.com/a", "unavailable"), unfollowed])
+    assert verdict is not None and (verdict.targets, verdict.failed) == (1, 1)
+    assert verdict.down and not verdict.seen_once
+    assert run_verdict([probe("https://api.example.com/a", "dead"), unfollowed]).all_dead
+    assert run_verdict([unfollowed]) is None
+    assert run_verdict([probe("https://api.example.com/a"), unfollowed]).targets == 1
 
 
 def test_an_entry_is_dead_over_trusted_runs_never_over_the_clock_alone() -> None:

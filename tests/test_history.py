@@ -21,10 +21,12 @@ from sqlmodel import col, select
 from pipeline.catalogue.entries import read_catalog
 from pipeline.catalogue.ingest import ingest_catalog
 from pipeline.contract import ONLINE_NOTE, EndpointStatus, Status
+from pipeline.judging.changes import record_lifecycles
 from pipeline.judging.content_scores import content_scores
 from pipeline.judging.evidence import bounded_scores
+from pipeline.judging.health import LifecycleRules, RunVerdict, run_verdict
 from pipeline.judging.rollup import roll_up_days
-from pipeline.probing.probe import Prober, ProbeResult, ProbeSettings
+from pipeline.probing.probe import Prober, ProbeResult, ProbeSettings, failure_class
 from pipeline.store.history import (
     PROBE_COLUMNS,
     RECENT_RUNS,
@@ -47,6 +49,7 @@ from pipeline.store.tables import (
     DailyEndpointRollup,
     DailyEntryRollup,
     EndpointRow,
+    EntryLifecycle,
     PipelineRun,
     ProbeRow,
     as_utc,
@@ -291,6 +294,38 @@ def test_an_endpoint_status_shows_the_note_of_its_own_probe_alone(session) -> No
         "example-weather"]
 
 
+async def failed_then_redirected_to_it(session, endpoint_id: int | None,
+                                       redirected_id: int | None,
+                                       failed_by: str = "example-weather") -> list[ProbeResult]:
+    """One run stored, on the loopback fake internet: a URL of `failed_by` fails (503) and its
+    host is given up on; then an endpoint of example-weather (`redirected_id`) answers with a
+    redirect to it, not followed: its 302 is stored with its note. The two probes, in turn,
+    the failure concluded (`failure_class`)."""
+    hosts = ("127.0.0.1", "127.0.0.2")
+    server = await FakeServer(hosts=hosts).start()
+    settings = ProbeSettings(allow_private=True, per_host_interval=0, connect_timeout=1,
+                             total_timeout=2, max_attempts=1, confirm_failures=False,
+                             host_failures_in_a_row=1, host_failure_budget=0)
+    failing = server.url("/unavailable", hosts[1])
+    redirecting = server.url(f"/redirect?to={quote(failing)}")
+    run = start_run(session, "nightly")
+    try:
+        async with Prober(settings) as prober:  # in turn: the failure gives its host up first
+            looks = [replace(await prober.probe(url), entry_id=entry_id, endpoint_id=target)
+                     for url, entry_id, target in (
+                         (failing, failed_by, endpoint_id),
+                         (redirecting, "example-weather", redirected_id))]
+    finally:
+        await server.close()
+    # Each concluded from its one look, as a run without confirmation concludes it.
+    looks = [replace(look, failure_class=failure_class(look)) for look in looks]
+    assert (server.hits["/unavailable"], server.hits["/redirect"]) == (1, 1)
+    assert looks[1].note is not None and looks[1].note.startswith(
+        "its redirect to 127.0.0.2 was not followed this run")
+    record_probes(session, run, looks)
+    return looks
+
+
 async def test_a_redirect_not_followed_is_scored_as_unchecked_from_probe_to_score(
         session) -> None:
     """From the prober on the loopback fake internet, through the store, to the score stage and
@@ -300,24 +335,10 @@ async def test_a_redirect_not_followed_is_scored_as_unchecked_from_probe_to_scor
     which failed."""
     from pipeline.store.history import entry_endpoint_statuses, span_endpoints
 
-    hosts = ("127.0.0.1", "127.0.0.2")
-    server = await FakeServer(hosts=hosts).start()
-    settings = ProbeSettings(allow_private=True, per_host_interval=0, connect_timeout=1,
-                             total_timeout=2, max_attempts=1, confirm_failures=False,
-                             host_failures_in_a_row=1, host_failure_budget=0)
-    failing = server.url("/unavailable", hosts[1])
-    redirecting = server.url(f"/redirect?to={quote(failing)}")
-    run = start_run(session, "nightly")
     forecast, current = plan_targets(session)[:2]
-    try:
-        async with Prober(settings) as prober:  # in turn: the failure gives its host up first
-            looks = [replace(await prober.probe(url), entry_id="example-weather",
-                             endpoint_id=target.endpoint_id)
-                     for url, target in ((failing, forecast), (redirecting, current))]
-    finally:
-        await server.close()
-    assert (server.hits["/unavailable"], server.hits["/redirect"]) == (1, 1)
-    record_probes(session, run, looks)
+    looks = await failed_then_redirected_to_it(session, forecast.endpoint_id,
+                                               current.endpoint_id)
+    failing = looks[0].url
     as_of = max(look.checked_at for look in looks) + timedelta(seconds=1)
 
     statuses = entry_endpoint_statuses(span_endpoints(session).active["example-weather"],
@@ -339,6 +360,34 @@ async def test_a_redirect_not_followed_is_scored_as_unchecked_from_probe_to_scor
         DailyEntryRollup.entry_id == "example-weather")).one()
     assert (entry_day.probes, entry_day.successes, entry_day.p50_ms) == (1, 0, None)
     assert [row.url for row in session.exec(select(DailyEndpointRollup))] == [failing]
+
+
+async def test_a_redirect_not_followed_is_no_target_checked_in_the_lifecycle(session) -> None:
+    """Through the store to the entry's lifecycle: a run whose one other target failed is a
+    run the entry was down in, its unfollowed 302 no target that passed; a run whose only
+    probe of the entry is such a 302 gives no verdict, as a run that stored none, so it
+    neither counts as down nor breaks the count of runs down in a row."""
+    forecast, current = plan_targets(session)[:2]
+    rules = LifecycleRules()
+
+    def lifecycle_after_the_latest_run() -> tuple[RunVerdict | None, EntryLifecycle]:
+        verdict = run_verdict(latest_probes(session)["example-weather"])
+        record_lifecycles(session, ["example-weather"],
+                          {} if verdict is None else {"example-weather": verdict}, {},
+                          datetime.now(UTC), rules)
+        return verdict, session.exec(select(EntryLifecycle)).one()
+
+    await failed_then_redirected_to_it(session, forecast.endpoint_id, current.endpoint_id)
+    verdict, lifecycle = lifecycle_after_the_latest_run()
+    assert verdict is not None and (verdict.targets, verdict.failed, verdict.down) == (1, 1, True)
+    assert (lifecycle.state, lifecycle.down_runs) == ("degraded", 1)
+
+    # The next run fails another entry's URL on that host: example-weather's only probe is
+    # the unfollowed 302, still published in its status.
+    await failed_then_redirected_to_it(session, None, current.endpoint_id, failed_by="open-api")
+    assert latest_statuses(session)["example-weather"].http_status == 302
+    verdict, lifecycle = lifecycle_after_the_latest_run()
+    assert verdict is None and lifecycle.down_runs == 1
 
 
 def test_a_run_read_back_counts_the_targets_it_did_not_probe_as_when_it_ran(session) -> None:

@@ -11,14 +11,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from operator import attrgetter
 from typing import Any
 from urllib.parse import urlsplit
 
 from pipeline.contract import Deprecation, Lifecycle, LifecycleState
+from pipeline.judging.score import NOTE_COLUMN, unchecked
 from pipeline.probing.probe import storable
 from pipeline.store.tables import TimeText, as_utc, json_time
 
 ANY_ORIGIN = "*"
+_note = attrgetter(NOTE_COLUMN)  # a probe's note, as a run's probes are read
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,12 @@ class RunVerdict:
 
 
 def run_verdict(probes: Sequence[Any]) -> RunVerdict | None:
-    """The verdict of a run from its final probes of one entry (None: no probes)."""
+    """The verdict of a run from its final probes of one entry (`history.STATUS_COLUMNS`),
+    of the targets it checked: an `unchecked` probe (its redirect not followed) is none, as
+    the scores count it nowhere (None: no target checked, as with no probes)."""
+    notes = list(map(_note, probes))
+    if notes.count(None) < len(notes):  # most runs leave nothing undone: no probe asked
+        probes = [p for p, note in zip(probes, notes, strict=True) if not unchecked(note)]
     if not probes:
         return None
     # One pass over the probes, most of which failed in no way (asked of every probed entry).

@@ -31,7 +31,7 @@ HISTORY_COLUMNS = ("entry_id", "url", "checked_at", "outcome", "total_ms", "run_
 REASON_COLUMN = "reason"
 ENDPOINT_COLUMN = "endpoint_id"  # none on a probe of the base address standing in
 # A probe's note: what its run left undone of it (`probe.ProbeResult.note`); without the
-# column no probe has one. Such a probe is no evidence (`counted_probes`).
+# column no probe has one. Such a probe is no evidence (`unchecked`).
 NOTE_COLUMN = "note"
 OUTCOMES = ("unreachable", "online", "live")  # worst to best; "responded" = online or live
 RESPONDED = ("live", "online")
@@ -361,16 +361,26 @@ def _weighted_percent(pricing: int | None, latency: int | None, depth: int | Non
 # --- history ---------------------------------------------------------------------------------
 
 
-def counted_probes(history: pd.DataFrame) -> pd.DataFrame:
-    """The probes of `history` that are evidence: all but those with a note (`NOTE_COLUMN`),
-    whose run left them undone: the redirect the URL answered with was not followed, its
-    target's host given up on. Such a probe is unchecked, as a target left unprobed is: its
+def unchecked(note: Any) -> Any:
+    """Whether a probe with `note` (its `NOTE_COLUMN`: one value, or a column of them) is
+    unchecked: its run left it undone, the redirect the URL answered with not followed, its
+    target's host given up on. Such a probe is no evidence, as a target left unprobed is: its
     3xx is no answer of the API, so it is neither up nor down and times nothing (its fast
-    redirect is no latency sample). Uptime, Latency and the rollups read the history
-    through here alone."""
+    redirect is no latency sample). The one rule of what counts: the scores read it through
+    `counted_probes`, a run's lifecycle verdict through `health.run_verdict`. A column's
+    missing note may be read as NaN; one probe's, as stored, is None (asked of every probe
+    of a run's verdict, so without pandas' scalar check)."""
+    if isinstance(note, pd.Series):
+        return note.notna()
+    return note is not None
+
+
+def counted_probes(history: pd.DataFrame) -> pd.DataFrame:
+    """The probes of `history` that are evidence: all but the `unchecked` ones. Uptime,
+    Latency and the rollups read the history through here alone."""
     if NOTE_COLUMN not in history.columns:
         return history
-    noted = history[NOTE_COLUMN].notna().to_numpy()
+    noted = unchecked(history[NOTE_COLUMN]).to_numpy()
     return history.loc[~noted] if noted.any() else history
 
 
