@@ -1378,6 +1378,41 @@ def test_the_static_key_holds_everything_but_the_nightly_fields() -> None:
     assert pages.static_key(api, {**common, "assets": {"site.css": "assets/site.2.css"}}) != key
 
 
+def test_a_template_calls_plain_functions_itself_and_the_rest_as_jinja_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plain function (`entry_page`, a text's `strip`) is called by the template's own code;
+    a function that asks for the context, a macro or a class still goes through
+    `context.call`, and gets what it asks for (in a loop, the loop's variables)."""
+    from jinja2 import pass_context
+    from jinja2.runtime import Context
+
+    through_jinja: list[str] = []
+    call = Context.call
+
+    def counted(self: Context, callee: object, *args: object, **kwargs: object) -> object:
+        through_jinja.append(getattr(callee, "__name__", type(callee).__name__))
+        return call(self, callee, *args, **kwargs)
+
+    monkeypatch.setattr(Context, "call", counted)
+
+    def plain(text: str) -> str:
+        return text.strip().upper()
+
+    @pass_context
+    def named(context: Context, word: str) -> str:
+        return f"{context['who']}:{word}"
+
+    env = pages.DocumentEnvironment(autoescape=True)
+    env.globals.update(plain=plain, named=named, who="page")
+    template = env.from_string(
+        "{% macro m(x) %}<{{ x }}>{% endmacro %}{{ plain(' a ') }}|{{ ' b '.strip() }}|"
+        "{{ named('c') }}|{{ m('d') }}|{{ dict(e=1).e }}|"
+        "{% for i in [1] %}{% set who = 'loop' %}{{ named('f') }}{% endfor %}")
+    assert template.render() == "A|b|page:c|<d>|1|loop:f"
+    assert through_jinja == ["named", "Macro", "dict", "named"]
+
+
 def test_an_entry_whose_text_could_stand_for_a_mark_is_never_spliced() -> None:
     assert pages.may_splice(b'{"description":"<b>bold</b> --> and <!- not a comment"}')
     for text in (b"<!--nightly:status-->", b"<!--", b"\\u003c!--", b"\\u003C!--"):

@@ -21,7 +21,10 @@ from collections.abc import Callable, Container, Iterable, Mapping, MutableMappi
 from datetime import date, datetime, timedelta
 from functools import cache, lru_cache
 from html import unescape
+from io import StringIO
+from keyword import iskeyword as is_python_keyword
 from pathlib import Path
+from types import BuiltinFunctionType, FunctionType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -545,6 +548,30 @@ class DocumentCodeGenerator(CodeGenerator):
         self.visit(node.node, frame)
         self.write(f") is dict and {key} in {held} else environment.getattr({held}, {key}))")
 
+    def visit_Call(self, node: nodes.Call, frame: Frame, forward_caller: bool = False) -> None:
+        """Calls a plain function (`direct_call`) straight from the template's code, anything
+        else through `context.call` as Jinja does: an entry's page and Markdown call some 20
+        (`entry_page`, `relative`, a text's `strip`), and `context.call` looked each up for
+        the context or environment it might want, which cost more than most of the calls."""
+        keywords = [keyword.key for keyword in node.kwargs]
+        if (self.environment.is_async or self.environment.sandboxed or forward_caller
+                or node.dyn_args is not None or node.dyn_kwargs is not None
+                or any(map(is_python_keyword, keywords))):
+            super().visit_Call(node, frame, forward_caller)
+            return
+        held, stream = self.temporary_identifier(), self.stream
+        self.stream = StringIO()
+        try:
+            self.signature(node, frame)
+            arguments = self.stream.getvalue()
+        finally:
+            self.stream = stream
+        extra = [f", {name}={name}" for name, used in
+                 (("_loop_vars", frame.loop_frame), ("_block_vars", frame.block_frame)) if used]
+        self.write(f"({held}({arguments.removeprefix(', ')}) if environment.direct_call({held} := ")
+        self.visit(node.node, frame)
+        self.write(f") else context.call({held}{arguments}{''.join(extra)}))")
+
     def _output_child_pre(self, node: nodes.Expr, frame: Frame, finalize: Any) -> None:
         """A printed value is escaped by `printed_text` where the template autoescapes."""
         if frame.eval_ctx.volatile or not frame.eval_ctx.autoescape:
@@ -572,12 +599,22 @@ def printed_text(value: Any) -> str:
     return escape(value)
 
 
+def direct_call(callee: Any) -> bool:
+    """Whether a template may call `callee` itself: a plain function (no attribute, so none
+    that asks Jinja for the context or environment) or a built-in one, such as a text's
+    `strip`. Anything else (a macro, a class, an undefined value) goes through
+    `context.call`."""
+    kind = type(callee)
+    return kind is BuiltinFunctionType or (kind is FunctionType and not callee.__dict__)
+
+
 class DocumentEnvironment(Environment):
     """Templates over documents (dicts from JSON): `api.status` reads the key first. Jinja
     tries the attribute first, which for a dict fails with an exception at every lookup."""
 
     code_generator_class = DocumentCodeGenerator
     printed_text = staticmethod(printed_text)
+    direct_call = staticmethod(direct_call)
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         if type(obj) is dict:
