@@ -1378,6 +1378,39 @@ def test_the_static_key_holds_everything_but_the_nightly_fields() -> None:
     assert pages.static_key(api, {**common, "assets": {"site.css": "assets/site.2.css"}}) != key
 
 
+def test_a_page_of_the_night_before_is_spliced_as_bytes() -> None:
+    """Its bytes outside the nightly parts are kept as written, never decoded and encoded
+    again; the parts drawn are written as UTF-8; a part not marked once is no splice."""
+    before = "<p>Café — <!--static:k--><!--nightly:a-->old<!--/nightly--> ∎</p>".encode()
+    assert pages.kept_key(before, "k") and not pages.kept_key(before, "j")
+    assert pages.spliced(before, {"a": "new — ✓"}) == (
+        "<p>Café — <!--static:k--><!--nightly:a-->new — ✓<!--/nightly--> ∎</p>".encode())
+    assert pages.spliced(before, {"a": "x", "b": "y"}) is None
+    assert pages.spliced(before.replace(b"<!--/nightly-->", b""), {"a": "x"}) is None
+    assert pages.spliced(before + b"<!--nightly:a-->x<!--/nightly-->", {"a": "x"}) is None
+
+
+def test_a_file_of_the_night_before_is_read_as_its_bytes(tmp_path: Path) -> None:
+    """Read whole, to the size its folder gave, as bytes; a file larger than the limit, a
+    link or a folder is not read; text is read only when it is UTF-8."""
+    from pipeline.release.files import Folders
+
+    (tmp_path / "apis").mkdir()
+    (tmp_path / "apis" / "a.html").write_bytes("Café —".encode() * 5000)
+    (tmp_path / "apis" / "b.md").write_bytes(b"caf\xe9")
+    (tmp_path / "apis" / "empty.md").write_bytes(b"")
+    (tmp_path / "apis" / "link.html").symlink_to(tmp_path / "apis" / "a.html")
+    with Folders(tmp_path) as folders:
+        assert folders.read_bytes("apis/a.html", 1 << 20) == "Café —".encode() * 5000
+        assert folders.read_bytes("apis/a.html", 100) is None
+        assert folders.read_bytes("apis/b.md", 100) == b"caf\xe9"
+        assert folders.read("apis/b.md", 100) is None
+        assert folders.read_bytes("apis/empty.md", 100) == b""
+        assert folders.read_bytes("apis/link.html", 1 << 20) is None
+        assert folders.read_bytes("apis", 1 << 20) is None
+        assert folders.read_bytes("apis/none.html", 1 << 20) is None
+
+
 def test_a_template_calls_plain_functions_itself_and_the_rest_as_jinja_does(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

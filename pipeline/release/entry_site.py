@@ -109,15 +109,17 @@ def write_entry_site(
             if before is not None and may_splice(line):
                 html, text = _spliced_files(before, api, key, trend, badges, problems, successor)
             if html is None or text is None:
-                html = render_entry_page(api, common, trend, badges, key, successor)
-                problems += page_problems(page, html, release, root_path)
-                text = render_entry_markdown(api, meta, labels, key, successor)
-                problems += markdown_problems(markdown, text, release)
+                drawn = render_entry_page(api, common, trend, badges, key, successor)
+                problems += page_problems(page, drawn, release, root_path)
+                html = drawn.encode()
+                drawn = render_entry_markdown(api, meta, labels, key, successor)
+                problems += markdown_problems(markdown, drawn, release)
+                text = drawn.encode()
                 reused = False
             else:
                 reused = True
-            folders.create(page, html.encode())
-            folders.create(markdown, text.encode())
+            folders.create(page, html)
+            folders.create(markdown, text)
             card = card_html(api, labels, badges)
             if cards_proven():  # else read in its category page, whole (`site.write_site`)
                 problems += link_problems(category_page(api["category"]), part_links(card),
@@ -146,20 +148,21 @@ def successor_name(staged: Folders, api: Mapping[str, Any]) -> str | None:
 def _spliced_files(
     before: Folders, api: Mapping[str, Any], key: str, trend: Sequence[SentDay],
     badges: Markup, problems: list[str], successor: str | None = None,
-) -> tuple[str | None, str | None]:
-    """The entry's page and Markdown spliced into those of the previous release, with the
-    problems of their new parts added to `problems`; (None, None) unless both kept `key`."""
+) -> tuple[bytes | None, bytes | None]:
+    """The bytes of the entry's page and Markdown spliced into those of the previous release,
+    with the problems of their new parts added to `problems`; (None, None) unless both kept
+    `key`."""
     context = _context
     assert context is not None
     page, markdown = entry_page(api["id"]), entry_markdown(api["id"])
-    old_page = before.read(page, PREVIOUS_FILE_LIMIT)
+    old_page = before.read_bytes(page, PREVIOUS_FILE_LIMIT)
     if old_page is None or not kept_key(old_page, key):  # nothing drawn for a page not kept
         return None, None
     chart = trend_of(context.common, trend)
     page_parts = nightly_page_parts(api, chart, badges, context.release_line, successor)
     if (html := spliced(old_page, page_parts)) is None:
         return None, None
-    old_markdown = before.read(markdown, PREVIOUS_FILE_LIMIT)
+    old_markdown = before.read_bytes(markdown, PREVIOUS_FILE_LIMIT)
     if old_markdown is None or not kept_key(old_markdown, key):
         return None, None
     markdown_parts = nightly_markdown_parts(api, context.common["meta"], successor)

@@ -113,6 +113,16 @@ class Folders:
 
     def read(self, relative: str, limit: int) -> str | None:
         """The text of a regular file of at most `limit` bytes; None for anything else."""
+        data = self.read_bytes(relative, limit)
+        if data is None:
+            return None
+        try:
+            return data.decode()
+        except UnicodeDecodeError:
+            return None
+
+    def read_bytes(self, relative: str, limit: int) -> bytes | None:
+        """The bytes of a regular file of at most `limit` bytes; None for anything else."""
         folder, name = os.path.split(relative)
         if (parent := self._folder(folder)) is None:
             return None
@@ -126,22 +136,22 @@ class Folders:
                 return None
             # Read to the end in the size fstat found: a file grown since is not read, and no
             # buffer larger than the file is made (one of `limit` costs more than the read).
+            # A read that stops short of what it asked, at the size fstat found, is at the
+            # file's end: no further read is made to be told so.
             pieces, size, want = [], 0, found.st_size + 1
             while piece := os.read(source, want):
                 pieces.append(piece)
                 size += len(piece)
                 if size > found.st_size:
                     return None
+                if size == found.st_size and len(piece) < want:
+                    break
                 want = found.st_size + 1 - size
-            data = b"".join(pieces)
+            return pieces[0] if len(pieces) == 1 else b"".join(pieces)
         except OSError:
             return None
         finally:
             os.close(source)
-        try:
-            return data.decode()
-        except UnicodeDecodeError:
-            return None
 
     def close(self) -> None:
         for descriptor in self.folders.values():

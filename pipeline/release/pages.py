@@ -746,7 +746,7 @@ def render_entry_page(
 # The fields of an entry that only its marked parts show; every other field is in its key.
 NIGHTLY_FIELDS = frozenset(("status", "builderScore", "lifecycle", "uptime", "https", "cors",
                             "endpoints"))
-_NIGHTLY_OPEN, _NIGHTLY_CLOSE = "<!--nightly:", "<!--/nightly-->"
+_NIGHTLY_OPEN, _NIGHTLY_CLOSE = b"<!--nightly:", b"<!--/nightly-->"
 # What draws the pages and Markdown: a change to any of it changes every entry's key.
 _DRAWING_SOURCES = ("pages.py", "markdown.py", "presented.py")
 
@@ -794,29 +794,35 @@ def nightly_page_parts(api: Mapping[str, Any], trend: str, badges: Markup,
     }
 
 
-def kept_key(previous: str, key: str) -> bool:
+def kept_key(previous: bytes, key: str) -> bool:
     """Whether a page or Markdown file of the night before kept the static key `key`."""
-    return f"<!--static:{key}-->" in previous
+    return f"<!--static:{key}-->".encode() in previous
 
 
-def spliced(previous: str, parts: Mapping[str, str]) -> str | None:
-    """`previous` (a page or Markdown file of the night before, which `kept_key`) with its
-    nightly parts replaced by `parts`; None unless it marks each of them exactly once."""
+def spliced(previous: bytes, parts: Mapping[str, str]) -> bytes | None:
+    """`previous` (the bytes of a page or Markdown file of the night before, which
+    `kept_key`) with its nightly parts replaced by `parts`, as bytes; None unless it marks each
+    of them exactly once.
+
+    Spliced as bytes: a page holds non-ASCII text (a dash, a name), so decoding the file of
+    the night before and encoding the new one cost more than drawing its nightly parts. Its
+    bytes outside those parts are kept as that night's publish wrote them."""
+    encoded = {name.encode(): text.encode() for name, text in parts.items()}
     pieces, seen, last = [], set(), 0
     find = previous.find
     while (opening := find(_NIGHTLY_OPEN, last)) >= 0:
-        start = find("-->", opening) + 3
+        start = find(b"-->", opening) + 3
         name = previous[opening + len(_NIGHTLY_OPEN):start - 3]
         end = find(_NIGHTLY_CLOSE, start)
-        if start < 3 or end < 0 or name in seen or name not in parts:
+        if start < 3 or end < 0 or name in seen or name not in encoded:
             return None
         seen.add(name)
-        pieces += (previous[last:start], parts[name])
+        pieces += (previous[last:start], encoded[name])
         last = end
-    if len(seen) != len(parts):
+    if len(seen) != len(encoded):
         return None
     pieces.append(previous[last:])
-    return "".join(pieces)
+    return b"".join(pieces)
 
 
 def page_context(meta: Mapping[str, Any], categories: Sequence[Mapping[str, Any]],
