@@ -711,20 +711,15 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from pipeline.operations.runs import StageFailed, UnusableWebhook
     from pipeline.operations.stages import UnknownSelectionError
     from pipeline.release.publish import ReleaseNotRecorded
-    from pipeline.release.swap import (
-        PublishLockLost,
-        PublishLockTimeout,
-        PublishWriteFailed,
-        UnsafeOutputFolder,
-    )
+    from pipeline.release.swap import PublishLockTimeout, PublishWriteFailed, UnsafeOutputFolder
     from pipeline.release.validate import ReleaseValidationError
-    from pipeline.store.locks import StoreLockTimeout
+    from pipeline.store.locks import LockFileLost, StoreLockTimeout
     from pipeline.store.migrate import MigrationFailedError, StoreOutOfDateError, StoreTooNewError
     from pipeline.store.tables import StoreUnreadableError
 
     return (ValidationError, ArgumentError, EmptyCatalogError, StageFailed,
             AutomationError, DraftError, UnknownSelectionError, PublishLockTimeout,
-            PublishLockLost, ReleaseNotRecorded, ReleaseValidationError, StoreOutOfDateError,
+            LockFileLost, ReleaseNotRecorded, ReleaseValidationError, StoreOutOfDateError,
             StoreTooNewError, StoreUnreadableError, MigrationFailedError, CategoryError, OSError,
             UnsafeOutputFolder, PublishWriteFailed, UnusableWebhook, StoreLockTimeout)
 

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as clock
 from pathlib import Path
@@ -28,12 +29,19 @@ from sqlmodel import Session, col, func, select
 from pipeline.catalogue import ingest as ingest_module
 from pipeline.catalogue.entries import read_catalog
 from pipeline.catalogue.ingest import stored_files
+from pipeline.cli import one_line, user_caused
 from pipeline.judging import rollup as rollup_module
 from pipeline.operations import stages
 from pipeline.settings import Settings
 from pipeline.store import locks
 from pipeline.store.history import plan_targets, record_probes
-from pipeline.store.locks import LockFileRefused, StoreLockTimeout, StoreWork, store_lock
+from pipeline.store.locks import (
+    LockFileRefused,
+    StoreLockLost,
+    StoreLockTimeout,
+    StoreWork,
+    store_lock,
+)
 from pipeline.store.tables import (
     DailyEndpointRollup,
     DailyEntryRollup,
@@ -328,6 +336,88 @@ def test_a_lock_file_replaced_while_another_run_waits_is_not_taken_behind_its_ne
     finally:
         thread.join()
     assert seen == {"new_held": False, "told": "8", "while_new_held": False}
+
+
+def lose_lock_file(path: Path, how: str) -> None:
+    """The lock file at `path` taken from under its holder: removed (by hand, a cleaner of old
+    files), or replaced by another file of the same name."""
+    if how == "removed":
+        path.unlink()
+    else:
+        other = path.with_name(path.name + ".new")
+        other.write_text("")
+        os.replace(other, path)
+
+
+def lost_before_writing(engine: Engine, work: StoreWork, next_run: int, how: str,
+                        next_holds: ExitStack, write: Callable[..., Any]) -> Callable[..., Any]:
+    """`write`, called first once the lock file of `work` left its path and the next run took
+    the lock of the path's new file at once (with no time to wait), which it holds on in
+    `next_holds`: a lock object of its own, on a file the holder never opened."""
+    taken: list[StoreWork] = []
+
+    def written(*args: Any) -> Any:
+        if not taken:  # before the holder's first write
+            lose_lock_file(lock_file(engine, work), how)
+            next_holds.enter_context(
+                store_lock(engine, work, next_run, sys.float_info.min, KEEPALIVE))
+            taken.append(work)
+        return write(*args)
+
+    return written
+
+
+def probes_to_roll_up(settings: Settings) -> None:
+    """The catalogue stored, and a probe of each of its URLs on DAY."""
+    (ingest,) = new_runs(settings, "nightly")
+    stages.ingest_entries(settings, ingest)
+    with session_scope(engine_for(settings.database_url)) as session:
+        record_probes(session, start_run(session, "nightly"), [
+            result(target.url, "live", 200, 100.0, entry=target.entry_id,
+                   endpoint=target.endpoint_id, at=at(3))
+            for target in plan_targets(session)])
+
+
+# Of each work: where its stage writes first, and the tables it writes.
+FIRST_WRITES = {StoreWork.ingest: (ingest_module, "_insert_new", (EntryRow, EntryEvent)),
+                StoreWork.rollup: (rollup_module, "_store_rows", (DailyEntryRollup, RolledDay))}
+
+
+@pytest.mark.backends("sqlite")
+@pytest.mark.parametrize("how", ["removed", "replaced"])
+@pytest.mark.parametrize("work", list(StoreWork), ids=lambda work: work.name)
+def test_a_stage_whose_store_lock_file_left_its_path_stops_before_committing_its_writes(
+    write_entry: WriteEntry, settings_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+    work: StoreWork, how: str,
+) -> None:
+    """The lock file removed or replaced while a run ingests or rolls up: the next run makes
+    and locks the path's new file at once, and would write the store at the same time. The
+    first run stops before its commit, in one line naming the file, its writes rolled back;
+    the next run's lock stands."""
+    write_catalogue(write_entry)
+    settings = Settings()
+    if work is StoreWork.rollup:
+        probes_to_roll_up(settings)
+    holder, next_run = new_runs(settings, "nightly", "backfill")
+    engine = engine_for(settings.database_url)
+    path = lock_file(engine, work)
+    module, first_write, tables = FIRST_WRITES[work]
+    stage = {StoreWork.ingest: lambda: stages.ingest_entries(settings, holder),
+             StoreWork.rollup: lambda: stages.roll_up(settings, [DAY], run_id=holder)}[work]
+    with ExitStack() as next_holds:
+        monkeypatch.setattr(module, first_write, lost_before_writing(
+            engine, work, next_run, how, next_holds, getattr(module, first_write)))
+        with pytest.raises(StoreLockLost) as lost:
+            stage()
+        assert path.read_text() == str(next_run)
+    line = one_line(lost.value)
+    assert line.startswith(f"the store's {work.name} lock file {path} was removed or "
+                           "replaced while this run held it"), line
+    assert "leave the lock file in place and run again" in line and "\n" not in line
+    assert user_caused(lost.value)  # told in one line, never a traceback
+    with Session(engine) as session:
+        for table in tables:
+            assert session.exec(select(func.count()).select_from(table)).one() == 0
 
 
 @pytest.mark.backends("postgres")

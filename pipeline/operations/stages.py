@@ -130,17 +130,18 @@ def ingest_entries(settings: Settings, run_id: int) -> tuple[IngestSummary, Cata
         # entries stored, rather than inserting them again. Should the other run have changed
         # a file this one did not parse again, the files are read again under the lock.
         read_with, report, spool = _read_entries(settings, engine, spools)
+        # Each commit under the lock checks it is still held (`store_lock`'s check).
         with store_lock(engine, StoreWork.ingest, run_id, settings.store_lock_timeout,
-                        settings.store_lock_keepalive):
+                        settings.store_lock_keepalive) as held:
             with session_scope(engine) as session:
                 known = stored_files(session)
             if not still_stored_as_read(report, read_with, known):
                 log.info("another run changed stored entries while this one read the entry "
                          "files: reading them again")
                 _, report, spool = _read_entries(settings, engine, spools, known)
-            with session_scope(engine) as session:
+            with session_scope(engine, held) as session:
                 summary = ingest_catalog(session, report, run_id=run_id, spool=spool)
-            with session_scope(engine) as session:
+            with session_scope(engine, held) as session:
                 store_content_scores(session)
     with session_scope(engine) as session:
         run = session.get(PipelineRun, run_id)
@@ -546,11 +547,12 @@ def changes_of_run(settings: Settings, run_id: int) -> list[Change]:
 def rolling_up(settings: Settings, run_id: int | None) -> Iterator[Session]:
     """A session on the store holding its rollup lock (`store_lock`): two runs rolling up the
     same day (a backfill during the nightly) take turns instead of both inserting its rows,
-    and a day's probes are never pruned while another run rolls it up."""
+    and a day's probes are never pruned while another run rolls it up. Each of its commits
+    checks first that the lock is still held."""
     engine = engine_for(settings.database_url)
     with (store_lock(engine, StoreWork.rollup, run_id, settings.store_lock_timeout,
-                     settings.store_lock_keepalive),
-          session_scope(engine) as session):
+                     settings.store_lock_keepalive) as held,
+          session_scope(engine, held) as session):
         yield session
 
 

@@ -46,7 +46,7 @@ from pipeline.release.hosting import (
 )
 from pipeline.release.layout import CATEGORY_INDEX, FULL_DATASET, Completion
 from pipeline.release.validate import ReleaseValidationError, dataset_problems, validate_release
-from pipeline.store.locks import same_file, take_lock_file
+from pipeline.store.locks import LockFileLost, check_held, take_lock_file
 
 
 def _exchange(first: Path, second: Path) -> bool:
@@ -125,7 +125,7 @@ class PublishLockTimeout(RuntimeError):
     """Another publisher held the output folder's lock for longer than the wait allowed."""
 
 
-class PublishLockLost(RuntimeError):
+class PublishLockLost(LockFileLost):
     """The publish lock file left its path while this publisher held it: another publisher
     may hold the new one, so this one stops before its swap."""
 
@@ -266,11 +266,10 @@ def check_lock_held(output_dir: Path) -> None:
     next publisher makes a new one and locks that, and a swap now could replace its release."""
     path = lock_file(output_dir)
     hold = _HOLDS.get((path, threading.get_ident()))
-    if hold is None or not same_file(hold.fd, path):
-        raise PublishLockLost(
-            f"the publish lock {path} was removed or replaced while this publish held it, so "
-            "another publisher may have published meanwhile: this release was not swapped in "
-            "and the live release is unchanged; publish again")
+    check_held(None if hold is None else hold.fd, path, lambda: PublishLockLost(
+        f"the publish lock {path} was removed or replaced while this publish held it, so "
+        "another publisher may have published meanwhile: this release was not swapped in "
+        "and the live release is unchanged; publish again"))
 
 
 def staging_folders(output_dir: Path) -> list[Path]:

@@ -11,8 +11,10 @@ waits its turn at most `APIDIR_STORE_LOCK_TIMEOUT` seconds, then StoreLockTimeou
 holding the lock. The lock file is trusted for nothing: never followed through a link (its
 holder writes its run id into it), and read for a run id from its first bytes alone. A lock is
 held on the file at its path alone: one removed or replaced before its lock was taken is let go
-and the path's file taken instead (`take_lock_file`). The publish lock's file is taken by the
-same rule.
+and the path's file taken instead (`take_lock_file`); one removed or replaced while its lock is
+held fails its holder before its next commit (`check_held`), as the next run locks the new
+file at the path and writes too. The publish lock's file is taken and checked by the same
+rules.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import IntEnum
 from pathlib import Path
@@ -62,24 +64,43 @@ class StoreLockTimeout(RuntimeError):
     """Another run held the store's lock of a work for longer than the wait allowed."""
 
 
+class LockFileLost(RuntimeError):
+    """A lock file left its path (removed or replaced) while its holder held it: the next
+    run makes a new file at the path and locks it, so the holder stops before it writes."""
+
+
+class StoreLockLost(LockFileLost):
+    """The store's lock file of a work left its path while this run held it."""
+
+
+# What a holder of the store's lock calls before each of its commits (`session_scope`):
+# raises StoreLockLost once the lock is no longer held on the file at its path.
+LockCheck = Callable[[], None]
+
+
+def _nothing_to_check() -> None:
+    """The check of a lock no file holds: an advisory lock, or none (in-memory store)."""
+
+
 @contextmanager
 def store_lock(engine: Engine, work: StoreWork, run_id: int | None,
-               timeout: float, keepalive: int) -> Iterator[None]:
+               timeout: float, keepalive: int) -> Iterator[LockCheck]:
     """Hold the store's lock of `work` for run `run_id`, waiting at most `timeout` seconds for
     the run that holds it (then StoreLockTimeout naming that run); on PostgreSQL the server
     lets go of it `keepalive` seconds after the holder's machine stopped answering. Nothing to
-    hold on an in-memory SQLite store, which no other process opens."""
+    hold on an in-memory SQLite store, which no other process opens. Yields the check the
+    holder runs before each commit (`LockCheck`)."""
     if engine.dialect.name == "postgresql":
         with _advisory_lock(engine, work, run_id or NO_RUN, timeout, keepalive):
-            yield
+            yield _nothing_to_check
         return
     database = engine.url.database
     if database in (None, "", ":memory:"):
-        yield
+        yield _nothing_to_check
         return
     with _file_lock(engine, Path(f"{database}.{work.name}.lock"), work, run_id or NO_RUN,
-                    timeout):
-        yield
+                    timeout) as check:
+        yield check
 
 
 @contextmanager
@@ -156,9 +177,9 @@ def _advisory_holder(connection: Connection, work: StoreWork) -> int | None:
 
 @contextmanager
 def _file_lock(engine: Engine, path: Path, work: StoreWork, run_id: int,
-               timeout: float) -> Iterator[None]:
+               timeout: float) -> Iterator[LockCheck]:
     """An exclusive lock on the file `path` beside the SQLite store, which then holds its
-    holder's run id; waited for at most `timeout` seconds."""
+    holder's run id; waited for at most `timeout` seconds. Yields its check (`check_held`)."""
     lock = f"the store's {work.name} lock"
     deadline, told = time.monotonic() + timeout, False
     while (fd := take_lock_file(path, lock)) is None:
@@ -172,7 +193,10 @@ def _file_lock(engine: Engine, path: Path, work: StoreWork, run_id: int,
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(run_id).encode(), 0)
-        yield
+        yield lambda: check_held(fd, path, lambda: StoreLockLost(
+            f"the store's {work.name} lock file {path} was removed or replaced while this run "
+            "held it, so another run may be writing the store at once: this run stopped "
+            "before committing its writes; leave the lock file in place and run again"))
     finally:
         os.close(fd)  # lets go of the lock
 
@@ -225,6 +249,15 @@ def same_file(fd: int, path: Path) -> bool:
         return False
     held = os.fstat(fd)
     return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
+
+
+def check_held(fd: int | None, path: Path, lost: Callable[[], LockFileLost]) -> None:
+    """Raise `lost()` unless the lock file open as `fd` (None: none held) is still the file at
+    `path`: once it was removed (by hand, a cleaner of old files) or replaced, the next run
+    locks the path's new file and goes on, and what the holder writes now would be written at
+    once with it. Every lock file's holder checks here before the writes it guards."""
+    if fd is None or not same_file(fd, path):
+        raise lost()
 
 
 def take_lock_file(path: Path, lock: str) -> int | None:

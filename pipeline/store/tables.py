@@ -518,9 +518,14 @@ def engine_for(database_url: str) -> Engine:
 
 
 @contextmanager
-def session_scope(engine: Engine) -> Iterator[Session]:
-    """A session that commits on success and rolls back on error."""
+def session_scope(engine: Engine,
+                  before_commit: Callable[[], None] | None = None) -> Iterator[Session]:
+    """A session that commits on success and rolls back on error; `before_commit` runs before
+    each of its commits (a held lock's check, `locks.LockCheck`): what it raises rolls back
+    what the commit would have written."""
     with Session(engine, expire_on_commit=False) as session:
+        if before_commit is not None:
+            event.listen(session, "before_commit", lambda _session: before_commit())
         try:
             yield session
             session.commit()
