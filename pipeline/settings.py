@@ -271,7 +271,8 @@ class Settings(BaseSettings):
         description="Seconds after which PostgreSQL lets go of the store's lock of a run whose "
         "machine stopped answering (died, or cut off from the network): the lock's connection "
         "is probed that often by TCP keepalives and given up after them, rather than after "
-        "the system's two hours and more.",
+        "the system's two hours and more; and after which a run gives up a server whose "
+        "machine stopped answering, its own end of each connection probed alike.",
     )
     stale_days: int = Field(
         default=180, ge=1,

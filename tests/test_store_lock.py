@@ -9,6 +9,7 @@ import fcntl
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -484,6 +485,40 @@ def test_a_postgresql_lock_s_connection_is_let_go_soon_after_its_holder_stops_an
         assert shown(held) == server
     finally:
         engine.dispose()
+
+
+def tcp_options(dbapi: Any) -> dict[str, int]:
+    """The TCP options of a psycopg connection's own socket, as the kernel holds them."""
+    with socket.fromfd(dbapi.pgconn.socket, socket.AF_INET, socket.SOCK_STREAM) as own:
+        return {"keepalive": own.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+                **{name: own.getsockopt(socket.IPPROTO_TCP, getattr(socket, name))
+                   for name in ("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT",
+                                "TCP_USER_TIMEOUT")}}
+
+
+@pytest.mark.backends("postgres")
+@pytest.mark.parametrize("query", ["", "?keepalives_idle=7"], ids=["set", "url-given"])
+def test_a_run_s_end_of_a_postgresql_lock_s_connection_gives_up_a_server_gone_as_soon(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, query: str,
+) -> None:
+    """The run's own socket of the lock's connection is probed as the server's end is
+    (APIDIR_STORE_LOCK_KEEPALIVE): a run holding the lock of a server whose machine died or
+    was cut off fails within those seconds, rather than wait on it for the system's two hours
+    and more. A setting the database URL gives is kept."""
+    monkeypatch.setenv("APIDIR_STORE_LOCK_KEEPALIVE", "40")
+    engine = make_engine(database_url + query)
+    checked_out: list[Any] = []
+    event.listen(engine, "checkout", lambda dbapi, _record, _proxy: checked_out.append(dbapi))
+    try:
+        with store_lock(engine, StoreWork.ingest, None, 60, 40):
+            (held,) = checked_out
+            options = tcp_options(held)
+    finally:
+        engine.dispose()
+    assert options["keepalive"] != 0
+    assert options == {"keepalive": options["keepalive"],
+                       "TCP_KEEPIDLE": 7 if query else 10, "TCP_KEEPINTVL": 10,
+                       "TCP_KEEPCNT": 3, "TCP_USER_TIMEOUT": 40000}
 
 
 class RollupTurns:

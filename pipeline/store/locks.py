@@ -36,6 +36,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlmodel import Session
 
+from pipeline.store.keepalive import SERVER_SETTINGS, keepalive_settings
 from pipeline.store.tables import PipelineRun, as_utc, utc_text
 
 log = logging.getLogger(__name__)
@@ -48,9 +49,6 @@ HOLDER_KEY = 0x61707000
 LOCK_POLL_SECONDS = 0.05
 _KEYS = "CAST(:key AS integer), CAST(:work AS integer)"  # the two int4 keys, never a bigint
 NO_RUN = 0  # a stage called without a run's record (a benchmark, a test)
-KEEPALIVE_PROBES = 3  # unanswered TCP keepalive probes before the server drops a lock's holder
-KEEPALIVE_NAMES = ("tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count",
-                   "tcp_user_timeout")
 
 
 class StoreWork(IntEnum):
@@ -142,24 +140,13 @@ def _advisory_lock(engine: Engine, work: StoreWork, run_id: int, timeout: float,
             _let_go(connection)
 
 
-def keepalive_settings(seconds: int) -> dict[str, str]:
-    """The server's TCP settings of a lock's connection, by which it lets go of the lock of a
-    holder whose machine stopped answering (died, cut off) within `seconds`
-    (APIDIR_STORE_LOCK_KEEPALIVE) rather than the system's two hours and more: probed after a
-    quarter of them idle, then a probe each quarter, given up after the third unanswered; and
-    no sent data waits unacknowledged longer than all of them (`tcp_user_timeout`, ms)."""
-    beat = str(max(1, seconds // 4))
-    return dict(zip(KEEPALIVE_NAMES, (beat, beat, str(KEEPALIVE_PROBES), str(seconds * 1000)),
-                    strict=True))
-
-
 def _let_go(connection: Connection) -> None:
     """Let go of every advisory lock of the connection, and set its TCP settings back to the
     server's, before it goes back to the pool (a session's locks and settings outlive its
     transactions); a connection that cannot is thrown away, which lets go as well."""
     try:
         connection.execute(text("SELECT pg_advisory_unlock_all()"))
-        for name in KEEPALIVE_NAMES:
+        for name in SERVER_SETTINGS:
             connection.execute(text(f"RESET {name}"))
     except DBAPIError:
         connection.invalidate()

@@ -56,6 +56,7 @@ from pipeline.processes import (
     run_left_behind,
 )
 from pipeline.settings import Settings
+from pipeline.store.keepalive import client_keepalives
 from pipeline.store.migrate import UpgradeMode, prepare_store
 
 UtcDateTime = DateTime(timezone=True)
@@ -467,8 +468,10 @@ def open_engine(database_url: str) -> Engine:
         event.listen(engine, "handle_error", _damaged_sqlite_file)
         return engine
     # A server may close idle connections while a long probe stage runs: test each one
-    # before use rather than fail the next stage.
-    return create_engine(database_url, pool_pre_ping=True)
+    # before use rather than fail the next stage. A server whose machine died or was cut off
+    # fails the statement waiting on it within APIDIR_STORE_LOCK_KEEPALIVE seconds.
+    keepalives = client_keepalives(Settings().store_lock_keepalive, dict(url.query))
+    return create_engine(database_url, pool_pre_ping=True, connect_args=keepalives)
 
 
 def make_engine(database_url: str, upgrade: UpgradeMode = "auto") -> Engine:
