@@ -18,8 +18,9 @@ import pytest_asyncio
 from aiohttp import web
 from fake_internet import FakeServer, RawServer, closed_port, self_signed_context
 
-from pipeline.contract import Cors, Https
+from pipeline.contract import Cors, Deprecation, Https
 from pipeline.judging.health import (
+    LifecycleRecord,
     LifecycleRules,
     RunVerdict,
     is_https,
@@ -359,3 +360,29 @@ def test_an_entry_is_dead_over_trusted_runs_never_over_the_clock_alone() -> None
 ])
 def test_https_is_read_as_urlsplit_reads_the_scheme(base_url: str) -> None:
     assert is_https(base_url) is (urlsplit(base_url).scheme.lower() == "https")
+
+
+def test_a_run_that_checked_no_target_leaves_the_state_judged_before() -> None:
+    """A latest trusted run with no verdict for an entry (every host given up on, or only
+    redirects not followed) is no evidence: a dead, failing or degraded entry keeps its state,
+    its counts and its since, and says it was not checked; a new entry is active, not probed
+    yet; a curated deprecation still applies."""
+    rules = LifecycleRules(failing_runs=3, dead_days=14)
+    t0 = dt.datetime(2026, 3, 1, 3, tzinfo=dt.UTC)
+    later = t0 + dt.timedelta(days=20)
+    dead = LifecycleRecord("dead", t0, 5, t0 - dt.timedelta(days=15), judged_run_id=9)
+    failing = LifecycleRecord("failing", t0, 3, None, judged_run_id=9)
+    degraded = LifecycleRecord("degraded", t0, 1, None, judged_run_id=9)
+    for before in (dead, failing, degraded):
+        after = judge_lifecycle(before, None, None, later, rules)
+        assert after == before
+    assert lifecycle_reason(degraded, None, None) == (
+        "some targets failed when last checked; none was checked in the latest run")
+    assert lifecycle_reason(dead, None, None).endswith(f"since {t0.date() - dt.timedelta(days=15)}")
+    active = judge_lifecycle(LifecycleRecord("active", t0, 0, None, 9), None, None, later, rules)
+    assert lifecycle_reason(active, None, None).startswith("its targets passed when last checked")
+
+    new = judge_lifecycle(None, None, None, later, rules)
+    assert (new.state, lifecycle_reason(new, None, None)) == ("active", "not probed yet")
+    gone = judge_lifecycle(dead, None, Deprecation(), later, rules)
+    assert gone.state == "deprecated"

@@ -144,10 +144,15 @@ def judge_lifecycle(
     rules: LifecycleRules,
 ) -> LifecycleRecord:
     """The entry's lifecycle after `verdict` (its latest trusted run), counted once per run:
-    judging the same run again changes nothing but the curated deprecation."""
+    judging the same run again changes nothing but the curated deprecation. No verdict (its
+    latest trusted run checked none of its targets: every host given up on, or only redirects
+    not followed) is no evidence, so the state judged before stands."""
     record = LifecycleRecord("active", now) if previous is None else LifecycleRecord(
         previous.state, previous.since, previous.down_runs, previous.dead_since,
         previous.judged_run_id)
+    if (verdict is None and previous is not None and deprecation is None
+            and previous.state != "deprecated"):
+        return record
     if verdict is not None and (previous is None or verdict.run_id != record.judged_run_id):
         record.judged_run_id = verdict.run_id
         record.down_runs = record.down_runs + 1 if verdict.down else 0
@@ -199,6 +204,9 @@ def lifecycle_reason(record: LifecycleRecord, verdict: RunVerdict | None,
     if record.state == "degraded" and verdict is not None:
         return (f"{verdict.failed} of {verdict.targets} targets {_failed(verdict)} "
                 "in the last run")
+    if verdict is None and record.judged_run_id is not None:  # judged before: that stands
+        seen = "some targets failed" if record.state == "degraded" else "its targets passed"
+        return f"{seen} when last checked; none was checked in the latest run"
     if verdict is None:
         return "not probed yet"
     return f"{verdict.targets - verdict.failed} of {verdict.targets} targets passed"
