@@ -676,6 +676,9 @@ def test_a_form_sent_with_g_is_a_multipart_post(write_entry: WriteEntry, data_di
     f"curl -I -d 'a=1' \"{BASE}/query\"",
     f"curl --json '{{}}' --head \"{BASE}/query\"",
     f"curl -G -F 'a=1' -d 'b=2' \"{BASE}/query\"",
+    f"curl -T report.csv -d 'a=1' \"{BASE}/query\"",  # curl: PUT (-T) and POST (-d)
+    f"curl -I -T report.csv \"{BASE}/query\"",
+    f"curl -F 'a=1' --upload-file report.csv \"{BASE}/query\"",
 ])
 def test_a_sample_asking_for_two_methods_is_one_line(
     sample: str, write_entry: WriteEntry, data_dir: Path

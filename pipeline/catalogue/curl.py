@@ -153,11 +153,13 @@ def _implied_method(seen: set[str]) -> str:
 
 def _method_conflict(seen: set[str]) -> str | None:
     """Why curl refuses the command for asking for two methods, if it does: -I asks for HEAD,
-    -F for a form POST, and -d (or --json …) for a POST, or with -G for a GET (HEAD with -I)
-    that sends its fields in the query."""
+    -T for a PUT of the file, -F for a form POST, and -d (or --json …) for a POST, or with -G
+    for a GET (HEAD with -I) that sends its fields in the query (curl's `SetHTTPrequest`)."""
     asked: dict[str, str] = {}  # each method asked for → the options that ask for it
     if "head" in seen:
         asked["HEAD"] = "-I"
+    if "upload-file" in seen:
+        asked["PUT"] = "-T"
     if seen & _FORM:
         asked.setdefault("a form POST", "-F")
     if seen & _BODY:
