@@ -254,7 +254,7 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
         session.execute(
             update(EntryRow).where(col(EntryRow.id).in_(chunk)).values(retired_at=now)
         )
-    _record_events(session, summary, now, run_id, news)
+    _record_events(session, summary, now, run_id, moves, news)
     session.commit()
     return summary
 
@@ -450,11 +450,12 @@ def _update_file_columns(session: Session, rows: list[dict[str, object]]) -> Non
 
 
 def _record_events(session: Session, summary: IngestSummary, now: datetime,
-                   run_id: int | None, news: Mapping[str, str]) -> None:
+                   run_id: int | None, renames: list[tuple[str, str]],
+                   news: Mapping[str, str]) -> None:
     """The catalogue's history: an entry added (or back from retirement), an entry retired,
-    an entry renamed (its new id's, naming the former, and what of it is news: `news`, by
-    former id). An entry back from retirement by a rename is told added by its rename."""
-    renames = [renamed.split(" → ") for renamed in summary.renamed]
+    an entry renamed (`renames`: former id, taker; the taker's event, naming the former, and
+    what of it is news: `news`, by former id). An entry back from retirement by a rename is
+    told added by its rename."""
     told = {taker for former, taker in renames if "added" in rename_halves(news[former])}
     events = [
         {"entry_id": entry_id, "kind": kind, "at": now, "run_id": run_id, "from_value": None,
