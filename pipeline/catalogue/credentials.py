@@ -18,7 +18,6 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from pipeline.catalogue.curl import (
     CredentialForm,
@@ -27,6 +26,7 @@ from pipeline.catalogue.curl import (
     example_request,
     query_fields,
     shown,
+    split_url,
 )
 
 # Well-known formats of live credentials, each a prefix and a body of its length; a body that is
@@ -180,10 +180,7 @@ def sent_credentials(request: CurlRequest, form: CredentialForm,
     if request.user is not None:
         yield "basic", "-u", request.user
     for url in request.urls[:1]:
-        try:
-            netloc = urlsplit(url).netloc
-        except ValueError:  # lint says the URL does not split
-            netloc = ""
+        netloc = parts.netloc if (parts := split_url(url)[0]) is not None else ""
         if "@" in netloc:
             yield "basic", "URL", netloc.rpartition("@")[0]
     if request.bearer is not None:

@@ -18,6 +18,7 @@ from pipeline.catalogue.curl import (
     parse_curl,
     read_shell,
     shown,
+    split_url,
 )
 from pipeline.contract import BIDI_CONTROL, Endpoint, EntryContent, absolute_uri
 
@@ -39,7 +40,7 @@ HEDGE = re.compile(
 )
 
 
-def _sample_request(entry: EntryContent) -> Iterator[Lint]:
+def _sample_request(entry: EntryContent, form: CredentialForm) -> Iterator[Lint]:
     text = entry.sample_request
     if text is None:
         return
@@ -62,11 +63,10 @@ def _sample_request(entry: EntryContent) -> Iterator[Lint]:
         yield ("sampleRequest",), "sample-request-url", "holds no http(s) URL"
         return
     base = urlsplit(entry.base_url)
-    try:
-        url = urlsplit(request.urls[0])
-    except ValueError as exc:  # an open `[`, or a host in brackets that is no IPv6 address
+    url, why = split_url(request.urls[0])
+    if url is None:
         yield (("sampleRequest",), "sample-request-url",
-               f"URL {shown(request.urls[0])} is not a valid URL: {exc}")
+               f"URL {shown(request.urls[0])} is not a valid URL: {why}")
         return
     if url.hostname != base.hostname:
         yield (("sampleRequest",), "sample-request-host",
@@ -82,7 +82,7 @@ def _sample_request(entry: EntryContent) -> Iterator[Lint]:
                f"header {shown(malformed[0])}{_and_more(malformed)} is not of the form "
                "'Name: value'")
     yield from _sample_endpoint(entry, request, url)
-    yield from _sample_credential(entry, request)
+    yield from _sample_credential(entry, request, form)
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -218,11 +218,10 @@ def _sample_response_shape(entry: EntryContent, endpoints: list[Endpoint]) -> It
                f"a JSON {type(response).__name__}, not an object")
 
 
-def _sample_credential(entry: EntryContent, request: CurlRequest,
+def _sample_credential(entry: EntryContent, request: CurlRequest, form: CredentialForm,
                        ) -> Iterator[Lint]:
-    """The credential the request sends is where authExample puts it, and a keyless API's
-    request sends none: a sample that authenticates otherwise teaches the wrong call."""
-    form = credential_form(entry.auth_example or "")
+    """The credential the request sends is where authExample puts it (`form`), and a keyless
+    API's request sends none: a sample that authenticates otherwise teaches the wrong call."""
     for kind, name, value in sent_credentials(request, form):
         sent = f"basic auth ({name})" if kind == "basic" else f"{kind} {name!r}"
         if entry.auth_type == "none":
@@ -477,8 +476,7 @@ def _credential_texts(entry: EntryContent) -> Iterator[tuple[Loc, str | None]]:
         yield ("endpoints", index, "path"), endpoint.path
 
 
-def _credentials(entry: EntryContent) -> Iterator[Lint]:
-    form = credential_form(entry.auth_example or "")
+def _credentials(entry: EntryContent, form: CredentialForm) -> Iterator[Lint]:
     for loc, value in _credential_texts(entry):
         if value is not None:
             for finding in credential_findings(str(loc[-1]), value, form):
@@ -492,13 +490,14 @@ def _credentials(entry: EntryContent) -> Iterator[Lint]:
 
 def lint_entry(entry: EntryContent) -> list[Lint]:
     """Every lint problem of a schema-valid entry."""
+    form = credential_form(entry.auth_example or "")  # where authExample puts the credential
     return [
-        *_sample_request(entry),
+        *_sample_request(entry, form),
         *_sample_response(entry),
         *_addresses(entry),
         *_text(entry),
         *_shown_text(entry),
         *_hedges(entry),
         *_pricing(entry),
-        *_credentials(entry),
+        *_credentials(entry, form),
     ]
