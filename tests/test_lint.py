@@ -706,6 +706,41 @@ def test_a_sample_in_ansi_c_quotes_is_read_as_bash_reads_it(
     assert rules(write_entry, data_dir, **changes) == []
 
 
+@pytest.mark.parametrize(("written", "sent"), [
+    ("caf$'\\xc3\\xa9'", "café"),
+    ("$'\\303\\251t\\xc3\\xa9'", "été"),
+    ("caf$'\\xff'", "caf%ff"),
+])
+def test_a_byte_in_ansi_c_quotes_is_one_byte_read_as_curl_sends_it(
+    written: str, sent: str, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """In bash's `$'…'`, `\\xHH` and an octal code write one byte, 0x80 and above too, so
+    `\\xc3\\xa9` is the UTF-8 of `é`; the lint made a character of each (`Ã©`). A byte that is
+    no UTF-8 curl percent-encodes in a path, as it sends it (`%ff`)."""
+    sample = f"curl -H 'X-Api-Key: YOUR_API_KEY' \"{BASE}/nowhere/\"{written}"
+    lines = problem_lines(write_entry, data_dir, sampleRequest=sample)
+    assert len(lines) == 1, lines
+    assert f"field sampleRequest: path '/nowhere/{sent}' after baseUrl matches none" in lines[0]
+
+
+@pytest.mark.parametrize(("sample", "rule", "said"), [
+    (f"curl -H $'X-Api-Key: \\xff\\xfehunter2' \"{BASE}/forecast\"", "sample-request-header",
+     "holds the byte \\xff, which is no UTF-8 text and curl sends as it is"),
+    (f"curl -H 'X-Api-Key: YOUR_API_KEY' \"{BASE}/forecast?q=\"$'\\xfe'", "sample-request-url",
+     "curl sends the byte \\xfe in it as it is"),
+])
+def test_a_byte_that_is_no_utf8_outside_a_path_is_one_line(
+    sample: str, rule: str, said: str, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """curl sends a byte that is no UTF-8 (`$'\\xff'`) in a header or a query as it is: no text,
+    and no URL. The lint read it as a character (`ÿ`) and let it pass."""
+    assert (rule, "sampleRequest") in rules(write_entry, data_dir, sampleRequest=sample)
+    lines = problem_lines(write_entry, data_dir, sampleRequest=sample)
+    assert any(said in line for line in lines), lines
+    for line in lines:  # each can be stored and printed: no lone surrogate in it
+        assert "\n" not in line and line.encode("utf-8")
+
+
 BEARER = {"authType": "bearer", "authExample": "Authorization: Bearer YOUR_TOKEN"}
 SIGNED = {"authExample": "API-Key: YOUR_API_KEY, API-Sign: <base64 HMAC-SHA512 signature>"}
 

@@ -24,6 +24,7 @@ from pipeline.catalogue.curl import (
     CurlRequest,
     credential_scheme,
     example_request,
+    printable,
     query_fields,
     shown,
     split_url,
@@ -91,7 +92,7 @@ class Finding:
 def _excerpt(text: str) -> str:
     """Enough of a match to find it, not enough to reuse it: at most 8 characters, and at most
     half of a short one (a password)."""
-    return text[:min(8, len(text) // 2)] + "…"
+    return printable(text[:min(8, len(text) // 2)]) + "…"
 
 
 def entropy(text: str) -> float:

@@ -179,7 +179,10 @@ def _options(words: list[str], request: CurlRequest) -> Iterator[tuple[str, str 
         word, following = words[index], words[index + 1] if index + 1 < len(words) else None
         index += 1
         if options_ended or not word.startswith("-"):
-            (request.urls if URL.fullmatch(word) else request.strays).append(word)
+            if URL.fullmatch(word):
+                request.urls.append(_url_as_sent(word))
+            else:
+                request.strays.append(word)
         elif word == "--":
             options_ended = True  # curl takes every word after it for a URL
         else:
@@ -266,7 +269,7 @@ def _read_argument(request: CurlRequest, name: str, argument: str) -> None:
     elif name == "oauth2-bearer":
         request.bearer = argument
     elif name == "url":
-        request.urls.append(argument)
+        request.urls.append(_url_as_sent(argument))
     elif name in _BODY - {"json"} or name == "url-query":  # -G sends them in the query
         request.fields += parse_qsl(argument.removeprefix("+"), keep_blank_values=True)
     elif name in _FORM:
@@ -286,9 +289,42 @@ def _reads_file(name: str, argument: str) -> bool:
 
 
 def shown(text: str, limit: int = 80) -> str:
-    """`text` quoted for a lint line, cut short: a problem is one readable line, also when the
-    sample holds a word of 100,000 characters."""
-    return repr(text if len(text) <= limit else text[:limit] + "…")
+    """`text` quoted for a lint line, cut short, a byte that is no UTF-8 as `\\xff`: a problem
+    is one readable line, also when the sample holds a word of 100,000 characters."""
+    quoted = repr(text if len(text) <= limit else text[:limit] + "…")
+    return _QUOTED_BYTE.sub(r"\1\\x\2", quoted)
+
+
+# A byte that is no UTF-8, as a word holds it (a lone surrogate) and as `repr` writes that.
+RAW_BYTE = re.compile("[\udc80-\udcff]")
+_QUOTED_BYTE = re.compile(r"(?<!\\)((?:\\\\)*)\\udc([89a-f][0-9a-f])")
+
+
+def printable(text: str) -> str:
+    """`text` with each byte that is no UTF-8 written `\\xff`, so a line holding it can be
+    stored and printed."""
+    return RAW_BYTE.sub(lambda byte: f"\\x{ord(byte.group()) - 0xDC00:02x}", text)
+
+
+def raw_byte(text: str) -> str | None:
+    """The first byte of `text` that is no UTF-8 (`$'\\xff'`), as `\\xff`: curl sends it as it
+    is, outside a URL's path."""
+    byte = RAW_BYTE.search(text)
+    return None if byte is None else printable(byte.group())
+
+
+def _url_as_sent(url: str) -> str:
+    """`url` as curl sends it: each byte that is no UTF-8 in its path percent-encoded, as curl
+    writes it (`/a%ff`); one in its host or query is sent as it is, which the lint refuses."""
+    if RAW_BYTE.search(url) is None:
+        return url
+    host = url.find("//") + 2
+    path = min((index for index in (url.find(mark, host) for mark in "/?#") if index >= 0),
+               default=len(url))
+    end = min((index for index in (url.find(mark, path) for mark in "?#") if index >= 0),
+              default=len(url))
+    encoded = RAW_BYTE.sub(lambda byte: f"%{ord(byte.group()) - 0xDC00:02x}", url[path:end])
+    return url[:path] + encoded + url[end:]
 
 
 @dataclass
@@ -369,26 +405,42 @@ def _word_text(kind: str, value: str, problems: list[str]) -> str:
             _note(problems, _shell_problem("$("))
         return _DOUBLE_ESCAPE.sub(lambda match: match.group(1).strip("\n"), value)
     if kind == "ansi":
-        return _ANSI_ESCAPE.sub(_ansi_character, value).partition("\0")[0]
+        return _ansi_text(value)
     if kind == "plain" and (wildcard := _WILDCARD.search(value)):
         _note(problems, f"{wildcard.group()!r} outside quotes is a shell wildcard (zsh refuses "
               "the command when no file matches it): quote the word")
     return value
 
 
-def _ansi_character(escape: re.Match[str]) -> str:
-    """What one backslash escape in `$'…'` stands for, as bash reads it: an octal, hex or
-    Unicode code, a control character (`\\cA`), a letter of C's (`\\n`, `\\t`, `\\'`); any
-    other is kept as written. bash ends the text at a NUL, which the caller does."""
+def _ansi_text(value: str) -> str:
+    """What `$'…'` holds once bash has read it: bytes, each `\\xHH` or octal code one byte and
+    a `\\u` code its UTF-8, read as the UTF-8 text curl is given. A byte that is no UTF-8
+    stays a byte (a lone surrogate, U+DC80 + the byte, as Python's `surrogateescape` keeps
+    it), for curl sends it as it is. bash ends the text at a NUL."""
+    text, position = bytearray(), 0
+    for escape in _ANSI_ESCAPE.finditer(value):
+        text += value[position:escape.start()].encode("utf-8", "surrogatepass")
+        text += _ansi_bytes(escape)
+        position = escape.end()
+    text += value[position:].encode("utf-8", "surrogatepass")
+    return text.partition(b"\0")[0].decode("utf-8", "surrogateescape")
+
+
+def _ansi_bytes(escape: re.Match[str]) -> bytes:
+    """What one backslash escape in `$'…'` writes, as bash reads it: an octal or hex code (one
+    byte, 0x80 and above too), a Unicode code (its UTF-8), a control character (`\\cA`), a
+    letter of C's (`\\n`, `\\t`, `\\'`); any other is kept as written."""
     octal, hexadecimal, short, long, control, letter = escape.groups()
-    if letter is not None:
-        return _ANSI_LETTERS.get(letter, escape.group())
-    if control is not None:
-        return "\x7f" if control == "?" else chr(ord(control.upper()) & 0x1F)
     if octal or hexadecimal:
-        return chr(int(octal, 8) & 0xFF if octal else int(hexadecimal, 16))
-    code = int(short or long, 16)
-    return escape.group() if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF else chr(code)
+        return bytes([int(octal, 8) & 0xFF if octal else int(hexadecimal, 16)])
+    if letter is not None:
+        character = _ANSI_LETTERS.get(letter, escape.group())
+    elif control is not None:
+        character = "\x7f" if control == "?" else chr(ord(control.upper()) & 0x1F)
+    else:
+        code = int(short or long, 16)
+        character = escape.group() if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF else chr(code)
+    return character.encode("utf-8", "surrogatepass")
 
 
 def _shell_problem(token: str) -> str:

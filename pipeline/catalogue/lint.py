@@ -16,6 +16,7 @@ from pipeline.catalogue.curl import (
     credential_form,
     credential_scheme,
     parse_curl,
+    raw_byte,
     read_shell,
     shown,
     split_url,
@@ -64,6 +65,10 @@ def _sample_request(entry: EntryContent, form: CredentialForm) -> Iterator[Lint]
         return
     base = urlsplit(entry.base_url)
     url, why = split_url(request.urls[0])
+    if url is not None and (byte := raw_byte(request.urls[0])) is not None:
+        url, why = None, (f"curl sends the byte {byte} in it as it is, no UTF-8 text and no "
+                          f"URL character (it percent-encodes such a byte in a path alone): "
+                          f"write it percent-encoded, %{byte[2:].upper()}")
     if url is None:
         yield (("sampleRequest",), "sample-request-url",
                f"URL {shown(request.urls[0])} is not a valid URL: {why}")
@@ -81,6 +86,10 @@ def _sample_request(entry: EntryContent, form: CredentialForm) -> Iterator[Lint]
         yield (("sampleRequest",), "sample-request-header",
                f"header {shown(malformed[0])}{_and_more(malformed)} is not of the form "
                "'Name: value'")
+    if raw := [header for header in request.headers if raw_byte(header) is not None]:
+        yield (("sampleRequest",), "sample-request-header",
+               f"header {shown(raw[0])}{_and_more(raw)} holds the byte {raw_byte(raw[0])}, "
+               "which is no UTF-8 text and curl sends as it is: write the text it stands for")
     yield from _sample_endpoint(entry, request, url)
     yield from _sample_credential(entry, request, form)
 
