@@ -741,6 +741,26 @@ def test_a_byte_that_is_no_utf8_outside_a_path_is_one_line(
         assert "\n" not in line and line.encode("utf-8")
 
 
+@pytest.mark.parametrize(("sample", "variable"), [
+    (f"curl -H 'X-Api-Key: YOUR_API_KEY' \"{BASE}/forecast?lat=$LAT&lon=2\"", "$LAT"),
+    (f"curl -g -H 'X-Api-Key: YOUR_API_KEY' \"{BASE}/forecast?lat=${{LAT}}&lon=2\"", "${LAT}"),
+    (f"curl -H 'X-Api-Key: YOUR_API_KEY' {BASE}/stations/$1", "$1"),
+    (f"curl -H \"X-Api-Key: $API_KEY\" \"{BASE}/forecast?lat=$LAT\"", "$LAT"),
+    (f"curl -H \"X-Api-Key: key-$API_KEY\" \"{BASE}/forecast\"", "$API_KEY"),
+])
+def test_a_variable_the_sample_does_not_set_is_one_line(
+    sample: str, variable: str, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """bash puts a variable's value in its place, outside single quotes, and a fresh shell
+    running the sample has none: the lint read `$LAT` as written. Only a credential's whole
+    value may be a variable (`X-Api-Key: $API_KEY`), as the gate takes it for a placeholder."""
+    lines = [line for line in problem_lines(write_entry, data_dir, sampleRequest=sample)
+             if line.endswith("[sample-request-variable]")]
+    assert len(lines) == 1, lines
+    assert f": entry example-weather: field sampleRequest: uses {variable}, which the " \
+        "command does not set" in lines[0] and "\n" not in lines[0]
+
+
 BEARER = {"authType": "bearer", "authExample": "Authorization: Bearer YOUR_TOKEN"}
 SIGNED = {"authExample": "API-Key: YOUR_API_KEY, API-Sign: <base64 HMAC-SHA512 signature>"}
 

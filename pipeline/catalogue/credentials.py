@@ -191,6 +191,16 @@ def sent_credentials(request: CurlRequest, form: CredentialForm,
             yield "parameter", name, value
 
 
+def credential_values(request: CurlRequest, form: CredentialForm) -> set[str]:
+    """Each value `request` sends as a credential, whole: a basic-auth user and password, a
+    header's after its scheme word, a cookie's, a parameter's. A placeholder stands there,
+    and so may a shell variable (`$API_SECRET`), as the gate lets it."""
+    values: set[str] = set()
+    for kind, _, value in sent_credentials(request, form):
+        values.update(value.split(":", 1) if kind == "basic" else [_secret(kind, value) or ""])
+    return values
+
+
 def _secret(kind: str, value: str) -> str | None:
     """The part of a credential sent as `kind` that is secret: a basic-auth password (None
     where there is none), a header's value after its scheme word (`Bearer`), or all of it."""

@@ -335,6 +335,9 @@ class ShellCommand:
 
     words: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    # Each parameter the shell expands, as written (`$API_KEY`, `${API_KEY}`, `$1`): the words
+    # keep it as written, a placeholder, but a fresh shell puts its value there, empty if unset.
+    variables: list[str] = field(default_factory=list)
 
 
 # One piece of shell text at a time: outside quotes, the shell ends a word at a blank or a line
@@ -358,6 +361,9 @@ _ANSI_LETTERS = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n":
 _DOUBLE_ESCAPE = re.compile(r'\\([$`"\\\n])')  # what a backslash escapes inside "…"
 _DOUBLE_SUBSTITUTION = re.compile(r"(?<!\\)(?:\\\\)*(?:\$\(|`)")  # not escaped
 _WILDCARD = re.compile(r"[*?[]")
+# A parameter the shell expands outside single quotes, where no backslash escapes its `$`: a
+# name, `${…}`, a digit or a special parameter (`$$`, `$?`…).
+_EXPANSION = re.compile(r"(?<!\\)(?:\\\\)*(\$(?:\{[^}]*\}?|[A-Za-z_]\w*|[0-9$?#@*!-]))")
 _LINE_BREAK = ("line {} ends without a backslash, so the shell runs the next line as another "
                "command: end it with '\\' or join the lines")
 
@@ -392,6 +398,9 @@ def read_shell(text: str) -> ShellCommand:
         elif kind != "blank" and (kind, piece.group(kind)) != ("escaped", "\n"):
             word = word if word is not None else []
             word.append(_word_text(kind, piece.group(kind), problems))
+            if kind in ("plain", "double"):
+                command.variables += [expansion.group(1) for expansion
+                                      in _EXPANSION.finditer(piece.group(kind))]
     if word is not None:
         command.words.append("".join(word))
     return command

@@ -8,7 +8,11 @@ import unicodedata
 from collections.abc import Iterator
 from urllib.parse import SplitResult, urlsplit
 
-from pipeline.catalogue.credentials import credential_findings, sent_credentials
+from pipeline.catalogue.credentials import (
+    credential_findings,
+    credential_values,
+    sent_credentials,
+)
 from pipeline.catalogue.curl import (
     HEADER,
     CredentialForm,
@@ -59,6 +63,7 @@ def _sample_request(entry: EntryContent, form: CredentialForm) -> Iterator[Lint]
         yield ("sampleRequest",), "sample-request-shell", problem
     for problem in request.problems:
         yield ("sampleRequest",), "sample-request-curl", problem
+    yield from _unset_variables(command.variables, request, form)
     yield from _shell_slips(words, request)
     if not request.urls:  # curl requests only the words it takes for URLs, never a header's
         yield ("sampleRequest",), "sample-request-url", "holds no http(s) URL"
@@ -135,6 +140,27 @@ def _shell_slips(words: list[str], request: CurlRequest) -> Iterator[Lint]:
     if len(request.urls) > 1:
         yield (("sampleRequest",), "sample-request-url",
                f"requests {len(request.urls)} URLs; a sample is one request")
+
+
+# A shell variable by its name alone, `$API_SECRET` or `${API_SECRET}`: a credential's
+# placeholder may be one (contributing guide, credential gate).
+_NAMED_VARIABLE = re.compile(r"\$(?:[A-Za-z_]\w*|\{[A-Za-z_]\w*\})")
+
+
+def _unset_variables(variables: list[str], request: CurlRequest, form: CredentialForm,
+                     ) -> Iterator[Lint]:
+    """A sample runs as written, in a fresh shell, which puts in each variable's value, empty
+    where unset, and no sample can set one: a variable may stand only where a placeholder for a
+    credential's whole value does (`-u "api:$API_SECRET"`), which a reader fills in."""
+    allowed = credential_values(request, form)
+    unset = list(dict.fromkeys(
+        variable for variable in variables
+        if not (_NAMED_VARIABLE.fullmatch(variable) and variable in allowed)))
+    if unset:
+        yield (("sampleRequest",), "sample-request-variable",
+               f"uses {shown(unset[0], 40)[1:-1]}{_and_more(unset)}, which the command does not "
+               "set, so the shell sends its own value or nothing there: write the placeholder "
+               "itself (a variable may stand only for a credential's whole value)")
 
 
 def _and_more(items: list[str]) -> str:
