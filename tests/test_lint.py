@@ -101,6 +101,8 @@ def rules(write_entry: WriteEntry, data_dir: Path, **changes: object) -> list[tu
             "hedged-field",
             "rateLimit",
         ),
+        ({"rateLimit": "No fixed limit published"}, "hedged-field", "rateLimit"),
+        ({"rateLimit": "Not published."}, "hedged-field", "rateLimit"),
         (
             {"pricing": PRICING | {"details": "Plan prices are listed on example.com/pricing."}},
             "hedged-field",
@@ -237,6 +239,7 @@ def test_a_sample_request_that_agrees_with_its_entry_passes(
         {"authType": "none", "authExample": "# No auth required",
          "sampleRequest": 'curl "https://api.example.com/v1/forecast?lat=1&lon=2"'},
         {"rateLimit": "120 requests per 60 seconds per API token"},
+        {"rateLimit": "Not published; the provider answers 429 and asks for backoff"},
         {"longDescription": "Rates published on the central bank's site, stated daily."},
         {"pricing": PRICING | {"freeQuota": {"amount": 2, "unit": "GB storage",
                                              "period": "account"}}},

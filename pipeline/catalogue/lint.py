@@ -439,8 +439,23 @@ def _free_text(entry: EntryContent) -> Iterator[tuple[Loc, str | None]]:
         yield ("pricing", "transactionFee", "note"), pricing.transaction_fee.note
 
 
+# A field that says only that the provider publishes nothing ("No fixed limit published")
+# reads as a stated fact where the rule is to leave the field out; one that goes on to say what
+# the provider does (answers 429, asks for backoff) states something and stays.
+NOTHING_PUBLISHED = re.compile(
+    r"\s*(?:(?:there is )?no (?:fixed |public |published )?(?:rate )?(?:limits?|figures?|quotas?)"
+    r"(?: (?:is|are))? (?:published|stated|documented)|not (?:published|documented))[.\s]*",
+    re.IGNORECASE,
+)
+
+
 def _hedges(entry: EntryContent) -> Iterator[Lint]:
     for loc, text in _free_text(entry):
+        if text and NOTHING_PUBLISHED.fullmatch(text):
+            yield (loc, "hedged-field",
+                   f"says only {text.strip()!r}: where the provider states nothing, leave the "
+                   "field out")
+            continue
         match = HEDGE.search(text or "")
         if match:
             yield (
