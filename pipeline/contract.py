@@ -495,10 +495,10 @@ class EndpointStatus(ContractModel):
                              "placeholder credential (YOUR_API_KEY)', 'same URL as GET "
                              "/forecast', 'base address is per account (YOUR_PROJECT_REF)' or, "
                              "for a run that gave its host up, 'not probed this run: its host "
-                             "failed 10 times in a row'. Beside an answer that is a redirect: "
-                             "why the run did not follow it, e.g. 'its redirect to "
-                             "api.example.com was not followed this run: that host failed 10 "
-                             "times in a row'.")
+                             "failed 10 times in a row'; or why the run did not follow the "
+                             "redirect its URL answered with (no answer of the API, so "
+                             "unchecked), e.g. 'its redirect to api.example.com was not "
+                             "followed this run: that host failed 10 times in a row'.")
     failure: FailureClass | None = Field(
         default=None, description="Set when it failed in the run (seen twice: a second look "
         "at the end of the run confirms a failure, unless confirmation is off): dead (404/410 "
@@ -600,13 +600,14 @@ class EntryContent(ContractModel):
 class Status(ContractModel):
     """Presented endpoint status of an entry, from its latest probe run: live (a probed URL
     answered HTTP 200), online (one answered with another status), unreachable (none
-    answered) or unchecked (not probed yet)."""
+    answered) or unchecked (not probed yet, or every probe of the run left undone)."""
 
     model_config = ConfigDict(json_schema_serialization_defaults_required=True,
                               json_schema_extra={"examples": STATUS_EXAMPLES})
 
     state: StatusState = Field(default="unchecked", description="live, online, unreachable, "
-                               "or unchecked (never probed).")
+                               "or unchecked (never probed, or the latest run left every "
+                               "probe undone: its redirect not followed, see note).")
     http_status: int | None = Field(default=None, ge=100, le=999, description="HTTP status of "
                                     "the deciding answer; null when nothing answered.")
     response_time_ms: int | None = Field(default=None, ge=0, le=MAX_SAFE_INTEGER,
@@ -615,9 +616,13 @@ class Status(ContractModel):
     checked_at: AwareDatetime | None = Field(default=None, description="The check date (UTC); "
                                              "null when never checked.")
     note: str | None = Field(default=None, description="For online: 'path returned an error "
-                             "or may require auth'; otherwise null.")
+                             "or may require auth'; for unchecked after a run that left its "
+                             "probes undone: why, e.g. 'its redirect to api.example.com was "
+                             "not followed this run: that host failed 10 times in a row'; "
+                             "otherwise null.")
     url: Uri | None = Field(default=None, description="The probed URL whose answer decided "
-                            "the state; null when not probed.")
+                            "the state (unchecked: the URL left undone); null when not "
+                            "probed.")
     failure: FailureClass | None = Field(
         default=None, description="When every target failed in the run (no answer, or "
         "404/410, a challenge, 429 or 5xx; seen twice unless confirmation is off): the class "

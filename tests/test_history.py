@@ -201,8 +201,8 @@ def test_targets_of_a_host_given_up_on_are_no_probes_and_keep_the_last_evidence(
 def test_a_probe_whose_redirect_was_not_followed_is_stored_and_its_endpoint_says_why(
         session) -> None:
     """A target whose own host answered with a redirect to a host the run gave up on is a
-    probe (the answer stands: online, the redirect's status), stored and counted as one, and
-    its endpoint's published status carries the note saying why the redirect was not
+    probe, stored and counted as one, but no answer of the API: its endpoint's published
+    status is unchecked, as a target not sent, with the note saying why the redirect was not
     followed; the next run's plan clears it."""
     from pipeline.store.history import entry_endpoint_statuses, span_endpoints
 
@@ -219,8 +219,7 @@ def test_a_probe_whose_redirect_was_not_followed_is_stored_and_its_endpoint_says
                                        latest_probes(session)["example-weather"])
     assert statuses[0]["note"] is None
     assert EndpointStatus.model_validate(statuses[3]) == EndpointStatus(
-        state="online", http_status=302, response_time_ms=100, checked_at=T0,
-        reason="redirect", note=note)
+        state="unchecked", note=note)
     plan_targets(session)  # the next run's plan clears the note
     assert session.get(EndpointRow, current.endpoint_id).probe_note is None
 
@@ -283,9 +282,9 @@ def test_an_endpoint_status_shows_the_note_of_its_own_probe_alone(session) -> No
     session.commit()
     statuses = entry_endpoint_statuses(span_endpoints(session).active["example-weather"],
                                        latest_probes(session)["example-weather"])
-    assert {position: (status["httpStatus"], status["note"])
+    assert {position: (status["state"], status["httpStatus"], status["note"])
             for position, status in statuses.items() if position in (0, 3)} == {
-        0: (301, note), 3: (302, None)}
+        0: ("unchecked", None, note), 3: ("online", 302, None)}
     # The day's probes read once (the score stage's way) give each probe its own note too.
     day = day_probes(session, T0 - timedelta(hours=1), T0 + timedelta(hours=1), T0)
     notes = day.frame()["note"]
@@ -343,7 +342,7 @@ async def test_a_redirect_not_followed_is_scored_as_unchecked_from_probe_to_scor
 
     statuses = entry_endpoint_statuses(span_endpoints(session).active["example-weather"],
                                        latest_probes(session)["example-weather"])
-    assert (statuses[3]["httpStatus"], statuses[3]["reason"]) == (302, "redirect")
+    assert (statuses[3]["state"], statuses[3]["httpStatus"]) == ("unchecked", None)
     assert statuses[3]["note"] == looks[1].note and looks[1].note.startswith(
         "its redirect to 127.0.0.2 was not followed this run")
     assert (statuses[0]["httpStatus"], statuses[0]["note"]) == (503, None)
@@ -383,11 +382,45 @@ async def test_a_redirect_not_followed_is_no_target_checked_in_the_lifecycle(ses
     assert (lifecycle.state, lifecycle.down_runs) == ("degraded", 1)
 
     # The next run fails another entry's URL on that host: example-weather's only probe is
-    # the unfollowed 302, still published in its status.
+    # the unfollowed 302, its status unchecked.
     await failed_then_redirected_to_it(session, None, current.endpoint_id, failed_by="open-api")
-    assert latest_statuses(session)["example-weather"].http_status == 302
+    assert latest_statuses(session)["example-weather"].state == "unchecked"
     verdict, lifecycle = lifecycle_after_the_latest_run()
     assert verdict is None and lifecycle.down_runs == 1
+
+
+async def test_an_entry_s_status_rests_on_its_counted_probes_not_a_redirect_not_followed(
+        session) -> None:
+    """Through the prober on the loopback fake internet and the store: the entry's published
+    status follows the one rule of the scores and the lifecycle (`score.unchecked`). Beside a
+    failed endpoint, an unfollowed 302 is no answer that keeps the entry from failing in the
+    run; an entry whose only probe of the run is one is unchecked, with its note and URL, not
+    online on its 3xx (its state as of the day's end too); a 302 the URL answered for good
+    (a redirect to a sign-in page) stays online."""
+    forecast, current = plan_targets(session)[:2]
+    looks = await failed_then_redirected_to_it(session, forecast.endpoint_id,
+                                               current.endpoint_id)
+    status = latest_statuses(session)["example-weather"]
+    assert (status.state, status.http_status, status.failure) == ("online", 503, "transient")
+    assert status.url == looks[0].url
+
+    # The next run fails another entry's URL on that host: example-weather's only probe is
+    # the unfollowed 302.
+    looks = await failed_then_redirected_to_it(session, None, current.endpoint_id,
+                                               failed_by="open-api")
+    redirected = looks[1]
+    assert handed_over_status(session) == latest_statuses(session)["example-weather"] == Status(
+        state="unchecked", note=redirected.note, url=redirected.url)
+    day_end = redirected.checked_at + timedelta(seconds=1)
+    assert latest_states(session, day_end)["example-weather"] == "unchecked"
+
+    # A run whose 302 is the URL's own answer (a sign-in page): online, as before.
+    own = start_run(session, "nightly")
+    record_probes(session, own, [replace(
+        result(current.url, "online", 302, endpoint=current.endpoint_id, at=day_end),
+        reason="redirect", error="redirected to an HTML page at another path")])
+    status = latest_statuses(session)["example-weather"]
+    assert (status.state, status.http_status, status.note) == ("online", 302, ONLINE_NOTE)
 
 
 def test_a_run_read_back_counts_the_targets_it_did_not_probe_as_when_it_ran(session) -> None:

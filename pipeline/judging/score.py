@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.contract import BuilderScore
-from pipeline.probing.probe import failed, target_stands_in
+from pipeline.probing.probe import failed, left_unchecked, target_stands_in
 
 RUBRIC_VERSION = "2.3.0"
 
@@ -366,13 +366,14 @@ def unchecked(note: Any) -> Any:
     unchecked: its run left it undone, the redirect the URL answered with not followed, its
     target's host given up on. Such a probe is no evidence, as a target left unprobed is: its
     3xx is no answer of the API, so it is neither up nor down and times nothing (its fast
-    redirect is no latency sample). The one rule of what counts: the scores read it through
-    `counted_probes`, a run's lifecycle verdict through `health.run_verdict`. A column's
-    missing note may be read as NaN; one probe's, as stored, is None (asked of every probe
-    of a run's verdict, so without pandas' scalar check)."""
+    redirect is no latency sample). The one rule of what counts (`probe.left_unchecked`, which
+    the published statuses ask too): the scores read it through `counted_probes`, a run's
+    lifecycle verdict through `health.run_verdict`. A column's missing note may be read as
+    NaN; one probe's, as stored, is None (asked of every probe of a run's verdict, so without
+    pandas' scalar check)."""
     if isinstance(note, pd.Series):
         return note.notna()
-    return note is not None
+    return left_unchecked(note)
 
 
 def counted_probes(history: pd.DataFrame) -> pd.DataFrame:

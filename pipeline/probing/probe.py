@@ -207,6 +207,15 @@ def redirected_to(url: str, final_url: str | None, redirects: int) -> str | None
     return final_url if redirects and final_url != url else None
 
 
+def left_unchecked(note: str | None) -> bool:
+    """Whether a stored probe with `note` (`ProbeResult.note`, read back from its row) is
+    unchecked: its run left it undone, the redirect its URL answered with not followed, that
+    host given up on. Its 3xx is no answer of the API: the one rule of such a probe, asked by
+    its published status and its endpoint's (`history`), the scores and a run's lifecycle
+    verdict (`score.unchecked`)."""
+    return note is not None
+
+
 def stands_in(entry_id: str | None, endpoint_id: int | None) -> bool:
     """Whether a probe of an entry is of its base address standing in for endpoints the prober
     does not call (none is a GET without placeholders): the target of no endpoint

@@ -30,6 +30,7 @@ from pipeline.probing.probe import (
     REDIRECT_NOTE_OPENING,
     ProbeResult,
     ProbeTarget,
+    left_unchecked,
     probe_targets_for,
     redirected_to,
     stands_in,
@@ -104,7 +105,7 @@ def _probe_column(name: str) -> Any:
     return PROBE_NOTE.label(name) if name == "note" else getattr(ProbeRow, name)
 # What a state needs (`_deciding_probe`'s state does not depend on the probes' order): the
 # rollup asks every entry's state as of a day's end, and reads no more than this.
-STATE_COLUMNS = ("entry_id", "url", "outcome", "http_status")
+STATE_COLUMNS = ("entry_id", "url", "outcome", "http_status", "note")
 
 
 def plan_targets(session: Session, entry_ids: Collection[str] | None = None) -> list[ProbeTarget]:
@@ -341,7 +342,14 @@ def close_probe_run(session: Session, run: PipelineRun, tally: ProbeTally) -> No
 
 
 def _deciding_probe(probes: Sequence[Any]) -> tuple[str, Any]:
-    """The state one run's probes of an entry (at least one) give, and the probe deciding it."""
+    """The state one run's probes of an entry (at least one) give, and the probe deciding it:
+    from the probes that count alone. A probe `left_unchecked` (its redirect not followed) is
+    no answer of the API, as in the scores and the lifecycle: an entry whose every probe of
+    the run is one is `unchecked`, decided by the first of them (its note says why)."""
+    counted = [p for p in probes if not left_unchecked(p.note)]
+    if not counted:
+        return NOT_PROBED, probes[0]
+    probes = counted
     live = [p for p in probes if p.outcome == "live"]
     answered = [p for p in probes if p.http_status is not None]
     if live:
@@ -372,19 +380,27 @@ def status_form(probes: Sequence[ProbeRow], time_text: TimeText = json_time) -> 
     time written by `time_text`.
 
     live if any target answered 200; else online if any answered at all; else
-    unreachable. The deciding probe gives the code, the time and the check date.
+    unreachable; of the probes that count (`_deciding_probe`). The deciding probe gives the
+    code, the time and the check date. None counting: unchecked, with no answer, the note and
+    URL of the probe left undone beside it.
     """
     state, deciding = _deciding_probe(probes)
+    if state == NOT_PROBED:
+        return {**_UNCHECKED_FORM, "note": deciding.note, "url": deciding.url}
     return {
         "state": state, "httpStatus": deciding.http_status,
         "responseTimeMs": None if deciding.total_ms is None else round(deciding.total_ms),
         "checkedAt": time_text(deciding.checked_at),
         "note": ONLINE_NOTE if state == "online" else None, "url": deciding.url,
-        "failure": deciding.failure_class if all(p.failure_class for p in probes) else None,
+        "failure": deciding.failure_class if all(
+            p.failure_class for p in probes if not left_unchecked(p.note)) else None,
         "finalUrl": published_url(redirected_to(deciding.url, deciding.final_url,
                                                   deciding.redirects)),
         "standIn": stands_in(deciding.entry_id, deciding.endpoint_id),
     }
+
+
+_UNCHECKED_FORM = Status().model_dump(mode="json")  # no answer: every field null but the state
 
 
 def published_url(url: str | None) -> str | None:
@@ -502,9 +518,10 @@ def entry_endpoint_statuses(
     """One entry's endpoints' own statuses, by position: from its probe of each in its latest
     trusted run (`probes`), else unchecked with the reason the endpoint is not probed: the one
     noted when a run planned it, or, where no run did (a new store, probing off, an endpoint
-    added since), the prober's own (`reasons`, `unprobed_reasons`); a probe shows its own note
-    alone (`PROBE_NOTE`: its redirect not followed, that host given up on), never one a later
-    run left on its endpoint. Each in its JSON form as published
+    added since), the prober's own (`reasons`, `unprobed_reasons`). A probe `left_unchecked`
+    (its redirect not followed, that host given up on) is no answer: unchecked too, with its
+    own note alone (`PROBE_NOTE`), never one a later run left on its endpoint. Each in its
+    JSON form as published
     (fields in `EndpointStatus`' order), built without a model for each (some 300,000 a night
     at 100k entries), its time written by `time_text`; the release is checked where it is
     published."""
@@ -512,8 +529,10 @@ def entry_endpoint_statuses(
     statuses = {}
     for endpoint in endpoints:
         probe = probed.get(endpoint.id)
-        if probe is None:
-            note = endpoint.probe_note
+        if probe is None or left_unchecked(probe.note):  # no answer: as a target not sent
+            note = None if probe is None else probe.note
+            if note is None:
+                note = endpoint.probe_note
             if note is None and reasons is not None:
                 note = reasons.get(endpoint.id)
             statuses[endpoint.position] = _not_probed(note)
