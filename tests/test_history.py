@@ -423,6 +423,50 @@ async def test_an_entry_s_status_rests_on_its_counted_probes_not_a_redirect_not_
     assert (status.state, status.http_status, status.note) == ("online", 302, ONLINE_NOTE)
 
 
+def test_an_entry_left_with_no_url_to_probe_keeps_its_state_a_window_then_is_not_judged(
+        write_entry: WriteEntry, ingested_store) -> None:
+    """An entry judged degraded whose base address becomes one per account (no URL to probe,
+    whatever it lists) gains no evidence again: its latest verdict, of the URLs it listed,
+    is read again each night. Its state stands while that verdict is within the scores'
+    longest window, the reason saying no endpoint can be checked any longer; after it, with
+    no evidence left, it is not judged (active, as an entry never probed, no run down
+    counted), and an entry never probed says why it is not."""
+    endpoints = [{"method": "GET", "path": "/forecast", "description": "Forecast."},
+                 {"method": "GET", "path": "/current", "description": "Now."}]
+    write_entry(make_entry(endpoints=endpoints))
+    session = ingested_store()
+    forecast, current = plan_targets(session)
+    run = start_run(session, "nightly")
+    record_probes(session, run, [
+        replace(result(forecast.url, "unreachable", None, None, endpoint=forecast.endpoint_id,
+                       error_class="refused"), failure_class="transient"),
+        result(current.url, "live", 200, endpoint=current.endpoint_id)])
+
+    def judged(now: datetime) -> tuple[str, str | None, int]:
+        verdict = run_verdict(latest_probes(session)["example-weather"])
+        assert verdict is not None and verdict.run_id == run.id  # the only evidence there is
+        lifecycles, _ = record_lifecycles(session, ["example-weather"],
+                                          {"example-weather": verdict}, {}, now,
+                                          LifecycleRules())
+        row = session.exec(select(EntryLifecycle)).one()
+        return lifecycles["example-weather"].state, lifecycles["example-weather"].reason, (
+            row.down_runs)
+
+    assert judged(T0 + timedelta(hours=1)) == (
+        "degraded", "1 of 2 targets failed in the last run", 0)
+    write_entry(make_entry(baseUrl="https://YOUR_PROJECT_REF.example.com/v1",
+                           endpoints=endpoints, sampleRequest=(
+                               'curl "https://YOUR_PROJECT_REF.example.com/v1/forecast"')))
+    session = ingested_store()
+    assert plan_targets(session) == []
+    why = ("no endpoint can be checked any longer (base address is per account "
+           "(YOUR_PROJECT_REF)); last checked 2026-11-20")
+    assert judged(T0 + timedelta(days=2)) == (
+        "degraded", f"1 of 2 targets failed in the last run; {why}", 0)
+    assert judged(T0 + timedelta(days=30)) == ("active", f"not judged: {why}", 0)
+    assert judged(T0 + timedelta(days=31)) == ("active", f"not judged: {why}", 0)
+
+
 def test_a_run_read_back_counts_the_targets_it_did_not_probe_as_when_it_ran(session) -> None:
     """A stage run again after its probes were stored reads them back rather than probing
     again: the targets of a host given up on, which store no row, are counted as they were

@@ -24,6 +24,7 @@ from pipeline.judging.health import (
     judge_lifecycle,
     published_lifecycle,
 )
+from pipeline.probing.probe import no_targets
 from pipeline.store.tables import (
     EntryEvent,
     EntryLifecycle,
@@ -31,6 +32,7 @@ from pipeline.store.tables import (
     EntryState,
     ReleaseRow,
     StateChange,
+    active_base_urls,
     as_utc,
     in_lists,
     rename_halves,
@@ -191,9 +193,12 @@ def record_lifecycles(
     run_id: int | None = None,
 ) -> tuple[dict[str, Lifecycle], list[Event]]:
     """Judge each entry's lifecycle after its latest trusted run; store it, record each
-    transition as an event, and return the published lifecycles and the new events."""
+    transition as an event, and return the published lifecycles and the new events. An entry
+    the catalogue now gives no URL to probe (`probe.no_targets` of its base address) is judged
+    as having no evidence to come (`judge_lifecycle`)."""
     table = EntryLifecycle.__table__
     known = {row.entry_id: row for row in session.connection().execute(select(table))}
+    base_urls = active_base_urls(session)
     lifecycles: dict[str, Lifecycle] = {}
     events: list[dict[str, Any]] = []
     new: list[dict[str, Any]] = []
@@ -204,8 +209,11 @@ def record_lifecycles(
             row.state, as_utc(row.since), row.down_runs, as_utc(row.dead_since),
             row.judged_run_id)
         verdict, deprecation = verdicts.get(entry_id), deprecations.get(entry_id)
-        record = judge_lifecycle(previous, verdict, deprecation, now, rules)
-        lifecycles[entry_id] = published_lifecycle(record, verdict, deprecation)
+        base_url = base_urls.get(entry_id)
+        unprobable = None if base_url is None else no_targets(base_url)
+        record = judge_lifecycle(previous, verdict, deprecation, now, rules, unprobable)
+        lifecycles[entry_id] = published_lifecycle(record, verdict, deprecation, unprobable,
+                                                   now)
         if previous is not None and previous.state != record.state:
             events.append({"entry_id": entry_id, "kind": "lifecycle", "from_value": previous.state,
                            "to_value": record.state, "at": now, "run_id": run_id})

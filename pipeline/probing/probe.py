@@ -296,6 +296,14 @@ def redact_userinfo(text: str) -> str:
     return _USERINFO.sub(r"\1", text)
 
 
+def no_targets(base_url: str) -> str | None:
+    """Why an entry at `base_url` has no URL to probe whatever it lists (None: it has one, an
+    endpoint's or the base address standing in): a base address written for the reader's own
+    account has no one URL (`probe_targets_for`)."""
+    placeholder = _ACCOUNT_PLACEHOLDER.search(redact_userinfo(base_url))
+    return None if placeholder is None else f"base address is per account ({placeholder.group(0)})"
+
+
 def probe_targets_for(
     base_url: str,
     endpoints: list[tuple[int | None, str, str]],
@@ -314,9 +322,8 @@ def probe_targets_for(
     skipped: list[tuple[int | None, str]] = []
     seen: dict[str, str] = {}  # each URL probed: the method and path of its first endpoint
     base_url = redact_userinfo(base_url)
-    placeholder = _ACCOUNT_PLACEHOLDER.search(base_url)
-    if placeholder:  # a per-account address: there is no one URL to probe
-        reason = f"base address is per account ({placeholder.group(0)})"
+    reason = no_targets(base_url)
+    if reason is not None:
         return [], [(endpoint_id, reason) for endpoint_id, _, _ in endpoints]
     for endpoint_id, method, path in endpoints:
         method = (method or "GET").upper()
