@@ -423,14 +423,13 @@ async def test_an_entry_s_status_rests_on_its_counted_probes_not_a_redirect_not_
     assert (status.state, status.http_status, status.note) == ("online", 302, ONLINE_NOTE)
 
 
-def test_an_entry_left_with_no_url_to_probe_keeps_its_state_a_window_then_is_not_judged(
+def test_an_entry_left_with_no_url_to_probe_keeps_its_state_saying_why_and_since_when(
         write_entry: WriteEntry, ingested_store) -> None:
     """An entry judged degraded whose base address becomes one per account (no URL to probe,
     whatever it lists) gains no evidence again: its latest verdict, of the URLs it listed,
-    is read again each night. Its state stands while that verdict is within the scores'
-    longest window, the reason saying no endpoint can be checked any longer; after it, with
-    no evidence left, it is not judged (active, as an entry never probed, no run down
-    counted), and an entry never probed says why it is not."""
+    is read again each night. Its state stands, night after night, the reason saying no
+    endpoint can be checked any longer and when it last was: no recovery is told on no
+    evidence."""
     endpoints = [{"method": "GET", "path": "/forecast", "description": "Forecast."},
                  {"method": "GET", "path": "/current", "description": "Now."}]
     write_entry(make_entry(endpoints=endpoints))
@@ -463,8 +462,9 @@ def test_an_entry_left_with_no_url_to_probe_keeps_its_state_a_window_then_is_not
            "(YOUR_PROJECT_REF)); last checked 2026-11-20")
     assert judged(T0 + timedelta(days=2)) == (
         "degraded", f"1 of 2 targets failed in the last run; {why}", 0)
-    assert judged(T0 + timedelta(days=30)) == ("active", f"not judged: {why}", 0)
-    assert judged(T0 + timedelta(days=31)) == ("active", f"not judged: {why}", 0)
+    for days in (30, 90):
+        assert judged(T0 + timedelta(days=days)) == (
+            "degraded", f"1 of 2 targets failed in the last run; {why}", 0)
 
 
 def test_a_run_read_back_counts_the_targets_it_did_not_probe_as_when_it_ran(session) -> None:

@@ -194,8 +194,9 @@ def record_lifecycles(
 ) -> tuple[dict[str, Lifecycle], list[Event]]:
     """Judge each entry's lifecycle after its latest trusted run; store it, record each
     transition as an event, and return the published lifecycles and the new events. An entry
-    the catalogue now gives no URL to probe (`probe.no_targets` of its base address) is judged
-    as having no evidence to come (`judge_lifecycle`)."""
+    the catalogue now gives no URL to probe (`probe.no_targets` of its base address) keeps the
+    state judged before, its reason saying nothing can be checked any longer and when it last
+    was: a state no evidence backs is not turned into another on none."""
     table = EntryLifecycle.__table__
     known = {row.entry_id: row for row in session.connection().execute(select(table))}
     base_urls = active_base_urls(session)
@@ -211,9 +212,8 @@ def record_lifecycles(
         verdict, deprecation = verdicts.get(entry_id), deprecations.get(entry_id)
         base_url = base_urls.get(entry_id)
         unprobable = None if base_url is None else no_targets(base_url)
-        record = judge_lifecycle(previous, verdict, deprecation, now, rules, unprobable)
-        lifecycles[entry_id] = published_lifecycle(record, verdict, deprecation, unprobable,
-                                                   now)
+        record = judge_lifecycle(previous, verdict, deprecation, now, rules)
+        lifecycles[entry_id] = published_lifecycle(record, verdict, deprecation, unprobable)
         if previous is not None and previous.state != record.state:
             events.append({"entry_id": entry_id, "kind": "lifecycle", "from_value": previous.state,
                            "to_value": record.state, "at": now, "run_id": run_id})

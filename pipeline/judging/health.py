@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pipeline.contract import Deprecation, Lifecycle, LifecycleState
-from pipeline.judging.score import NOTE_COLUMN, WINDOWS, unchecked
+from pipeline.judging.score import NOTE_COLUMN, unchecked
 from pipeline.probing.probe import storable
 from pipeline.store.tables import TimeText, as_utc, json_time
 
@@ -136,35 +136,20 @@ class LifecycleRules:
     dead_days: int = 14  # days confirmed dead before `dead`
 
 
-# How long a state judged before stands for an entry that no longer has a URL to probe: the
-# longest window its scores read (`score.WINDOWS`), after which it has no evidence left.
-EVIDENCE_DAYS = max(WINDOWS.values())
-
-
 def judge_lifecycle(
     previous: LifecycleRecord | None,
     verdict: RunVerdict | None,
     deprecation: Deprecation | None,
     now: datetime,
     rules: LifecycleRules,
-    no_targets: str | None = None,
 ) -> LifecycleRecord:
     """The entry's lifecycle after `verdict` (its latest trusted run), counted once per run:
     judging the same run again changes nothing but the curated deprecation. No verdict (its
     latest trusted run checked none of its targets: every host given up on, or only redirects
-    not followed) is no evidence, so the state judged before stands. An entry the catalogue
-    now gives no URL to probe (`no_targets`: why, `probe.no_targets`) gains no evidence again:
-    its state stands while its last verdict is within `EVIDENCE_DAYS`, then it is not judged
-    (`ungraded`): active, as an entry never probed, no run down counted."""
+    not followed) is no evidence, so the state judged before stands."""
     record = LifecycleRecord("active", now) if previous is None else LifecycleRecord(
         previous.state, previous.since, previous.down_runs, previous.dead_since,
         previous.judged_run_id)
-    if (no_targets is not None and deprecation is None and ungraded(verdict, now)
-            and (previous is None or previous.state != "deprecated")):
-        record.down_runs, record.dead_since = 0, None
-        if record.state != "active":
-            record.state, record.since = "active", now
-        return record
     if (verdict is None and previous is not None and deprecation is None
             and previous.state != "deprecated"):
         return record
@@ -179,12 +164,6 @@ def judge_lifecycle(
     if state != record.state:
         record.state, record.since = state, now
     return record
-
-
-def ungraded(verdict: RunVerdict | None, now: datetime) -> bool:
-    """Whether an entry with no URL to probe has no evidence left at `now`: its latest verdict
-    (None: none) is older than `EVIDENCE_DAYS`, as its scores' windows hold no probe of it."""
-    return verdict is None or now - verdict.checked_at >= timedelta(days=EVIDENCE_DAYS)
 
 
 def _state(record: LifecycleRecord, verdict: RunVerdict | None, deprecation: Deprecation | None,
@@ -212,8 +191,7 @@ def _dead_for(record: LifecycleRecord, verdict: RunVerdict | None) -> timedelta 
 
 
 def lifecycle_reason(record: LifecycleRecord, verdict: RunVerdict | None,
-                     deprecation: Deprecation | None, no_targets: str | None = None,
-                     now: datetime | None = None) -> str:
+                     deprecation: Deprecation | None, no_targets: str | None = None) -> str:
     """The judgement in a few words, as published; of an entry with no URL to probe
     (`no_targets`), what it rests on and that nothing can be checked any longer."""
     reason = _judged_reason(record, verdict, deprecation)
@@ -222,8 +200,6 @@ def lifecycle_reason(record: LifecycleRecord, verdict: RunVerdict | None,
     if verdict is None and record.judged_run_id is None:
         return f"no endpoint can be checked ({no_targets})"
     last = "" if verdict is None else f"; last checked {verdict.checked_at.date().isoformat()}"
-    if now is not None and ungraded(verdict, now):
-        return f"not judged: no endpoint can be checked any longer ({no_targets}){last}"
     return f"{reason}; no endpoint can be checked any longer ({no_targets}){last}"
 
 
@@ -254,11 +230,11 @@ def _failed(verdict: RunVerdict | None) -> str:
 
 
 def published_lifecycle(record: LifecycleRecord, verdict: RunVerdict | None,
-                        deprecation: Deprecation | None, no_targets: str | None = None,
-                        now: datetime | None = None) -> Lifecycle:
+                        deprecation: Deprecation | None,
+                        no_targets: str | None = None) -> Lifecycle:
     return Lifecycle(
         state=record.state,
         since=record.since,
-        reason=lifecycle_reason(record, verdict, deprecation, no_targets, now),
+        reason=lifecycle_reason(record, verdict, deprecation, no_targets),
         successor=deprecation.successor if deprecation is not None else None,
     )
