@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
 
+from pipeline.judging.changes import CheckedState, record_state_changes
 from pipeline.operations import stages
 from pipeline.release.feed import ATOM, FeedLinks, check_feed, render_feed
 from pipeline.settings import Settings
@@ -17,6 +18,7 @@ from pipeline.store.history import plan_targets, record_probes
 from pipeline.store.tables import EntryRow, engine_for, session_scope, start_run
 from tests.conftest import WriteEntry, make_entry
 from tests.test_history import result
+from tests.test_publish import store_refused_value
 
 META = {"generated": "2026-11-21T03:00:00Z", "license": "CC BY 4.0"}
 
@@ -145,3 +147,55 @@ def test_the_check_names_an_address_of_the_feed_that_the_release_lacks(tmp_path:
     assert check_feed(data, tmp_path) == [
         "https://directory.test/dir/api/releases/2.0.0_20261121.2/apis.json names no file of "
         "the release"]
+
+
+def ingest(settings: Settings) -> None:
+    """The catalogue's files ingested, as a night's run does."""
+    with session_scope(engine_for(settings.database_url)) as session:
+        run_id = start_run(session, "nightly").id
+    stages.ingest_entries(settings, run_id)
+
+
+def renamed_catalogue(settings: Settings, write_entry: WriteEntry) -> None:
+    """`old-sky` added and checked live, then unreachable, then renamed `bright-sky`
+    (`formerIds`): its added event and its state change are held by `bright-sky` since, still
+    telling of `old-sky`; `other-api` stands beside it."""
+    old = write_entry(make_entry(id="old-sky", name="Bright Sky"))
+    write_entry(make_entry(id="other-api", name="Other", baseUrl="https://other.example.org",
+                           sampleRequest='curl "https://other.example.org/forecast"'))
+    ingest(settings)
+    now = datetime.now(UTC)
+    with session_scope(engine_for(settings.database_url)) as session:
+        for hours, state in ((2, "live"), (1, "unreachable")):
+            at = now - timedelta(hours=hours)
+            record_state_changes(session, {"old-sky": CheckedState(state, at)}, at)
+    old.unlink()
+    write_entry(make_entry(id="bright-sky", name="Bright Sky", formerIds=["old-sky"]))
+    ingest(settings)
+
+
+def feed_entries(data: bytes) -> dict[str, tuple[str, str]]:
+    """Each entry of the feed, by title: its link and summary."""
+    return {entry.findtext(f"{{{ATOM}}}title"): (entry.find(f"{{{ATOM}}}link").get("href"),
+                                                entry.findtext(f"{{{ATOM}}}summary"))
+            for entry in ElementTree.fromstring(data).iter(f"{{{ATOM}}}entry")}
+
+
+def test_the_items_of_a_former_id_are_left_out_with_the_entry_holding_them(
+    write_entry: WriteEntry, settings_env: dict[str, str]
+) -> None:
+    """The entry that took `old-sky` over is left out of the release (its check refused it):
+    what it holds of `old-sky` (its added event, its state change, the rename) is left out of
+    the change log and the feed with it, as its own items are."""
+    settings = Settings()
+    renamed_catalogue(settings, write_entry)
+    store_refused_value(settings, "bright-sky", baseUrl="https://api.example.com/%zz")
+    now = datetime.now(UTC)
+    published, _ = stages.publish_now(settings, stages.score_entries_now(settings, now), now)
+    assert [item.entry for item in published.left_out] == ["bright-sky"]
+    log = json.loads((settings.output_dir / "api" / "changes.json").read_text())
+    assert log["changes"] == []
+    assert [(event["kind"], event.get("entry")) for event in log["events"]] == [
+        ("release", None), ("added", "other-api")]
+    titles = set(feed_entries((settings.output_dir / "changes.atom").read_bytes()))
+    assert titles == {"Other added", f"Release {published.release.version}"}

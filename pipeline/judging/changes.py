@@ -43,8 +43,22 @@ from pipeline.store.tables import (
 DOWN = "unreachable"
 
 
+class _Held:
+    """A published change or event: the id it tells of (`entry_id`) and the entry holding it,
+    which a rename may have moved it to since (`held_by`)."""
+
+    entry_id: str | None
+    held_by: str | None
+
+    @property
+    def holder(self) -> str | None:
+        """The entry whose history holds it: what a release must hold to show it, and what its
+        link opens (a release holds no former id). None: a release's event."""
+        return self.held_by or self.entry_id
+
+
 @dataclass(frozen=True)
-class Change:
+class Change(_Held):
     """One state change as reported and published."""
 
     entry_id: str
@@ -52,6 +66,7 @@ class Change:
     from_state: str
     to_state: str
     at: datetime
+    held_by: str | None = None  # the entry holding it, where a rename moved it (`_about`)
 
     @property
     def direction(self) -> str:
@@ -77,7 +92,7 @@ def _change(row: Mapping[str, Any], names: Mapping[str, str]) -> Change:
     event, `_event`)."""
     entry_id = row["entry_id"]
     return Change(_about(row), names.get(entry_id, entry_id), row["from_state"],
-                  row["to_state"], as_utc(row["at"]))
+                  row["to_state"], as_utc(row["at"]), entry_id)
 
 
 def _about(row: Mapping[str, Any]) -> str:
@@ -158,7 +173,7 @@ def run_changes(session: Session, run_id: int) -> list[Change]:
 
 
 @dataclass(frozen=True)
-class Event:
+class Event(_Held):
     """One event of the catalogue as published: added, retired, or a lifecycle transition."""
 
     kind: str
@@ -170,6 +185,7 @@ class Event:
     version: str | None = None
     # A rename: the entry's former id (added) or its new id (retired)
     renamed: str | None = None
+    held_by: str | None = None  # the entry holding it, where a rename moved it (`_about`)
 
     def document(self) -> dict[str, str]:
         if self.kind == "release":
@@ -234,7 +250,7 @@ def _event(row: Mapping[str, Any], names: Mapping[str, str]) -> Event:
     (`_about`), named as its entry is now."""
     entry_id = row["entry_id"]
     return Event(row["kind"], _about(row), names.get(entry_id, entry_id), row["from_value"],
-                 row["to_value"], as_utc(row["at"]))
+                 row["to_value"], as_utc(row["at"]), held_by=entry_id)
 
 
 def _published(event: Event) -> list[Event]:
@@ -246,7 +262,8 @@ def _published(event: Event) -> list[Event]:
         return [event]
     ids = {"added": (event.entry_id, event.from_state),  # (entry, the other id it names)
            "retired": (event.from_state, event.entry_id)}
-    return [Event(half, ids[half][0], event.name, None, None, event.at, renamed=ids[half][1])
+    return [Event(half, ids[half][0], event.name, None, None, event.at, renamed=ids[half][1],
+                  held_by=event.held_by)
             for half in rename_halves(event.to_state)]
 
 

@@ -839,10 +839,11 @@ def publish_release(
     write over (`stage_and_swap`); without, it is deleted and each publish writes new files.
 
     A stored entry the release's check refuses is left out of every file (`stream_release`),
-    with its state changes and events, and named in `Published.left_out` and, with `run_id`,
-    among the run's errors (its file under `entries_dir`, else as stored); more left out than
-    published refuses the release (TooManyLeftOut). An entry naming it as its successor is
-    published without naming it (`without_absent_successors`), as one naming a retired entry.
+    with the state changes and events it holds (those of its former ids too), and named in
+    `Published.left_out` and, with `run_id`, among the run's errors (its file under
+    `entries_dir`, else as stored); more left out than published refuses the release
+    (TooManyLeftOut). An entry naming it as its successor is published without naming it
+    (`without_absent_successors`), as one naming a retired entry.
     """
     if releases_kept < 1:
         raise ValueError(f"releases_kept must be at least 1, not {releases_kept}")
@@ -890,10 +891,12 @@ def publish_release(
         def complete(staging: Path, meta: dict[str, Any], counts: Mapping[str, int]) -> None:
             nonlocal drawn
             summary = release_summary(meta, counts, by_state, categories)
-            gone = {item.entry for item in left_out}  # no change or event names what is absent
+            # No change or event shows of what is absent: those its entry holds, a rename's
+            # too, whatever id they tell of.
+            gone = {item.entry for item in left_out}
             published = [release_event(version, now),
-                         *(event for event in events if event.entry_id not in gone)]
-            kept = [change for change in changes if change.entry_id not in gone]
+                         *(event for event in events if event.holder not in gone)]
+            kept = [change for change in changes if change.holder not in gone]
             write_history(staging, summary, previous, meta, kept, published, base_url, pages)
             if pages:  # after the history: pages link the change log and its feed
                 drawn = write_site(staging, base_url, entry_trends(session, now.date()),
