@@ -12,7 +12,8 @@ import pytest
 
 from pipeline.judging.changes import CheckedState, record_state_changes
 from pipeline.operations import stages
-from pipeline.release.feed import ATOM, FeedLinks, check_feed, render_feed
+from pipeline.release.feed import ATOM, FeedItem, FeedLinks, check_feed, render_feed
+from pipeline.release.layout import entry_document, entry_page
 from pipeline.settings import Settings
 from pipeline.store.history import plan_targets, record_probes
 from pipeline.store.tables import EntryRow, engine_for, session_scope, start_run
@@ -29,7 +30,8 @@ def test_a_stored_name_with_a_character_xml_forbids_makes_a_well_formed_feed(odd
               "at": "2026-11-21T03:00:00Z"},
              {"entry": "bright-sky", "name": f"Bright{odd} Sky", "from": "live",
               "to": "unreachable", "at": "2026-11-20T03:00:00Z"}]
-    data = render_feed(META, items, FeedLinks("https://directory.test"))
+    data = render_feed(META, [FeedItem(item) for item in items],
+                       FeedLinks("https://directory.test"))
     assert check_feed(data) == []
     feed = ElementTree.fromstring(data)
     titles = [entry.findtext(f"{{{ATOM}}}title") for entry in feed.iter(f"{{{ATOM}}}entry")]
@@ -38,7 +40,8 @@ def test_a_stored_name_with_a_character_xml_forbids_makes_a_well_formed_feed(odd
 
 def test_tabs_and_line_breaks_are_kept() -> None:
     items = [{"kind": "added", "entry": "a", "name": "A\tB", "at": "2026-11-21T03:00:00Z"}]
-    feed = ElementTree.fromstring(render_feed(META, items, FeedLinks("https://directory.test")))
+    feed = ElementTree.fromstring(render_feed(META, [FeedItem(item) for item in items],
+                                              FeedLinks("https://directory.test")))
     assert feed.find(f"{{{ATOM}}}entry/{{{ATOM}}}title").text == "A\tB added"
 
 
@@ -139,7 +142,7 @@ def test_the_check_names_an_address_of_the_feed_that_the_release_lacks(tmp_path:
     items = [{"kind": "release", "version": "2.0.0+20261121.2", "at": "2026-11-21T04:00:00Z"},
              {"kind": "added", "entry": "bright-sky", "name": "Bright Sky",
               "at": "2026-11-21T03:00:00Z"}]
-    data = render_feed(META, items, links)
+    data = render_feed(META, [FeedItem(item) for item in items], links)
     for path in ("changes.atom", "api/changes.json", "index.html", "apis/bright-sky.html"):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text("x")
@@ -199,3 +202,35 @@ def test_the_items_of_a_former_id_are_left_out_with_the_entry_holding_them(
         ("release", None), ("added", "other-api")]
     titles = set(feed_entries((settings.output_dir / "changes.atom").read_bytes()))
     assert titles == {"Other added", f"Release {published.release.version}"}
+
+
+@pytest.mark.parametrize("pages", [True, False])
+def test_the_items_of_a_former_id_link_the_entry_holding_them_and_name_that_id(
+    write_entry: WriteEntry, settings_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+    pages: bool
+) -> None:
+    """`old-sky`'s items link the page of `bright-sky`, which holds them (its document in a
+    release without pages), not the directory's home: the release holds no `old-sky`; each
+    still names `old-sky` in its text."""
+    monkeypatch.setenv("APIDIR_PUBLISH_PAGES", str(pages).lower())
+    settings = Settings()
+    renamed_catalogue(settings, write_entry)
+    now = datetime.now(UTC)
+    stages.publish_now(settings, stages.score_entries_now(settings, now), now)
+    output = settings.output_dir
+    data = (output / "changes.atom").read_bytes()
+    assert check_feed(data, output) == []
+    log = json.loads((output / "api" / "changes.json").read_text())
+    told = sorted((item.get("kind", "state"), item["entry"])
+                  for item in [*log["changes"], *log["events"]] if item.get("entry"))
+    assert told == [("added", "bright-sky"), ("added", "old-sky"), ("added", "other-api"),
+                    ("retired", "old-sky"), ("state", "old-sky")]
+    holder = f"{settings_env['APIDIR_BASE_URL']}/" + (
+        entry_page("bright-sky") if pages else entry_document("bright-sky"))
+    entries = feed_entries(data)
+    for title in ("Bright Sky added", "Bright Sky: live → unreachable"):
+        link, summary = entries[title]
+        assert link == holder, title
+        assert "old-sky" in summary and "bright-sky" in summary, summary
+    for title in ("Bright Sky renamed from old-sky", "old-sky renamed to bright-sky"):
+        assert entries[title][0] == holder

@@ -15,6 +15,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 from pipeline.contract import xml_safe
+from pipeline.judging.changes import Change, Event
 from pipeline.release.layout import (
     CHANGES,
     CHANGES_FEED,
@@ -55,8 +56,8 @@ class FeedLinks:
     while an older release is pruned (`APIDIR_RELEASES_KEPT`) and an entry retired meanwhile.
 
     `kept`: each kept release's version and the path of its dataset (as `api/releases.json`
-    lists it); `entries`: the ids of the entries the release holds (of those the feed names at
-    least); `pages`: whether the release has reader pages."""
+    lists it); `entries`: the ids of the entries the release holds (of those the feed links at
+    least: each item's holder, `FeedItem.holder`); `pages`: whether the release has reader pages."""
 
     base_url: str
     kept: Mapping[str, str] = field(default_factory=dict)
@@ -89,37 +90,62 @@ class FeedLinks:
         return self._at(self.kept.get(version, CHANGES)), JSON
 
 
-def _item(document: Mapping[str, Any], links: FeedLinks) -> tuple[str, str, tuple[str, str], str]:
-    """(title, summary, (link, its media type), kind) of one change or event document."""
+@dataclass(frozen=True)
+class FeedItem:
+    """A state change or event as `api/changes.json` publishes it (`document`), and the entry
+    holding it (`held_by`): a rename moves an entry's history to the entry taking its id over,
+    each item still telling of the id it was about, which the release no longer holds."""
+
+    document: Mapping[str, Any]
+    held_by: str | None = None
+
+    @property
+    def holder(self) -> str | None:
+        """The entry whose page the item links: the one holding it, else the new id a
+        rename's retired half names, else its own (None: a release's event)."""
+        return (self.held_by or self.document.get("renamedTo")
+                or self.document.get("entry"))
+
+
+def _item(item: FeedItem, links: FeedLinks) -> tuple[str, str, tuple[str, str], str]:
+    """(title, summary, (link, its media type), kind) of one change or event: an entry's
+    links the entry holding it, and its text names that entry where a rename moved it from
+    the id it tells of."""
+    document = item.document
+    kind = document.get("kind", "state")
+    if kind == "release":
+        version = document.get("version", "")
+        return (f"Release {version}", f"Release {version} was published.",
+                links.release(version), kind)
+    entry, holder = document.get("entry"), item.holder
+    title, summary = _told(document)
+    if holder not in (entry, document.get("renamedTo")):
+        summary += f" It was listed as {entry} then; it is listed as {holder} now."
+    retired = kind == "retired" and holder == entry  # its history held by no entry
+    return title, summary, links.home() if retired else links.entry(holder), kind
+
+
+def _told(document: Mapping[str, Any]) -> tuple[str, str]:
+    """(title, summary) of an entry's change or event."""
     kind = document.get("kind", "state")
     name, entry = document.get("name"), document.get("entry")
     if kind == "state":
         return (f"{name}: {document['from']} → {document['to']}",
-                f"{name} went from {document['from']} to {document['to']} in the latest check.",
-                links.entry(entry), kind)
+                f"{name} went from {document['from']} to {document['to']} in the latest check.")
     if kind == "lifecycle":
         return (f"{name} is now {document['to']}",
-                f"{name}'s lifecycle went from {document['from']} to {document['to']}.",
-                links.entry(entry), kind)
+                f"{name}'s lifecycle went from {document['from']} to {document['to']}.")
     if kind == "added" and (former := document.get("renamedFrom")):
         return (f"{name} renamed from {former}",
-                f"{name} is listed as {entry}, no longer as {former}; its history carries over.",
-                links.entry(entry), kind)
+                f"{name} is listed as {entry}, no longer as {former}; its history carries over.")
     if kind == "added":
-        return f"{name} added", f"{name} was added to the directory.", links.entry(entry), kind
+        return f"{name} added", f"{name} was added to the directory."
     if kind == "retired" and (taker := document.get("renamedTo")):
-        return (f"{entry} renamed to {taker}",
-                f"{name} is listed as {taker}, no longer as {entry}.", links.entry(taker), kind)
-    if kind == "retired":
-        return (f"{name} retired", f"{name} was retired from the directory.", links.home(),
-                kind)
-    version = document.get("version", "")
-    return (f"Release {version}", f"Release {version} was published.", links.release(version),
-            kind)
+        return f"{entry} renamed to {taker}", f"{name} is listed as {taker}, no longer as {entry}."
+    return f"{name} retired", f"{name} was retired from the directory."
 
 
-def render_feed(meta: Mapping[str, Any], items: Sequence[Mapping[str, Any]],
-                links: FeedLinks) -> bytes:
+def render_feed(meta: Mapping[str, Any], items: Sequence[FeedItem], links: FeedLinks) -> bytes:
     """The feed of `items` (state changes and events as published in changes.json, newest
     first), updated at the release's `meta.generated`, each linking a file of the release
     (`links`)."""
@@ -138,8 +164,9 @@ def render_feed(meta: Mapping[str, Any], items: Sequence[Mapping[str, Any]],
     _sub(feed, "link", rel="alternate", type="application/json",
          href=f"{base_url}/api/changes.json")
     _sub(feed, "rights", meta["license"])
-    for document in items:
-        title, summary, (link, media_type), kind = _item(document, links)
+    for item in items:
+        document = item.document
+        title, summary, (link, media_type), kind = _item(item, links)
         identity = "|".join(str(document.get(key, "")) for key in
                             ("kind", "entry", "from", "to", "at", "version"))
         entry = _sub(feed, "entry")
@@ -153,11 +180,10 @@ def render_feed(meta: Mapping[str, Any], items: Sequence[Mapping[str, Any]],
     return ElementTree.tostring(feed, encoding="utf-8", xml_declaration=True) + b"\n"
 
 
-def feed_items(changes: Sequence[Mapping[str, Any]],
-               events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """State changes and events as one list, newest first."""
-    items = [*changes, *events]
-    return sorted(items, key=lambda item: item["at"], reverse=True)
+def feed_items(changes: Sequence[Change], events: Sequence[Event]) -> list[FeedItem]:
+    """State changes and events as one list, newest first, each with the entry holding it."""
+    items = [FeedItem(item.document(), item.holder) for item in (*changes, *events)]
+    return sorted(items, key=lambda item: item.document["at"], reverse=True)
 
 
 def check_feed(data: bytes, release: Path | None = None) -> list[str]:

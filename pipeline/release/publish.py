@@ -707,9 +707,8 @@ def write_history(
     change_log = {"meta": meta, "changes": [change.document() for change in changes],
                   "events": [event.document() for event in events]}
     write_file(staging, CHANGES, render_json(change_log))
-    items = feed_items(change_log["changes"], change_log["events"])
-    named = {str(item[key]) for item in items for key in ("entry", "renamedTo")
-             if item.get(key)}
+    items = feed_items(changes, events)
+    named = {item.holder for item in items if item.holder}  # the entries the feed links
     links = FeedLinks(
         base_url, {str(release["version"]): str(release["path"]) for release in kept},
         frozenset(entry_id for entry_id in named
