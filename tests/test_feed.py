@@ -10,10 +10,17 @@ from xml.etree import ElementTree
 
 import pytest
 
-from pipeline.judging.changes import CheckedState, record_state_changes
+from pipeline.catalogue.entries import load_categories
+from pipeline.judging.changes import (
+    CheckedState,
+    recent_changes,
+    recent_events,
+    record_state_changes,
+)
 from pipeline.operations import stages
 from pipeline.release.feed import ATOM, FeedItem, FeedLinks, check_feed, render_feed
 from pipeline.release.layout import entry_document, entry_page
+from pipeline.release.publish import publish_release
 from pipeline.settings import Settings
 from pipeline.store.history import plan_targets, record_probes
 from pipeline.store.tables import EntryRow, engine_for, session_scope, start_run
@@ -159,10 +166,11 @@ def ingest(settings: Settings) -> None:
     stages.ingest_entries(settings, run_id)
 
 
-def renamed_catalogue(settings: Settings, write_entry: WriteEntry) -> None:
+def renamed_catalogue(settings: Settings, write_entry: WriteEntry,
+                      category: str = "weather") -> None:
     """`old-sky` added and checked live, then unreachable, then renamed `bright-sky`
     (`formerIds`): its added event and its state change are held by `bright-sky` since, still
-    telling of `old-sky`; `other-api` stands beside it."""
+    telling of `old-sky`, in `category`; `other-api` stands beside it, in weather."""
     old = write_entry(make_entry(id="old-sky", name="Bright Sky"))
     write_entry(make_entry(id="other-api", name="Other", baseUrl="https://other.example.org",
                            sampleRequest='curl "https://other.example.org/forecast"'))
@@ -173,7 +181,8 @@ def renamed_catalogue(settings: Settings, write_entry: WriteEntry) -> None:
             at = now - timedelta(hours=hours)
             record_state_changes(session, {"old-sky": CheckedState(state, at)}, at)
     old.unlink()
-    write_entry(make_entry(id="bright-sky", name="Bright Sky", formerIds=["old-sky"]))
+    write_entry(make_entry(id="bright-sky", name="Bright Sky", formerIds=["old-sky"],
+                           category=category))
     ingest(settings)
 
 
@@ -202,6 +211,27 @@ def test_the_items_of_a_former_id_are_left_out_with_the_entry_holding_them(
         ("release", None), ("added", "other-api")]
     titles = set(feed_entries((settings.output_dir / "changes.atom").read_bytes()))
     assert titles == {"Other added", f"Release {published.release.version}"}
+
+
+def test_a_release_of_other_categories_leaves_out_the_items_of_a_former_id_with_its_holder(
+    write_entry: WriteEntry, settings_env: dict[str, str]
+) -> None:
+    """A release of the weather category alone: `bright-sky`, in maps, is left out, and with
+    it what it holds of `old-sky`, which was in weather."""
+    settings = Settings()
+    renamed_catalogue(settings, write_entry, category="maps")
+    now = datetime.now(UTC)
+    weather = [c for c in load_categories(settings.categories_file) if c.id == "weather"]
+    since = now - timedelta(days=1)
+    with session_scope(engine_for(settings.database_url)) as session:
+        published = publish_release(
+            session, settings.output_dir, settings.base_url, weather, now,
+            changes=recent_changes(session, since), events=recent_events(session, since))
+    assert [item.entry for item in published.left_out] == ["bright-sky"]
+    log = json.loads((settings.output_dir / "api" / "changes.json").read_text())
+    assert log["changes"] == []
+    assert [(event["kind"], event.get("entry")) for event in log["events"]] == [
+        ("release", None), ("added", "other-api")]
 
 
 @pytest.mark.parametrize("pages", [True, False])
