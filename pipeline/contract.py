@@ -265,8 +265,8 @@ ENDPOINT_STATUS_EXAMPLES: list[dict[str, Any]] = [
 PRICING_EXAMPLE: dict[str, Any] = {
     "model": "free",
     "startingCentsPerMonth": 0,
-    "freeQuota": {"amount": None, "unit": "requests", "period": "month",
-                  "note": "No API key or sign-up; no numeric quota is published."},
+    "freeQuota": {"amount": None, "unit": "requests", "period": "unlimited",
+                  "note": "No API key or sign-up, and no request cap."},
     "tiers": [{"name": "Public API", "monthlyCents": 0,
                "included": "Unlimited requests, no API key"}],
     "unitCost": None,
@@ -392,6 +392,12 @@ def _examples(*examples: dict[str, Any]) -> ConfigDict:
     return ConfigDict(json_schema_extra={"examples": list(examples)})
 
 
+# Periods of a free quota given once (a trial or sign-up credit), never renewed: what scores
+# weigh below a renewing allowance, and the one period besides a standing one that may go
+# without a figure.
+ONE_TIME_PERIODS = ("one-time", "once", "trial", "signup", "sign-up")
+
+
 class FreeQuota(ContractModel):
     """What a builder gets without paying, per period."""
 
@@ -403,7 +409,8 @@ class FreeQuota(ContractModel):
         "characters; null where not stated.")
     period: str = Field(description="How often the allowance is given, e.g. day, month, or "
                         "one-time; `account` for what an account keeps (storage), `unlimited` "
-                        "for use without a cap.")
+                        "for use with no cap the provider states. A period that renews (day, "
+                        "month …) comes with its `amount`.")
     note: str | None = Field(default=None, description="Conditions of the allowance as the "
                              "provider states them; null when there are none.")
     recurring: bool | None = Field(

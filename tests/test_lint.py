@@ -97,6 +97,19 @@ def rules(write_entry: WriteEntry, data_dir: Path, **changes: object) -> list[tu
             "pricing.freeQuota.recurring",
         ),
         (
+            {"pricing": PRICING | {"freeQuota": {"amount": None, "unit": "requests",
+                                                 "period": "month", "recurring": True,
+                                                 "note": "No quota is published."}}},
+            "pricing-quota-amount",
+            "pricing.freeQuota.amount",
+        ),
+        (
+            {"pricing": PRICING | {"freeQuota": {"amount": None, "unit": "projects",
+                                                 "period": "ongoing"}}},
+            "pricing-quota-amount",
+            "pricing.freeQuota.amount",
+        ),
+        (
             {"rateLimit": "Rate limits are stated in the docs and not restated here"},
             "hedged-field",
             "rateLimit",
@@ -247,6 +260,13 @@ def test_a_sample_request_that_agrees_with_its_entry_passes(
                                              "period": "month", "recurring": True}}},
         {"pricing": PRICING | {"freeQuota": {"amount": 300, "unit": "USD credit",
                                              "period": "one-time", "recurring": False}}},
+        {"pricing": PRICING | {"freeQuota": {"amount": None, "unit": None,
+                                             "period": "unlimited",
+                                             "note": "Free to use; the provider sets no cap."}}},
+        {"pricing": PRICING | {"freeQuota": {"amount": None, "unit": "USD credit",
+                                             "period": "Trial", "recurring": False}}},
+        {"pricing": PRICING | {"freeQuota": {"amount": None, "unit": "GB storage",
+                                             "period": "account"}}},
     ],
 )
 def test_good_variants_pass_every_lint(
@@ -398,6 +418,19 @@ def test_a_standing_allowance_marked_recurring_is_one_line_naming_file_entry_and
     assert lines[0].startswith(f"{entries / 'weather' / 'example-weather.yaml'}:")
     assert ": entry example-weather: field pricing.freeQuota.recurring: leave it out: period " \
         "'account' is a standing allowance" in lines[0]
+
+
+def test_a_renewing_allowance_without_its_figure_is_one_line_naming_file_entry_and_field(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """A monthly allowance of no stated size promises nothing: its period is invented."""
+    quota = {"amount": None, "unit": "requests", "period": "month", "recurring": True}
+    lines = problem_lines(write_entry, data_dir, pricing=PRICING | {"freeQuota": quota})
+    entries = data_dir / "entries"
+    assert len(lines) == 1 and "\n" not in lines[0]
+    assert lines[0].startswith(f"{entries / 'weather' / 'example-weather.yaml'}:")
+    assert ": entry example-weather: field pricing.freeQuota.amount: is null with period " \
+        "'month'" in lines[0] and lines[0].endswith("[pricing-quota-amount]")
 
 
 def problem_lines(write_entry: WriteEntry, data_dir: Path, **changes: object) -> list[str]:

@@ -25,7 +25,13 @@ from pipeline.catalogue.curl import (
     shown,
     split_url,
 )
-from pipeline.contract import BIDI_CONTROL, Endpoint, EntryContent, absolute_uri
+from pipeline.contract import (
+    BIDI_CONTROL,
+    ONE_TIME_PERIODS,
+    Endpoint,
+    EntryContent,
+    absolute_uri,
+)
 
 Loc = tuple[int | str, ...]
 Lint = tuple[Loc, str, str]  # (field location, rule, message)
@@ -504,6 +510,14 @@ def _pricing(entry: EntryContent) -> Iterator[Lint]:
             f"leave it out: period {quota.period!r} is a standing allowance, not given again "
             "each period, so it neither renews nor is a one-time credit",
         )
+    if quota is not None and quota.amount is None and not _figureless(quota.period):
+        yield (
+            ("pricing", "freeQuota", "amount"),
+            "pricing-quota-amount",
+            f"is null with period {quota.period!r}: an allowance given each period needs its "
+            "figure; where the provider states none, the period is 'unlimited' (it states no "
+            "cap), 'account' or one-time",
+        )
 
 
 # Periods of an allowance that is simply there (storage an account keeps, use without a cap):
@@ -513,6 +527,12 @@ STANDING_PERIODS = frozenset({"account", "unlimited"})
 
 def _standing(period: str) -> bool:
     return period.strip().lower() in STANDING_PERIODS
+
+
+def _figureless(period: str) -> bool:
+    """Whether an allowance of `period` may go without an amount: a standing one or a one-time
+    credit. A monthly allowance of no stated size promises nothing, its period invented."""
+    return _standing(period) or period.strip().lower() in ONE_TIME_PERIODS
 
 
 def _credential_texts(entry: EntryContent) -> Iterator[tuple[Loc, str | None]]:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline.contract import BuilderScore
+from pipeline.contract import ONE_TIME_PERIODS, BuilderScore
 from pipeline.probing.probe import failed, left_unchecked, target_stands_in
 
 RUBRIC_VERSION = "2.3.0"
@@ -39,7 +39,6 @@ WINDOWS: dict[str, int] = {"1d": 1, "7d": 7, "30d": 30}  # window name -> days b
 
 # Pricing: what a builder pays to start, and how plainly growth is priced; 100 in all.
 FREE_TIER_POINTS = {"recurring": 35, "one-time": 20}  # a renewing allowance beats a trial
-ONE_TIME_PERIODS = ("one-time", "once", "trial", "signup", "sign-up")
 SANDBOX_POINTS = 10  # a free sandbox or test mode to build against
 MINIMUM_CENTS = (0, 1_000, 5_000, 20_000, 100_000)  # least paid per month, in cents ...
 MINIMUM_POINTS = (25, 18, 10, 3, 0)  # ... and its points, linear in between, 0 from $1,000
