@@ -461,7 +461,8 @@ class Pricing(ContractModel):
         default=None, ge=0, le=MAX_SAFE_INTEGER, description="Lowest monthly price in US "
         "cents; 0 means free; null means enterprise or unknown.")
     free_quota: FreeQuota | None = Field(
-        default=None, description="The free allowance; null when there is no free tier.")
+        default=None, description="The free allowance; null when there is no free tier, or "
+        "when the provider states no size for one that renews (`hasFreeTier` says which).")
     tiers: list[PricingTier] | None = Field(
         default=None, description="The published price tiers, cheapest first.")
     unit_cost: UnitCost | None = Field(

@@ -65,7 +65,9 @@ def test_every_entry_fills_every_field(path) -> None:
             assert pricing[key] not in (None, "", []), f"{path}: pricing.{key} is empty"
     if pricing["model"] == "free" or entry.has_free_tier:
         assert pricing["startingCentsPerMonth"] == 0, f"{path}: a free start costs 0"
-    assert (pricing["freeQuota"] is not None) == entry.has_free_tier, f"{path}: freeQuota"
+    # A quota only with a free tier; a free tier whose renewing allowance has no stated size
+    # leaves it out (`pricing-quota-amount`) and says its conditions in the tier's `included`.
+    assert pricing["freeQuota"] is None or entry.has_free_tier, f"{path}: freeQuota"
     assert len(content["endpoints"]) >= 3, f"{path}: fewer than 3 endpoints"
     for endpoint in content["endpoints"]:
         assert endpoint.get("method") and endpoint.get("path") and endpoint.get("description")
