@@ -350,16 +350,21 @@ def lose_lock_file(path: Path, how: str) -> None:
         os.replace(other, path)
 
 
-def lost_before_writing(engine: Engine, work: StoreWork, next_run: int, how: str,
+# How a holder's lock of a work is lost, and which run holds it now, in a store.
+LoseLock = Callable[[Engine, StoreWork], None]
+HolderNow = Callable[[Engine, StoreWork], int | None]
+
+
+def lost_before_writing(engine: Engine, work: StoreWork, next_run: int, lose: LoseLock,
                         next_holds: ExitStack, write: Callable[..., Any]) -> Callable[..., Any]:
-    """`write`, called first once the lock file of `work` left its path and the next run took
-    the lock of the path's new file at once (with no time to wait), which it holds on in
-    `next_holds`: a lock object of its own, on a file the holder never opened."""
+    """`write`, called first once the holder's lock of `work` was lost (`lose`) and the next
+    run took it at once (with no time to wait), which it holds on in `next_holds`: a lock of
+    its own, which the holder never held (a new lock file, a new advisory lock)."""
     taken: list[StoreWork] = []
 
     def written(*args: Any) -> Any:
         if not taken:  # before the holder's first write
-            lose_lock_file(lock_file(engine, work), how)
+            lose(engine, work)
             next_holds.enter_context(
                 store_lock(engine, work, next_run, sys.float_info.min, KEEPALIVE))
             taken.append(work)
@@ -384,6 +389,36 @@ FIRST_WRITES = {StoreWork.ingest: (ingest_module, "_insert_new", (EntryRow, Entr
                 StoreWork.rollup: (rollup_module, "_store_rows", (DailyEntryRollup, RolledDay))}
 
 
+def stopped_by_a_lost_lock(write_entry: WriteEntry, work: StoreWork, lose: LoseLock,
+                           holder_now: HolderNow, monkeypatch: pytest.MonkeyPatch
+                           ) -> tuple[StoreLockLost, Engine]:
+    """The stage of `work`, whose lock is lost (`lose`) before its first write and taken by
+    the next run at once, which would write the store at the same time: it stops before its
+    commit, told in one line, its writes rolled back, and the next run's lock stands (as
+    `holder_now` sees it). What it raised, and its store."""
+    write_catalogue(write_entry)
+    settings = Settings()
+    if work is StoreWork.rollup:
+        probes_to_roll_up(settings)
+    holder, next_run = new_runs(settings, "nightly", "backfill")
+    engine = engine_for(settings.database_url)
+    module, first_write, tables = FIRST_WRITES[work]
+    stage = {StoreWork.ingest: lambda: stages.ingest_entries(settings, holder),
+             StoreWork.rollup: lambda: stages.roll_up(settings, [DAY], run_id=holder)}[work]
+    with ExitStack() as next_holds:
+        monkeypatch.setattr(module, first_write, lost_before_writing(
+            engine, work, next_run, lose, next_holds, getattr(module, first_write)))
+        with pytest.raises(StoreLockLost) as lost:
+            stage()
+        assert holder_now(engine, work) == next_run
+    assert "\n" not in one_line(lost.value)
+    assert user_caused(lost.value)  # told in one line, never a traceback
+    with Session(engine) as session:
+        for table in tables:
+            assert session.exec(select(func.count()).select_from(table)).one() == 0
+    return lost.value, engine
+
+
 @pytest.mark.backends("sqlite")
 @pytest.mark.parametrize("how", ["removed", "replaced"])
 @pytest.mark.parametrize("work", list(StoreWork), ids=lambda work: work.name)
@@ -392,33 +427,15 @@ def test_a_stage_whose_store_lock_file_left_its_path_stops_before_committing_its
     work: StoreWork, how: str,
 ) -> None:
     """The lock file removed or replaced while a run ingests or rolls up: the next run makes
-    and locks the path's new file at once, and would write the store at the same time. The
-    first run stops before its commit, in one line naming the file, its writes rolled back;
-    the next run's lock stands."""
-    write_catalogue(write_entry)
-    settings = Settings()
-    if work is StoreWork.rollup:
-        probes_to_roll_up(settings)
-    holder, next_run = new_runs(settings, "nightly", "backfill")
-    engine = engine_for(settings.database_url)
-    path = lock_file(engine, work)
-    module, first_write, tables = FIRST_WRITES[work]
-    stage = {StoreWork.ingest: lambda: stages.ingest_entries(settings, holder),
-             StoreWork.rollup: lambda: stages.roll_up(settings, [DAY], run_id=holder)}[work]
-    with ExitStack() as next_holds:
-        monkeypatch.setattr(module, first_write, lost_before_writing(
-            engine, work, next_run, how, next_holds, getattr(module, first_write)))
-        with pytest.raises(StoreLockLost) as lost:
-            stage()
-        assert path.read_text() == str(next_run)
-    line = one_line(lost.value)
-    assert line.startswith(f"the store's {work.name} lock file {path} was removed or "
-                           "replaced while this run held it"), line
-    assert "leave the lock file in place and run again" in line and "\n" not in line
-    assert user_caused(lost.value)  # told in one line, never a traceback
-    with Session(engine) as session:
-        for table in tables:
-            assert session.exec(select(func.count()).select_from(table)).one() == 0
+    and locks the path's new file at once. The first run stops before its commit, in one line
+    naming the file."""
+    lost, engine = stopped_by_a_lost_lock(
+        write_entry, work, lambda engine, work: lose_lock_file(lock_file(engine, work), how),
+        lambda engine, work: int(lock_file(engine, work).read_text()), monkeypatch)
+    line = one_line(lost)
+    assert line.startswith(f"the store's {work.name} lock file {lock_file(engine, work)} was "
+                           "removed or replaced while this run held it"), line
+    assert "leave the lock file in place and run again" in line
 
 
 @pytest.mark.backends("postgres")
@@ -519,6 +536,79 @@ def test_a_run_s_end_of_a_postgresql_lock_s_connection_gives_up_a_server_gone_as
     assert options == {"keepalive": options["keepalive"],
                        "TCP_KEEPIDLE": 7 if query else 10, "TCP_KEEPINTVL": 10,
                        "TCP_KEEPCNT": 3, "TCP_USER_TIMEOUT": 40000}
+
+
+def terminate_lock_connection(engine: Engine, work: StoreWork) -> None:
+    """The server ends the backend holding the advisory lock of `work` (as an operator's
+    pg_terminate_backend, a restart or unanswered keepalives do), which lets go of the lock;
+    from a connection of its own, once the backend is gone."""
+    with engine.connect() as connection:
+        pid = connection.execute(text(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
+            "objsubid = 2 AND classid = :key AND objid = :work AND database = "
+            "(SELECT oid FROM pg_database WHERE datname = current_database())"),
+            {"key": locks.WORK_KEY, "work": int(work)}).scalar_one()
+        assert connection.execute(text("SELECT pg_terminate_backend(:pid, 60000)"),
+                                  {"pid": pid}).scalar()
+
+
+def assert_told_lost(error: StoreLockLost, work: StoreWork) -> None:
+    line = one_line(error)
+    assert line.startswith(f"the store's {work.name} lock on PostgreSQL was let go (its "
+                           "connection to the server ended"), line
+    assert "stopped before committing its writes; run again" in line and "\n" not in line
+    assert user_caused(error)  # told in one line, never a traceback
+
+
+@pytest.mark.backends("postgres")
+def test_a_rollup_whose_postgresql_lock_connection_was_terminated_commits_nothing_more(
+    write_entry: WriteEntry, settings_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The lock's connection ended while the run rolls up two days, after the first day's
+    commit: the run stops before the second day's, which is rolled back, and lets go of what
+    is left of the lock, so the next run takes it at once."""
+    write_catalogue(write_entry)
+    settings = Settings()
+    probes_to_roll_up(settings)
+    (holder,) = new_runs(settings, "nightly")
+    engine = engine_for(settings.database_url)
+    store_rows = rollup_module._store_rows
+    stored: list[date] = []
+
+    def store(session: Session, rows: Any, *args: Any) -> tuple[int, int]:
+        if stored:  # the first day committed: the second day's rows
+            terminate_lock_connection(engine, StoreWork.rollup)
+        stored.append(DAY)
+        return store_rows(session, rows, *args)
+
+    monkeypatch.setattr(rollup_module, "_store_rows", store)
+    with pytest.raises(StoreLockLost) as lost:
+        stages.roll_up(settings, [DAY, DAY + timedelta(days=1)], run_id=holder)
+    assert len(stored) == 2
+    assert_told_lost(lost.value, StoreWork.rollup)
+    with Session(engine) as session:
+        assert session.exec(select(RolledDay.day)).all() == [DAY]
+        assert set(session.exec(select(DailyEntryRollup.day))) == {DAY}
+    with store_lock(engine, StoreWork.rollup, None, sys.float_info.min, KEEPALIVE):
+        pass
+
+
+@pytest.mark.backends("postgres")
+@pytest.mark.parametrize("work", list(StoreWork), ids=lambda work: work.name)
+def test_a_stage_whose_postgresql_lock_another_run_took_stops_before_committing_its_writes(
+    write_entry: WriteEntry, settings_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+    work: StoreWork,
+) -> None:
+    """The lock's connection ended while a run ingests or rolls up, and the next run took the
+    lock at once: the first run stops before its commit, in one line."""
+
+    def holder_now(engine: Engine, work: StoreWork) -> int | None:
+        with engine.connect() as connection:
+            return locks._advisory_holder(connection, work)
+
+    lost, _ = stopped_by_a_lost_lock(write_entry, work, terminate_lock_connection, holder_now,
+                                     monkeypatch)
+    assert_told_lost(lost, work)
 
 
 class RollupTurns:

@@ -5,16 +5,17 @@ nightly, two schedulers by mistake) take turns instead of both inserting the sam
 the same day's rows, the second failing on a duplicate key.
 
 On PostgreSQL an advisory lock (every run on any machine sees it; the server lets go when the
-holder's connection ends); beside a SQLite file an exclusive lock on a file of its own (the
-kernel lets go when the holder dies: a file a killed run left behind is taken at once). A run
-waits its turn at most `APIDIR_STORE_LOCK_TIMEOUT` seconds, then StoreLockTimeout names the run
-holding the lock. The lock file is trusted for nothing: never followed through a link (its
-holder writes its run id into it), and read for a run id from its first bytes alone. A lock is
-held on the file at its path alone: one removed or replaced before its lock was taken is let go
-and the path's file taken instead (`take_lock_file`); one removed or replaced while its lock is
-held fails its holder before its next commit (`check_held`), as the next run locks the new
-file at the path and writes too. The publish lock's file is taken and checked by the same
-rules.
+holder's connection ends, so the holder checks before each commit that its connection still
+holds it, as the next run takes the lock and writes too); beside a SQLite file an exclusive
+lock on a file of its own (the kernel lets go when the holder dies: a file a killed run left
+behind is taken at once). A run waits its turn at most `APIDIR_STORE_LOCK_TIMEOUT` seconds,
+then StoreLockTimeout names the run holding the lock. The lock file is trusted for nothing:
+never followed through a link (its holder writes its run id into it), and read for a run id
+from its first bytes alone. A lock is held on the file at its path alone: one removed or
+replaced before its lock was taken is let go and the path's file taken instead
+(`take_lock_file`); one removed or replaced while its lock is held fails its holder before its
+next commit (`check_held`), as the next run locks the new file at the path and writes too. The
+publish lock's file is taken and checked by the same rules.
 """
 
 from __future__ import annotations
@@ -68,16 +69,24 @@ class LockFileLost(RuntimeError):
 
 
 class StoreLockLost(LockFileLost):
-    """The store's lock file of a work left its path while this run held it."""
+    """The store's lock of a work was lost while this run held it: its lock file left its
+    path, or the connection holding its advisory lock ended."""
 
 
 # What a holder of the store's lock calls before each of its commits (`session_scope`):
-# raises StoreLockLost once the lock is no longer held on the file at its path.
+# raises StoreLockLost once the lock is no longer held (on the file at its path, or by the
+# advisory lock's connection).
 LockCheck = Callable[[], None]
 
 
 def _nothing_to_check() -> None:
-    """The check of a lock no file holds: an advisory lock, or none (in-memory store)."""
+    """The check of no lock at all: an in-memory store, which no other process opens."""
+
+
+def _lost_line(lost: str, remedy: str) -> str:
+    """StoreLockLost's line: how the lock was `lost`, what was done, the operator's `remedy`."""
+    return (f"{lost} while this run held it, so another run may be writing the store at once: "
+            f"this run stopped before committing its writes; {remedy}")
 
 
 @contextmanager
@@ -89,8 +98,8 @@ def store_lock(engine: Engine, work: StoreWork, run_id: int | None,
     hold on an in-memory SQLite store, which no other process opens. Yields the check the
     holder runs before each commit (`LockCheck`)."""
     if engine.dialect.name == "postgresql":
-        with _advisory_lock(engine, work, run_id or NO_RUN, timeout, keepalive):
-            yield _nothing_to_check
+        with _advisory_lock(engine, work, run_id or NO_RUN, timeout, keepalive) as check:
+            yield check
         return
     database = engine.url.database
     if database in (None, "", ":memory:"):
@@ -103,11 +112,12 @@ def store_lock(engine: Engine, work: StoreWork, run_id: int | None,
 
 @contextmanager
 def _advisory_lock(engine: Engine, work: StoreWork, run_id: int, timeout: float,
-                   keepalive: int) -> Iterator[None]:
+                   keepalive: int) -> Iterator[LockCheck]:
     """The advisory lock of `work`, on a connection of its own held open while it is held
     (outside any transaction: none stays open for hours), waited for in the server's queue for
     at most `timeout` seconds (`lock_timeout`), so a waiter is seen in pg_locks. The server
-    probes the connection's peer (`keepalive_settings`) while it waits and holds."""
+    probes the connection's peer (`keepalive_settings`) while it waits and holds. Yields its
+    check (`_advisory_check`)."""
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
         try:  # every path lets go: a lock granted before a statement failed is not pooled
             probes = keepalive_settings(keepalive)
@@ -135,7 +145,7 @@ def _advisory_lock(engine: Engine, work: StoreWork, run_id: int, timeout: float,
                     connection.execute(text("RESET statement_timeout"))
             connection.execute(text(f"SELECT pg_advisory_lock_shared({_KEYS})"),
                                {"key": HOLDER_KEY + int(work), "work": run_id})
-            yield
+            yield _advisory_check(connection, work)
         finally:
             _let_go(connection)
 
@@ -143,13 +153,44 @@ def _advisory_lock(engine: Engine, work: StoreWork, run_id: int, timeout: float,
 def _let_go(connection: Connection) -> None:
     """Let go of every advisory lock of the connection, and set its TCP settings back to the
     server's, before it goes back to the pool (a session's locks and settings outlive its
-    transactions); a connection that cannot is thrown away, which lets go as well."""
+    transactions); a connection that cannot is thrown away, which lets go as well, and one
+    already thrown away (its check failed) holds nothing more."""
+    if connection.invalidated:
+        return
     try:
         connection.execute(text("SELECT pg_advisory_unlock_all()"))
         for name in SERVER_SETTINGS:
             connection.execute(text(f"RESET {name}"))
     except DBAPIError:
         connection.invalidate()
+
+
+# Whether this session holds the work's advisory lock: a connection that ended (the server
+# restarted, the backend was terminated, the keepalives went unanswered) took it along, and one
+# opened again in its place (by the pool, after the error) is another backend, holding none.
+_HELD = text("SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
+             "mode = 'ExclusiveLock' AND pid = pg_backend_pid() AND objsubid = 2 AND "
+             "classid = :key AND objid = :work)")
+
+
+def _advisory_check(connection: Connection, work: StoreWork) -> LockCheck:
+    """The check of the advisory lock of `work` held by `connection`: one query on it, which
+    fails once the connection ended, or finds the lock no longer this session's."""
+    key = {"key": WORK_KEY, "work": int(work)}
+
+    def check() -> None:
+        try:
+            held = connection.execute(_HELD, key).scalar()
+        except DBAPIError:  # closed, so that whatever the server still holds of it ends
+            connection.invalidate()
+            held = False
+        if not held:
+            raise StoreLockLost(_lost_line(
+                f"the store's {work.name} lock on PostgreSQL was let go (its connection to the "
+                "server ended: the server restarted, the connection was terminated, or it "
+                "stopped answering)", "run again"))
+
+    return check
 
 
 def _advisory_holder(connection: Connection, work: StoreWork) -> int | None:
@@ -180,10 +221,9 @@ def _file_lock(engine: Engine, path: Path, work: StoreWork, run_id: int,
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(run_id).encode(), 0)
-        yield lambda: check_held(fd, path, lambda: StoreLockLost(
-            f"the store's {work.name} lock file {path} was removed or replaced while this run "
-            "held it, so another run may be writing the store at once: this run stopped "
-            "before committing its writes; leave the lock file in place and run again"))
+        yield lambda: check_held(fd, path, lambda: StoreLockLost(_lost_line(
+            f"the store's {work.name} lock file {path} was removed or replaced",
+            "leave the lock file in place and run again")))
     finally:
         os.close(fd)  # lets go of the lock
 
