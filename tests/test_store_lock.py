@@ -611,6 +611,38 @@ def test_a_stage_whose_postgresql_lock_another_run_took_stops_before_committing_
     assert_told_lost(lost, work)
 
 
+def test_a_lock_lost_while_a_commit_s_writes_are_sent_stops_that_commit(
+    write_entry: WriteEntry, settings_env: dict[str, str],
+) -> None:
+    """The lock is checked once the commit's pending writes are sent (a day's record of its
+    rollup; a first ingest's events), not before: a lock lost meanwhile (its file removed, its
+    connection ended) stops that commit, rather than the next one."""
+    write_catalogue(write_entry)
+    settings = Settings()
+    probes_to_roll_up(settings)
+    (holder,) = new_runs(settings, "nightly")
+    engine = engine_for(settings.database_url)
+    lose: LoseLock = terminate_lock_connection if engine.dialect.name == "postgresql" else (
+        lambda engine, work: lose_lock_file(lock_file(engine, work), "removed"))
+    lost: list[StoreWork] = []
+
+    def sending(session: Session, _context: Any, _instances: Any) -> None:
+        if not lost and any(isinstance(row, RolledDay) for row in session.new):
+            lose(engine, StoreWork.rollup)
+            lost.append(StoreWork.rollup)
+
+    event.listen(Session, "before_flush", sending)
+    try:
+        with pytest.raises(StoreLockLost):
+            stages.roll_up(settings, [DAY], run_id=holder)
+    finally:
+        event.remove(Session, "before_flush", sending)
+    assert lost
+    with Session(engine) as session:
+        for table in (RolledDay, DailyEntryRollup):
+            assert session.exec(select(func.count()).select_from(table)).one() == 0
+
+
 class RollupTurns:
     """Holds the first run to store a day's rollups, holding the rollup lock, until the other
     run is seen waiting for that lock (its warning logged); counts the days each run stores."""

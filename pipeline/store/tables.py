@@ -525,16 +525,29 @@ def session_scope(engine: Engine,
                   before_commit: Callable[[], None] | None = None) -> Iterator[Session]:
     """A session that commits on success and rolls back on error; `before_commit` runs before
     each of its commits (a held lock's check, `locks.LockCheck`): what it raises rolls back
-    what the commit would have written."""
+    what the commit would have written. It runs once the commit's pending writes are sent
+    (`_sent_then`), so that the lock is checked last before COMMIT."""
     with Session(engine, expire_on_commit=False) as session:
         if before_commit is not None:
-            event.listen(session, "before_commit", lambda _session: before_commit())
+            event.listen(session, "before_commit", _sent_then(before_commit))
         try:
             yield session
             session.commit()
         except BaseException:
             session.rollback()
             raise
+
+
+def _sent_then(check: Callable[[], None]) -> Callable[[Session], None]:
+    """A session's hook before its commits: its pending writes sent (`flush`, which the commit
+    would do after the hook, and may take long, as a first ingest's events), then `check`,
+    so that no more than the COMMIT's round trip follows it."""
+
+    def hook(session: Session) -> None:
+        session.flush()
+        check()
+
+    return hook
 
 
 def content_hash(content: dict[str, Any]) -> str:
