@@ -437,6 +437,29 @@ def test_status_has_its_three_forms(sample: SampleRelease) -> None:
     assert unchecked.by_id("status").startswith("Not checked yet")
 
 
+def test_a_status_left_unchecked_by_the_latest_run_says_what_was_left_and_why(
+        sample: SampleRelease) -> None:
+    """A status the latest run left undone (its redirect not followed) says so on the page and
+    in its Markdown, with the URL and the probe's note, not "Not checked yet", which tells of an
+    entry never probed."""
+    from pipeline.release.markdown import render_entry_markdown
+
+    api = json.loads(page(sample, entry_document("stripe")))["api"]
+    url = "https://api.stripe.com/v1/charges?a=<b>"
+    note = "redirect to an unchecked host not followed"
+    api["status"] = {"state": "unchecked", "httpStatus": None, "responseTimeMs": None,
+                     "checkedAt": "2026-11-21T02:59:00Z", "url": url, "note": note}
+    presented = pages.presented_entry(api)
+    meta = json.loads(page(sample, FULL_DATASET))["meta"]
+    categories = json.loads(page(sample, "api/categories.json"))["categories"]
+    common = pages.page_context(meta, categories, pages.asset_files()[1])
+    html = Elements(pages.render_entry_page(presented, common, [],
+                                            pages.entry_badges(presented)))
+    assert html.by_id("status") == f"Not checked — the latest run left {url} undone: {note}."
+    text = render_entry_markdown(presented, meta, common["labels"])
+    assert f"## Status\n\nNot checked: the latest run left `{url}` undone: {note}." in text
+
+
 def test_no_auth_shows_a_comment_as_its_header(sample: SampleRelease) -> None:
     html = Elements(page(sample, entry_page(UNREACHABLE_ID)))
     assert html.by_id("auth-header") == NO_AUTH_HEADER == "# No auth required"
