@@ -46,6 +46,7 @@ from pipeline.store.tables import (
     TimeText,
     active_base_urls,
     as_utc,
+    driver_columns,
     in_lists,
     insert_rows,
     json_time,
@@ -469,12 +470,14 @@ def span_endpoints(session: Session, span: EntrySpan = EVERY_ENTRY) -> SpanEndpo
                        EndpointRow.probe_note, EndpointRow.active).where(
         span.holds(EndpointRow.entry_id))
     by_entry: dict[str, list[ActiveEndpoint]] = defaultdict(list)
-    order: dict[int | None, int] = {}
-    for entry_id, endpoint_id, position, probe_note, active in (
-            session.connection().execute(statement).all()):
-        order[endpoint_id] = position
-        if active:
-            by_entry[entry_id].append(ActiveEndpoint(endpoint_id, position, probe_note))
+    entry_ids, ids, positions, notes, active = driver_columns(session.connection(), statement)
+    order = dict(zip(ids, positions, strict=True))
+    # the active ones made endpoints a column at a time, then each put with its entry
+    for entry_id, endpoint in zip(
+            compress(entry_ids, active),
+            map(ActiveEndpoint, compress(ids, active), compress(positions, active),
+                compress(notes, active)), strict=True):
+        by_entry[entry_id].append(endpoint)
     return SpanEndpoints(dict(by_entry), order)
 
 

@@ -47,7 +47,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine, ExceptionContext, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Field, Session, SQLModel, col, create_engine, select
-from sqlmodel.sql.expression import SelectOfScalar
+from sqlmodel.sql.expression import Select, SelectOfScalar
 
 from pipeline.processes import (
     LEFT_BEHIND_MARGIN,
@@ -800,6 +800,29 @@ def insert_rows(session: Session, table: Table, rows: Iterable[Mapping[str, Any]
                                       hide_parameters=True, dialect=dialect) from error
     else:  # a default to fill in, or another database
         connection.execute(insert(table), list(rows))
+
+
+def driver_columns(connection: Connection, statement: Select[Any]) -> list[list[Any]]:
+    """Every row of `statement` at once, a column at a time (one empty list a column where
+    there is no row), each value as SQLAlchemy reads it: the rows are the driver's own plain
+    tuples, and each column's result processor (SQLite's text times made moments, its
+    integers booleans) is applied a column at a time. SQLAlchemy's row objects cost some
+    0.3-0.4 µs a row on top of the driver's, and a span's endpoints are 290,000 rows at 100k.
+    Fetched unbuffered by SQLAlchemy (no streaming option: a streamed result holds its first
+    row back), so for results read whole, as `.all()` would."""
+    result = connection.execute(statement)
+    try:
+        cursor = result.cursor
+        dialect = connection.dialect
+        processors = [column.type.dialect_impl(dialect).result_processor(dialect, described[1])
+                      for column, described in zip(statement.selected_columns,
+                                                   cursor.description, strict=True)]
+        rows = cursor.fetchall()
+    finally:
+        result.close()
+    columns = zip(*rows, strict=True) if rows else ((),) * len(processors)
+    return [list(values) if processor is None else list(map(processor, values))
+            for values, processor in zip(columns, processors, strict=True)]
 
 
 def _again_from(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
