@@ -1046,3 +1046,31 @@ async def test_a_header_that_is_not_utf8_is_stored_with_the_night_s_other_probes
     stored = dict(session.exec(select(ProbeRow.url, ProbeRow.cors_allow_origin).where(
         ProbeRow.run_id == run.id)).all())
     assert stored == {server.url(): "caf?", fine.url: None}
+
+
+def test_columns_read_from_the_driver_are_those_sqlalchemy_reads(session) -> None:
+    """`driver_columns` (the driver's rows, each column's result processor applied a column at
+    a time) gives what SQLAlchemy's rows give on either database: moments, booleans, numbers,
+    texts and NULLs; and an empty list a column where no row matches."""
+    from pipeline.store.tables import driver_columns
+
+    run = start_run(session, "nightly")
+    forecast, current = plan_targets(session)[:2]
+    expires = T0 + timedelta(days=60)
+    record_probes(session, run, [
+        replace(result(forecast.url, "live", 200, endpoint=forecast.endpoint_id),
+                cert_expires_at=expires, tls_version="TLSv1.3"),
+        replace(result(current.url, "unreachable", None, ms=None, endpoint=current.endpoint_id,
+                       error_class="refused", at=T0 + timedelta(seconds=1)),
+                confirmation=True)])
+    probe = ProbeRow.__table__.c
+    statement = select(probe.entry_id, probe.endpoint_id, probe.checked_at, probe.confirmation,
+                       probe.http_status, probe.total_ms, probe.cert_expires_at,
+                       probe.tls_version, (probe.checked_at <= T0).label("early")
+                       ).order_by(probe.id)
+    rows = session.connection().execute(statement).all()
+    columns = driver_columns(session.connection(), statement)
+    assert len(rows) == 2
+    assert [tuple(row) for row in rows] == list(zip(*columns, strict=True))
+    assert [type(value) for value in columns[2] + columns[3]] == [datetime] * 2 + [bool] * 2
+    assert driver_columns(session.connection(), statement.where(probe.id < 0)) == [[]] * 9
