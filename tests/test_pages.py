@@ -253,8 +253,9 @@ def test_entry_page_presents_every_item(sample: SampleRelease) -> None:
     assert html.by_id("rate-limit") == api["rateLimit"]
     assert html.by_id("pricing-model").startswith(api["pricing"]["model"])
     quota = api["pricing"]["freeQuota"]
-    assert quota["recurring"] is True and quota["amount"] is None
-    assert html.by_id("free-quota") == f"renewed each period — {quota['note']}"
+    assert quota["recurring"] is True and quota["amount"] == 5000
+    assert html.by_id("free-quota") == (
+        f"5,000 {quota['unit']}/{quota['period']}, renewed each period — {quota['note']}")
     assert html.by_id("docs-url") == api["docsUrl"]
     assert html.by_id("status") == "Online — HTTP 401: path returned an error or may require " \
                                    "auth; response time 312 ms."
