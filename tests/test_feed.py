@@ -166,6 +166,15 @@ def ingest(settings: Settings) -> None:
     stages.ingest_entries(settings, run_id)
 
 
+def went_down(settings: Settings, entry_id: str) -> None:
+    """The entry checked live two hours ago, then unreachable an hour ago."""
+    now = datetime.now(UTC)
+    with session_scope(engine_for(settings.database_url)) as session:
+        for hours, state in ((2, "live"), (1, "unreachable")):
+            at = now - timedelta(hours=hours)
+            record_state_changes(session, {entry_id: CheckedState(state, at)}, at)
+
+
 def renamed_catalogue(settings: Settings, write_entry: WriteEntry,
                       category: str = "weather") -> None:
     """`old-sky` added and checked live, then unreachable, then renamed `bright-sky`
@@ -175,11 +184,7 @@ def renamed_catalogue(settings: Settings, write_entry: WriteEntry,
     write_entry(make_entry(id="other-api", name="Other", baseUrl="https://other.example.org",
                            sampleRequest='curl "https://other.example.org/forecast"'))
     ingest(settings)
-    now = datetime.now(UTC)
-    with session_scope(engine_for(settings.database_url)) as session:
-        for hours, state in ((2, "live"), (1, "unreachable")):
-            at = now - timedelta(hours=hours)
-            record_state_changes(session, {"old-sky": CheckedState(state, at)}, at)
+    went_down(settings, "old-sky")
     old.unlink()
     write_entry(make_entry(id="bright-sky", name="Bright Sky", formerIds=["old-sky"],
                            category=category))
@@ -241,7 +246,8 @@ def test_the_items_of_a_former_id_link_the_entry_holding_them_and_name_that_id(
 ) -> None:
     """`old-sky`'s items link the page of `bright-sky`, which holds them (its document in a
     release without pages), not the directory's home: the release holds no `old-sky`; each
-    still names `old-sky` in its text."""
+    is named `old-sky` (the store keeps no name of an id taken over) and says where it is
+    listed now."""
     monkeypatch.setenv("APIDIR_PUBLISH_PAGES", str(pages).lower())
     settings = Settings()
     renamed_catalogue(settings, write_entry)
@@ -258,9 +264,63 @@ def test_the_items_of_a_former_id_link_the_entry_holding_them_and_name_that_id(
     holder = f"{settings_env['APIDIR_BASE_URL']}/" + (
         entry_page("bright-sky") if pages else entry_document("bright-sky"))
     entries = feed_entries(data)
-    for title in ("Bright Sky added", "Bright Sky: live → unreachable"):
+    for title in ("old-sky added", "old-sky: live → unreachable"):
         link, summary = entries[title]
         assert link == holder, title
         assert "old-sky" in summary and "bright-sky" in summary, summary
     for title in ("Bright Sky renamed from old-sky", "old-sky renamed to bright-sky"):
         assert entries[title][0] == holder
+
+
+def test_the_items_of_an_id_merged_into_a_live_entry_name_that_id_not_the_live_entry(
+    write_entry: WriteEntry, settings_env: dict[str, str]
+) -> None:
+    """`old-sky` (Old Sky) went down and was retired; long after, `bright-sky` (Bright Sky,
+    live) takes it over (`formerIds`): the change log and the feed tell `old-sky` added,
+    unreachable and retired, never Bright Sky retired or unreachable."""
+    settings = Settings()
+    old = write_entry(make_entry(id="old-sky", name="Old Sky", baseUrl="https://old.example.org",
+                                 sampleRequest='curl "https://old.example.org/forecast"'))
+    write_entry(make_entry(id="bright-sky", name="Bright Sky"))
+    ingest(settings)
+    went_down(settings, "old-sky")
+    old.unlink()
+    ingest(settings)  # old-sky retired
+    write_entry(make_entry(id="bright-sky", name="Bright Sky", formerIds=["old-sky"]))
+    ingest(settings)  # merged: neither id told again
+    now = datetime.now(UTC)
+    published, _ = stages.publish_now(settings, stages.score_entries_now(settings, now), now)
+    output = settings.output_dir
+    log = json.loads((output / "api" / "changes.json").read_text())
+    assert [(change["entry"], change["name"], change["to"]) for change in log["changes"]] == [
+        ("old-sky", "old-sky", "unreachable")]
+    assert sorted((event["kind"], event["entry"], event["name"]) for event in log["events"]
+                  if event["kind"] != "release") == [
+        ("added", "bright-sky", "Bright Sky"), ("added", "old-sky", "old-sky"),
+        ("retired", "old-sky", "old-sky")]
+    entries = feed_entries((output / "changes.atom").read_bytes())
+    assert set(entries) == {"Bright Sky added", "old-sky added", "old-sky retired",
+                            "old-sky: live → unreachable",
+                            f"Release {published.release.version}"}
+    assert entries["old-sky retired"][1] == (
+        "old-sky was retired from the directory. It was listed as old-sky then; it is listed "
+        "as bright-sky now.")
+
+
+def test_a_rename_moved_by_a_later_rename_says_each_id_once() -> None:
+    """`first` renamed `second`, then `third`: the first rename's halves, held by `third`, are
+    named `second` (the id they tell of), and their text does not say it twice."""
+    at = "2026-11-20T03:00:00Z"
+    items = [FeedItem({"kind": "added", "entry": "second", "name": "second",
+                       "renamedFrom": "first", "at": at}, "third"),
+             FeedItem({"kind": "retired", "entry": "first", "name": "second",
+                       "renamedTo": "second", "at": at}, "third")]
+    data = render_feed(META, items, FeedLinks("https://directory.test", entries=frozenset(
+        {"third"})))
+    then = " It was listed as {} then; it is listed as third now."
+    assert feed_entries(data) == {
+        "second renamed from first": ("https://directory.test/" + entry_page("third"),
+                                      "first was renamed second; its history carries over."
+                                      + then.format("second")),
+        "first renamed to second": ("https://directory.test/" + entry_page("third"),
+                                    "first was renamed second." + then.format("first"))}

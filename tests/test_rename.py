@@ -428,8 +428,9 @@ def test_the_events_of_an_id_merged_long_after_it_retired_keep_telling_of_that_i
 ) -> None:
     """`formerIds: [old]` added to a live entry long after `old` was retired: old's events
     (added, a lifecycle transition, retired) and state changes join the live entry's history,
-    but are published as they were, of `old`: the live entry is never told retired, nor added
-    again, nor to have stopped answering when old did."""
+    but are published as they were, of `old`, and named `old` since (the store keeps no name of
+    an id taken over): the live entry is never told retired, nor added again, nor to have
+    stopped answering when old did."""
     for entry_id in ("old", "live"):
         write_entry(make_entry(id=entry_id))
     start = utcnow()
@@ -457,7 +458,9 @@ def test_the_events_of_an_id_merged_long_after_it_retired_keep_telling_of_that_i
     session.expire_all()
     assert session.get(EntryRow, "old") is None
     assert len(session.exec(select(EntryEvent).where(EntryEvent.entry_id == "live")).all()) == 6
-    assert published(session, start - timedelta(minutes=1)) == before
+    assert published(session, start - timedelta(minutes=1)) == [
+        document | {"name": "old"} if document["entry"] == "old" else document
+        for document in before]
 
 
 def test_an_entry_renamed_twice_tells_each_rename_and_each_past_event_as_it_was_told(
@@ -465,7 +468,8 @@ def test_an_entry_renamed_twice_tells_each_rename_and_each_past_event_as_it_was_
 ) -> None:
     """`first` renamed `second`, then `third` (`formerIds: [first, second]`): every event told
     before the second rename is told after it as it was (of `first`, of `second`, and the
-    first rename naming both), and the second rename adds its own two halves."""
+    first rename naming both), each moved by a rename named by the id it tells of, and the
+    second rename adds its own two halves."""
     write_entry(make_entry(id="first"))
     start = utcnow()
     session = ingested_store()
@@ -490,5 +494,8 @@ def test_an_entry_renamed_twice_tells_each_rename_and_each_past_event_as_it_was_
          "at": utc_text(at(5))},
         {"kind": "added", "entry": "third", "name": "Example Weather", "renamedFrom": "second",
          "at": utc_text(at(5))}]
+    assert [d["name"] for d in before] == ["first", "first", *["Example Weather"] * 3]
     after = published(session, start - timedelta(minutes=1))
-    assert [document for document in after if document["at"] < utc_text(at(5))] == before
+    assert [document for document in after if document["at"] < utc_text(at(5))] == [
+        document | {"name": "second"} if document["name"] == "Example Weather" else document
+        for document in before]

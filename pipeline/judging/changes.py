@@ -88,17 +88,30 @@ class Change(_Held):
 
 
 def _change(row: Mapping[str, Any], names: Mapping[str, str]) -> Change:
-    """A state change as published, from its row's values: of the id it was about (as an
-    event, `_event`)."""
-    entry_id = row["entry_id"]
-    return Change(_about(row), names.get(entry_id, entry_id), row["from_state"],
-                  row["to_state"], as_utc(row["at"]), entry_id)
+    """A state change as published, from its row's values: of the id it was about, named as
+    that id is (as an event, `_event`)."""
+    return Change(_about(row), _name(row, names), row["from_state"], row["to_state"],
+                  as_utc(row["at"]), row["entry_id"])
 
 
 def _about(row: Mapping[str, Any]) -> str:
     """The id a stored change or event tells of: its entry's, or the id it was about where a
     rename moved it since to the entry that took that id over."""
     return row.get("former_id") or row["entry_id"]
+
+
+def _name(row: Mapping[str, Any], names: Mapping[str, str]) -> str:
+    """The name a stored change or event is published with: its entry's (`names`), or, where
+    a rename moved it from the id it tells of, that id. The holder's name is another entry's
+    where a long-retired id was merged into a live one (it would tell the live one retired, or
+    down when the old id went down), and the store keeps no name of an id taken over: its row
+    is gone with the move."""
+    return row.get("former_id") or names.get(row["entry_id"], row["entry_id"])
+
+
+def _named(rows: list[dict[str, Any]]) -> list[str]:
+    """The entries whose names `rows` are published with (`_name`): those told of their own."""
+    return sorted({row["entry_id"] for row in rows if not row.get("former_id")})
 
 
 def _names(session: Session, ids: list[str]) -> dict[str, str]:
@@ -161,7 +174,7 @@ def recent_changes(session: Session, since: datetime, limit: int = 500) -> list[
 def _changes(session: Session, statement: Select[StateChange]) -> list[Change]:
     """The state changes `statement` selects, with their entries' names."""
     rows = [row.model_dump() for row in session.exec(statement)]
-    names = _names(session, sorted({row["entry_id"] for row in rows}))
+    names = _names(session, _named(rows))
     return [_change(row, names) for row in rows]
 
 
@@ -247,10 +260,9 @@ def record_lifecycles(
 
 def _event(row: Mapping[str, Any], names: Mapping[str, str]) -> Event:
     """A catalogue event as published, from its row's values: of the id it was about
-    (`_about`), named as its entry is now."""
-    entry_id = row["entry_id"]
-    return Event(row["kind"], _about(row), names.get(entry_id, entry_id), row["from_value"],
-                 row["to_value"], as_utc(row["at"]), held_by=entry_id)
+    (`_about`), named as that id is (`_name`)."""
+    return Event(row["kind"], _about(row), _name(row, names), row["from_value"],
+                 row["to_value"], as_utc(row["at"]), held_by=row["entry_id"])
 
 
 def _published(event: Event) -> list[Event]:
@@ -276,7 +288,7 @@ def recent_events(session: Session, since: datetime, limit: int = 500) -> list[E
         .limit(limit)
     )
     rows = [row.model_dump() for row in session.exec(statement)]
-    names = _names(session, sorted({row["entry_id"] for row in rows}))
+    names = _names(session, _named(rows))
     releases = session.exec(
         select(ReleaseRow.version, ReleaseRow.generated).where(ReleaseRow.generated >= since)
         .order_by(col(ReleaseRow.generated).desc()).limit(limit)).all()

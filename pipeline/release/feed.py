@@ -109,8 +109,8 @@ class FeedItem:
 
 def _item(item: FeedItem, links: FeedLinks) -> tuple[str, str, tuple[str, str], str]:
     """(title, summary, (link, its media type), kind) of one change or event: an entry's
-    links the entry holding it, and its text names that entry where a rename moved it from
-    the id it tells of."""
+    links the entry holding it, and its text names the id it tells of (by that id where a
+    rename moved it since, `changes._name`) and the entry holding it now."""
     document = item.document
     kind = document.get("kind", "state")
     if kind == "release":
@@ -136,12 +136,16 @@ def _told(document: Mapping[str, Any]) -> tuple[str, str]:
         return (f"{name} is now {document['to']}",
                 f"{name}'s lifecycle went from {document['from']} to {document['to']}.")
     if kind == "added" and (former := document.get("renamedFrom")):
-        return (f"{name} renamed from {former}",
-                f"{name} is listed as {entry}, no longer as {former}; its history carries over.")
+        # named by its id where a later rename moved it: the id is said once
+        said = f"{former} was renamed {entry}" if name == entry else (
+            f"{name} is listed as {entry}, no longer as {former}")
+        return f"{name} renamed from {former}", f"{said}; its history carries over."
     if kind == "added":
         return f"{name} added", f"{name} was added to the directory."
     if kind == "retired" and (taker := document.get("renamedTo")):
-        return f"{entry} renamed to {taker}", f"{name} is listed as {taker}, no longer as {entry}."
+        return f"{entry} renamed to {taker}", (
+            f"{entry} was renamed {taker}." if name == taker
+            else f"{name} is listed as {taker}, no longer as {entry}.")
     return f"{name} retired", f"{name} was retired from the directory."
 
 
