@@ -1062,7 +1062,8 @@ class StateChangeItem(ContractModel):
     model_config = _examples(STATE_CHANGE_EXAMPLE)
 
     entry: Slug = Field(description="The entry's id.")
-    name: str = Field(description="The entry's name.")
+    name: str = Field(description="The entry's name; that of a change of an id another entry "
+                      "has taken over since (a rename), the id itself.")
     from_state: CheckedState = Field(alias="from", description="The state before.")
     to_state: CheckedState = Field(alias="to", description="The state after.")
     at: AwareDatetime = Field(description="When the change was seen (UTC).")
@@ -1077,7 +1078,9 @@ class CatalogueEvent(ContractModel):
     kind: Literal["added", "retired", "lifecycle", "release"] = Field(
         description="What happened: added, retired, lifecycle (a transition) or release.")
     entry: Slug | None = Field(default=None, description="The entry's id (all but release).")
-    name: str | None = Field(default=None, description="The entry's name (all but release).")
+    name: str | None = Field(default=None, description="The entry's name (all but release); "
+                             "that of an event of an id another entry has taken over since "
+                             "(a rename), the id itself (of a rename's halves, its new id).")
     from_state: LifecycleState | None = Field(default=None, alias="from",
                                               description="lifecycle: the state left.")
     to_state: LifecycleState | None = Field(default=None, alias="to",
