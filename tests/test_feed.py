@@ -303,8 +303,7 @@ def test_the_items_of_an_id_merged_into_a_live_entry_name_that_id_not_the_live_e
                             "old-sky: live → unreachable",
                             f"Release {published.release.version}"}
     assert entries["old-sky retired"][1] == (
-        "old-sky was retired from the directory. It was listed as old-sky then; it is listed "
-        "as bright-sky now.")
+        "old-sky was retired from the directory. Its history is held by bright-sky now.")
 
 
 def test_a_rename_moved_by_a_later_rename_says_each_id_once() -> None:
@@ -317,10 +316,10 @@ def test_a_rename_moved_by_a_later_rename_says_each_id_once() -> None:
                        "renamedTo": "second", "at": at}, "third")]
     data = render_feed(META, items, FeedLinks("https://directory.test", entries=frozenset(
         {"third"})))
-    then = " It was listed as {} then; it is listed as third now."
     assert feed_entries(data) == {
         "second renamed from first": ("https://directory.test/" + entry_page("third"),
-                                      "first was renamed second; its history carries over."
-                                      + then.format("second")),
+                                      "first was renamed second; its history carries over. "
+                                      "Its history is held by third now."),
         "first renamed to second": ("https://directory.test/" + entry_page("third"),
-                                    "first was renamed second." + then.format("first"))}
+                                    "first was renamed second. It was listed as first then; "
+                                    "it is listed as third now.")}

@@ -120,7 +120,9 @@ def _item(item: FeedItem, links: FeedLinks) -> tuple[str, str, tuple[str, str], 
     entry, holder = document.get("entry"), item.holder
     title, summary = _told(document)
     if holder not in (entry, document.get("renamedTo")):
-        summary += f" It was listed as {entry} then; it is listed as {holder} now."
+        # an item named by its own id (moved by a rename) need not say that id again
+        summary += (f" Its history is held by {holder} now." if document.get("name") == entry
+                    else f" It was listed as {entry} then; it is listed as {holder} now.")
     retired = kind == "retired" and holder == entry  # its history held by no entry
     return title, summary, links.home() if retired else links.entry(holder), kind
 
