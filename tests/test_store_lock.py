@@ -49,11 +49,13 @@ from pipeline.store.tables import (
     EndpointRow,
     EntryEvent,
     EntryRow,
+    PipelineRun,
     RolledDay,
     engine_for,
     make_engine,
     session_scope,
     start_run,
+    utcnow,
 )
 from tests.conftest import WriteEntry, make_entry, unusable_lock_file
 from tests.test_history import result
@@ -777,3 +779,103 @@ def test_an_ingest_reads_again_a_file_another_run_changed_in_the_store_while_it_
     with Session(engine) as session:
         active = select(EntryRow.id).where(col(EntryRow.retired_at).is_(None))
         assert session.exec(active).all() == ["api-0"]
+
+
+class PausedCommit:
+    """Holder A's commit of a run's record under the store's lock, paused once its check of
+    the lock has passed (inside its commit transaction) until `resume` is set; what it
+    raised, if anything."""
+
+    def __init__(self, engine: Engine, work: StoreWork) -> None:
+        self.checked = threading.Event()
+        self.resume = threading.Event()
+        self.raised: list[Exception] = []
+        self.thread = threading.Thread(target=self.commit, args=(engine, work))
+
+    def commit(self, engine: Engine, work: StoreWork) -> None:
+        def paused(_session: Session) -> None:  # after the lock's own hook: its check passed
+            self.checked.set()
+            self.resume.wait(timeout=60)  # bounds a hang, never a figure tested
+
+        try:
+            with (store_lock(engine, work, None, 60, KEEPALIVE) as held,
+                  session_scope(engine, held) as session):
+                event.listen(session, "before_commit", paused)
+                session.add(PipelineRun(flow="holder-a", started_at=utcnow()))
+        except Exception as error:  # what the holder stops with
+            self.raised.append(error)
+
+
+def fenced_turn(engine: Engine, work: StoreWork, lose: LoseLock, timeout: float
+                ) -> tuple[PausedCommit, list[Any]]:
+    """A paused inside its commit transaction, its check passed; then its lock lost (`lose`)
+    and run B taking the lock (waiting at most `timeout` s), which counts A's runs it sees
+    once it holds the lock. A goes on once B is seen waiting, or holds the lock (when nothing
+    makes it wait). A, and what B counted or raised."""
+    holder = PausedCommit(engine, work)
+    waits = threading.Event()
+
+    class Waiting(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "while it committed" in record.getMessage():
+                waits.set()
+
+    def take() -> int:
+        try:
+            with store_lock(engine, work, None, timeout, KEEPALIVE), Session(engine) as session:
+                return session.exec(select(func.count()).select_from(PipelineRun).where(
+                    PipelineRun.flow == "holder-a")).one()
+        finally:
+            waits.set()
+
+    handler = Waiting()
+    logging.getLogger(locks.__name__).addHandler(handler)
+    holder.thread.start()
+    try:
+        assert holder.checked.wait(timeout=60)  # bounds a hang, never a figure tested
+        lose(engine, work)
+        taker: list[Any] = []
+        thread = threading.Thread(target=lambda: taker.extend(side_by_side(take)))
+        thread.start()
+        assert waits.wait(timeout=60)  # bounds a hang, never a figure tested
+        if timeout < 60:  # B's wait ran out first
+            thread.join()
+    finally:
+        holder.resume.set()
+        holder.thread.join()
+        logging.getLogger(locks.__name__).removeHandler(handler)
+    thread.join()
+    return holder, taker
+
+
+@pytest.mark.backends("postgres")
+def test_the_next_postgresql_holder_waits_for_a_commit_that_passed_its_check_to_end(
+    database_url: str,
+) -> None:
+    """Holder A passed its check and is inside its commit transaction when its lock's
+    connection ends and run B takes the lock: B reads and writes nothing before A's commit
+    ends (the check and the COMMIT run on two connections), so A's commit has landed by the
+    time B reads the store, never while B writes."""
+    engine = make_engine(database_url)
+    try:
+        holder, taker = fenced_turn(engine, StoreWork.rollup, terminate_lock_connection, 60)
+        assert holder.raised == [] and taker == [1]
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.backends("postgres")
+def test_a_postgresql_holder_s_wait_for_a_former_holder_s_commit_is_bounded(
+    database_url: str,
+) -> None:
+    """A former holder's commit that does not end holds up the next holder no longer than
+    APIDIR_STORE_LOCK_TIMEOUT, which then stops in one line, as any wait for the lock."""
+    engine = make_engine(database_url)
+    try:
+        _, (timed_out,) = fenced_turn(engine, StoreWork.ingest, terminate_lock_connection, 0.2)
+    finally:
+        engine.dispose()
+    assert isinstance(timed_out, StoreLockTimeout), timed_out
+    line = one_line(timed_out)
+    assert line.startswith("the store's ingest lock has been held by ") and "\n" not in line
+    assert "for all of the 0.2 s waited (APIDIR_STORE_LOCK_TIMEOUT)" in line

@@ -6,7 +6,12 @@ the same day's rows, the second failing on a duplicate key.
 
 On PostgreSQL an advisory lock (every run on any machine sees it; the server lets go when the
 holder's connection ends, so the holder checks before each commit that its connection still
-holds it, as the next run takes the lock and writes too); beside a SQLite file an exclusive
+holds it, as the next run takes the lock and writes too). The check and the COMMIT run on two
+connections, so each commit is fenced too: its transaction holds the fence shared from before
+its check to its COMMIT's end, and the next holder takes the fence exclusively before it reads
+or writes. So a commit either stops (its check finds the lock lost) or ends before the next
+holder reads or writes a row, never while it does: the next holder waits for it, at most
+`APIDIR_STORE_LOCK_TIMEOUT` seconds in all. Beside a SQLite file an exclusive
 lock on a file of its own (the kernel lets go when the holder dies: a file a killed run left
 behind is taken at once). A run waits its turn at most `APIDIR_STORE_LOCK_TIMEOUT` seconds,
 then StoreLockTimeout names the run holding the lock. The lock file is trusted for nothing:
@@ -47,6 +52,10 @@ log = logging.getLogger(__name__)
 # run id). The migrations' lock is a single bigint key, which never meets these.
 WORK_KEY = 0x61706965
 HOLDER_KEY = 0x61707000
+# Its commits' fence is (FENCE_KEY, work): each commit of the lock's holder takes it shared,
+# on the committing connection, until the COMMIT ends; the next holder takes and lets go of
+# it exclusively before it reads or writes (`_advisory_check`).
+FENCE_KEY = 0x61706665
 LOCK_POLL_SECONDS = 0.05
 _KEYS = "CAST(:key AS integer), CAST(:work AS integer)"  # the two int4 keys, never a bigint
 NO_RUN = 0  # a stage called without a run's record (a benchmark, a test)
@@ -73,13 +82,13 @@ class StoreLockLost(LockFileLost):
     path, or the connection holding its advisory lock ended."""
 
 
-# What a holder of the store's lock calls before each of its commits (`session_scope`):
-# raises StoreLockLost once the lock is no longer held (on the file at its path, or by the
-# advisory lock's connection).
-LockCheck = Callable[[], None]
+# What a holder of the store's lock calls before each of its commits, with the committing
+# session (`session_scope`): raises StoreLockLost once the lock is no longer held (on the file
+# at its path, or by the advisory lock's connection).
+LockCheck = Callable[[Session], None]
 
 
-def _nothing_to_check() -> None:
+def _nothing_to_check(_session: Session) -> None:
     """The check of no lock at all: an in-memory store, which no other process opens."""
 
 
@@ -117,37 +126,61 @@ def _advisory_lock(engine: Engine, work: StoreWork, run_id: int, timeout: float,
     (outside any transaction: none stays open for hours), waited for in the server's queue for
     at most `timeout` seconds (`lock_timeout`), so a waiter is seen in pg_locks. The server
     probes the connection's peer (`keepalive_settings`) while it waits and holds. Yields its
-    check (`_advisory_check`)."""
+    check (`_advisory_check`) once the commits fenced under the former holder have ended."""
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
         try:  # every path lets go: a lock granted before a statement failed is not pooled
             probes = keepalive_settings(keepalive)
             connection.execute(text("SELECT " + ", ".join(
                 f"set_config('{name}', :{name}, false)" for name in probes)), probes)
             key = {"key": WORK_KEY, "work": int(work)}
+            deadline = time.monotonic() + timeout
             taken = connection.execute(text(f"SELECT pg_try_advisory_lock({_KEYS})"), key).scalar()
+            seen = None  # the run whose turn this one waited for, which may still be committing
             if not taken:
-                _log_waiting(engine, work, _advisory_holder(connection, work))
-                # The wait is bounded by `timeout` alone: not cut short by a statement_timeout
-                # the role or database sets, and both set back to theirs after it (the
-                # connection goes back to the pool).
-                connection.execute(text("SELECT set_config('lock_timeout', :ms, false), "
-                                        "set_config('statement_timeout', '0', false)"),
-                                   {"ms": f"{max(1, round(timeout * 1000))}ms"})
-                try:
-                    connection.execute(text(f"SELECT pg_advisory_lock({_KEYS})"), key)
-                except OperationalError as error:
-                    if getattr(error.orig, "sqlstate", None) != "55P03":  # lock_not_available
-                        raise
-                    raise StoreLockTimeout(_timeout_line(
-                        engine, work, _advisory_holder(connection, work), timeout)) from None
-                finally:
-                    connection.execute(text("RESET lock_timeout"))
-                    connection.execute(text("RESET statement_timeout"))
-            connection.execute(text(f"SELECT pg_advisory_lock_shared({_KEYS})"),
-                               {"key": HOLDER_KEY + int(work), "work": run_id})
+                seen = _advisory_holder(connection, work)
+                _log_waiting(engine, work, seen)
+                _bounded_wait(connection, f"SELECT pg_advisory_lock({_KEYS})", key, timeout,
+                              lambda: _timeout_line(engine, work,
+                                                    _advisory_holder(connection, work), timeout))
+            # Then the fence, taken and let go at once (in a transaction of its own: the
+            # connection commits each statement), tried as the run tells it holds the lock:
+            # granted once every commit that passed its check under the lock's former holder
+            # has ended (`_advisory_check`), before this run reads or writes a row.
+            fence = {"key": FENCE_KEY, "work": int(work)}
+            fenced = connection.execute(text(
+                "SELECT pg_advisory_lock_shared(CAST(:holder AS integer), CAST(:run AS integer)), "
+                f"pg_try_advisory_xact_lock({_KEYS})"),
+                {"holder": HOLDER_KEY + int(work), "run": run_id, **fence}).one()[1]
+            if not fenced:
+                log.warning("the store's %s lock was let go by %s while it committed: waiting "
+                            "for that commit to end", work.name, holder_named(engine, seen))
+                _bounded_wait(connection, f"SELECT pg_advisory_xact_lock({_KEYS})", fence,
+                              max(deadline - time.monotonic(), 0.0),
+                              lambda: _timeout_line(engine, work, seen, timeout))
             yield _advisory_check(connection, work)
         finally:
             _let_go(connection)
+
+
+def _bounded_wait(connection: Connection, statement: str, keys: dict[str, int], timeout: float,
+                  timed_out: Callable[[], str]) -> None:
+    """Run `statement`, which waits for an advisory lock in the server's queue, for at most
+    `timeout` seconds (`lock_timeout`), then StoreLockTimeout in the line `timed_out()` says.
+    The wait is bounded by `timeout` alone: not cut short by a statement_timeout the role or
+    database sets, and both set back to theirs after it (the connection goes back to the
+    pool)."""
+    connection.execute(text("SELECT set_config('lock_timeout', :ms, false), "
+                            "set_config('statement_timeout', '0', false)"),
+                       {"ms": f"{max(1, round(timeout * 1000))}ms"})
+    try:
+        connection.execute(text(statement), keys)
+    except OperationalError as error:
+        if getattr(error.orig, "sqlstate", None) != "55P03":  # lock_not_available
+            raise
+        raise StoreLockTimeout(timed_out()) from None
+    finally:
+        connection.execute(text("RESET lock_timeout"))
+        connection.execute(text("RESET statement_timeout"))
 
 
 def _let_go(connection: Connection) -> None:
@@ -173,12 +206,22 @@ _HELD = text("SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AN
              "classid = :key AND objid = :work)")
 
 
+_FENCED = text(f"SELECT pg_advisory_xact_lock_shared({_KEYS})")
+
+
 def _advisory_check(connection: Connection, work: StoreWork) -> LockCheck:
     """The check of the advisory lock of `work` held by `connection`: one query on it, which
-    fails once the connection ended, or finds the lock no longer this session's."""
+    fails once the connection ended, or finds the lock no longer this session's. First the
+    committing transaction takes the fence of `work` shared, which its COMMIT lets go of: the
+    check and the COMMIT run on two connections, and the lock may be lost between them, but
+    the next holder takes the fence exclusively before it reads or writes (`_advisory_lock`),
+    so it waits for a commit that passed its check to end, and a commit that fences after it
+    finds the lock lost. One statement more a commit."""
     key = {"key": WORK_KEY, "work": int(work)}
+    fence = {"key": FENCE_KEY, "work": int(work)}
 
-    def check() -> None:
+    def check(session: Session) -> None:
+        session.connection().execute(_FENCED, fence)
         try:
             held = connection.execute(_HELD, key).scalar()
         except DBAPIError:  # closed, so that whatever the server still holds of it ends
@@ -221,7 +264,7 @@ def _file_lock(engine: Engine, path: Path, work: StoreWork, run_id: int,
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(run_id).encode(), 0)
-        yield lambda: check_held(fd, path, lambda: StoreLockLost(_lost_line(
+        yield lambda _session: check_held(fd, path, lambda: StoreLockLost(_lost_line(
             f"the store's {work.name} lock file {path} was removed or replaced",
             "leave the lock file in place and run again")))
     finally:

@@ -522,7 +522,7 @@ def engine_for(database_url: str) -> Engine:
 
 @contextmanager
 def session_scope(engine: Engine,
-                  before_commit: Callable[[], None] | None = None) -> Iterator[Session]:
+                  before_commit: Callable[[Session], None] | None = None) -> Iterator[Session]:
     """A session that commits on success and rolls back on error; `before_commit` runs before
     each of its commits (a held lock's check, `locks.LockCheck`): what it raises rolls back
     what the commit would have written. It runs once the commit's pending writes are sent
@@ -538,14 +538,14 @@ def session_scope(engine: Engine,
             raise
 
 
-def _sent_then(check: Callable[[], None]) -> Callable[[Session], None]:
+def _sent_then(check: Callable[[Session], None]) -> Callable[[Session], None]:
     """A session's hook before its commits: its pending writes sent (`flush`, which the commit
-    would do after the hook, and may take long, as a first ingest's events), then `check`,
-    so that no more than the COMMIT's round trip follows it."""
+    would do after the hook, and may take long, as a first ingest's events), then `check` of
+    the session, so that no more than the COMMIT's round trip follows it."""
 
     def hook(session: Session) -> None:
         session.flush()
-        check()
+        check(session)
 
     return hook
 
