@@ -817,7 +817,7 @@ def fenced_turn(engine: Engine, work: StoreWork, lose: LoseLock, timeout: float
 
     class Waiting(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            if "while it committed" in record.getMessage():
+            if "waiting for that commit to end" in record.getMessage():
                 waits.set()
 
     def take() -> int:
@@ -848,17 +848,19 @@ def fenced_turn(engine: Engine, work: StoreWork, lose: LoseLock, timeout: float
     return holder, taker
 
 
-@pytest.mark.backends("postgres")
-def test_the_next_postgresql_holder_waits_for_a_commit_that_passed_its_check_to_end(
+def test_the_next_holder_waits_for_a_commit_that_passed_its_check_to_end(
     database_url: str,
 ) -> None:
-    """Holder A passed its check and is inside its commit transaction when its lock's
-    connection ends and run B takes the lock: B reads and writes nothing before A's commit
-    ends (the check and the COMMIT run on two connections), so A's commit has landed by the
-    time B reads the store, never while B writes."""
+    """Holder A passed its check and is inside its commit transaction when its lock is lost
+    (its connection ended; its lock file removed) and run B takes the lock: B reads and writes
+    nothing before A's commit ends (the check and the COMMIT are two steps, on PostgreSQL on
+    two connections), so A's commit has landed by the time B reads the store, never while B
+    writes."""
     engine = make_engine(database_url)
+    lose: LoseLock = terminate_lock_connection if engine.dialect.name == "postgresql" else (
+        lambda engine, work: lose_lock_file(lock_file(engine, work), "removed"))
     try:
-        holder, taker = fenced_turn(engine, StoreWork.rollup, terminate_lock_connection, 60)
+        holder, taker = fenced_turn(engine, StoreWork.rollup, lose, 60)
         assert holder.raised == [] and taker == [1]
     finally:
         engine.dispose()

@@ -19,8 +19,13 @@ never followed through a link (its holder writes its run id into it), and read f
 from its first bytes alone. A lock is held on the file at its path alone: one removed or
 replaced before its lock was taken is let go and the path's file taken instead
 (`take_lock_file`); one removed or replaced while its lock is held fails its holder before its
-next commit (`check_held`), as the next run locks the new file at the path and writes too. The
-publish lock's file is taken and checked by the same rules.
+next commit (`check_held`), as the next run locks the new file at the path and writes too. A
+commit that passed that check (made after its writes were sent, so inside SQLite's write
+transaction) before the file left the path ends before the next holder reads or writes: that
+holder takes and lets go of SQLite's write lock first, waiting for that COMMIT as any write
+waits (the store's busy timeout, `SQLITE_BUSY_SECONDS`). A commit that wrote nothing holds no
+write lock, and writes nothing either. The publish lock's file is taken and checked by the
+same rules.
 """
 
 from __future__ import annotations
@@ -250,7 +255,8 @@ def _advisory_holder(connection: Connection, work: StoreWork) -> int | None:
 def _file_lock(engine: Engine, path: Path, work: StoreWork, run_id: int,
                timeout: float) -> Iterator[LockCheck]:
     """An exclusive lock on the file `path` beside the SQLite store, which then holds its
-    holder's run id; waited for at most `timeout` seconds. Yields its check (`check_held`)."""
+    holder's run id; waited for at most `timeout` seconds. Yields its check (`check_held`)
+    once the store's write lock was free (`_write_turn`)."""
     lock = f"the store's {work.name} lock"
     deadline, told = time.monotonic() + timeout, False
     while (fd := take_lock_file(path, lock)) is None:
@@ -264,11 +270,33 @@ def _file_lock(engine: Engine, path: Path, work: StoreWork, run_id: int,
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(run_id).encode(), 0)
+        _write_turn(engine, work)
         yield lambda _session: check_held(fd, path, lambda: StoreLockLost(_lost_line(
             f"the store's {work.name} lock file {path} was removed or replaced",
             "leave the lock file in place and run again")))
     finally:
         os.close(fd)  # lets go of the lock
+
+
+def _write_turn(engine: Engine, work: StoreWork) -> None:
+    """SQLite's own write lock taken and let go at once, as the file's lock is taken: a former
+    holder checks its lock file after its commit's writes are sent, so inside the write
+    transaction, whose write lock SQLite holds until the COMMIT ends; the next holder locks a
+    new file only after that check, and waits here for that COMMIT (or another writer's) to
+    end before it reads or writes, as long as the store's busy timeout lets any write wait."""
+    with engine.connect() as connection:
+        waits = connection.exec_driver_sql("PRAGMA busy_timeout").scalar()
+        connection.exec_driver_sql("PRAGMA busy_timeout = 0")
+        try:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        except OperationalError:  # busy: told, then waited for as any write waits
+            log.warning("a commit to the store is under way as this run takes the store's %s "
+                        "lock: waiting for that commit to end", work.name)
+            connection.exec_driver_sql(f"PRAGMA busy_timeout = {int(waits)}")
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        finally:
+            connection.exec_driver_sql(f"PRAGMA busy_timeout = {int(waits)}")
+        connection.exec_driver_sql("ROLLBACK")
 
 
 class LockFileRefused(OSError):
