@@ -410,7 +410,8 @@ def test_ctrl_c_during_validate_says_interrupted(tmp_path: Path) -> None:
         out, err = busy.communicate(timeout=60)
     finally:
         busy.kill()
-    assert busy.returncode == 130
+    assert busy.returncode == 130, f"exit {busy.returncode}: stdout {out[-300:]!r}, " \
+                                   f"stderr {err[-300:]!r}"
     assert "valid" not in out
     assert err.strip().splitlines() == ["apidir: interrupted"]
 
