@@ -116,6 +116,10 @@ def rules(write_entry: WriteEntry, data_dir: Path, **changes: object) -> list[tu
         ),
         ({"rateLimit": "No fixed limit published"}, "hedged-field", "rateLimit"),
         ({"rateLimit": "Not published."}, "hedged-field", "rateLimit"),
+        ({"rateLimit": "No fixed request rate published for these read APIs"}, "hedged-field",
+         "rateLimit"),
+        ({"rateLimit": "No rate limit published for the public instance"}, "hedged-field",
+         "rateLimit"),
         (
             {"pricing": PRICING | {"details": "Plan prices are listed on example.com/pricing."}},
             "hedged-field",

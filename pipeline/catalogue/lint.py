@@ -449,8 +449,9 @@ def _free_text(entry: EntryContent) -> Iterator[tuple[Loc, str | None]]:
 # reads as a stated fact where the rule is to leave the field out; one that goes on to say what
 # the provider does (answers 429, asks for backoff) states something and stays.
 NOTHING_PUBLISHED = re.compile(
-    r"\s*(?:(?:there is )?no (?:fixed |public |published )?(?:rate )?(?:limits?|figures?|quotas?)"
-    r"(?: (?:is|are))? (?:published|stated|documented)|not (?:published|documented))[.\s]*",
+    r"\s*(?:(?:there is )?no (?:fixed |numeric |public |published )?(?:request )?"
+    r"(?:rate )?(?:limits?|figures?|quotas?|rates?)(?: (?:is|are))? (?:published|stated|documented)"
+    r"|not (?:published|documented))(?: for [^;:,.]{1,80})?[.\s]*",
     re.IGNORECASE,
 )
 
