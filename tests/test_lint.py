@@ -838,3 +838,66 @@ def test_a_credential_that_is_no_placeholder_is_refused_wherever_it_is_sent(
     assert f": entry example-weather: field {field}: looks like a real credential: {sent} " \
         "that is no placeholder (" in lines[0]
     assert "hunter2" not in lines[0]
+
+
+KEYED = "curl -H 'X-Api-Key: YOUR_API_KEY'"
+
+
+@pytest.mark.parametrize(("written", "kept"), [
+    (f"{KEYED} -o ~/forecast.json \"{BASE}/forecast\"",
+     f"{KEYED} -o '~/forecast.json' \"{BASE}/forecast\""),
+    (f"{KEYED} -G --data-urlencode place=~root \"{BASE}/forecast\"",
+     f"{KEYED} -G --data-urlencode place=x~root \"{BASE}/forecast\""),
+    (f"{KEYED} --url-query units=metric:~+ \"{BASE}/forecast\"",
+     f"{KEYED} --url-query units==metric:\\~+ \"{BASE}/forecast\""),
+    (f"{KEYED} -A ~ \"{BASE}/forecast\"", f"{KEYED} -A ~\"\" \"{BASE}/forecast\""),
+])
+def test_a_tilde_bash_replaces_with_a_directory_is_one_line(
+    written: str, kept: str, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """bash replaces an unquoted `~`, `~name` or `~+` at a word's start, or after the first `=`
+    or a `:` in a name=value word, with a directory of the reader's machine: the lint read it
+    as written, so each reader's run sent or wrote a path of their own. A `~` bash keeps
+    (quoted, escaped, mid-word, after a second `=`) is sent as written and passes."""
+    lines = problem_lines(write_entry, data_dir, sampleRequest=written)
+    assert len(lines) == 1 and "\n" not in lines[0], lines
+    assert ": entry example-weather: field sampleRequest: " in lines[0]
+    assert "holds a '~' that bash replaces with a directory of the reader's machine" in lines[0]
+    assert lines[0].endswith("[sample-request-shell]")
+    assert problem_lines(write_entry, data_dir, sampleRequest=kept) == []
+
+
+def test_a_variable_in_a_url_is_one_line_not_also_a_pattern(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """bash fills `${LAT}` before curl reads the URL, so its braces are no curl pattern: the
+    lint said both the variable and the pattern for the one span. Single-quoted, the braces
+    reach curl and are its pattern, with no variable."""
+    expanded = problem_lines(write_entry, data_dir,
+                             sampleRequest=f"{KEYED} \"{BASE}/forecast?lat=${{LAT}}&lon=2\"")
+    assert len(expanded) == 1 and expanded[0].endswith("[sample-request-variable]"), expanded
+    quoted = problem_lines(write_entry, data_dir,
+                           sampleRequest=f"{KEYED} '{BASE}/forecast?lat=${{LAT}}&lon=2'")
+    assert len(quoted) == 1 and "as a pattern" in quoted[0], quoted
+
+
+BASIC_SAMPLE = BASIC | {"sampleRequest": f"curl -u YOUR_API_KEY: \"{BASE}/forecast\""}
+
+
+@pytest.mark.parametrize(("example", "variable"), [
+    ('-u "key-$API_KEY:"', "$API_KEY"),
+    ('-u YOUR_API_KEY:"$1"', "$1"),
+    ("curl -u YOUR_API_KEY: \"$BASE_URL/forecast\"", "$BASE_URL"),
+])
+def test_a_variable_in_an_auth_example_written_as_curl_is_one_line(
+    example: str, variable: str, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """An authExample written as curl (`-u KEY:`) is shell a reader pastes, as a sample is,
+    and a fresh shell fills its variables with nothing: the lint let any pass there. As in a
+    sample, a variable may stand for a credential's whole value (`-u "$KEY_ID:$SECRET"`)."""
+    lines = problem_lines(write_entry, data_dir, **BASIC_SAMPLE | {"authExample": example})
+    assert len(lines) == 1 and "\n" not in lines[0], lines
+    assert f": entry example-weather: field authExample: uses {variable}, which the command " \
+        "does not set" in lines[0] and lines[0].endswith("[sample-request-variable]")
+    assert problem_lines(write_entry, data_dir,
+                         **BASIC_SAMPLE | {"authExample": '-u "$KEY_ID:$SECRET"'}) == []

@@ -111,9 +111,11 @@ def cookie_pairs(values: Iterable[str]) -> list[tuple[str, str]]:
             for name, equals, value in [pair.partition("=")] if equals]
 
 
-def parse_curl(words: list[str]) -> CurlRequest:
+def parse_curl(words: list[str], expanded: list[str] | None = None) -> CurlRequest:
     """The request a curl command (already split into shell words, `curl` first) makes, as curl
-    reads it, with what in it curl would refuse or that sends what the sample does not show."""
+    reads it, with what in it curl would refuse or that sends what the sample does not show.
+    `expanded` are the words with each shell expansion taken out, where curl finds a pattern:
+    bash fills `${LAT}` before curl reads its braces."""
     request = CurlRequest()
     seen: set[str] = set()
     explicit: str | None = None
@@ -133,7 +135,8 @@ def parse_curl(words: list[str]) -> CurlRequest:
         request.method = None  # curl sends nothing: the one line above says why
     else:
         request.method = explicit or _implied_method(seen)
-    if "globoff" not in seen and any(_GLOB.search(url) for url in request.urls):
+    urls = request.urls if expanded is None else parse_curl(expanded).urls
+    if "globoff" not in seen and any(_GLOB.search(url) for url in urls):
         _note(request.problems, "curl reads '{…}' and '[…]' in a URL as a pattern, one request "
               "for each value: write the value, or add -g (--globoff)")
     return request
@@ -338,6 +341,11 @@ class ShellCommand:
     # Each parameter the shell expands, as written (`$API_KEY`, `${API_KEY}`, `$1`): the words
     # keep it as written, a placeholder, but a fresh shell puts its value there, empty if unset.
     variables: list[str] = field(default_factory=list)
+    # The words with each such expansion taken out: what curl reads in them as its own (a
+    # `{…}` pattern in a URL) is never in a variable's `${…}`, which the shell fills first.
+    expanded: list[str] = field(default_factory=list)
+    # Each word holding a `~` bash replaces with a directory of the reader's machine.
+    homes: list[str] = field(default_factory=list)
 
 
 # One piece of shell text at a time: outside quotes, the shell ends a word at a blank or a line
@@ -364,6 +372,14 @@ _WILDCARD = re.compile(r"[*?[]")
 # A parameter the shell expands outside single quotes, where no backslash escapes its `$`: a
 # name, `${…}`, a digit or a special parameter (`$$`, `$?`…).
 _EXPANSION = re.compile(r"(?<!\\)(?:\\\\)*(\$(?:\{[^}]*\}?|[A-Za-z_]\w*|[0-9$?#@*!-]))")
+# A tilde-prefix bash replaces with a directory, given the text it starts (each quoted piece of
+# the word one NUL, as no prefix holding a quoted character is replaced): `~` (the reader's
+# home), `~+`, `~-`, `~0` (the current or last directory) or `~name` (that user's home), ended
+# by a `/`, a `:` or the word's end.
+_TILDE = re.compile(r"~(?:[+-]?0*|[A-Za-z0-9._][A-Za-z0-9._-]*)(?=[/:]|$)")
+# A word bash reads as an assignment (`name=…`, `name+=…`, `name[i]=…`), also as an argument:
+# it replaces a tilde-prefix after its first `=` and after each `:` that follows.
+_ASSIGNMENT = re.compile(r"[A-Za-z_]\w*(?:\[[^]\0]*\])?\+?=")
 _LINE_BREAK = ("line {} ends without a backslash, so the shell runs the next line as another "
                "command: end it with '\\' or join the lines")
 
@@ -374,7 +390,7 @@ def read_shell(text: str) -> ShellCommand:
     text = text.strip()
     command = ShellCommand()
     problems = command.problems
-    word: list[str] | None = None  # the pieces of the word being read
+    word: _Word | None = None  # the pieces of the word being read
     position = 0
     while position < len(text):
         piece = _SHELL_PIECE.match(text, position)
@@ -385,7 +401,7 @@ def read_shell(text: str) -> ShellCommand:
                              "it ends with a backslash that escapes nothing")
         position, kind = piece.end(), piece.lastgroup or ""
         if kind in ("blank", "newline") and word is not None:
-            command.words.append("".join(word))
+            word.end(command)
             word = None
         if kind == "newline":
             _note(problems, _LINE_BREAK.format(text.count("\n", 0, piece.start()) + 1))
@@ -396,14 +412,65 @@ def read_shell(text: str) -> ShellCommand:
             end_of_line = text.find("\n", position)
             position = len(text) if end_of_line < 0 else end_of_line
         elif kind != "blank" and (kind, piece.group(kind)) != ("escaped", "\n"):
-            word = word if word is not None else []
-            word.append(_word_text(kind, piece.group(kind), problems))
-            if kind in ("plain", "double"):
-                command.variables += [expansion.group(1) for expansion
-                                      in _EXPANSION.finditer(piece.group(kind))]
+            word = word if word is not None else _Word()
+            word.add(kind, piece.group(kind), command)
     if word is not None:
-        command.words.append("".join(word))
+        word.end(command)
+    if command.homes:
+        _note(problems, f"{shown(command.homes[0], 40)}{and_more(command.homes)} holds a '~' "
+              "that bash replaces with a directory of the reader's machine (at a word's start, "
+              "or after '=' or ':' in a name=value word: '~' their home, '~name' that user's, "
+              "'~+' the current one), so each reader's run sends or writes their own path: "
+              "quote it, or write the value itself")
     return command
+
+
+@dataclass
+class _Word:
+    """One word as the shell reads it, piece by piece: its text, its text with each expansion
+    taken out, and its unquoted text (each quoted piece a NUL), where bash finds a `~`."""
+
+    text: list[str] = field(default_factory=list)
+    expanded: list[str] = field(default_factory=list)
+    unquoted: list[str] = field(default_factory=list)
+
+    def add(self, kind: str, value: str, command: ShellCommand) -> None:
+        """Add a piece of `kind` written `value`, noting in `command` what the shell does
+        with it."""
+        text = _word_text(kind, value, command.problems)
+        self.text.append(text)
+        self.unquoted.append(value if kind == "plain" else "\0")
+        expansions = list(_EXPANSION.finditer(value)) if kind in ("plain", "double") else []
+        command.variables += [expansion.group(1) for expansion in expansions]
+        self.expanded.append(_word_text(kind, _EXPANSION.sub(_escapes_before, value), [])
+                             if expansions else text)
+
+    def end(self, command: ShellCommand) -> None:
+        """Add the word to `command`."""
+        text = "".join(self.text)
+        command.words.append(text)
+        command.expanded.append("".join(self.expanded))
+        if _home_dependent("".join(self.unquoted)):
+            command.homes.append(text)
+
+
+def _escapes_before(expansion: re.Match[str]) -> str:
+    """The backslashes before an expansion, each escaping the next: what stays of it when the
+    expansion is taken out."""
+    return expansion.group()[:expansion.start(1) - expansion.start()]
+
+
+def _home_dependent(unquoted: str) -> bool:
+    """Whether bash replaces a tilde-prefix in a word whose unquoted text is `unquoted`: at its
+    start, or, in a word it reads as an assignment, after the first `=` or a `:` after it."""
+    if _TILDE.match(unquoted):
+        return True
+    assignment = _ASSIGNMENT.match(unquoted)
+    if assignment is None:
+        return False
+    value = unquoted[assignment.end():]
+    starts = [0] + [index + 1 for index, character in enumerate(value) if character == ":"]
+    return any(_TILDE.match(value, start) for start in starts)
 
 
 def _word_text(kind: str, value: str, problems: list[str]) -> str:
@@ -461,6 +528,12 @@ def _shell_problem(token: str) -> str:
             "to curl as written: quote the word that holds it, or drop it")
 
 
+def and_more(items: list[str]) -> str:
+    """How many more than the first of `items` a lint line speaks for: thousands of bad words
+    are one line, not thousands."""
+    return f" (and {len(items) - 1:,} more)" if len(items) > 1 else ""
+
+
 def _note(problems: list[str], problem: str) -> None:
     """Record `problem` once: a sample of thousands of `;` is one line."""
     if problem not in problems:
@@ -488,17 +561,27 @@ _PARAMS = re.compile(r"\??[\w.-]+=[^\s&]*(?:&[\w.-]+=[^\s&]*)*")
 _CURL_OPTIONS = re.compile(r"--?[A-Za-z]")  # an authExample of curl options alone: `-u KEY:`
 
 
-def curl_request(text: str) -> CurlRequest | None:
-    """The request `text` makes where it is a curl command, or curl options alone (an
-    authExample's `-u KEY:`); None for other text, or text the shell cannot read."""
+def curl_command(text: str) -> ShellCommand | None:
+    """`text` as the shell reads it, `curl` first, where it is a curl command or curl options
+    alone (an authExample's `-u KEY:`); None for other text, or text the shell cannot read."""
     text = text.strip()
     if not text.startswith("curl ") and not _CURL_OPTIONS.match(text):
         return None
     try:
-        words = read_shell(text).words
+        command = read_shell(text)
     except ValueError:
         return None
-    return parse_curl(words if words[:1] == ["curl"] else ["curl", *words])
+    if command.words[:1] != ["curl"]:
+        command.words.insert(0, "curl")
+        command.expanded.insert(0, "curl")
+    return command
+
+
+def curl_request(text: str) -> CurlRequest | None:
+    """The request `text` makes where it is a curl command, or curl options alone; None for
+    other text, or text the shell cannot read."""
+    command = curl_command(text)
+    return None if command is None else parse_curl(command.words, command.expanded)
 
 
 def example_request(example: str) -> CurlRequest | None:

@@ -17,8 +17,10 @@ from pipeline.catalogue.curl import (
     HEADER,
     CredentialForm,
     CurlRequest,
+    and_more,
     credential_form,
     credential_scheme,
+    curl_command,
     parse_curl,
     raw_byte,
     read_shell,
@@ -64,12 +66,12 @@ def _sample_request(entry: EntryContent, form: CredentialForm) -> Iterator[Lint]
     if not words or words[0] != "curl":
         yield ("sampleRequest",), "sample-request-curl", "must be a curl command"
         return
-    request = parse_curl(words)
+    request = parse_curl(words, command.expanded)
     for problem in command.problems:
         yield ("sampleRequest",), "sample-request-shell", problem
     for problem in request.problems:
         yield ("sampleRequest",), "sample-request-curl", problem
-    yield from _unset_variables(command.variables, request, form)
+    yield from _unset_variables(("sampleRequest",), command.variables, request, form)
     yield from _shell_slips(words, request)
     if not request.urls:  # curl requests only the words it takes for URLs, never a header's
         yield ("sampleRequest",), "sample-request-url", "holds no http(s) URL"
@@ -95,11 +97,11 @@ def _sample_request(entry: EntryContent, form: CredentialForm) -> Iterator[Lint]
         yield ("sampleRequest",), "sample-request-port", port
     if malformed := [header for header in request.headers if not HEADER.fullmatch(header)]:
         yield (("sampleRequest",), "sample-request-header",
-               f"header {shown(malformed[0])}{_and_more(malformed)} is not of the form "
+               f"header {shown(malformed[0])}{and_more(malformed)} is not of the form "
                "'Name: value'")
     if raw := [header for header in request.headers if raw_byte(header) is not None]:
         yield (("sampleRequest",), "sample-request-header",
-               f"header {shown(raw[0])}{_and_more(raw)} holds the byte {raw_byte(raw[0])}, "
+               f"header {shown(raw[0])}{and_more(raw)} holds the byte {raw_byte(raw[0])}, "
                "which is no UTF-8 text and curl sends as it is: write the text it stands for")
     yield from _sample_endpoint(entry, request, url)
     yield from _sample_credential(entry, request, form)
@@ -141,7 +143,7 @@ def _shell_slips(words: list[str], request: CurlRequest) -> Iterator[Lint]:
             return
     if request.strays:
         yield (("sampleRequest",), "sample-request-shell",
-               f"curl would also request {shown(request.strays[0])}{_and_more(request.strays)} "
+               f"curl would also request {shown(request.strays[0])}{and_more(request.strays)} "
                "as a URL: quote it or drop it")
     if len(request.urls) > 1:
         yield (("sampleRequest",), "sample-request-url",
@@ -153,26 +155,21 @@ def _shell_slips(words: list[str], request: CurlRequest) -> Iterator[Lint]:
 _NAMED_VARIABLE = re.compile(r"\$(?:[A-Za-z_]\w*|\{[A-Za-z_]\w*\})")
 
 
-def _unset_variables(variables: list[str], request: CurlRequest, form: CredentialForm,
-                     ) -> Iterator[Lint]:
-    """A sample runs as written, in a fresh shell, which puts in each variable's value, empty
-    where unset, and no sample can set one: a variable may stand only where a placeholder for a
-    credential's whole value does (`-u "api:$API_SECRET"`), which a reader fills in."""
+def _unset_variables(loc: Loc, variables: list[str], request: CurlRequest,
+                     form: CredentialForm) -> Iterator[Lint]:
+    """A sample (or an authExample written as curl) runs as written, in a fresh shell, which
+    puts in each variable's value, empty where unset, and no sample can set one: a variable may
+    stand only where a placeholder for a credential's whole value does (`-u "api:$API_SECRET"`),
+    which a reader fills in."""
     allowed = credential_values(request, form)
     unset = list(dict.fromkeys(
         variable for variable in variables
         if not (_NAMED_VARIABLE.fullmatch(variable) and variable in allowed)))
     if unset:
-        yield (("sampleRequest",), "sample-request-variable",
-               f"uses {shown(unset[0], 40)[1:-1]}{_and_more(unset)}, which the command does not "
+        yield (loc, "sample-request-variable",
+               f"uses {shown(unset[0], 40)[1:-1]}{and_more(unset)}, which the command does not "
                "set, so the shell sends its own value or nothing there: write the placeholder "
                "itself (a variable may stand only for a credential's whole value)")
-
-
-def _and_more(items: list[str]) -> str:
-    """How many more than the first of `items` a lint line speaks for: thousands of bad words
-    are one line, not thousands."""
-    return f" (and {len(items) - 1:,} more)" if len(items) > 1 else ""
 
 
 # A path's `{placeholder}`, never holding a brace: a scan stops at the next `{`, so a path of
@@ -297,6 +294,16 @@ def _where(form: CredentialForm) -> str:
     if form.basic and not form.headers:
         places.append("basic auth")
     return " and ".join(places) or "no header, parameter, cookie or basic auth"
+
+
+def _auth_example(entry: EntryContent, form: CredentialForm) -> Iterator[Lint]:
+    """An authExample written as curl (`-u "$API_KEY:"`) is a shell fragment a reader pastes,
+    held to the sample's variable rule; header lines and a query are no shell and pass as
+    written."""
+    command = curl_command(entry.auth_example or "")
+    if command is not None:
+        request = parse_curl(command.words, command.expanded)
+        yield from _unset_variables(("authExample",), command.variables, request, form)
 
 
 def _sample_response(entry: EntryContent) -> Iterator[Lint]:
@@ -564,6 +571,7 @@ def lint_entry(entry: EntryContent) -> list[Lint]:
     form = credential_form(entry.auth_example or "")  # where authExample puts the credential
     return [
         *_sample_request(entry, form),
+        *_auth_example(entry, form),
         *_sample_response(entry),
         *_addresses(entry),
         *_text(entry),
