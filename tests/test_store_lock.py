@@ -57,7 +57,7 @@ from pipeline.store.tables import (
     start_run,
     utcnow,
 )
-from tests.conftest import WriteEntry, make_entry, unusable_lock_file
+from tests.conftest import WriteEntry, hold_the_write_lock, make_entry, unusable_lock_file
 from tests.test_history import result
 
 DAY = date(2026, 11, 10)
@@ -881,3 +881,35 @@ def test_a_postgresql_holder_s_wait_for_a_former_holder_s_commit_is_bounded(
     line = one_line(timed_out)
     assert line.startswith("the store's ingest lock has been held by ") and "\n" not in line
     assert "for all of the 0.2 s waited (APIDIR_STORE_LOCK_TIMEOUT)" in line
+
+
+@pytest.mark.backends("sqlite")
+def test_a_sqlite_holder_s_wait_for_a_commit_under_way_is_bounded_by_the_setting(
+    database_url: str,
+) -> None:
+    """Another connection holds the store's write lock (a former holder's commit under way) as
+    a run takes the lock file: the run waits for it what is left of APIDIR_STORE_LOCK_TIMEOUT,
+    not the store's busy timeout (the URL's 30 s here), then stops in the lock's own line, and
+    the busy timeout is set back."""
+    engine = make_engine(f"{database_url}?timeout=30")
+    taken, done = threading.Event(), threading.Event()
+    other = threading.Thread(target=hold_the_write_lock, args=(engine.url.database, 0),
+                             kwargs={"taken": taken, "end": done.is_set})
+    other.start()
+    try:
+        assert taken.wait(timeout=60)  # bounds a hang, never a figure tested
+        with pytest.raises(StoreLockTimeout) as refused, \
+                store_lock(engine, StoreWork.rollup, None, 0.2, KEEPALIVE):
+            pass
+        done.set()
+        other.join()
+        with engine.connect() as connection:
+            assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30_000
+    finally:
+        done.set()
+        other.join()
+        engine.dispose()
+    assert one_line(refused.value) == (
+        "the store's rollup lock has been held by the previous holder's commit (or another "
+        "writer's) for all of the 0.2 s waited (APIDIR_STORE_LOCK_TIMEOUT); try again when it "
+        "has finished")

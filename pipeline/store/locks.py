@@ -22,10 +22,10 @@ replaced before its lock was taken is let go and the path's file taken instead
 next commit (`check_held`), as the next run locks the new file at the path and writes too. A
 commit that passed that check (made after its writes were sent, so inside SQLite's write
 transaction) before the file left the path ends before the next holder reads or writes: that
-holder takes and lets go of SQLite's write lock first, waiting for that COMMIT as any write
-waits (the store's busy timeout, `SQLITE_BUSY_SECONDS`). A commit that wrote nothing holds no
-write lock, and writes nothing either. The publish lock's file is taken and checked by the
-same rules.
+holder takes and lets go of SQLite's write lock first, waiting for that COMMIT for what is left
+of its `APIDIR_STORE_LOCK_TIMEOUT`, then StoreLockTimeout as on PostgreSQL. A commit that wrote
+nothing holds no write lock, and writes nothing either. The publish lock's file is taken and
+checked by the same rules.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import fcntl
 import logging
 import os
 import re
+import sqlite3
 import stat
 import time
 from collections.abc import Callable, Iterator
@@ -64,6 +65,7 @@ FENCE_KEY = 0x61706665
 LOCK_POLL_SECONDS = 0.05
 _KEYS = "CAST(:key AS integer), CAST(:work AS integer)"  # the two int4 keys, never a bigint
 NO_RUN = 0  # a stage called without a run's record (a benchmark, a test)
+PREVIOUS_COMMIT = "the previous holder's commit"  # whose run no lock or row tells
 
 
 class StoreWork(IntEnum):
@@ -145,8 +147,8 @@ def _advisory_lock(engine: Engine, work: StoreWork, run_id: int, timeout: float,
                 seen = _advisory_holder(connection, work)
                 _log_waiting(engine, work, seen)
                 _bounded_wait(connection, f"SELECT pg_advisory_lock({_KEYS})", key, timeout,
-                              lambda: _timeout_line(engine, work,
-                                                    _advisory_holder(connection, work), timeout))
+                              lambda: _timeout_line(work, holder_named(
+                                  engine, _advisory_holder(connection, work)), timeout))
             # Then the fence, taken and let go at once (in a transaction of its own: the
             # connection commits each statement), tried as the run tells it holds the lock:
             # granted once every commit that passed its check under the lock's former holder
@@ -161,7 +163,7 @@ def _advisory_lock(engine: Engine, work: StoreWork, run_id: int, timeout: float,
                             "for that commit to end", work.name, holder_named(engine, seen))
                 _bounded_wait(connection, f"SELECT pg_advisory_xact_lock({_KEYS})", fence,
                               max(deadline - time.monotonic(), 0.0),
-                              lambda: _timeout_line(engine, work, seen, timeout))
+                              lambda: _timeout_line(work, holder_named(engine, seen), timeout))
             yield _advisory_check(connection, work)
         finally:
             _let_go(connection)
@@ -264,13 +266,13 @@ def _file_lock(engine: Engine, path: Path, work: StoreWork, run_id: int,
             _log_waiting(engine, work, _file_holder(path, lock))
             told = True
         if time.monotonic() >= deadline:
-            raise StoreLockTimeout(_timeout_line(engine, work, _file_holder(path, lock),
-                                                 timeout))
+            raise StoreLockTimeout(_timeout_line(
+                work, holder_named(engine, _file_holder(path, lock)), timeout))
         time.sleep(LOCK_POLL_SECONDS)
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(run_id).encode(), 0)
-        _write_turn(engine, work)
+        _write_turn(engine, work, deadline, timeout)
         yield lambda _session: check_held(fd, path, lambda: StoreLockLost(_lost_line(
             f"the store's {work.name} lock file {path} was removed or replaced",
             "leave the lock file in place and run again")))
@@ -278,22 +280,30 @@ def _file_lock(engine: Engine, path: Path, work: StoreWork, run_id: int,
         os.close(fd)  # lets go of the lock
 
 
-def _write_turn(engine: Engine, work: StoreWork) -> None:
+def _write_turn(engine: Engine, work: StoreWork, deadline: float, timeout: float) -> None:
     """SQLite's own write lock taken and let go at once, as the file's lock is taken: a former
     holder checks its lock file after its commit's writes are sent, so inside the write
     transaction, whose write lock SQLite holds until the COMMIT ends; the next holder locks a
     new file only after that check, and waits here for that COMMIT (or another writer's) to
-    end before it reads or writes, as long as the store's busy timeout lets any write wait."""
+    end before it reads or writes, until the `deadline` of its wait for the lock (the store's
+    busy timeout set on this connection meanwhile), then StoreLockTimeout as any wait for it."""
     with engine.connect() as connection:
         waits = connection.exec_driver_sql("PRAGMA busy_timeout").scalar()
         connection.exec_driver_sql("PRAGMA busy_timeout = 0")
         try:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
-        except OperationalError:  # busy: told, then waited for as any write waits
+        except OperationalError:  # busy: told, then waited for what is left of the wait
             log.warning("a commit to the store is under way as this run takes the store's %s "
                         "lock: waiting for that commit to end", work.name)
-            connection.exec_driver_sql(f"PRAGMA busy_timeout = {int(waits)}")
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
+            left = max(1, round((deadline - time.monotonic()) * 1000))
+            connection.exec_driver_sql(f"PRAGMA busy_timeout = {left}")
+            try:
+                connection.exec_driver_sql("BEGIN IMMEDIATE")
+            except OperationalError as error:
+                if getattr(error.orig, "sqlite_errorcode", 0) & 0xFF != sqlite3.SQLITE_BUSY:
+                    raise
+                raise StoreLockTimeout(_timeout_line(
+                    work, f"{PREVIOUS_COMMIT} (or another writer's)", timeout)) from None
         finally:
             connection.exec_driver_sql(f"PRAGMA busy_timeout = {int(waits)}")
         connection.exec_driver_sql("ROLLBACK")
@@ -415,7 +425,8 @@ def _log_waiting(engine: Engine, work: StoreWork, holder: int | None) -> None:
                 holder_named(engine, holder))
 
 
-def _timeout_line(engine: Engine, work: StoreWork, holder: int | None, timeout: float) -> str:
-    return (f"the store's {work.name} lock has been held by {holder_named(engine, holder)} for "
-            f"all of the {timeout:g} s waited (APIDIR_STORE_LOCK_TIMEOUT); try again when it "
-            "has finished")
+def _timeout_line(work: StoreWork, holder: str, timeout: float) -> str:
+    """StoreLockTimeout's line: what held up the wait for the lock of `work` (`holder`, as
+    named to an operator) for all of its `timeout` seconds."""
+    return (f"the store's {work.name} lock has been held by {holder} for all of the "
+            f"{timeout:g} s waited (APIDIR_STORE_LOCK_TIMEOUT); try again when it has finished")
