@@ -782,14 +782,15 @@ def test_an_ingest_reads_again_a_file_another_run_changed_in_the_store_while_it_
 
 
 class PausedCommit:
-    """Holder A's commit of a run's record under the store's lock, paused once its check of
-    the lock has passed (inside its commit transaction) until `resume` is set; what it
-    raised, if anything."""
+    """Holder A's commit of a run's record under the store's lock, held for run `run_id`,
+    paused once its check of the lock has passed (inside its commit transaction) until
+    `resume` is set; what it raised, if anything."""
 
-    def __init__(self, engine: Engine, work: StoreWork) -> None:
+    def __init__(self, engine: Engine, work: StoreWork, run_id: int | None = None) -> None:
         self.checked = threading.Event()
         self.resume = threading.Event()
         self.raised: list[Exception] = []
+        self.run_id = run_id
         self.thread = threading.Thread(target=self.commit, args=(engine, work))
 
     def commit(self, engine: Engine, work: StoreWork) -> None:
@@ -798,7 +799,7 @@ class PausedCommit:
             self.resume.wait(timeout=60)  # bounds a hang, never a figure tested
 
         try:
-            with (store_lock(engine, work, None, 60, KEEPALIVE) as held,
+            with (store_lock(engine, work, self.run_id, 60, KEEPALIVE) as held,
                   session_scope(engine, held) as session):
                 event.listen(session, "before_commit", paused)
                 session.add(PipelineRun(flow="holder-a", started_at=utcnow()))
@@ -806,13 +807,14 @@ class PausedCommit:
             self.raised.append(error)
 
 
-def fenced_turn(engine: Engine, work: StoreWork, lose: LoseLock, timeout: float
-                ) -> tuple[PausedCommit, list[Any]]:
-    """A paused inside its commit transaction, its check passed; then its lock lost (`lose`)
+def fenced_turn(engine: Engine, work: StoreWork, lose: LoseLock, timeout: float,
+                run_id: int | None = None) -> tuple[PausedCommit, list[Any]]:
+    """A (of run `run_id`) paused inside its commit transaction, its check passed; then its
+    lock lost (`lose`)
     and run B taking the lock (waiting at most `timeout` s), which counts A's runs it sees
     once it holds the lock. A goes on once B is seen waiting, or holds the lock (when nothing
     makes it wait). A, and what B counted or raised."""
-    holder = PausedCommit(engine, work)
+    holder = PausedCommit(engine, work, run_id)
     waits = threading.Event()
 
     class Waiting(logging.Handler):
@@ -867,20 +869,28 @@ def test_the_next_holder_waits_for_a_commit_that_passed_its_check_to_end(
 
 
 @pytest.mark.backends("postgres")
+@pytest.mark.parametrize("recorded", [True, False], ids=["run-recorded", "no-run-recorded"])
 def test_a_postgresql_holder_s_wait_for_a_former_holder_s_commit_is_bounded(
-    database_url: str,
+    database_url: str, recorded: bool,
 ) -> None:
-    """A former holder's commit that does not end holds up the next holder no longer than
-    APIDIR_STORE_LOCK_TIMEOUT, which then stops in one line, as any wait for the lock."""
+    """A former holder's commit that does not end holds up the next holder (which took the
+    lock at once) no longer than APIDIR_STORE_LOCK_TIMEOUT, which then stops in one line, as
+    any wait for the lock, naming that commit's run when the store records it."""
     engine = make_engine(database_url)
     try:
-        _, (timed_out,) = fenced_turn(engine, StoreWork.ingest, terminate_lock_connection, 0.2)
+        run_id = new_runs_on(engine, "backfill")[0] if recorded else None
+        _, (timed_out,) = fenced_turn(engine, StoreWork.ingest, terminate_lock_connection, 0.2,
+                                      run_id)
     finally:
         engine.dispose()
     assert isinstance(timed_out, StoreLockTimeout), timed_out
     line = one_line(timed_out)
-    assert line.startswith("the store's ingest lock has been held by ") and "\n" not in line
-    assert "for all of the 0.2 s waited (APIDIR_STORE_LOCK_TIMEOUT)" in line
+    held_by = f"the commit of run {run_id} (backfill on " if recorded else (
+        "the previous holder's commit for ")
+    assert line.startswith(f"the store's ingest lock has been held by {held_by}"), line
+    assert "\n" not in line and "with no run recorded" not in line
+    assert line.endswith("for all of the 0.2 s waited (APIDIR_STORE_LOCK_TIMEOUT); try again "
+                         "when it has finished")
 
 
 @pytest.mark.backends("sqlite")

@@ -59,8 +59,9 @@ log = logging.getLogger(__name__)
 WORK_KEY = 0x61706965
 HOLDER_KEY = 0x61707000
 # Its commits' fence is (FENCE_KEY, work): each commit of the lock's holder takes it shared,
-# on the committing connection, until the COMMIT ends; the next holder takes and lets go of
-# it exclusively before it reads or writes (`_advisory_check`).
+# on the committing connection, until the COMMIT ends, and tells its run there as the holder
+# does; the next holder takes and lets go of it exclusively before it reads or writes
+# (`_advisory_check`), and names the run whose commit it waits for (`_fence_holder`).
 FENCE_KEY = 0x61706665
 LOCK_POLL_SECONDS = 0.05
 _KEYS = "CAST(:key AS integer), CAST(:work AS integer)"  # the two int4 keys, never a bigint
@@ -159,12 +160,15 @@ def _advisory_lock(engine: Engine, work: StoreWork, run_id: int, timeout: float,
                 f"pg_try_advisory_xact_lock({_KEYS})"),
                 {"holder": HOLDER_KEY + int(work), "run": run_id, **fence}).one()[1]
             if not fenced:
-                log.warning("the store's %s lock was let go by %s while it committed: waiting "
-                            "for that commit to end", work.name, holder_named(engine, seen))
+                committing = _fence_holder(connection, work) or seen
+                commit = (f"the commit of {holder_named(engine, committing)}" if committing
+                          else PREVIOUS_COMMIT)
+                log.warning("the store's %s lock was let go while %s was under way: waiting "
+                            "for that commit to end", work.name, commit)
                 _bounded_wait(connection, f"SELECT pg_advisory_xact_lock({_KEYS})", fence,
                               max(deadline - time.monotonic(), 0.0),
-                              lambda: _timeout_line(work, holder_named(engine, seen), timeout))
-            yield _advisory_check(connection, work)
+                              lambda: _timeout_line(work, commit, timeout))
+            yield _advisory_check(connection, work, run_id)
         finally:
             _let_go(connection)
 
@@ -213,19 +217,23 @@ _HELD = text("SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AN
              "classid = :key AND objid = :work)")
 
 
-_FENCED = text(f"SELECT pg_advisory_xact_lock_shared({_KEYS})")
+# A commit's fence, with its run told beside it until the COMMIT ends (`_fence_holder`).
+_FENCED = text(f"SELECT pg_advisory_xact_lock_shared({_KEYS}), pg_advisory_xact_lock_shared("
+               "CAST(:holder AS integer), CAST(:run AS integer))")
 
 
-def _advisory_check(connection: Connection, work: StoreWork) -> LockCheck:
+def _advisory_check(connection: Connection, work: StoreWork, run_id: int) -> LockCheck:
     """The check of the advisory lock of `work` held by `connection`: one query on it, which
     fails once the connection ended, or finds the lock no longer this session's. First the
     committing transaction takes the fence of `work` shared, which its COMMIT lets go of: the
     check and the COMMIT run on two connections, and the lock may be lost between them, but
     the next holder takes the fence exclusively before it reads or writes (`_advisory_lock`),
     so it waits for a commit that passed its check to end, and a commit that fences after it
-    finds the lock lost. One statement more a commit."""
+    finds the lock lost. One statement more a commit, which tells run `run_id` as the
+    commit's."""
     key = {"key": WORK_KEY, "work": int(work)}
-    fence = {"key": FENCE_KEY, "work": int(work)}
+    fence = {"key": FENCE_KEY, "work": int(work), "holder": HOLDER_KEY + int(work),
+             "run": run_id}
 
     def check(session: Session) -> None:
         session.connection().execute(_FENCED, fence)
@@ -246,11 +254,31 @@ def _advisory_check(connection: Connection, work: StoreWork) -> LockCheck:
 def _advisory_holder(connection: Connection, work: StoreWork) -> int | None:
     """The run holding the advisory lock of `work` in this database, as its holder told
     (None: it has not told yet, or let go meanwhile)."""
-    return connection.execute(text(
-        "SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
-        "objsubid = 2 AND classid = :key AND database = "
-        "(SELECT oid FROM pg_database WHERE datname = current_database()) LIMIT 1"),
-        {"key": HOLDER_KEY + int(work)}).scalar()
+    return _told_run(connection, work, WORK_KEY, "ExclusiveLock")
+
+
+def _fence_holder(connection: Connection, work: StoreWork) -> int | None:
+    """The run whose commit holds the fence of `work` in this database, as that commit told
+    (None: it ended meanwhile, or its run has no record)."""
+    return _told_run(connection, work, FENCE_KEY, "ShareLock")
+
+
+# The run a session told (HOLDER_KEY + work, run id) whose backend holds (key, work) in a mode.
+_TOLD_RUN = text(
+    "SELECT told.objid::bigint FROM pg_locks AS held JOIN pg_locks AS told "
+    "ON told.pid = held.pid AND told.database = held.database "
+    "WHERE held.locktype = 'advisory' AND held.granted AND held.objsubid = 2 "
+    "AND held.classid = :key AND held.objid = :work AND held.mode = :mode "
+    "AND told.locktype = 'advisory' AND told.granted AND told.objsubid = 2 "
+    "AND told.classid = :holder AND held.database = "
+    "(SELECT oid FROM pg_database WHERE datname = current_database()) LIMIT 1")
+
+
+def _told_run(connection: Connection, work: StoreWork, key: int, mode: str) -> int | None:
+    """The run told by a session of this database that holds the advisory lock (`key`, `work`)
+    in `mode`: the lock's holder and its commits each tell theirs (`HOLDER_KEY`)."""
+    return connection.execute(_TOLD_RUN, {"key": key, "work": int(work), "mode": mode,
+                                          "holder": HOLDER_KEY + int(work)}).scalar()
 
 
 @contextmanager
