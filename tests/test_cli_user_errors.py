@@ -398,7 +398,12 @@ def test_ctrl_c_during_validate_says_interrupted(tmp_path: Path) -> None:
     from bench.synthetic import write_catalogue
 
     write_catalogue(REPO / "data", tmp_path / "data", 4000)
-    busy = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "validate"], cwd=REPO,
+    # A process started with SIGINT ignored keeps it ignored (Python installs its Ctrl-C handler
+    # only over the default), and a long test session may have it so: the command starts as
+    # from a terminal, with Python's own handler.
+    terminal = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                "runpy.run_module('pipeline.cli', run_name='__main__')")
+    busy = subprocess.Popen([sys.executable, "-c", terminal, "validate"], cwd=REPO,
                             env={**os.environ, "APIDIR_DATA_DIR": str(tmp_path / "data")},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
