@@ -92,8 +92,21 @@ class PostgresServer:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
 
     def stop(self) -> None:
-        if (self.data / "postmaster.pid").exists():
+        """Stop the folder's server, if one runs: the pid file of a server whose process is
+        gone (killed with its run, or the machine restarted) is nothing to stop, and `pg_ctl`
+        would fail on it."""
+        if _server_alive(self.data / "postmaster.pid"):
             self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+
+def _server_alive(pid_file: Path) -> bool:
+    """Whether the process `pid_file` names (its first line) still runs."""
+    try:
+        pid = int(pid_file.read_text().split("\n", 1)[0])
+        os.kill(pid, 0)
+    except (OSError, ValueError):  # no file, no such process, or a file cut short
+        return False
+    return True
 
 
 @contextmanager
