@@ -608,14 +608,16 @@ class EntryContent(ContractModel):
 class Status(ContractModel):
     """Presented endpoint status of an entry, from its latest probe run: live (a probed URL
     answered HTTP 200), online (one answered with another status), unreachable (none
-    answered) or unchecked (not probed yet, or every probe of the run left undone)."""
+    answered) or unchecked (not probed yet, every probe of the run left undone, or no URL the
+    entry lists can be probed)."""
 
     model_config = ConfigDict(json_schema_serialization_defaults_required=True,
                               json_schema_extra={"examples": STATUS_EXAMPLES})
 
     state: StatusState = Field(default="unchecked", description="live, online, unreachable, "
-                               "or unchecked (never probed, or the latest run left every "
-                               "probe undone: its redirect not followed, see note).")
+                               "or unchecked (never probed; the latest run left every "
+                               "probe undone: its redirect not followed; or no URL the entry "
+                               "lists can be probed: see note).")
     http_status: int | None = Field(default=None, ge=100, le=999, description="HTTP status of "
                                     "the deciding answer; null when nothing answered.")
     response_time_ms: int | None = Field(default=None, ge=0, le=MAX_SAFE_INTEGER,
@@ -627,7 +629,9 @@ class Status(ContractModel):
                              "or may require auth'; for unchecked after a run that left its "
                              "probes undone: why, e.g. 'its redirect to api.example.com was "
                              "not followed this run: that host failed 10 times in a row'; "
-                             "otherwise null.")
+                             "for unchecked when no URL the entry lists can be probed: why, "
+                             "e.g. 'base address is per account (YOUR_PROJECT_REF)', with no "
+                             "url; otherwise null.")
     url: Uri | None = Field(default=None, description="The probed URL whose answer decided "
                             "the state (unchecked: the URL left undone); null when not "
                             "probed.")

@@ -25,6 +25,7 @@ from pipeline.judging.changes import record_lifecycles
 from pipeline.judging.content_scores import content_scores
 from pipeline.judging.evidence import bounded_scores
 from pipeline.judging.health import LifecycleRules, RunVerdict, run_verdict
+from pipeline.judging.present import checked_state, present_entries
 from pipeline.judging.rollup import roll_up_days
 from pipeline.probing.probe import Prober, ProbeResult, ProbeSettings, failure_class
 from pipeline.store.history import (
@@ -465,6 +466,47 @@ def test_an_entry_left_with_no_url_to_probe_keeps_its_state_saying_why_and_since
     for days in (30, 90):
         assert judged(T0 + timedelta(days=days)) == (
             "degraded", f"1 of 2 targets failed in the last run; {why}", 0)
+
+
+def test_an_entry_left_with_no_url_to_probe_publishes_no_status_of_addresses_it_no_longer_lists(
+        write_entry: WriteEntry, ingested_store) -> None:
+    """An entry probed live whose base address becomes one per account: the score stage
+    presents it unchecked, saying why, its endpoints too, and no HTTPS or CORS, rather than
+    the status its probes of the addresses it listed before gave; those probes still date
+    its lifecycle (the verdict). An entry never probed so says why as well."""
+    endpoints = [{"method": "GET", "path": "/forecast", "description": "Forecast."},
+                 {"method": "GET", "path": "/current", "description": "Now."}]
+    write_entry(make_entry(endpoints=endpoints))
+    session = ingested_store()
+    forecast, current = plan_targets(session)
+    run = start_run(session, "nightly")
+    record_probes(session, run, [result(forecast.url, "live", 200, endpoint=forecast.endpoint_id),
+                                 result(current.url, "live", 200, endpoint=current.endpoint_id)])
+    as_of = T0 + timedelta(hours=1)
+    before = present_entries(session, as_of).entry("example-weather")
+    assert checked_state(before.status).state == "live" and before.https and before.cors
+
+    write_entry(make_entry(baseUrl="https://YOUR_PROJECT_REF.example.com/v1",
+                           endpoints=endpoints, sampleRequest=(
+                               'curl "https://YOUR_PROJECT_REF.example.com/v1/forecast"')))
+    session = ingested_store()
+    why = "base address is per account (YOUR_PROJECT_REF)"
+    after = present_entries(session, as_of + timedelta(days=1)).entry("example-weather")
+    assert Status.model_validate(after.status) == Status(state="unchecked", note=why)
+    assert after.endpoints is not None and [
+        EndpointStatus.model_validate(status) for status in after.endpoints.values()] == [
+        EndpointStatus(note=why)] * 2
+    assert (after.https, after.cors) == (None, None)
+    assert after.verdict is not None and after.verdict.run_id == run.id
+
+    write_entry(make_entry(id="example-never", name="Example Never",
+                           baseUrl="https://YOUR_TENANT.example.org/api",
+                           sampleRequest='curl "https://YOUR_TENANT.example.org/api/forecast"'))
+    session = ingested_store()
+    never = present_entries(session, as_of).entry("example-never")
+    assert Status.model_validate(never.status) == Status(
+        state="unchecked", note="base address is per account (YOUR_TENANT)")
+    assert never.verdict is None
 
 
 def test_a_run_read_back_counts_the_targets_it_did_not_probe_as_when_it_ran(session) -> None:

@@ -460,6 +460,18 @@ def test_a_status_left_unchecked_by_the_latest_run_says_what_was_left_and_why(
     text = render_entry_markdown(presented, meta, common["labels"])
     assert f"## Status\n\nNot checked: the latest run left `{url}` undone: {note}." in text
 
+    # An entry with no URL to probe any longer: unchecked with the reason alone, no URL.
+    why = "base address is per account (YOUR_PROJECT_REF)"
+    api["status"] = {"state": "unchecked", "httpStatus": None, "responseTimeMs": None,
+                     "checkedAt": None, "url": None, "note": why}
+    presented = pages.presented_entry(api)
+    html = Elements(pages.render_entry_page(presented, common, [],
+                                            pages.entry_badges(presented)))
+    assert html.by_id("status") == f"Not checked — no URL it lists can be probed: {why}."
+    text = render_entry_markdown(presented, meta, common["labels"])
+    escaped = why.replace("_", "\\_")  # Markdown's own escape of the placeholder
+    assert f"## Status\n\nNot checked: no URL it lists can be probed: {escaped}." in text
+
 
 def test_no_auth_shows_a_comment_as_its_header(sample: SampleRelease) -> None:
     html = Elements(page(sample, entry_page(UNREACHABLE_ID)))

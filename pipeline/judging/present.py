@@ -16,6 +16,7 @@ from pipeline.judging.changes import CheckedState
 from pipeline.judging.content_scores import content_scores
 from pipeline.judging.evidence import bounded_scores, day_bounds
 from pipeline.judging.health import RunVerdict, measured_cors, measured_https, run_verdict
+from pipeline.probing.probe import no_targets
 from pipeline.store.history import (
     day_probes,
     endpoint_calls,
@@ -24,6 +25,7 @@ from pipeline.store.history import (
     span_endpoints,
     status_form,
     unexplained_entries,
+    unprobable_forms,
     unprobed_reasons,
 )
 from pipeline.store.tables import EVERY_ENTRY, EntrySpan, active_base_urls, time_texts
@@ -178,7 +180,14 @@ def present_each(session: Session, as_of: datetime, origin: str = "",
                 None if called is None else unprobed_reasons(base_urls[entry_id], called),
                 time_text),
         )
-        if probes:
+        if (unprobable := no_targets(base_urls[entry_id])) is not None:
+            # Nothing listed can be checked: no status, HTTPS or CORS of addresses no longer
+            # listed; their probes still date the lifecycle (its verdict).
+            values.status, endpoint_statuses = unprobable_forms(listed or (), unprobable)
+            if listed is not None:
+                values.endpoints = endpoint_statuses
+            values.verdict = run_verdict(probes) if probes else None
+        elif probes:
             values.status = status_form(probes, time_text)
             values.verdict = run_verdict(probes)
             values.https = measured_https(base_urls[entry_id], probes, as_of, time_text)

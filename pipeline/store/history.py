@@ -404,6 +404,16 @@ def status_form(probes: Sequence[ProbeRow], time_text: TimeText = json_time) -> 
 _UNCHECKED_FORM = Status().model_dump(mode="json")  # no answer: every field null but the state
 
 
+def unprobable_forms(endpoints: Sequence[ActiveEndpoint],
+                     reason: str) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
+    """The status and endpoint statuses (by position) of an entry the catalogue gives no URL to
+    probe any longer (`probe.no_targets`, its `reason`): unchecked, saying why, whatever its
+    probes of the addresses it listed before said. A status is of the addresses listed now;
+    those probes stay the evidence its lifecycle and history are dated by."""
+    return ({**_UNCHECKED_FORM, "note": reason},
+            {endpoint.position: _not_probed(reason) for endpoint in endpoints})
+
+
 def published_url(url: str | None) -> str | None:
     """`url` if the release's URL rule takes it, else None: a final URL stored before the prober
     kept only requested hops (a refused redirect's `ftp:` or `mailto:` Location) is left out of
