@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from pydantic import AwareDatetime, TypeAdapter
 from sqlalchemy import event, func, make_url
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from pipeline.catalogue.entries import read_catalog
 from pipeline.catalogue.ingest import ingest_catalog
@@ -424,6 +424,19 @@ async def test_an_entry_s_status_rests_on_its_counted_probes_not_a_redirect_not_
     assert (status.state, status.http_status, status.note) == ("online", 302, ONLINE_NOTE)
 
 
+TWO_ENDPOINTS = [{"method": "GET", "path": "/forecast", "description": "Forecast."},
+                 {"method": "GET", "path": "/current", "description": "Now."}]
+
+
+def made_per_account(write_entry: WriteEntry, ingested_store) -> Session:
+    """The store after example-weather's base address became one per account (no URL to
+    probe, whatever it lists), its two endpoints kept."""
+    write_entry(make_entry(baseUrl="https://YOUR_PROJECT_REF.example.com/v1",
+                           endpoints=TWO_ENDPOINTS, sampleRequest=(
+                               'curl "https://YOUR_PROJECT_REF.example.com/v1/forecast"')))
+    return ingested_store()
+
+
 def test_an_entry_left_with_no_url_to_probe_keeps_its_state_saying_why_and_since_when(
         write_entry: WriteEntry, ingested_store) -> None:
     """An entry judged degraded whose base address becomes one per account (no URL to probe,
@@ -431,9 +444,7 @@ def test_an_entry_left_with_no_url_to_probe_keeps_its_state_saying_why_and_since
     is read again each night. Its state stands, night after night, the reason saying no
     endpoint can be checked any longer and when it last was: no recovery is told on no
     evidence."""
-    endpoints = [{"method": "GET", "path": "/forecast", "description": "Forecast."},
-                 {"method": "GET", "path": "/current", "description": "Now."}]
-    write_entry(make_entry(endpoints=endpoints))
+    write_entry(make_entry(endpoints=TWO_ENDPOINTS))
     session = ingested_store()
     forecast, current = plan_targets(session)
     run = start_run(session, "nightly")
@@ -454,10 +465,7 @@ def test_an_entry_left_with_no_url_to_probe_keeps_its_state_saying_why_and_since
 
     assert judged(T0 + timedelta(hours=1)) == (
         "degraded", "1 of 2 targets failed in the last run", 0)
-    write_entry(make_entry(baseUrl="https://YOUR_PROJECT_REF.example.com/v1",
-                           endpoints=endpoints, sampleRequest=(
-                               'curl "https://YOUR_PROJECT_REF.example.com/v1/forecast"')))
-    session = ingested_store()
+    session = made_per_account(write_entry, ingested_store)
     assert plan_targets(session) == []
     why = ("no endpoint can be checked any longer (base address is per account "
            "(YOUR_PROJECT_REF)); last checked 2026-11-20")
@@ -474,9 +482,7 @@ def test_an_entry_left_with_no_url_to_probe_publishes_no_status_of_addresses_it_
     presents it unchecked, saying why, its endpoints too, and no HTTPS or CORS, rather than
     the status its probes of the addresses it listed before gave; those probes still date
     its lifecycle (the verdict). An entry never probed so says why as well."""
-    endpoints = [{"method": "GET", "path": "/forecast", "description": "Forecast."},
-                 {"method": "GET", "path": "/current", "description": "Now."}]
-    write_entry(make_entry(endpoints=endpoints))
+    write_entry(make_entry(endpoints=TWO_ENDPOINTS))
     session = ingested_store()
     forecast, current = plan_targets(session)
     run = start_run(session, "nightly")
@@ -486,10 +492,7 @@ def test_an_entry_left_with_no_url_to_probe_publishes_no_status_of_addresses_it_
     before = present_entries(session, as_of).entry("example-weather")
     assert checked_state(before.status).state == "live" and before.https and before.cors
 
-    write_entry(make_entry(baseUrl="https://YOUR_PROJECT_REF.example.com/v1",
-                           endpoints=endpoints, sampleRequest=(
-                               'curl "https://YOUR_PROJECT_REF.example.com/v1/forecast"')))
-    session = ingested_store()
+    session = made_per_account(write_entry, ingested_store)
     why = "base address is per account (YOUR_PROJECT_REF)"
     after = present_entries(session, as_of + timedelta(days=1)).entry("example-weather")
     assert Status.model_validate(after.status) == Status(state="unchecked", note=why)
