@@ -120,6 +120,21 @@ def rules(write_entry: WriteEntry, data_dir: Path, **changes: object) -> list[tu
          "rateLimit"),
         ({"rateLimit": "No rate limit published for the public instance"}, "hedged-field",
          "rateLimit"),
+        ({"rateLimit": "No numeric limit published for the public instance; no API key or "
+                       "sign-up required"}, "hedged-field", "rateLimit"),
+        ({"rateLimit": "Free to use, not published, no key needed"}, "hedged-field",
+         "rateLimit"),
+        ({"rateLimit": "No key needed \u2014 no quota published."}, "hedged-field", "rateLimit"),
+        (
+            {"pricing": PRICING | {"freeQuota": {"amount": None, "unit": None,
+                                                 "period": "unlimited",
+                                                 "note": "No API key or sign-up; no numeric "
+                                                         "quota is published."}}},
+            "hedged-field",
+            "pricing.freeQuota.note",
+        ),
+        ({"rateLimit": "No quota published; no rate limit published"}, "hedged-field",
+         "rateLimit"),
         (
             {"pricing": PRICING | {"details": "Plan prices are listed on example.com/pricing."}},
             "hedged-field",
@@ -149,6 +164,14 @@ def test_each_lint_rule_fails_its_bad_case(
     write_entry: WriteEntry, data_dir: Path, changes: dict, rule: str, field: str
 ) -> None:
     assert (rule, field) in rules(write_entry, data_dir, **changes)
+
+
+def test_a_field_of_many_hedge_clauses_is_one_problem(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """Each clause is read once and the field said once, however many hedges it repeats."""
+    text = "Free to use" + "; not published" * 2000
+    assert rules(write_entry, data_dir, rateLimit=text) == [("hedged-field", "rateLimit")]
 
 
 BASE = "https://api.example.com/v1"
@@ -257,6 +280,11 @@ def test_a_sample_request_that_agrees_with_its_entry_passes(
          "sampleRequest": 'curl "https://api.example.com/v1/forecast?lat=1&lon=2"'},
         {"rateLimit": "120 requests per 60 seconds per API token"},
         {"rateLimit": "Not published; the provider answers 429 and asks for backoff"},
+        {"rateLimit": "No numeric limit published; too many requests get HTTP 429"},
+        {"rateLimit": "Free to use; no fixed request rate published; at most 10 concurrent "
+                      "requests"},
+        {"rateLimit": "No numeric rate limit published for api.example.com, which it calls "
+                      "generous; HTTP 429 when a limit is crossed"},
         {"longDescription": "Rates published on the central bank's site, stated daily."},
         {"pricing": PRICING | {"freeQuota": {"amount": 2, "unit": "GB storage",
                                              "period": "account"}}},
