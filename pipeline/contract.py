@@ -342,7 +342,6 @@ API_ENTRY_EXAMPLE: dict[str, Any] = {
     "docsUrl": "https://frankfurter.dev",
     "hasFreeTier": True,
     "pricing": PRICING_EXAMPLE,
-    "rateLimit": "No numeric limit published for the public instance",
     "endpoints": [
         {"method": "GET", "path": "/currencies", "description": "Supported currencies.",
          "status": ENDPOINT_STATUS_EXAMPLES[0]},
