@@ -270,8 +270,9 @@ class Settings(BaseSettings):
         default=120, ge=4, le=int(DAY),
         description="Seconds after which PostgreSQL lets go of the store's lock of a run whose "
         "machine stopped answering (died, or cut off from the network): the lock's connection "
-        "is probed that often by TCP keepalives and given up after them, rather than after "
-        "the system's two hours and more; and after which a run gives up a server whose "
+        "and every other of the run (a commit under way holds the lock's fence) are probed "
+        "that often by TCP keepalives and given up after them, rather than after the "
+        "system's two hours and more; and after which a run gives up a server whose "
         "machine stopped answering, its own end of each connection probed alike.",
     )
     stale_days: int = Field(

@@ -479,7 +479,7 @@ def test_a_postgresql_lock_s_connection_is_let_go_soon_after_its_holder_stops_an
     """The server drops the lock's connection, and so lets go of the lock, once the holder's
     machine has not answered its TCP keepalive probes for the seconds the setting gives
     (APIDIR_STORE_LOCK_KEEPALIVE), not the system's two hours: the lock's own connection
-    carries them while it is held, and goes back to the pool with the server's."""
+    carries them while it is held, and goes back to the pool with the session's."""
     engine = make_engine(database_url)
     checked_out: list[Any] = []
     event.listen(engine, "checkout", lambda dbapi, _record, _proxy: checked_out.append(dbapi))
@@ -502,6 +502,46 @@ def test_a_postgresql_lock_s_connection_is_let_go_soon_after_its_holder_stops_an
             assert shown(held) == {"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "10",
                                    "tcp_keepalives_count": "3", "tcp_user_timeout": "40000"}
         assert shown(held) == server
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.backends("postgres")
+@pytest.mark.parametrize(("query", "pgoptions"),
+                         [("", None), ("?options=-c%20tcp_keepalives_idle%3D7", None),
+                          ("", "--tcp-keepalives-idle=7")],
+                         ids=["set", "url-given", "pgoptions-given"])
+def test_every_postgresql_connection_carries_the_server_s_keepalives(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, query: str, pgoptions: str | None,
+) -> None:
+    """A commit's connection, any of the pool's, holds the store lock's fence until its COMMIT
+    ends: the server gives up its backend once the run's machine stopped answering for
+    APIDIR_STORE_LOCK_KEEPALIVE seconds, as it does the lock's, so the next holder does not
+    wait its whole APIDIR_STORE_LOCK_TIMEOUT for it; also once the connection held the lock
+    at another figure and went back to the pool. A setting the database URL's `options`, or
+    else PGOPTIONS, gives is kept."""
+    monkeypatch.setenv("APIDIR_STORE_LOCK_KEEPALIVE", "40")
+    if pgoptions is not None:
+        monkeypatch.setenv("PGOPTIONS", pgoptions)
+    engine = make_engine(database_url + query)
+    checked_out: list[Any] = []
+    event.listen(engine, "checkout", lambda dbapi, _record, _proxy: checked_out.append(dbapi))
+    wanted = {"tcp_keepalives_idle": "7" if query or pgoptions else "10",
+              "tcp_keepalives_interval": "10",
+              "tcp_keepalives_count": "3", "tcp_user_timeout": "40000"}
+
+    def shown() -> tuple[str | None, dict[str, str]]:
+        with engine.connect() as connection:
+            peer = connection.execute(text("SELECT host(inet_client_addr())")).scalar()
+            return peer, {name: connection.execute(text(f"SHOW {name}")).scalar()
+                          for name in TCP_SETTINGS}
+
+    try:
+        assert shown() == ("127.0.0.1", wanted)  # over TCP: a Unix socket's show 0
+        with store_lock(engine, StoreWork.ingest, None, 60, 60):
+            held = checked_out[-1]
+        assert shown() == ("127.0.0.1", wanted)
+        assert checked_out[-1] is held  # the lock's own connection, back from the pool
     finally:
         engine.dispose()
 

@@ -1,10 +1,15 @@
 """TCP keepalives of the store's PostgreSQL connections, both ends from one figure
 (APIDIR_STORE_LOCK_KEEPALIVE): neither the server nor a run waits the system's two hours and
 more to find its peer's machine died or was cut off. The server's end lets go of a store lock
-its holder can no longer use (`locks.store_lock`); the run's end fails a statement that waits
-on a server gone, rather than hang the run until its time limit."""
+its holder can no longer use (`locks.store_lock`), and of a commit's backend, which holds the
+lock's fence the next holder waits for; the run's end fails a statement that waits on a server
+gone, rather than hang the run until its time limit."""
 
 from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
 
 KEEPALIVE_PROBES = 3  # unanswered TCP keepalive probes before a peer is given up
 # The server's settings of a session, and libpq's connection parameters, of the same four.
@@ -25,8 +30,25 @@ def keepalive_settings(seconds: int,
                     strict=True))
 
 
-def client_keepalives(seconds: int, given: dict[str, object]) -> dict[str, str]:
-    """libpq's connection parameters of the run's end (`keepalive_settings`), but those the
-    database URL gives (`given`, its query), which are kept as given."""
+# A server setting a libpq `options` string gives: `-c name=value`, `-cname=value` or
+# `--name=value`, a dash in its name read as an underscore, as the server reads it.
+_OPTION = re.compile(r"(?:^|\s)(?:-c\s*|--)([\w.-]+)=")
+
+
+def connection_keepalives(seconds: int, given: Mapping[str, object]) -> dict[str, str]:
+    """libpq's connection parameters of both ends of every connection (`keepalive_settings`):
+    the run's end, and the server's, set for the session from its start by `options` (so a
+    commit's connection carries them as the lock's does, and a RESET comes back to them).
+    What the operator gives is kept as given: a parameter the database URL (`given`, its
+    query) names, and a server setting its `options`, else PGOPTIONS, sets; ours are added
+    after those options, which `options` would otherwise replace."""
     wanted = {"keepalives": "1", **keepalive_settings(seconds, CLIENT_PARAMETERS)}
-    return {name: value for name, value in wanted.items() if name not in given}
+    parameters = {name: value for name, value in wanted.items() if name not in given}
+    options = given.get("options", os.environ.get("PGOPTIONS", ""))
+    options = " ".join(options) if isinstance(options, tuple) else str(options)
+    named = {name.replace("-", "_").lower() for name in _OPTION.findall(options)}
+    added = [f"-c {name}={value}" for name, value in keepalive_settings(seconds).items()
+             if name not in named]
+    if added:
+        parameters["options"] = " ".join([options, *added]).strip()
+    return parameters

@@ -196,9 +196,9 @@ def _bounded_wait(connection: Connection, statement: str, keys: dict[str, int], 
 
 def _let_go(connection: Connection) -> None:
     """Let go of every advisory lock of the connection, and set its TCP settings back to the
-    server's, before it goes back to the pool (a session's locks and settings outlive its
-    transactions); a connection that cannot is thrown away, which lets go as well, and one
-    already thrown away (its check failed) holds nothing more."""
+    session's (`connection_keepalives`), before it goes back to the pool (a session's locks
+    and settings outlive its transactions); a connection that cannot is thrown away, which
+    lets go as well, and one already thrown away (its check failed) holds nothing more."""
     if connection.invalidated:
         return
     try:

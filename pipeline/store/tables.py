@@ -56,7 +56,7 @@ from pipeline.processes import (
     run_left_behind,
 )
 from pipeline.settings import Settings
-from pipeline.store.keepalive import client_keepalives
+from pipeline.store.keepalive import connection_keepalives
 from pipeline.store.migrate import UpgradeMode, prepare_store
 
 UtcDateTime = DateTime(timezone=True)
@@ -469,8 +469,10 @@ def open_engine(database_url: str) -> Engine:
         return engine
     # A server may close idle connections while a long probe stage runs: test each one
     # before use rather than fail the next stage. A server whose machine died or was cut off
-    # fails the statement waiting on it within APIDIR_STORE_LOCK_KEEPALIVE seconds.
-    keepalives = client_keepalives(Settings().store_lock_keepalive, dict(url.query))
+    # fails the statement waiting on it within APIDIR_STORE_LOCK_KEEPALIVE seconds, and the
+    # server gives up the backend of a run whose machine did (a commit's backend holds the
+    # store lock's fence) as soon.
+    keepalives = connection_keepalives(Settings().store_lock_keepalive, dict(url.query))
     return create_engine(database_url, pool_pre_ping=True, connect_args=keepalives)
 
 
