@@ -9,15 +9,26 @@ import re
 import shutil
 import subprocess
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 import typer.main
+from sqlmodel import Session
 from typer.testing import CliRunner
 
 from pipeline import contract
 from pipeline.cli import app
 from pipeline.settings import Settings
+from pipeline.store.locks import (
+    SQLITE_COMMIT,
+    StoreWork,
+    _timeout_line,
+    commit_named,
+    holder_named,
+)
+from pipeline.store.tables import PipelineRun, make_engine
 from tests.conftest import REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -196,6 +207,26 @@ def test_every_rule_validate_names_is_in_the_contributing_guide() -> None:
     assert {"missing-required-field", "too-large", "yaml-syntax", "real-credential",
             "sample-request-curl"} <= rules  # the reading above still finds each kind
     assert sorted(rule for rule in rules if f"`{rule}`" not in CONTRIBUTING) == []
+
+
+def test_the_store_lock_s_timeout_lines_the_readme_quotes_are_the_code_s(
+    tmp_path: Path,
+) -> None:
+    """An operator looks up the line a run failed with: the README quotes the store lock's
+    timeout as the code says it, with each holder it may name (a run, a commit under way)."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'apidir.db'}")
+    try:
+        with Session(engine) as session:
+            session.add(PipelineRun(id=12, flow="nightly", host="worker-1", pid=4242,
+                                    started_at=datetime(2026, 11, 30, 2, tzinfo=UTC)))
+            session.commit()
+        run, commit = holder_named(engine, 12), commit_named(engine, 12)
+        previous = commit_named(engine, None)
+    finally:
+        engine.dispose()
+    text = " ".join(README.split())  # the README's lines wrap anywhere
+    quoted = [_timeout_line(StoreWork.ingest, run, 3600), commit, previous, SQLITE_COMMIT]
+    assert [line for line in quoted if f"`{line}`" not in text] == []
 
 
 def make_dry_run(target: str) -> list[str]:

@@ -67,6 +67,8 @@ LOCK_POLL_SECONDS = 0.05
 _KEYS = "CAST(:key AS integer), CAST(:work AS integer)"  # the two int4 keys, never a bigint
 NO_RUN = 0  # a stage called without a run's record (a benchmark, a test)
 PREVIOUS_COMMIT = "the previous holder's commit"  # whose run no lock or row tells
+# Beside a SQLite file, whose write lock any process may hold, not only a run's commit.
+SQLITE_COMMIT = f"{PREVIOUS_COMMIT} (or another writer's)"
 
 
 class StoreWork(IntEnum):
@@ -160,9 +162,7 @@ def _advisory_lock(engine: Engine, work: StoreWork, run_id: int, timeout: float,
                 f"pg_try_advisory_xact_lock({_KEYS})"),
                 {"holder": HOLDER_KEY + int(work), "run": run_id, **fence}).one()[1]
             if not fenced:
-                committing = _fence_holder(connection, work) or seen
-                commit = (f"the commit of {holder_named(engine, committing)}" if committing
-                          else PREVIOUS_COMMIT)
+                commit = commit_named(engine, _fence_holder(connection, work) or seen)
                 log.warning("the store's %s lock was let go while %s was under way: waiting "
                             "for that commit to end", work.name, commit)
                 _bounded_wait(connection, f"SELECT pg_advisory_xact_lock({_KEYS})", fence,
@@ -330,8 +330,7 @@ def _write_turn(engine: Engine, work: StoreWork, deadline: float, timeout: float
             except OperationalError as error:
                 if getattr(error.orig, "sqlite_errorcode", 0) & 0xFF != sqlite3.SQLITE_BUSY:
                     raise
-                raise StoreLockTimeout(_timeout_line(
-                    work, f"{PREVIOUS_COMMIT} (or another writer's)", timeout)) from None
+                raise StoreLockTimeout(_timeout_line(work, SQLITE_COMMIT, timeout)) from None
         finally:
             connection.exec_driver_sql(f"PRAGMA busy_timeout = {int(waits)}")
         connection.exec_driver_sql("ROLLBACK")
@@ -446,6 +445,12 @@ def holder_named(engine: Engine, run_id: int | None) -> str:
     pid = f" as process {run.pid}" if run.pid else ""
     return (f"run {run.id} ({run.flow}{where}{pid}, started "
             f"{utc_text(as_utc(run.started_at))})")
+
+
+def commit_named(engine: Engine, run_id: int | None) -> str:
+    """The commit under way a next holder waits for, as an operator finds it: its run's
+    (`holder_named`) where the commit or the lock's former holder told it."""
+    return f"the commit of {holder_named(engine, run_id)}" if run_id else PREVIOUS_COMMIT
 
 
 def _log_waiting(engine: Engine, work: StoreWork, holder: int | None) -> None:
