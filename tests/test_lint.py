@@ -135,6 +135,23 @@ def rules(write_entry: WriteEntry, data_dir: Path, **changes: object) -> list[tu
         ),
         ({"rateLimit": "No quota published; no rate limit published"}, "hedged-field",
          "rateLimit"),
+        # A hedge before what the provider does is dropped all the same: the fact stands alone.
+        ({"rateLimit": "Not published; the provider answers 429 and asks for backoff"},
+         "hedged-field", "rateLimit"),
+        ({"rateLimit": "Free to use; no fixed request rate published; at most 10 concurrent "
+                       "requests"}, "hedged-field", "rateLimit"),
+        ({"rateLimit": "No numeric rate limit published for api.example.com, which it calls "
+                       "generous; HTTP 429 when a limit is crossed"}, "hedged-field",
+         "rateLimit"),
+        ({"rateLimit": "No quota or numeric rate limit is published for the public host."},
+         "hedged-field", "rateLimit"),
+        ({"rateLimit": "No key, sign-up or paid plan; no request cap is published."},
+         "hedged-field", "rateLimit"),
+        ({"rateLimit": "Open data, no published quota"}, "hedged-field", "rateLimit"),
+        ({"pricing": PRICING | {"details": "Free to use; no paid plans are published for it."}},
+         "hedged-field", "pricing.details"),
+        ({"pricing": PRICING | {"details": "No price is published; no key is needed."}},
+         "hedged-field", "pricing.details"),
         (
             {"pricing": PRICING | {"details": "Plan prices are listed on example.com/pricing."}},
             "hedged-field",
@@ -279,12 +296,9 @@ def test_a_sample_request_that_agrees_with_its_entry_passes(
         {"authType": "none", "authExample": "# No auth required",
          "sampleRequest": 'curl "https://api.example.com/v1/forecast?lat=1&lon=2"'},
         {"rateLimit": "120 requests per 60 seconds per API token"},
-        {"rateLimit": "Not published; the provider answers 429 and asks for backoff"},
-        {"rateLimit": "No numeric limit published; too many requests get HTTP 429"},
-        {"rateLimit": "Free to use; no fixed request rate published; at most 10 concurrent "
-                      "requests"},
-        {"rateLimit": "No numeric rate limit published for api.example.com, which it calls "
-                      "generous; HTTP 429 when a limit is crossed"},
+        {"rateLimit": "The provider answers 429 and asks for backoff"},
+        {"rateLimit": "Free to use; at most 10 concurrent requests"},
+        {"authDescription": "Results are published by the provider's own action."},
         {"longDescription": "Rates published on the central bank's site, stated daily."},
         {"pricing": PRICING | {"freeQuota": {"amount": 2, "unit": "GB storage",
                                              "period": "account"}}},

@@ -453,34 +453,29 @@ def _free_text(entry: EntryContent) -> Iterator[tuple[Loc, str | None]]:
 
 
 # A clause that says only that the provider publishes nothing ("No fixed limit published",
-# "not published for the public instance") reads as a stated fact where the rule is to leave
-# it out, wherever it stands: a clause starts the text or follows `;`, `,`, `—` or a sentence's
-# `.`, and ends at the next of them. A `.` inside a word (`public.api.bsky.app`) ends nothing.
+# "no request cap is published", "no published quota", "not published for the public
+# instance") reads as a stated fact where the rule is to leave it out, wherever it stands and
+# whatever follows it: what the provider does where it publishes no figure (answers 429, asks
+# for backoff) is the fact, said without the hedge. A clause starts the text or follows `;`,
+# `,`, `—` or a sentence's `.`, and ends at the next of them. A `.` inside a word
+# (`public.api.bsky.app`) ends nothing.
 _CLAUSE_END = r"(?:[;,\u2014]|\.(?=\s|$))"
+_WHAT = (r"(?:fixed |numeric |public |paid |published )?(?:request )?(?:rate )?"
+         r"(?:limits?|figures?|quotas?|rates?|caps?|prices?|plans?)")
 NOTHING_PUBLISHED = re.compile(
     r"(?:^|" + _CLAUSE_END + r")\s*(?P<hedge>"
-    r"(?:(?:there is )?no (?:fixed |numeric |public |published )?(?:request )?"
-    r"(?:rate )?(?:limits?|figures?|quotas?|rates?)(?: (?:is|are))? (?:published|stated|documented)"
-    r"|not (?:published|documented))(?: for (?:[^;:,.\u2014]|\.(?!\s|$)){1,80})?)"
+    r"(?:(?:there is )?no " + _WHAT + r"(?: or " + _WHAT + r")?(?: (?:is|are))?"
+    r" (?:published|stated|documented)"
+    r"|no published " + _WHAT + r"|not (?:published|documented))"
+    r"(?: for (?:[^;:,.\u2014]|\.(?!\s|$)){1,80})?)"
     r"\s*(?=" + _CLAUSE_END + r"|$)",
-    re.IGNORECASE,
-)
-# What a field may go on to say the provider does where it publishes no figure (answers 429,
-# throttles, asks for backoff, caps a request): that is the fact a builder plans by, and the
-# hedge before it stays. Any other clause after a hedge ("no API key required") leaves the
-# hedge saying nothing of its own.
-PROVIDER_LIMITS = re.compile(
-    r"\b429\b|\brate[- ]?limit|\bthrottl|\bback ?off\b|\bretr(?:y|ies|iable)\b"
-    r"|\blimit(?:s|ed|er)?\b|\bcap(?:s|ped)?\b|\bbounded\b|\bat most\b|\bup to\b"
-    r"|\bconcurrent",
     re.IGNORECASE,
 )
 
 
 def _nothing_published(text: str) -> str | None:
-    """Why the hedge clauses of `text` are refused, if they are: they are all it says, or
-    nothing outside them says how the provider limits use (a limit word inside a hedge, "no
-    rate limit published", says nothing of it). Said once per field, in one pass."""
+    """Why the hedge clauses of `text` are refused, if it has any: said once per field, read
+    in one pass."""
     hedges = [match.span("hedge") for match in NOTHING_PUBLISHED.finditer(text)]
     if not hedges:
         return None
@@ -489,13 +484,10 @@ def _nothing_published(text: str) -> str | None:
         pieces.append(text[after:start])
         after = end
     outside = "".join([*pieces, text[after:]])
-    if PROVIDER_LIMITS.search(outside):
-        return None
     first = shown(text[slice(*hedges[0])])
     if not any(char.isalnum() for char in outside):
         return f"says only {first}: where the provider states nothing, leave the field out"
-    return (f"says {first}, and nothing of how the provider limits use: drop that clause and "
-            "keep the facts around it")
+    return f"says {first}: drop that clause and keep the facts around it"
 
 
 def _hedges(entry: EntryContent) -> Iterator[Lint]:
