@@ -180,7 +180,7 @@ def test_filter_search_and_open_an_entry(
     expect(page.locator("h1")).to_contain_text(entry["name"])
     expect(page.locator("#base-url")).to_have_text(entry["baseUrl"])
     expect(page.locator("#auth-header")).to_contain_text(NO_AUTH_HEADER)
-    expect(page.locator("#rate-limit")).to_have_text(entry["rateLimit"])
+    expect(page.locator("#rate-limit")).to_have_text(entry.get("rateLimit") or "not stated")
     expect(page.locator("#pricing-model")).to_contain_text(entry["pricing"]["model"])
     expect(page.locator("#free-quota")).to_be_visible()
     expect(page.locator("#docs-url a")).to_have_attribute("href", entry["docsUrl"])
