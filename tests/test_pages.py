@@ -226,7 +226,7 @@ def test_the_index_lists_the_apis_from_the_search_index_not_the_dataset(
     assert cards_of(index) == []  # the script builds them from api/search.json
     labels = json.loads(api_list["data-labels"])
     assert labels == {c.id: c.label for c in CATEGORIES}
-    assert json.loads(api_list["data-states"])["unchecked"] == "Not checked yet"
+    assert json.loads(api_list["data-states"])["unchecked"] == "Not checked"
     apis = json.loads(page(sample, FULL_DATASET))["apis"]
     assert not any(api["description"] in raw for api in apis if api.get("description"))
     assert "api/apis.json" not in [a.get("data-source") for _, a in index.tags]
@@ -932,7 +932,7 @@ def test_the_markdown_states_the_lifecycle_failure_and_transport_the_page_shows(
     assert html.by_id("deprecation-note") == said and f"\n{said}\n" in text
     assert "deprecation-note" not in Elements(page(sample, entry_page(LIVE_ID))).text
     assert (f"[Old Forecast API](../apis/{DEPRECATED_ID}.md): Hourly forecasts for any "
-            "coordinates. (Not checked yet, grade ") in page(sample, category_markdown("weather"))
+            "coordinates. (Not checked, grade ") in page(sample, category_markdown("weather"))
     assert ("; deprecated, successor [Open-Meteo Forecast API](../apis/open-meteo-forecast.md))"
             "\n") in page(sample, category_markdown("weather"))
     assert (f"- [Old Forecast API](apis/{DEPRECATED_ID}.md): Hourly forecasts for any "

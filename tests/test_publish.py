@@ -795,7 +795,7 @@ async def test_operations_sharing_a_method_and_path_each_show_their_target_s_sta
     assert api["builderScore"]["evidence"]["depth"]["endpoints"] == 4
     markdown = (out / "apis" / "example-weather.md").read_text()
     assert "Search by station. Status: Live, HTTP 200" in markdown
-    assert "Query: alerts. Status: Not checked yet, not probed: method is POST." in markdown
+    assert "Query: alerts. Status: Not checked, not probed: method is POST." in markdown
     page = (out / "apis" / "example-weather.html").read_text()
     assert page.count("HTTP 200") >= 2 and page.count("not probed: method is POST") == 2
 
@@ -818,7 +818,7 @@ def test_an_endpoint_the_prober_never_calls_says_why_before_any_probe_run(
     for path, endpoints in published_endpoints(out, "example-alerts").items():
         assert [e["status"]["note"] for e in endpoints] == [None, "method is POST"], path
     markdown = (out / "apis" / "example-alerts.md").read_text()
-    assert "Subscribe to alerts. Status: Not checked yet, not probed: method is POST." in markdown
+    assert "Subscribe to alerts. Status: Not checked, not probed: method is POST." in markdown
 
 
 @pytest.mark.parametrize(("field", "value", "where"), [

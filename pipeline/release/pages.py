@@ -67,7 +67,7 @@ STATE_LABELS = {
     "live": "Live",
     "online": "Online",
     "unreachable": "Unreachable",
-    "unchecked": "Not checked yet",
+    "unchecked": "Not checked",
 }
 AUTH_LABELS = {
     "bearer": "Bearer token",
