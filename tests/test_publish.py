@@ -11,6 +11,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import jsonschema
+import orjson
 import pytest
 from fake_internet import FakeServer
 from sqlmodel import Session
@@ -491,6 +492,24 @@ def test_validation_finds_an_entry_line_that_breaks_the_contract(
                for p in problems)
     assert any(p.startswith(f"{FULL_DATASET}: apis/2/authType:") and "[contract]" in p
                for p in problems)
+
+
+def test_a_written_row_is_let_go_of_before_the_release_is_written_to_its_end() -> None:
+    """The rows read before the check's workers start (up to `PARALLEL_CHECK_FROM` bytes of
+    lines: some 110 MiB with their search lines) are each freed once written, not held to
+    the last entry; so is every row after them."""
+    import sys
+
+    lines = [orjson.dumps({"id": f"entry-{number}"}) for number in range(3 * 200 + 1)]
+    rows = (publish_module._Row(f"entry-{number}", "weather", line, b"{}")
+            for number, line in enumerate(lines))
+    held = sys.getrefcount(lines[0])
+    checked = publish_module._checked(rows)
+    for _ in range(2 * 200 + 1):  # past the chunks of 200 the first row was checked in
+        next(checked)
+    after = sys.getrefcount(lines[0])
+    assert after == held  # no row holds the first line any more
+    assert sum(1 for _ in checked) == len(lines) - (2 * 200 + 1)
 
 
 def test_a_large_release_s_entries_are_checked_in_worker_processes_with_the_same_problems(

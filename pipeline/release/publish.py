@@ -423,6 +423,15 @@ def _release_faults(row: _Row, faults: list[tuple[str, str]],
     return faults
 
 
+def _drained(rows: list[_Row]) -> Iterator[_Row]:
+    """The rows of `rows` in order, each let go of as it is taken: the rows read before the
+    check's workers start (`PARALLEL_CHECK_FROM` bytes of lines, with their search lines)
+    are freed as they are written, not held until the last entry is."""
+    rows.reverse()
+    while rows:
+        yield rows.pop()
+
+
 def _checked(rows: Iterable[_Row]) -> Iterator[tuple[_Row, list[tuple[str, str]]]]:
     """Each row with what the release's check refuses in it (`entry_faults`), in order: here,
     or in worker processes a chunk at a time once the rows reach `PARALLEL_CHECK_FROM` bytes
@@ -437,7 +446,7 @@ def _checked(rows: Iterable[_Row]) -> Iterator[tuple[_Row, list[tuple[str, str]]
     waiting: deque[list[_Row]] = deque()
 
     def chunks() -> Iterator[tuple[list[bytes]]]:
-        every = chain(head, rows)
+        every = chain(_drained(head), rows)
         while chunk := list(islice(every, CHECK_CHUNK)):
             waiting.append(chunk)
             yield ([row.line for row in chunk],)
