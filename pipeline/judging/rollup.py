@@ -17,7 +17,7 @@ import pandas as pd
 from sqlmodel import Session, col, delete, func, or_, select, update
 
 from pipeline.judging.content_scores import content_scores, judged_content_scores
-from pipeline.judging.day_figures import SentDay
+from pipeline.judging.day_figures import Trends
 from pipeline.judging.evidence import (
     WINDOW_DAYS,
     bounded_scores,
@@ -446,10 +446,11 @@ def days_to_roll(session: Session, day: date, now: datetime) -> list[date]:
     return [candidate for candidate in candidates if candidate not in complete]
 
 
-def entry_trends(session: Session, last_day: date, days: int = 30) -> dict[str, list[SentDay]]:
+def entry_trends(session: Session, last_day: date, days: int = 30) -> Trends:
     """Each entry's daily figures over the `days` days ending on `last_day`, oldest first, as the
     pages' workers are sent them (`day_figures.sent_days`): read as the store's plain rows,
-    without an ORM row or a DayFigures a day (3,000,000 days at 100k with 30 days kept)."""
+    without an ORM row or a DayFigures a day (3,000,000 days at 100k with 30 days kept), and
+    kept flat (`Trends`)."""
     statement = (
         select(DailyEntryRollup.entry_id, DailyEntryRollup.day, DailyEntryRollup.probes,
                DailyEntryRollup.successes, DailyEntryRollup.p50_ms)
@@ -457,7 +458,4 @@ def entry_trends(session: Session, last_day: date, days: int = 30) -> dict[str, 
                DailyEntryRollup.day <= last_day)
         .order_by(DailyEntryRollup.day)
     )
-    trends: dict[str, list[SentDay]] = {}
-    for entry_id, day, probes, successes, p50_ms in session.connection().execute(statement):
-        trends.setdefault(entry_id, []).append((day.toordinal(), probes, successes, p50_ms))
-    return trends
+    return Trends(session.connection().execute(statement))
