@@ -35,7 +35,8 @@ The first publish of a bench run draws every page; each one after it replaces th
 before it, as a night after the first does, so unchanged entries' pages are spliced (only
 their nightly parts drawn again; their count is printed).
 
-Prints figures only: wall, the process's user and system CPU, the page workers' CPU, peak RSS,
+Prints figures only: wall, the process's user and system CPU, the page workers' CPU and largest
+peak RSS (of the workers' server and the processes it forked), peak RSS,
 and for the publish its parts (state changes, lifecycles, the release with its pages).
 """
 
@@ -293,6 +294,7 @@ def _measure_publish() -> dict[str, Any]:
         **figures,
         "workers_cpu": children.user,
         "workers_system": children.system,
+        "workers_peak_mib": children.peak_rss_mib,
         "published": published.release.total_apis,
         "spliced": published.pages.spliced if published.pages is not None else 0,
         "parts": {name: [clock.timings[name].wall, clock.timings[name].cpu]
@@ -434,7 +436,8 @@ def print_measure(which: str, figures: dict[str, Any]) -> None:
                  f"{figures['workers_peak_mib']:.0f} MiB")
     elif "workers_cpu" in figures:
         more = (f", page workers {figures['workers_cpu']:.1f} s user and "
-                f"{figures['workers_system']:.1f} s system CPU, {figures['spliced']:,} entries' "
+                f"{figures['workers_system']:.1f} s system CPU, peak RSS "
+                f"{figures['workers_peak_mib']:.0f} MiB, {figures['spliced']:,} entries' "
                 "pages spliced")
     print(f"  {which:>7}: {figures['seconds']:6.1f} s ({figures['cpu']:.1f} s user and "
           f"{figures['system']:.1f} s system CPU), peak RSS {figures['peak_mib']:5.0f} MiB{more}")
