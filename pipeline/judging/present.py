@@ -175,10 +175,6 @@ def present_each(session: Session, as_of: datetime, origin: str = "",
         values = EntryValues(  # the score built as it is reached (`EntryScores`)
             score=scores.json_form(entry_id) if entry_id in scores else None,
             uptime=uptimes.get(entry_id),
-            endpoints=None if listed is None else entry_endpoint_statuses(
-                listed, probes or (),
-                None if called is None else unprobed_reasons(base_urls[entry_id], called),
-                time_text),
         )
         if (unprobable := no_targets(base_urls[entry_id])) is not None:
             # Nothing listed can be checked: no status, HTTPS or CORS of addresses no longer
@@ -187,7 +183,14 @@ def present_each(session: Session, as_of: datetime, origin: str = "",
             if listed is not None:
                 values.endpoints = endpoint_statuses
             values.verdict = run_verdict(probes) if probes else None
-        elif probes:
+            yield entry_id, values
+            continue
+        if listed is not None:
+            values.endpoints = entry_endpoint_statuses(
+                listed, probes or (),
+                None if called is None else unprobed_reasons(base_urls[entry_id], called),
+                time_text)
+        if probes:
             values.status = status_form(probes, time_text)
             values.verdict = run_verdict(probes)
             values.https = measured_https(base_urls[entry_id], probes, as_of, time_text)
