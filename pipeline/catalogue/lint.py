@@ -474,20 +474,15 @@ NOTHING_PUBLISHED = re.compile(
 
 
 def _nothing_published(text: str) -> str | None:
-    """Why the hedge clauses of `text` are refused, if it has any: said once per field, read
-    in one pass."""
-    hedges = [match.span("hedge") for match in NOTHING_PUBLISHED.finditer(text)]
-    if not hedges:
+    """Why the hedge clauses of `text` are refused, if it has any: said once per field, each
+    scan of it one pass."""
+    first = NOTHING_PUBLISHED.search(text)
+    if first is None:
         return None
-    pieces, after = [], 0
-    for start, end in hedges:
-        pieces.append(text[after:start])
-        after = end
-    outside = "".join([*pieces, text[after:]])
-    first = shown(text[slice(*hedges[0])])
-    if not any(char.isalnum() for char in outside):
-        return f"says only {first}: where the provider states nothing, leave the field out"
-    return f"says {first}: drop that clause and keep the facts around it"
+    hedge = shown(first.group("hedge"))
+    if not any(char.isalnum() for char in NOTHING_PUBLISHED.sub("", text)):
+        return f"says only {hedge}: where the provider states nothing, leave the field out"
+    return f"says {hedge}: drop that clause and keep the facts around it"
 
 
 def _hedges(entry: EntryContent) -> Iterator[Lint]:
