@@ -37,6 +37,7 @@ from pipeline.settings import Settings
 from pipeline.store import locks
 from pipeline.store.history import plan_targets, record_probes
 from pipeline.store.locks import (
+    LockCheck,
     LockFileRefused,
     StoreLockLost,
     StoreLockTimeout,
@@ -831,6 +832,9 @@ class PausedCommit:
         self.resume = threading.Event()
         self.raised: list[Exception] = []
         self.run_id = run_id
+        self.held: LockCheck | None = None  # A's check, for another of its commits
+        self.let_go = threading.Event()  # A holds the lock after its commit until this is set
+        self.let_go.set()
         self.thread = threading.Thread(target=self.commit, args=(engine, work))
 
     def commit(self, engine: Engine, work: StoreWork) -> None:
@@ -839,21 +843,25 @@ class PausedCommit:
             self.resume.wait(timeout=60)  # bounds a hang, never a figure tested
 
         try:
-            with (store_lock(engine, work, self.run_id, 60, KEEPALIVE) as held,
-                  session_scope(engine, held) as session):
-                event.listen(session, "before_commit", paused)
-                session.add(PipelineRun(flow="holder-a", started_at=utcnow()))
+            with store_lock(engine, work, self.run_id, 60, KEEPALIVE) as held:
+                self.held = held
+                with session_scope(engine, held) as session:
+                    event.listen(session, "before_commit", paused)
+                    session.add(PipelineRun(flow="holder-a", started_at=utcnow()))
+                self.let_go.wait(timeout=60)  # bounds a hang, never a figure tested
         except Exception as error:  # what the holder stops with
             self.raised.append(error)
 
 
 def fenced_turn(engine: Engine, work: StoreWork, lose: LoseLock, timeout: float,
-                run_id: int | None = None) -> tuple[PausedCommit, list[Any]]:
+                run_id: int | None = None,
+                meanwhile: Callable[[PausedCommit], None] | None = None,
+                ) -> tuple[PausedCommit, list[Any]]:
     """A (of run `run_id`) paused inside its commit transaction, its check passed; then its
     lock lost (`lose`)
     and run B taking the lock (waiting at most `timeout` s), which counts A's runs it sees
-    once it holds the lock. A goes on once B is seen waiting, or holds the lock (when nothing
-    makes it wait). A, and what B counted or raised."""
+    once it holds the lock. A goes on once B is seen waiting (and `meanwhile` has run), or
+    holds the lock (when nothing makes it wait). A, and what B counted or raised."""
     holder = PausedCommit(engine, work, run_id)
     waits = threading.Event()
 
@@ -880,6 +888,8 @@ def fenced_turn(engine: Engine, work: StoreWork, lose: LoseLock, timeout: float,
         thread = threading.Thread(target=lambda: taker.extend(side_by_side(take)))
         thread.start()
         assert waits.wait(timeout=60)  # bounds a hang, never a figure tested
+        if meanwhile is not None:
+            meanwhile(holder)
         if timeout < 60:  # B's wait ran out first
             thread.join()
     finally:
@@ -906,6 +916,67 @@ def test_the_next_holder_waits_for_a_commit_that_passed_its_check_to_end(
         assert holder.raised == [] and taker == [1]
     finally:
         engine.dispose()
+
+
+@pytest.mark.backends("postgres")
+def test_a_commit_fenced_behind_the_next_holder_is_told_lost_whatever_the_lock_timeout(
+    database_url: str,
+) -> None:
+    """A's lock was lost and run B waits for A's commit under way; another commit of A's asks
+    for the fence behind B's wait. A lock_timeout the database sets (1 ms) does not fail that
+    commit in the server's words: it waits its turn, then finds the lock lost, in one line,
+    and commits nothing; A's commit under way lands, and B reads it."""
+    engine = make_engine(database_url)
+    try:
+        with engine.connect() as connection:
+            name = connection.execute(text("SELECT current_database()")).scalar()
+            connection.execute(text(f'ALTER DATABASE "{name}" SET lock_timeout = \'1ms\''))
+            connection.commit()
+        engine.dispose()  # the connections made from now on have the database's settings
+        second: list[Exception] = []
+
+        def another_commit(holder: PausedCommit) -> None:
+            assert holder.held is not None
+            held = holder.held
+            holder.let_go.clear()  # A holds its lock until its second commit has ended
+
+            def commit() -> None:
+                try:
+                    with session_scope(engine, held) as session:
+                        session.add(PipelineRun(flow="holder-a", started_at=utcnow()))
+                except Exception as error:  # what the second commit stops with
+                    second.append(error)
+                finally:
+                    holder.let_go.set()
+
+            thread = threading.Thread(target=commit)
+            thread.start()
+            deadline = time.monotonic() + 60  # bounds a hang, never a figure tested
+            while thread.is_alive() and not fence_asked_for(engine, StoreWork.rollup):
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            threads.append(thread)
+
+        threads: list[threading.Thread] = []
+        holder, taker = fenced_turn(engine, StoreWork.rollup, terminate_lock_connection, 60,
+                                    meanwhile=another_commit)
+        for thread in threads:
+            thread.join()
+    finally:
+        engine.dispose()
+    assert holder.raised == [] and taker == [1]
+    (lost,) = second
+    assert isinstance(lost, StoreLockLost), lost
+    assert_told_lost(lost, StoreWork.rollup)
+
+
+def fence_asked_for(engine: Engine, work: StoreWork) -> bool:
+    """Whether a commit waits for the fence of `work` (asked for shared, not granted)."""
+    with engine.connect() as connection:
+        return bool(connection.execute(text(
+            "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+            "AND mode = 'ShareLock' AND objsubid = 2 AND classid = :key AND objid = :work)"),
+            {"key": locks.FENCE_KEY, "work": int(work)}).scalar())
 
 
 @pytest.mark.backends("postgres")

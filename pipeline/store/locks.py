@@ -217,8 +217,13 @@ _HELD = text("SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AN
              "classid = :key AND objid = :work)")
 
 
-# A commit's fence, with its run told beside it until the COMMIT ends (`_fence_holder`).
-_FENCED = text(f"SELECT pg_advisory_xact_lock_shared({_KEYS}), pg_advisory_xact_lock_shared("
+# A commit's fence, with its run told beside it until the COMMIT ends (`_fence_holder`). Its
+# wait (behind a next holder's, once the lock was lost) is not cut short by a lock_timeout the
+# role or database sets, which would fail the commit in the server's words: the next holder's
+# wait bounds it, and the check after it tells the lock lost in one line. Set for the
+# transaction alone, before the fence is asked for.
+_FENCED = text("SELECT set_config('lock_timeout', '0', true), "
+               f"pg_advisory_xact_lock_shared({_KEYS}), pg_advisory_xact_lock_shared("
                "CAST(:holder AS integer), CAST(:run AS integer))")
 
 
