@@ -152,6 +152,31 @@ def rules(write_entry: WriteEntry, data_dir: Path, **changes: object) -> list[tu
          "hedged-field", "pricing.details"),
         ({"pricing": PRICING | {"details": "No price is published; no key is needed."}},
          "hedged-field", "pricing.details"),
+        # The same hedge inside a clause, in parentheses, after "with" or "at": words, not a
+        # clause of their own, that say only that nothing is published.
+        ({"pricing": PRICING | {"details": "Pay per call at prices that are not published."}},
+         "hedged-field", "pricing.details"),
+        ({"rateLimit": "Free to use (no published limits); HTTP 429 beyond"}, "hedged-field",
+         "rateLimit"),
+        ({"rateLimit": "Free to use with no API key and no published quota"}, "hedged-field",
+         "rateLimit"),
+        (
+            {"pricing": PRICING | {"freeQuota": {"amount": None, "unit": "requests",
+                                                 "period": "unlimited",
+                                                 "note": "Free access to its APIs with no "
+                                                         "published request quota; high-offset "
+                                                         "searches may be restricted."}}},
+            "hedged-field",
+            "pricing.freeQuota.note",
+        ),
+        ({"rateLimit": "Plans list unlimited requests (no fixed request rate published)"},
+         "hedged-field", "rateLimit"),
+        ({"rateLimit": "Writes go through a load-based limiter with no fixed published number; "
+                       "HTTP 429 beyond"}, "hedged-field", "rateLimit"),
+        ({"rateLimit": "Rate limits are not documented; HTTP 429 when too many requests arrive"},
+         "hedged-field", "rateLimit"),
+        ({"rateLimit": "There is no published rate limit for reads"}, "hedged-field",
+         "rateLimit"),
         (
             {"pricing": PRICING | {"details": "Plan prices are listed on example.com/pricing."}},
             "hedged-field",
@@ -189,6 +214,23 @@ def test_a_field_of_many_hedge_clauses_is_one_problem(
     """Each clause is read once and the field said once, however many hedges it repeats."""
     text = "Free to use" + "; not published" * 2000
     assert rules(write_entry, data_dir, rateLimit=text) == [("hedged-field", "rateLimit")]
+
+
+@pytest.mark.parametrize("text", [
+    "Pay per call" + " at prices that are not published" * 2000,
+    "Free to use" + " (no published limits)" * 2000,
+    # One long run of words the pattern reads before the hedge's last word.
+    "Free to use with no " + "fixed request " * 12_000 + "quota published",
+])
+def test_a_field_of_many_hedges_inside_its_clauses_is_one_line(
+    text: str, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """Hedges inside a clause are read in one pass too, and said once, in one short line naming
+    the file, the entry and the field."""
+    lines = problem_lines(write_entry, data_dir, rateLimit=text)
+    assert len(lines) == 1, lines[:3]
+    assert "example-weather" in lines[0] and "rateLimit" in lines[0]
+    assert "hedged-field" in lines[0] and len(lines[0]) < 400
 
 
 BASE = "https://api.example.com/v1"
@@ -300,6 +342,14 @@ def test_a_sample_request_that_agrees_with_its_entry_passes(
         {"rateLimit": "Free to use; at most 10 concurrent requests"},
         {"authDescription": "Results are published by the provider's own action."},
         {"longDescription": "Rates published on the central bank's site, stated daily."},
+        # Facts that merely hold the words: what is published, when, by whom and where.
+        {"rateLimit": "Exchange rates published daily; limits are documented per endpoint"},
+        {"longDescription": "Reference rates published by the ECB each working day."},
+        {"authDescription": "No key needed; every call is documented in the OpenAPI file."},
+        {"rateLimit": "All methods, no API key, within the published rate limits"},
+        {"longDescription": "Results are not published until reviewed; prices are published "
+                            "with each release."},
+        {"rateLimit": "No limits apply to reads; quotas published per project in the console"},
         {"pricing": PRICING | {"freeQuota": {"amount": 2, "unit": "GB storage",
                                              "period": "account"}}},
         {"pricing": PRICING | {"freeQuota": {"amount": 1000, "unit": "requests",

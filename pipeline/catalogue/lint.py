@@ -452,37 +452,44 @@ def _free_text(entry: EntryContent) -> Iterator[tuple[Loc, str | None]]:
         yield ("pricing", "transactionFee", "note"), pricing.transaction_fee.note
 
 
-# A clause that says only that the provider publishes nothing ("No fixed limit published",
-# "no request cap is published", "no published quota", "not published for the public
-# instance") reads as a stated fact where the rule is to leave it out, wherever it stands and
-# whatever follows it: what the provider does where it publishes no figure (answers 429, asks
-# for backoff) is the fact, said without the hedge. A clause starts the text or follows `;`,
-# `,`, `—` or a sentence's `.`, and ends at the next of them. A `.` inside a word
-# (`public.api.bsky.app`) ends nothing.
-_CLAUSE_END = r"(?:[;,\u2014]|\.(?=\s|$))"
-_WHAT = (r"(?:fixed |numeric |public |paid |published )?(?:request )?(?:rate )?"
-         r"(?:limits?|figures?|quotas?|rates?|caps?|prices?|plans?)")
+# Words that say only that the provider publishes nothing ("No fixed limit published", "no
+# request cap is published", "with no published quota", "at prices that are not published",
+# "(no published limits)") read as a stated fact where the rule is to leave it out, wherever
+# they stand: a clause of their own, inside one, in parentheses. What the provider does where it
+# publishes no figure (answers 429, asks for backoff) is the fact, said without the hedge. A
+# bare "not published" is a hedge only as a clause of its own ("Free to use, not published"),
+# which starts the text or follows `;`, `,`, `—`, `(` or a sentence's `.`; inside a clause it
+# may be a fact ("results are not published until reviewed"). A `.` inside a word
+# (`public.api.bsky.app`) ends nothing. Each alternative starts at a fixed word ("no", a noun,
+# a clause's "not") and reads on only through its own adjectives, which no other start shares,
+# or at most 80 characters of a `for …` tail, so a field of thousands of hedges is one pass.
+_CLAUSE_END = r"(?:[;,\u2014)]|\.(?=\s|$))"
+_SAID = r"(?:publicly )?(?:published|stated|documented)\b"
+_THING = r"(?:limits?|figures?|numbers?|quotas?|rates?|caps?|prices?|plans?|fees?)\b"
+_WHAT = r"(?:(?:fixed|numeric|public|paid|exact|request|rate) )*" + _THING
+_WHATS = _WHAT + r"(?: or " + _WHAT + r")?"
 NOTHING_PUBLISHED = re.compile(
-    r"(?:^|" + _CLAUSE_END + r")\s*(?P<hedge>"
-    r"(?:(?:there is )?no " + _WHAT + r"(?: or " + _WHAT + r")?(?: (?:is|are))?"
-    r" (?:published|stated|documented)"
-    r"|no published " + _WHAT + r"|not (?:published|documented))"
-    r"(?: for (?:[^;:,.\u2014]|\.(?!\s|$)){1,80})?)"
-    r"\s*(?=" + _CLAUSE_END + r"|$)",
+    r"(?P<hedge>(?:"
+    r"\b(?:there (?:is|are) )?no " + _WHATS + r"(?: (?:is|are))? " + _SAID
+    + r"|\bno (?:(?:fixed|numeric|public) )*" + _SAID + " " + _WHATS
+    + r"|\b" + _THING + r"(?: that| which)?(?: (?:is|are))? not " + _SAID
+    + r"|(?:^|(?<=[;,\u2014(])|(?<=\.)(?=\s))\s*not (?:published|documented)"
+    r"(?=\s*(?:" + _CLAUSE_END + r"|$)| for )"
+    r")(?: for (?:[^;:,.()\u2014]|\.(?!\s|$)){1,80}(?=" + _CLAUSE_END + r"|$))?)",
     re.IGNORECASE,
 )
 
 
 def _nothing_published(text: str) -> str | None:
-    """Why the hedge clauses of `text` are refused, if it has any: said once per field, each
-    scan of it one pass."""
+    """Why the hedges of `text` are refused, if it has any: said once per field, each scan of it
+    one pass."""
     first = NOTHING_PUBLISHED.search(text)
     if first is None:
         return None
-    hedge = shown(first.group("hedge"))
+    hedge = shown(first.group("hedge").strip())
     if not any(char.isalnum() for char in NOTHING_PUBLISHED.sub("", text)):
         return f"says only {hedge}: where the provider states nothing, leave the field out"
-    return f"says {hedge}: drop that clause and keep the facts around it"
+    return f"says {hedge}: drop those words and keep the facts around them"
 
 
 def _hedges(entry: EntryContent) -> Iterator[Lint]:
