@@ -3,6 +3,7 @@ trusted run, suspect runs."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from pydantic import AwareDatetime, TypeAdapter
 from sqlalchemy import event, func, make_url
 from sqlmodel import Session, col, select
 
-from pipeline.catalogue.entries import read_catalog
+from pipeline.catalogue.entries import load_categories, read_catalog
 from pipeline.catalogue.ingest import ingest_catalog
 from pipeline.contract import ONLINE_NOTE, EndpointStatus, Status
 from pipeline.judging.changes import record_lifecycles
@@ -28,6 +29,9 @@ from pipeline.judging.health import LifecycleRules, RunVerdict, run_verdict
 from pipeline.judging.present import checked_state, present_entries
 from pipeline.judging.rollup import roll_up_days
 from pipeline.probing.probe import Prober, ProbeResult, ProbeSettings, failure_class
+from pipeline.release.layout import FULL_DATASET, category_file, entry_document, entry_markdown
+from pipeline.release.pages import entry_page
+from pipeline.release.publish import publish_release
 from pipeline.store.history import (
     PROBE_COLUMNS,
     RECENT_RUNS,
@@ -61,7 +65,7 @@ from pipeline.store.tables import (
     start_run,
     utc_text,
 )
-from tests.conftest import WriteEntry, hold_the_write_lock, make_entry, model_json_of
+from tests.conftest import REPO, WriteEntry, hold_the_write_lock, make_entry, model_json_of
 from tests.fake_internet import FakeServer
 
 T0 = datetime(2026, 11, 20, 3, 0, tzinfo=UTC)
@@ -510,6 +514,71 @@ def test_an_entry_left_with_no_url_to_probe_publishes_no_status_of_addresses_it_
     assert Status.model_validate(never.status) == Status(
         state="unchecked", note="base address is per account (YOUR_TENANT)")
     assert never.verdict is None
+
+
+def per_account_twin(write_entry: WriteEntry) -> None:
+    """example-twin: example-weather's content once its base address is per account, under
+    its own id, and never probed (no URL to probe from the start)."""
+    write_entry(make_entry(id="example-twin", name="Example Twin",
+                           baseUrl="https://YOUR_PROJECT_REF.example.com/v1",
+                           endpoints=TWO_ENDPOINTS, sampleRequest=(
+                               'curl "https://YOUR_PROJECT_REF.example.com/v1/forecast"')))
+
+
+def test_an_entry_left_with_no_url_to_probe_is_scored_as_an_entry_never_probed(
+        write_entry: WriteEntry, ingested_store, tmp_path: Path) -> None:
+    """An entry probed on earlier days (enough for Latency and an uptime, past days read from
+    their rollups, the day's raw) whose base address then becomes one per account: its
+    probes are of addresses it no longer lists, so its score and uptime are those of its twin
+    never probed (Latency unrated, the grade from its content alone, no uptime), in the score
+    stage's values and in every published file; those probes still date its lifecycle."""
+    write_entry(make_entry(endpoints=TWO_ENDPOINTS))
+    per_account_twin(write_entry)
+    session = ingested_store()
+    forecast, current = plan_targets(session)
+    for night in range(4):
+        at = T0 + timedelta(days=night)
+        run = start_run(session, "nightly")
+        record_probes(session, run, [
+            result(forecast.url, "live", 200, endpoint=forecast.endpoint_id, at=at),
+            result(current.url, "live", 200, 150.0, endpoint=current.endpoint_id, at=at)])
+    roll_up_days(session, [(T0 + timedelta(days=night)).date() for night in range(3)])
+    as_of = T0 + timedelta(days=3, hours=1)
+    probed = present_entries(session, as_of)
+    assert probed.scores["example-weather"]["latency"] is not None  # evidence to leave out
+    assert probed.uptimes["example-weather"]["last7d"] == 1.0
+
+    session = made_per_account(write_entry, ingested_store)
+    presented = present_entries(session, as_of)
+    twin = presented.entry("example-twin")
+    assert twin.score is not None and twin.score["latency"] is None and twin.uptime is None
+    after = presented.entry("example-weather")
+    assert (after.score, after.uptime) == (twin.score, twin.uptime)
+    assert after.verdict is not None and after.verdict.run_id == run.id
+
+    out = tmp_path / "public"
+    publish_release(session, out, "https://directory.test",
+                    load_categories(REPO / "data" / "categories.yaml"), as_of, presented)
+
+    def published(path: str, key: str) -> dict[str, dict]:
+        document = orjson.loads((out / path).read_bytes())[key]
+        return {api["id"]: api for api in ([document] if key == "api" else document)}
+
+    for apis in (published(FULL_DATASET, "apis"), published(category_file("weather"), "apis"),
+                 {entry_id: published(entry_document(entry_id), "api")[entry_id]
+                  for entry_id in ("example-weather", "example-twin")}):
+        weather, never = apis["example-weather"], apis["example-twin"]
+        assert weather["uptime"] is None and weather["builderScore"] == never["builderScore"]
+
+    def uptime_said(entry_id: str) -> tuple[str, str]:
+        html = (out / entry_page(entry_id)).read_text()
+        text = (out / entry_markdown(entry_id)).read_text()
+        block = re.search(r'<dl class="uptime" id="uptime">.*?</dl>', html, re.S)
+        line = next(line for line in text.splitlines() if line.startswith("Uptime:"))
+        return (block.group() if block else "", line)
+
+    assert uptime_said("example-weather") == uptime_said("example-twin")
+    assert "no probes" in uptime_said("example-weather")[1]
 
 
 def test_a_run_read_back_counts_the_targets_it_did_not_probe_as_when_it_ran(session) -> None:

@@ -424,14 +424,28 @@ def _combined_counts(*parts: pd.DataFrame) -> pd.DataFrame:
             .reset_index().loc[:, COUNT_COLUMNS])
 
 
+def _without(history: pd.DataFrame, entries: Collection[str]) -> pd.DataFrame:
+    """`history` without the probes of `entries` (itself where it holds none of theirs)."""
+    if not entries or history.empty:
+        return history
+    kept = ~history["entry_id"].isin(entries).to_numpy()
+    return history if kept.all() else history.loc[kept]
+
+
 def bounded_scores(
     session: Session, judged: Mapping[str, ContentScores], as_of: datetime,
     own_day: pd.DataFrame | None = None, span: EntrySpan = EVERY_ENTRY,
+    unprobable: Collection[str] = (),
 ) -> tuple[EntryScores, dict[str, dict[str, Any]]]:
     """Every entry's scores (of those in `judged`, with their content scores) and uptime as of
     `as_of`, as `score_entries` and `entry_uptimes` give them from the whole window, read from
     rollups and a few days of raw probes (of the entries in `span`). `own_day`: the probes of
-    `as_of`'s day up to it (`day_history`), where the caller has read them already."""
+    `as_of`'s day up to it (`day_history`), where the caller has read them already.
+
+    `unprobable`: entries the catalogue gives no URL to probe any longer (`probe.no_targets`).
+    Their probes are of addresses they no longer list, so none is read as evidence: such an
+    entry is scored, and has no uptime, exactly as an entry never probed."""
+    unprobable = set(unprobable)
     raw_days, rolled = evidence_days(as_of)
     day, past_raw = as_of.date(), raw_days[1:]
     complete = complete_days(session, rolled + past_raw)
@@ -446,12 +460,14 @@ def bounded_scores(
         raw = pd.concat([raw, *(part for past in cut
                                 if (part := _cut_day(session, past, as_of, span)) is not None)],
                         ignore_index=True)
+    raw = _without(raw, unprobable)
     oldest_held = day - timedelta(days=WINDOW_DAYS - 1)  # days before it no window holds whole
     from_rollups = sorted({*(d for d in rolled if d in complete),
                            *(d for d in cut if d >= oldest_held)})
     week_starts = day - timedelta(days=6)
+    wanted = judged.keys() - unprobable if unprobable else judged
     rolled_samples, rolled_counts = _rollup_evidence(session, from_rollups, week_starts, span,
-                                                     judged)
+                                                     wanted)
     samples = joined_samples(timed_samples(raw), rolled_samples)
     counts = _combined_counts(window_counts(raw), rolled_counts)
     # The parts go before Latency's percentiles are computed: the joined samples hold them

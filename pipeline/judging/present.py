@@ -153,13 +153,18 @@ def present_each(session: Session, as_of: datetime, origin: str = "",
     held at once is the evidence, never every entry's presented values (some 2 GB at 100k).
     With a `span`, only the entries in it are read and presented."""
     base_urls = active_base_urls(session, span)
+    # Why each entry the catalogue gives no URL to probe any longer has none, asked once for
+    # its evidence (none read) and its statuses.
+    unprobable = {entry_id: why for entry_id, base_url in base_urls.items()
+                  if (why := no_targets(base_url)) is not None}
     # The day's probes are read once, for its evidence and the latest probes (mostly the same
     # rows). The scores first: the frames they are computed from are gone before the latest
     # probes are gathered, so the two never weigh on memory at once (about 200 MB less at
     # 100k entries).
     day = day_probes(session, *day_bounds(as_of.date()), as_of, span)
     scores, uptimes = bounded_scores(
-        session, content_scores(session, span=span), as_of, own_day=day.frame(), span=span)
+        session, content_scores(session, span=span), as_of, own_day=day.frame(), span=span,
+        unprobable=unprobable.keys())
     endpoints, order = span_endpoints(session, span)
     latest = latest_probes(session, base_urls, span=span, order=order, day=day)
     del order, day
@@ -176,10 +181,11 @@ def present_each(session: Session, as_of: datetime, origin: str = "",
             score=scores.json_form(entry_id) if entry_id in scores else None,
             uptime=uptimes.get(entry_id),
         )
-        if (unprobable := no_targets(base_urls[entry_id])) is not None:
+        if (why := unprobable.get(entry_id)) is not None:
             # Nothing listed can be checked: no status, HTTPS or CORS of addresses no longer
-            # listed; their probes still date the lifecycle (its verdict).
-            values.status, endpoint_statuses = unprobable_forms(listed or (), unprobable)
+            # listed (nor uptime or Latency: `bounded_scores` read none of their probes);
+            # their probes still date the lifecycle (its verdict).
+            values.status, endpoint_statuses = unprobable_forms(listed or (), why)
             if listed is not None:
                 values.endpoints = endpoint_statuses
             values.verdict = run_verdict(probes) if probes else None
