@@ -177,6 +177,34 @@ def rules(write_entry: WriteEntry, data_dir: Path, **changes: object) -> list[tu
          "hedged-field", "rateLimit"),
         ({"rateLimit": "There is no published rate limit for reads"}, "hedged-field",
          "rateLimit"),
+        # Undisclosed limits, figures not shown, listed or given: the same hedge in other words.
+        ({"rateLimit": "Square enforces undisclosed limits and returns HTTP 429 RATE_LIMITED "
+                       "when they are exceeded"}, "hedged-field", "rateLimit"),
+        ({"rateLimit": "Undisclosed rate limits apply; HTTP 429 beyond"}, "hedged-field",
+         "rateLimit"),
+        ({"rateLimit": "Limits are undisclosed; HTTP 429 beyond"}, "hedged-field", "rateLimit"),
+        ({"rateLimit": "Free to use, not shown"}, "hedged-field", "rateLimit"),
+        ({"rateLimit": "Not listed."}, "hedged-field", "rateLimit"),
+        ({"rateLimit": "Rate limits are not shown; HTTP 429 beyond"}, "hedged-field",
+         "rateLimit"),
+        ({"rateLimit": "No figures are given for the public instance"}, "hedged-field",
+         "rateLimit"),
+        ({"rateLimit": "Free to use; no numbers given"}, "hedged-field", "rateLimit"),
+        ({"pricing": PRICING | {"details": "Pay per call; prices are not listed."}},
+         "hedged-field", "pricing.details"),
+        # The same words two spaces or a line break apart.
+        ({"rateLimit": "No fixed  limit published"}, "hedged-field", "rateLimit"),
+        ({"rateLimit": "No fixed\nlimit published"}, "hedged-field", "rateLimit"),
+        ({"rateLimit": "Free to use,  not  published"}, "hedged-field", "rateLimit"),
+        ({"rateLimit": "Free to use with no  published\nquota"}, "hedged-field", "rateLimit"),
+        ({"pricing": PRICING | {"details": "Plan prices are listed\n on the provider's site."}},
+         "hedged-field", "pricing.details"),
+        (
+            {"endpoints": [{"method": "GET", "path": "/a",
+                            "description": "Limits: not  stated."}]},
+            "hedged-field",
+            "endpoints[0].description",
+        ),
         (
             {"pricing": PRICING | {"details": "Plan prices are listed on example.com/pricing."}},
             "hedged-field",
@@ -208,11 +236,15 @@ def test_each_lint_rule_fails_its_bad_case(
     assert (rule, field) in rules(write_entry, data_dir, **changes)
 
 
+@pytest.mark.parametrize("text", [
+    "Free to use" + "; not published" * 2000,
+    "Free to use" + ";  not\n listed" * 2000,
+    "Free to use" + "; undisclosed" * 2000,
+])
 def test_a_field_of_many_hedge_clauses_is_one_problem(
-    write_entry: WriteEntry, data_dir: Path
+    text: str, write_entry: WriteEntry, data_dir: Path
 ) -> None:
     """Each clause is read once and the field said once, however many hedges it repeats."""
-    text = "Free to use" + "; not published" * 2000
     assert rules(write_entry, data_dir, rateLimit=text) == [("hedged-field", "rateLimit")]
 
 
@@ -221,6 +253,12 @@ def test_a_field_of_many_hedge_clauses_is_one_problem(
     "Free to use" + " (no published limits)" * 2000,
     # One long run of words the pattern reads before the hedge's last word.
     "Free to use with no " + "fixed request " * 12_000 + "quota published",
+    "Free to use" + " (undisclosed rate limits)" * 2000,
+    "Pay per call" + ", but prices are not listed" * 2000,
+    "Free to use with no " + "fixed \n request  " * 12_000 + "figures given",
+    # Words a long run of spaces apart, quoted with one space between them.
+    "Free to use with no" + " " * 100_000 + "fixed limit published",
+    "Limits: not" + " " * 100_000 + "stated",
 ])
 def test_a_field_of_many_hedges_inside_its_clauses_is_one_line(
     text: str, write_entry: WriteEntry, data_dir: Path
@@ -350,6 +388,15 @@ def test_a_sample_request_that_agrees_with_its_entry_passes(
         {"longDescription": "Results are not published until reviewed; prices are published "
                             "with each release."},
         {"rateLimit": "No limits apply to reads; quotas published per project in the console"},
+        {"rateLimit": "Limits are listed in the OpenAPI file"},
+        {"rateLimit": "600 requests per minute; the quota left is shown in the dashboard"},
+        {"rateLimit": "10 requests per second; Retry-After is given in seconds"},
+        {"authDescription": "Create a key in the dashboard; the key is not shown again after "
+                            "creation."},
+        {"pricing": PRICING | {"details": "Prices are shown in US dollars; fees are listed "
+                                          "per country."}},
+        {"longDescription": "Sellers not listed in the registry are refused; undisclosed "
+                            "sources are not shown."},
         {"pricing": PRICING | {"freeQuota": {"amount": 2, "unit": "GB storage",
                                              "period": "account"}}},
         {"pricing": PRICING | {"freeQuota": {"amount": 1000, "unit": "requests",

@@ -46,8 +46,9 @@ SENTENCE_BREAK = re.compile(r"[.!?]\s+[A-Z0-9]")
 # where `\b(?:[\w-]+\.)+` tried every label of `ab.ab.ab.…` from every label (a 100 KB text
 # took 36 s).
 HEDGE = re.compile(
-    r"\bnot (?:re)?stated\b|\brestated\b|\bpricing page\b|\bsee the (?:docs|documentation)\b"
-    r"|\b(?:is|are|as) (?:only )?(?:listed|published|shown|advertised) (?:only )?on\b"
+    r"\bnot\s+(?:re)?stated\b|\brestated\b|\bpricing\s+page\b"
+    r"|\bsee\s+the\s+(?:docs|documentation)\b"
+    r"|\b(?:is|are|as)\s+(?:only\s+)?(?:listed|published|shown|advertised)\s+(?:only\s+)?on\b"
     r"|(?<![\w.-])(?:[\w-]+\.)++[a-z]{2,}/\S{0,300}?(?:pricing|fees)\b",
     re.IGNORECASE,
 )
@@ -454,30 +455,45 @@ def _free_text(entry: EntryContent) -> Iterator[tuple[Loc, str | None]]:
 
 # Words that say only that the provider publishes nothing ("No fixed limit published", "no
 # request cap is published", "with no published quota", "at prices that are not published",
-# "(no published limits)") read as a stated fact where the rule is to leave it out, wherever
-# they stand: a clause of their own, inside one, in parentheses. What the provider does where it
-# publishes no figure (answers 429, asks for backoff) is the fact, said without the hedge. A
-# bare "not published" is a hedge only as a clause of its own ("Free to use, not published"),
-# which starts the text or follows `;`, `,`, `—`, `(` or a sentence's `.`; inside a clause it
-# may be a fact ("results are not published until reviewed"). A `.` inside a word
-# (`public.api.bsky.app`) ends nothing. Each alternative starts at a fixed word ("no", a noun,
-# a clause's "not") and reads on only through its own adjectives, which no other start shares,
-# or at most 80 characters of a `for …` tail, so a field of thousands of hedges is one pass.
+# "(no published limits)", "undisclosed rate limits", "prices are not listed", "no figures are
+# given") read as a stated fact where the rule is to leave it out, wherever they stand: a clause
+# of their own, inside one, in parentheses. What the provider does where it publishes no figure
+# (answers 429, asks for backoff) is the fact, said without the hedge. A bare "not published"
+# (or "not shown", "not listed", "undisclosed") is a hedge only as a clause of its own ("Free to
+# use, not published"), which starts the text or follows `;`, `,`, `—`, `(` or a sentence's `.`;
+# inside a clause it may be a fact ("results are not published until reviewed", "the key is not
+# shown again"). A `.` inside a word (`public.api.bsky.app`) ends nothing. Words stand apart by
+# any run of spaces or line breaks (`_GAP`), which no word holds, so a run is read once by the
+# word before it. Each alternative starts at a fixed word ("no", "undisclosed", a noun, a
+# clause's "not") and reads on only through its own adjectives, which no other start shares, or
+# at most 80 characters of a `for …` tail, so a field of thousands of hedges is one pass.
+_GAP = r"\s+"
 _CLAUSE_END = r"(?:[;,\u2014)]|\.(?=\s|$))"
-_SAID = r"(?:publicly )?(?:published|stated|documented)\b"
+_SAID = r"(?:publicly" + _GAP + r")?(?:published|stated|documented)\b"
+_GIVEN = r"(?:" + _SAID + r"|(?:shown|listed|given)\b)"  # said of a figure alone
 _THING = r"(?:limits?|figures?|numbers?|quotas?|rates?|caps?|prices?|plans?|fees?)\b"
-_WHAT = r"(?:(?:fixed|numeric|public|paid|exact|request|rate) )*" + _THING
-_WHATS = _WHAT + r"(?: or " + _WHAT + r")?"
+_WHAT = r"(?:(?:fixed|numeric|public|paid|exact|request|rate)" + _GAP + r")*" + _THING
+_WHATS = _WHAT + r"(?:" + _GAP + r"or" + _GAP + _WHAT + r")?"
+_IS = r"(?:" + _GAP + r"(?:is|are))?"
 NOTHING_PUBLISHED = re.compile(
     r"(?P<hedge>(?:"
-    r"\b(?:there (?:is|are) )?no " + _WHATS + r"(?: (?:is|are))? " + _SAID
-    + r"|\bno (?:(?:fixed|numeric|public) )*" + _SAID + " " + _WHATS
-    + r"|\b" + _THING + r"(?: that| which)?(?: (?:is|are))? not " + _SAID
-    + r"|(?:^|(?<=[;,\u2014(])|(?<=\.)(?=\s))\s*not (?:published|documented)"
-    r"(?=\s*(?:" + _CLAUSE_END + r"|$)| for )"
-    r")(?: for (?:[^;:,.()\u2014]|\.(?!\s|$)){1,80}(?=" + _CLAUSE_END + r"|$))?)",
+    r"\b(?:there" + _GAP + r"(?:is|are)" + _GAP + r")?no" + _GAP + _WHATS + _IS + _GAP + _GIVEN
+    + r"|\b(?:no" + _GAP + r"(?:(?:fixed|numeric|public)" + _GAP + r")*" + _SAID
+    + r"|undisclosed)" + _GAP + _WHATS
+    + r"|\b" + _THING + r"(?:" + _GAP + r"(?:that|which))?" + _IS + _GAP
+    + r"(?:not" + _GAP + _GIVEN + r"|undisclosed\b)"
+    + r"|(?:^|(?<=[;,\u2014(])|(?<=\.)(?=\s))\s*"
+    r"(?:not" + _GAP + r"(?:published|documented|shown|listed)|undisclosed)"
+    r"(?=\s*(?:" + _CLAUSE_END + r"|$)|" + _GAP + r"for\s)"
+    r")(?:" + _GAP + r"for\s(?:[^;:,.()\u2014]|\.(?!\s|$)){1,80}(?=" + _CLAUSE_END + r"|$))?)",
     re.IGNORECASE,
 )
+
+
+def _quoted(words: str) -> str:
+    """`words` as a lint line quotes them: each run of spaces or line breaks one space, cut
+    short, so a hedge spread over lines or padded with spaces is said in one short line."""
+    return shown(" ".join(words.split()))
 
 
 def _nothing_published(text: str) -> str | None:
@@ -486,7 +502,7 @@ def _nothing_published(text: str) -> str | None:
     first = NOTHING_PUBLISHED.search(text)
     if first is None:
         return None
-    hedge = shown(first.group("hedge").strip())
+    hedge = _quoted(first.group("hedge"))
     if not any(char.isalnum() for char in NOTHING_PUBLISHED.sub("", text)):
         return f"says only {hedge}: where the provider states nothing, leave the field out"
     return f"says {hedge}: drop those words and keep the facts around them"
@@ -502,7 +518,7 @@ def _hedges(entry: EntryContent) -> Iterator[Lint]:
             yield (
                 loc,
                 "hedged-field",
-                f"says {match.group(0)!r} instead of a fact: state the provider's figure "
+                f"says {_quoted(match.group(0))} instead of a fact: state the provider's figure "
                 "(with its unit and period, and the page in sources) or leave the field out",
             )
 
