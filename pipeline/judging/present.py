@@ -169,9 +169,9 @@ def present_each(session: Session, as_of: datetime, origin: str = "",
     latest = latest_probes(session, base_urls, span=span, order=order, day=day)
     del order, day
     # The methods and paths of the entries whose statuses ask the prober why an endpoint is
-    # not probed: few, once a run has planned them.
+    # not probed: few, once a run has planned them (an unprobable entry's say why without).
     calls = endpoint_calls(session, [entry_id for entry_id in unexplained_entries(endpoints, latest)
-                                     if base_urls.get(entry_id)])
+                                     if base_urls.get(entry_id) and entry_id not in unprobable])
     time_text = time_texts()  # a probe's time is written once for all its entry's values
     for entry_id in sorted(base_urls):
         probes = latest.pop(entry_id, None)
