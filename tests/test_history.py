@@ -525,13 +525,14 @@ def per_account_twin(write_entry: WriteEntry) -> None:
                                'curl "https://YOUR_PROJECT_REF.example.com/v1/forecast"')))
 
 
-def test_an_entry_left_with_no_url_to_probe_is_scored_as_an_entry_never_probed(
-        write_entry: WriteEntry, ingested_store, tmp_path: Path) -> None:
-    """An entry probed on earlier days (enough for Latency and an uptime, past days read from
-    their rollups, the day's raw) whose base address then becomes one per account: its
-    probes are of addresses it no longer lists, so its score and uptime are those of its twin
-    never probed (Latency unrated, the grade from its content alone, no uptime), in the score
-    stage's values and in every published file; those probes still date its lifecycle."""
+# The night after example-weather's four nights of probes (`probed_for_nights`).
+AFTER_NIGHTS = T0 + timedelta(days=3, hours=1)
+
+
+def probed_for_nights(write_entry: WriteEntry, ingested_store) -> tuple[Session, PipelineRun]:
+    """example-weather probed live on four nights (enough for Latency and an uptime), the
+    first three rolled up (their days read from the rollups, the fourth's raw), beside
+    `per_account_twin` never probed; the store and the last run."""
     write_entry(make_entry(endpoints=TWO_ENDPOINTS))
     per_account_twin(write_entry)
     session = ingested_store()
@@ -543,7 +544,18 @@ def test_an_entry_left_with_no_url_to_probe_is_scored_as_an_entry_never_probed(
             result(forecast.url, "live", 200, endpoint=forecast.endpoint_id, at=at),
             result(current.url, "live", 200, 150.0, endpoint=current.endpoint_id, at=at)])
     roll_up_days(session, [(T0 + timedelta(days=night)).date() for night in range(3)])
-    as_of = T0 + timedelta(days=3, hours=1)
+    return session, run
+
+
+def test_an_entry_left_with_no_url_to_probe_is_scored_as_an_entry_never_probed(
+        write_entry: WriteEntry, ingested_store, tmp_path: Path) -> None:
+    """An entry probed on earlier days (enough for Latency and an uptime, past days read from
+    their rollups, the day's raw) whose base address then becomes one per account: its
+    probes are of addresses it no longer lists, so its score and uptime are those of its twin
+    never probed (Latency unrated, the grade from its content alone, no uptime), in the score
+    stage's values and in every published file; those probes still date its lifecycle."""
+    session, run = probed_for_nights(write_entry, ingested_store)
+    as_of = AFTER_NIGHTS
     probed = present_entries(session, as_of)
     assert probed.scores["example-weather"]["latency"] is not None  # evidence to leave out
     assert probed.uptimes["example-weather"]["last7d"] == 1.0
@@ -579,6 +591,35 @@ def test_an_entry_left_with_no_url_to_probe_is_scored_as_an_entry_never_probed(
 
     assert uptime_said("example-weather") == uptime_said("example-twin")
     assert "no probes" in uptime_said("example-weather")[1]
+
+
+def test_an_entry_left_with_no_url_to_probe_has_the_trend_of_an_entry_never_probed(
+        write_entry: WriteEntry, ingested_store, tmp_path: Path) -> None:
+    """An entry whose days were probed and rolled up, whose base address then becomes one per
+    account: those days are of addresses it no longer lists, so its page's trend is its twin's
+    never probed, on the night its page is drawn whole and on the next, spliced."""
+    session, _ = probed_for_nights(write_entry, ingested_store)
+    categories = load_categories(REPO / "data" / "categories.yaml")
+    out = tmp_path / "public"
+
+    def trend_shown(entry_id: str) -> str:
+        html = (out / entry_page(entry_id)).read_text()
+        part = re.search(r"<h3>Daily trend</h3>.*?<h3>Uptime</h3>", html, re.S)
+        assert part is not None
+        return part.group()
+
+    publish_release(session, out, "https://directory.test", categories, AFTER_NIGHTS,
+                    present_entries(session, AFTER_NIGHTS))
+    assert "<svg" in trend_shown("example-weather")  # its days drawn while it had a URL
+
+    session = made_per_account(write_entry, ingested_store)
+    for night in range(2):
+        as_of = AFTER_NIGHTS + timedelta(days=night)
+        published = publish_release(session, out, "https://directory.test", categories, as_of,
+                                    present_entries(session, as_of))
+        assert published.pages is not None
+        assert published.pages.spliced == 1 + night  # the twin, then it too
+        assert trend_shown("example-weather") == trend_shown("example-twin")
 
 
 def test_a_run_read_back_counts_the_targets_it_did_not_probe_as_when_it_ran(session) -> None:

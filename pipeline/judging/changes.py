@@ -24,7 +24,7 @@ from pipeline.judging.health import (
     judge_lifecycle,
     published_lifecycle,
 )
-from pipeline.probing.probe import no_targets
+from pipeline.probing.probe import unprobable_entries
 from pipeline.store.tables import (
     EntryEvent,
     EntryLifecycle,
@@ -228,7 +228,7 @@ def record_lifecycles(
     was: a state no evidence backs is not turned into another on none."""
     table = EntryLifecycle.__table__
     known = {row.entry_id: row for row in session.connection().execute(select(table))}
-    base_urls = active_base_urls(session)
+    unprobable = unprobable_entries(active_base_urls(session))
     lifecycles: dict[str, Lifecycle] = {}
     events: list[dict[str, Any]] = []
     new: list[dict[str, Any]] = []
@@ -239,10 +239,9 @@ def record_lifecycles(
             row.state, as_utc(row.since), row.down_runs, as_utc(row.dead_since),
             row.judged_run_id)
         verdict, deprecation = verdicts.get(entry_id), deprecations.get(entry_id)
-        base_url = base_urls.get(entry_id)
-        unprobable = None if base_url is None else no_targets(base_url)
         record = judge_lifecycle(previous, verdict, deprecation, now, rules)
-        lifecycles[entry_id] = published_lifecycle(record, verdict, deprecation, unprobable)
+        lifecycles[entry_id] = published_lifecycle(record, verdict, deprecation,
+                                                   unprobable.get(entry_id))
         if previous is not None and previous.state != record.state:
             events.append({"entry_id": entry_id, "kind": "lifecycle", "from_value": previous.state,
                            "to_value": record.state, "at": now, "run_id": run_id})

@@ -52,8 +52,10 @@ class Trends(Mapping[str, list[SentDay]]):
     450 MB of the publishing process, through its pages; flat, with one object for each
     distinct ordinal and median, some 32 bytes a day."""
 
-    def __init__(self, rows: Iterable[tuple[str, date, int, int, float | None]] = ()) -> None:
-        """From (entry id, day, probes, successes, median) rows, each entry's oldest first."""
+    def __init__(self, rows: Iterable[tuple[str, date, int, int, float | None]] = (),
+                 leaving_out: Iterable[str] = ()) -> None:
+        """From (entry id, day, probes, successes, median) rows, each entry's oldest first;
+        the entries in `leaving_out` without a day, as if none of theirs were read."""
         self._days: dict[str, Any] = {}
         ordinals: dict[date, int] = {}
         medians: dict[float, float] = {}  # floats only: an int is never taken for one
@@ -67,6 +69,8 @@ class Trends(Mapping[str, list[SentDay]]):
             if days is None:
                 days = self._days[entry_id] = []
             days += (ordinal, probes, successes, p50_ms)
+        for entry_id in leaving_out:  # a few: dropped once read rather than asked of each day
+            self._days.pop(entry_id, None)
         for entry_id, days in self._days.items():  # without a list's spare room
             self._days[entry_id] = tuple(days)
 

@@ -16,7 +16,7 @@ from pipeline.judging.changes import CheckedState
 from pipeline.judging.content_scores import content_scores
 from pipeline.judging.evidence import bounded_scores, day_bounds
 from pipeline.judging.health import RunVerdict, measured_cors, measured_https, run_verdict
-from pipeline.probing.probe import no_targets
+from pipeline.probing.probe import unprobable_entries
 from pipeline.store.history import (
     day_probes,
     endpoint_calls,
@@ -155,8 +155,7 @@ def present_each(session: Session, as_of: datetime, origin: str = "",
     base_urls = active_base_urls(session, span)
     # Why each entry the catalogue gives no URL to probe any longer has none, asked once for
     # its evidence (none read) and its statuses.
-    unprobable = {entry_id: why for entry_id, base_url in base_urls.items()
-                  if (why := no_targets(base_url)) is not None}
+    unprobable = unprobable_entries(base_urls)
     # The day's probes are read once, for its evidence and the latest probes (mostly the same
     # rows). The scores first: the frames they are computed from are gone before the latest
     # probes are gathered, so the two never weigh on memory at once (about 200 MB less at

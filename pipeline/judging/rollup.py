@@ -29,6 +29,7 @@ from pipeline.judging.evidence import (
     days_between,
 )
 from pipeline.judging.score import ContentScores, counted_probes, succeeded_probes
+from pipeline.probing.probe import unprobable_entries
 from pipeline.store.history import latest_runs, latest_states, probed_entries
 from pipeline.store.tables import (
     DailyEndpointRollup,
@@ -37,6 +38,7 @@ from pipeline.store.tables import (
     PipelineRun,
     ProbeRow,
     RolledDay,
+    active_base_urls,
     active_entry_ids,
     as_utc,
     in_lists,
@@ -450,7 +452,9 @@ def entry_trends(session: Session, last_day: date, days: int = 30) -> Trends:
     """Each entry's daily figures over the `days` days ending on `last_day`, oldest first, as the
     pages' workers are sent them (`day_figures.sent_days`): read as the store's plain rows,
     without an ORM row or a DayFigures a day (3,000,000 days at 100k with 30 days kept), and
-    kept flat (`Trends`)."""
+    kept flat (`Trends`). An entry the catalogue gives no URL to probe any longer
+    (`probe.unprobable_entries`) has no day, as one never probed: its days are of addresses
+    it no longer lists, as its status, uptime and score leave them out."""
     statement = (
         select(DailyEntryRollup.entry_id, DailyEntryRollup.day, DailyEntryRollup.probes,
                DailyEntryRollup.successes, DailyEntryRollup.p50_ms)
@@ -458,4 +462,5 @@ def entry_trends(session: Session, last_day: date, days: int = 30) -> Trends:
                DailyEntryRollup.day <= last_day)
         .order_by(DailyEntryRollup.day)
     )
-    return Trends(session.connection().execute(statement))
+    return Trends(session.connection().execute(statement),
+                  leaving_out=unprobable_entries(active_base_urls(session)))

@@ -304,6 +304,14 @@ def no_targets(base_url: str) -> str | None:
     return None if placeholder is None else f"base address is per account ({placeholder.group(0)})"
 
 
+def unprobable_entries(base_urls: Mapping[str, str]) -> dict[str, str]:
+    """Why each entry (by id, from its base address) the catalogue gives no URL to probe has
+    none (`no_targets`): what the statuses, scores, lifecycles and trends alike leave its
+    probes of addresses no longer listed out by."""
+    return {entry_id: why for entry_id, base_url in base_urls.items()
+            if (why := no_targets(base_url)) is not None}
+
+
 def probe_targets_for(
     base_url: str,
     endpoints: list[tuple[int | None, str, str]],
