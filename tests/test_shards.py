@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -263,12 +263,15 @@ async def test_nightly_with_shards_publishes_every_entry_live(
 
 class ShardKiller:
     """Kills with SIGKILL, as the kernel's out-of-memory killer would, the process of the
-    latest run's shard that probes `host`, once it has started and every other shard has
-    stored its probes; at most `times` processes, each once. Until then the host's requests
-    hang (its route waits on `hanging`), so the shard is caught in the middle of probing."""
+    latest run's shard that probes `host`, once its request has reached the host (`reached`
+    counts them) and every other shard has stored its probes; at most `times` processes, each
+    once. Until then the host's requests hang (its route waits on `hanging`), so the shard is
+    caught in the middle of probing."""
 
-    def __init__(self, database_url: str, host: str, times: int) -> None:
+    def __init__(self, database_url: str, host: str, times: int,
+                 reached: Callable[[], int]) -> None:
         self.engine, self.host, self.times = engine_for(database_url), host, times
+        self.reached, self.before = reached, reached()
         self.killed: list[int] = []
         self.hanging, self.stop = threading.Event(), threading.Event()
         self.hanging.set()
@@ -291,6 +294,8 @@ class ShardKiller:
             doomed = [row for row in latest if any(f"//{self.host}:" in url
                                                    for url, *_ in row.targets)]
             if not doomed or not all(row.finished_at for row in latest if row not in doomed):
+                continue
+            if self.reached() - self.before <= len(self.killed):  # its request not there yet
                 continue
             pid = doomed[0].pid
             if pid and pid != os.getpid() and doomed[0].finished_at is None \
@@ -323,7 +328,7 @@ async def test_a_shard_whose_process_is_killed_is_run_again_and_the_others_kept(
 
     # the doomed shard's process is killed once: its second process probes it, and the night
     # goes on with the other shard's probes as it stored them
-    with ShardKiller(database, doomed, times=1) as killer:
+    with ShardKiller(database, doomed, times=1, reached=lambda: requests_to(doomed)) as killer:
         async def hang(_request: object) -> web.StreamResponse:
             while killer.hanging.is_set():
                 await asyncio.sleep(0.05)
@@ -342,7 +347,8 @@ async def test_a_shard_whose_process_is_killed_is_run_again_and_the_others_kept(
 
     # killed on both attempts: the night fails naming that shard, the other's probes kept
     before = (tmp_path / "public" / "api" / "apis.json").read_bytes()
-    with ShardKiller(database, doomed, times=2) as killer, pytest.raises(StageFailed) as failed:
+    with ShardKiller(database, doomed, times=2, reached=lambda: requests_to(doomed)) as killer, \
+            pytest.raises(StageFailed) as failed:
         await nightly()  # the host's route waits on this killer's `hanging` now
     assert len(killer.killed) == 2
     with Session(engine_for(database)) as session:
