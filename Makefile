@@ -24,8 +24,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# Debian packages the tests drive: nginx serves a release, Chromium reads its pages.
-SYSTEM_PACKAGES := nginx chromium fonts-dejavu-core
+# Debian packages the tests drive: nginx serves a release, Chromium reads its pages, PgBouncer
+# pools the PostgreSQL store's connections (started by the tests; its service is not used).
+SYSTEM_PACKAGES := nginx chromium fonts-dejavu-core pgbouncer
 
 system-packages:  ## install the Debian packages the tests need, when missing
 	@missing=""; \

@@ -45,7 +45,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _server_user() -> str | None:
+def server_user() -> str | None:
     """Who runs the server: the current user, or a system user when that is root."""
     if os.geteuid() != 0:
         return None
@@ -66,7 +66,7 @@ class PostgresServer:
         self.data = self.folder / "data"
         self.log = self.folder / "server.log"
         self.bin_dir = bin_dir
-        self.user = _server_user()
+        self.user = server_user()
         self.port = 0
 
     def _run(self, program: str, *args: str) -> None:
