@@ -98,12 +98,24 @@ def store_name(store: Engine | URL) -> str:
     return f"the store {shown(store.url if isinstance(store, Engine) else store)}"
 
 
+# What PgBouncer says of a connection whose startup packet carries libpq's `options`, which
+# every one of the store's does (the server's keepalives, `keepalive.connection_keepalives`),
+# unless its config lets that parameter through: the fix is in its config, not the pipeline's.
+POOLER_REFUSED_OPTIONS = "unsupported startup parameter: options"
+POOLER_FIX = (" (PgBouncer refuses the `options` startup parameter, which the pipeline sets on "
+              "every connection: set `ignore_startup_parameters = options` in its config, and "
+              "`pool_mode = session`)")
+
+
 def database_said(error: DBAPIError) -> str:
     """The database's own reason for `error` ("database is locked", "Connection refused"), its
     first line: SQLAlchemy's text adds the statement, its parameters and a link to its docs,
-    which tell a user nothing to act on and may show the data."""
-    said = next(iter(str(error.orig).strip().splitlines()), "")
-    return said.strip() or type(error.orig).__name__
+    which tell a user nothing to act on and may show the data. PgBouncer's refusal of the
+    `options` parameter is told with its fix."""
+    said = next(iter(str(error.orig).strip().splitlines()), "").strip()
+    if said.endswith(POOLER_REFUSED_OPTIONS):
+        said += POOLER_FIX
+    return said or type(error.orig).__name__
 
 
 # What PostgreSQL says, by SQLSTATE, of a store its operator set up so that the pipeline cannot
