@@ -5,15 +5,14 @@ It listens on a free loopback port (TCP only), lets every user of its auth file 
 password (`auth_type = trust`, as the server behind it does on loopback), pools by session, and
 routes every database name to the same one of the server. PgBouncer refuses to run as root, as
 PostgreSQL does, so as root it runs as the same system user (its own `-u`); its config, auth
-file, log and pid file live in a folder of their own, which goes when it stops.
+file, log (what it writes to stderr, with no `logfile` set) and pid file live in a folder of
+their own, which goes when it stops.
 """
 
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,9 +21,9 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 
 from tests.postgres_server import free_port, server_user
+from tests.static_host import wait_for_port
 
 PGBOUNCER = "/usr/sbin/pgbouncer"
-START_SECONDS = 30.0
 STOP_SECONDS = 10.0
 
 
@@ -44,18 +43,9 @@ def _config(server_port: int, port: int, folder: Path, ignored: str) -> str:
         "max_client_conn = 200",
         "default_pool_size = 100",
         f"ignore_startup_parameters = {ignored}",
-        f"logfile = {folder / 'pgbouncer.log'}",
         f"pidfile = {folder / 'pgbouncer.pid'}",
         "",
     ])
-
-
-def _listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    except OSError:
-        return False
-    return True
 
 
 @contextmanager
@@ -75,16 +65,10 @@ def running_pgbouncer(folder: Path, database_url: str, ignored: str = "options")
         shutil.chown(home, user)
         command[1:1] = ["-u", user]
     log = home / "pgbouncer.log"
-    with (home / "stderr.txt").open("wb") as stderr:
+    with log.open("wb") as stderr:
         bouncer = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
     try:
-        deadline = time.monotonic() + START_SECONDS
-        while not _listening(port):
-            if bouncer.poll() is not None or time.monotonic() > deadline:
-                said = (home / "stderr.txt").read_text() + (
-                    log.read_text()[-2000:] if log.exists() else "")
-                raise RuntimeError(f"pgbouncer did not start ({bouncer.returncode}): {said}")
-            time.sleep(0.05)
+        wait_for_port(port, bouncer, log)
         yield url.set(port=port).render_as_string(hide_password=False)
     finally:
         bouncer.terminate()
