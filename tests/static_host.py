@@ -25,6 +25,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from tests.conftest import REPO
+from tests.postgres_server import free_port
 
 SITE_CONFIG = REPO / "deploy" / "nginx" / "apidir.conf"
 MIME_TYPES = Path("/etc/nginx/mime.types")
@@ -36,12 +37,6 @@ def nginx_binary() -> str:
     if not found or not MIME_TYPES.is_file():
         raise RuntimeError("nginx is not installed: run `make test`, which installs it")
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def wait_for_port(port: int, process: subprocess.Popen, log: Path | None = None) -> None:

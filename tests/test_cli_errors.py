@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, WriteEntry
-from tests.static_host import free_port
+from tests.postgres_server import free_port
 
 
 def apidir(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO

@@ -43,13 +43,14 @@ from pipeline.release.layout import RELEASE_INDEX
 from pipeline.release.openapi import openapi_document
 from pipeline.release.serve import HIDDEN
 from tests.conftest import REPO
+from tests.postgres_server import free_port
 from tests.site_release import (
     FORMER_ID,
     LONG_NAME_ID,
     SampleRelease,
     publish_sample_release,
 )
-from tests.static_host import checked_nginx, free_port, run_nginx, run_serve, wait_for_port
+from tests.static_host import checked_nginx, run_nginx, run_serve, wait_for_port
 
 
 @dataclass(frozen=True)
