@@ -25,8 +25,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # Debian packages the tests drive: nginx serves a release, Chromium reads its pages, PgBouncer
-# pools the PostgreSQL store's connections (started by the tests; its service is not used).
+# pools the PostgreSQL store's connections. The tests start their own nginx and PgBouncer on
+# free loopback ports, so the services these two packages start when installed (nginx on port
+# 80, PgBouncer on 6432) are stopped and disabled where systemd runs them: nothing is left
+# running, as with PostgreSQL below. A package that was installed already is left alone.
 SYSTEM_PACKAGES := nginx chromium fonts-dejavu-core pgbouncer
+SYSTEM_SERVICES := nginx pgbouncer
+SYSTEMD_DIR     ?= /run/systemd/system
 
 system-packages:  ## install the Debian packages the tests need, when missing
 	@missing=""; \
@@ -41,7 +46,15 @@ system-packages:  ## install the Debian packages the tests need, when missing
 	  echo "installing Debian packages:$$missing"; \
 	  $$sudo apt-get update -qq \
 	    && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	         --no-install-recommends $$missing; \
+	         --no-install-recommends $$missing || exit 1; \
+	  started=""; \
+	  for pkg in $$missing; do \
+	    case " $(SYSTEM_SERVICES) " in *" $$pkg "*) started="$$started $$pkg";; esac; \
+	  done; \
+	  if [ -n "$$started" ] && [ -d "$(SYSTEMD_DIR)" ]; then \
+	    echo "stopping the services the tests do not use:$$started"; \
+	    $$sudo systemctl disable --now $$started; \
+	  fi; \
 	fi
 
 run: $(STAMP)  ## ingest, probe, score and publish a release into public/
