@@ -710,6 +710,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from pipeline.operations.automations import AutomationError
     from pipeline.operations.runs import StageFailed, UnusableWebhook
     from pipeline.operations.stages import UnknownSelectionError
+    from pipeline.release.after_publish import AfterPublishFailed
     from pipeline.release.publish import ReleaseNotRecorded
     from pipeline.release.swap import PublishLockTimeout, PublishWriteFailed, UnsafeOutputFolder
     from pipeline.release.validate import ReleaseValidationError
@@ -721,7 +722,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
             AutomationError, DraftError, UnknownSelectionError, PublishLockTimeout,
             LockFileLost, ReleaseNotRecorded, ReleaseValidationError, StoreOutOfDateError,
             StoreTooNewError, StoreUnreadableError, MigrationFailedError, CategoryError, OSError,
-            UnsafeOutputFolder, PublishWriteFailed, UnusableWebhook, StoreLockTimeout)
+            UnsafeOutputFolder, PublishWriteFailed, UnusableWebhook, StoreLockTimeout,
+            AfterPublishFailed)
 
 
 def user_caused(error: BaseException) -> bool:

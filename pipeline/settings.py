@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
@@ -176,6 +177,14 @@ class Settings(BaseSettings):
         default="http://localhost:8000",
         description="Address the output folder is served from; used in meta.source.",
     )
+    after_publish: str | None = Field(
+        default=None,
+        description="Command run each time a release goes live, such as `nginx -s reload` "
+        "(nginx reads a release's renamed addresses, `_renamed.map`, as it loads) or a CDN "
+        "purge: split into words as a shell would, run without a shell, given the output "
+        "folder in APIDIR_PUBLISHED, and stopped after 60 s; a failure fails the publish in "
+        "one line, the new release staying live (unset: none).",
+    )
 
     probe_enabled: bool = Field(
         default=True, description="Probe the endpoints (off: publish from stored history only)."
@@ -344,6 +353,16 @@ class Settings(BaseSettings):
             raise ValueError(f"0 (every probe kept) or at least {PROBES_KEPT_MIN_DAYS}: the "
                              f"scores read the raw probes of the last {PROBES_KEPT_MIN_DAYS} days")
         return days
+
+    @field_validator("after_publish")
+    @classmethod
+    def _a_command_of_words(cls, command: str | None) -> str | None:
+        """Told here, naming the setting, rather than once a release went live."""
+        try:
+            shlex.split(command or "")
+        except ValueError as error:  # an unclosed quote, a lone backslash at the end
+            raise ValueError(f"not a command line: {error}") from None
+        return command
 
     @field_validator("base_url")
     @classmethod

@@ -57,6 +57,7 @@ from pipeline.operations.report import (
     slowest_probes,
     unjudged_since_previous,
 )
+from pipeline.release.after_publish import AfterPublishFailed
 from pipeline.release.layout import FULL_DATASET
 from pipeline.release.publish import ReleaseNotRecorded, left_out_line
 from pipeline.release.swap import PublishLockTimeout, PublishWriteFailed
@@ -91,7 +92,8 @@ T = TypeVar("T")
 # its operator set up so that the pipeline cannot use it (`lasting_refusal`): no rights, no
 # writes, a table gone, a lock file that is a link (`LockFileRefused`).
 PERMANENT_ERRORS = (EmptyCatalogError, ReleaseValidationError, ValidationError, ValueError,
-                    PublishLockTimeout, StoreLockTimeout, LockFileRefused, ReleaseNotRecorded)
+                    PublishLockTimeout, StoreLockTimeout, LockFileRefused, ReleaseNotRecorded,
+                    AfterPublishFailed)  # a retry would publish again, the release being live
 
 # How a failed run's error notes that its alert was not delivered.
 UNDELIVERED = "the alert was not delivered: "
@@ -113,7 +115,7 @@ def failure_line(error: BaseException, what: str, database_url: str) -> str | No
     itself. `what` failed (a command, a run), unless a stage did: then the stage is named."""
     if isinstance(error, StageFailed):
         what, error = f"{error.stage} stage", error.__cause__  # type: ignore[assignment]
-    if isinstance(error, PublishWriteFailed):  # names what failed, and where, itself
+    if isinstance(error, PublishWriteFailed | AfterPublishFailed):  # each names itself
         return str(error)
     if isinstance(error, DBAPIError):
         return store_failure_line(what, error, make_url(database_url))

@@ -37,6 +37,7 @@ from typing import Any
 
 from pipeline.catalogue.entries import Category
 from pipeline.processes import process_gone
+from pipeline.release.after_publish import run_after_publish
 from pipeline.release.hosting import (
     HEADERS_FILE,
     redirect_files,
@@ -46,6 +47,7 @@ from pipeline.release.hosting import (
 )
 from pipeline.release.layout import CATEGORY_INDEX, FULL_DATASET, Completion
 from pipeline.release.validate import ReleaseValidationError, dataset_problems, validate_release
+from pipeline.settings import Settings
 from pipeline.store.locks import LockFileLost, check_held, take_lock_file
 
 
@@ -370,15 +372,18 @@ def stage_and_swap(
     otherwise a new one. Without `keep_spare`, the release swapped out is deleted rather than
     kept as the next spare. `before_swap` runs once the release is valid, just before the
     swap: what fails there leaves the live release as it is (the publish's record of the
-    release, which must not be refused after the swap).
+    release, which must not be refused after the swap). Once the release is live, the
+    operator's after-publish command runs (`after_publish`), still under the lock.
     `entries_checked`: `write` checked each entry as it wrote it (`validate.entry_faults`),
     so the validation does not check them again."""
     output_dir = live_folder(output_dir)
     check_replaceable(output_dir)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     with publish_lock(output_dir):
-        return _stage_and_swap_locked(output_dir, categories, write, carry, reuse, keep_spare,
+        live = _stage_and_swap_locked(output_dir, categories, write, carry, reuse, keep_spare,
                                       before_swap, entries_checked)
+        run_after_publish(live, Settings().after_publish or "")  # under the lock: one at a time
+        return live
 
 
 def _stage_and_swap_locked(
