@@ -192,6 +192,14 @@ def rules(write_entry: WriteEntry, data_dir: Path, **changes: object) -> list[tu
         ({"rateLimit": "Free to use; no numbers given"}, "hedged-field", "rateLimit"),
         ({"pricing": PRICING | {"details": "Pay per call; prices are not listed."}},
          "hedged-field", "pricing.details"),
+        # "Not given" as a clause of its own, as "not listed" is; a label's colon starts one.
+        ({"rateLimit": "Rate limit: not given."}, "hedged-field", "rateLimit"),
+        ({"rateLimit": "Free to use, not given"}, "hedged-field", "rateLimit"),
+        ({"rateLimit": "Not given; HTTP 429 when too many requests arrive"}, "hedged-field",
+         "rateLimit"),
+        ({"pricing": PRICING | {"details": "Pay per call; not given for enterprise plans."}},
+         "hedged-field", "pricing.details"),
+        ({"rateLimit": "Rate limit: not published."}, "hedged-field", "rateLimit"),
         # The same words two spaces or a line break apart.
         ({"rateLimit": "No fixed  limit published"}, "hedged-field", "rateLimit"),
         ({"rateLimit": "No fixed\nlimit published"}, "hedged-field", "rateLimit"),
@@ -240,6 +248,8 @@ def test_each_lint_rule_fails_its_bad_case(
     "Free to use" + "; not published" * 2000,
     "Free to use" + ";  not\n listed" * 2000,
     "Free to use" + "; undisclosed" * 2000,
+    "Free to use" + ": not given" * 2000,
+    "Free to use" + ";  not\n given" * 2000,
 ])
 def test_a_field_of_many_hedge_clauses_is_one_problem(
     text: str, write_entry: WriteEntry, data_dir: Path
@@ -259,6 +269,8 @@ def test_a_field_of_many_hedge_clauses_is_one_problem(
     # Words a long run of spaces apart, quoted with one space between them.
     "Free to use with no" + " " * 100_000 + "fixed limit published",
     "Limits: not" + " " * 100_000 + "stated",
+    "Rate limit:" + " " * 100_000 + "not given.",
+    "Free to use, not" + " " * 100_000 + "given for " + "x" * 100_000,
 ])
 def test_a_field_of_many_hedges_inside_its_clauses_is_one_line(
     text: str, write_entry: WriteEntry, data_dir: Path
@@ -269,6 +281,15 @@ def test_a_field_of_many_hedges_inside_its_clauses_is_one_line(
     assert len(lines) == 1, lines[:3]
     assert "example-weather" in lines[0] and "rateLimit" in lines[0]
     assert "hedged-field" in lines[0] and len(lines[0]) < 400
+
+
+def test_a_bare_not_given_is_said_as_all_the_field_says(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """A label before the clause states nothing: the line says to leave the field out."""
+    lines = problem_lines(write_entry, data_dir, rateLimit="Rate limit: not given.")
+    assert len(lines) == 1 and "says only 'not given'" in lines[0], lines
+    assert "example-weather" in lines[0] and "rateLimit" in lines[0]
 
 
 BASE = "https://api.example.com/v1"
@@ -391,6 +412,9 @@ def test_a_sample_request_that_agrees_with_its_entry_passes(
         {"rateLimit": "Limits are listed in the OpenAPI file"},
         {"rateLimit": "600 requests per minute; the quota left is shown in the dashboard"},
         {"rateLimit": "10 requests per second; Retry-After is given in seconds"},
+        {"authDescription": "The key is given once; it is not given again after creation."},
+        {"authDescription": "Scopes: not given by default, granted on request."},
+        {"rateLimit": "Retry-After: given in seconds; 60 requests per minute"},
         {"authDescription": "Create a key in the dashboard; the key is not shown again after "
                             "creation."},
         {"pricing": PRICING | {"details": "Prices are shown in US dollars; fees are listed "

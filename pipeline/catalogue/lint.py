@@ -459,14 +459,15 @@ def _free_text(entry: EntryContent) -> Iterator[tuple[Loc, str | None]]:
 # given") read as a stated fact where the rule is to leave it out, wherever they stand: a clause
 # of their own, inside one, in parentheses. What the provider does where it publishes no figure
 # (answers 429, asks for backoff) is the fact, said without the hedge. A bare "not published"
-# (or "not shown", "not listed", "undisclosed") is a hedge only as a clause of its own ("Free to
-# use, not published"), which starts the text or follows `;`, `,`, `—`, `(` or a sentence's `.`;
-# inside a clause it may be a fact ("results are not published until reviewed", "the key is not
-# shown again"). A `.` inside a word (`public.api.bsky.app`) ends nothing. Words stand apart by
-# any run of spaces or line breaks (`_GAP`), which no word holds, so a run is read once by the
-# word before it. Each alternative starts at a fixed word ("no", "undisclosed", a noun, a
-# clause's "not") and reads on only through its own adjectives, which no other start shares, or
-# at most 80 characters of a `for …` tail, so a field of thousands of hedges is one pass.
+# (or "not stated", "not documented", "not shown", "not listed", "not given", "undisclosed") is a
+# hedge only as a clause of its own ("Free to use, not published", "Rate limit: not given"),
+# which starts the text or follows `;`, `:`, `,`, `—`, `(` or a sentence's `.`; inside a clause
+# it may be a fact ("results are not published until reviewed", "the key is not shown again").
+# A `.` inside a word (`public.api.bsky.app`) ends nothing. Words stand apart by any run of
+# spaces or line breaks (`_GAP`), which no word holds, so a run is read once by the word before
+# it. Each alternative starts at a fixed word ("no", "undisclosed", a noun, a clause's "not")
+# and reads on only through its own adjectives, which no other start shares, or at most 80
+# characters of a `for …` tail, so a field of thousands of hedges is one pass.
 _GAP = r"\s+"
 _CLAUSE_END = r"(?:[;,\u2014)]|\.(?=\s|$))"
 _SAID = r"(?:publicly" + _GAP + r")?(?:published|stated|documented)\b"
@@ -482,18 +483,26 @@ NOTHING_PUBLISHED = re.compile(
     + r"|undisclosed)" + _GAP + _WHATS
     + r"|\b" + _THING + r"(?:" + _GAP + r"(?:that|which))?" + _IS + _GAP
     + r"(?:not" + _GAP + _GIVEN + r"|undisclosed\b)"
-    + r"|(?:^|(?<=[;,\u2014(])|(?<=\.)(?=\s))\s*"
-    r"(?:not" + _GAP + r"(?:published|documented|shown|listed)|undisclosed)"
+    + r"|(?:^|(?<=[;:,\u2014(])|(?<=\.)(?=\s))\s*"
+    r"(?:not" + _GAP + _GIVEN + r"|undisclosed)"
     r"(?=\s*(?:" + _CLAUSE_END + r"|$)|" + _GAP + r"for\s)"
     r")(?:" + _GAP + r"for\s(?:[^;:,.()\u2014]|\.(?!\s|$)){1,80}(?=" + _CLAUSE_END + r"|$))?)",
     re.IGNORECASE,
 )
+# A label a field may open with ("Rate limit:"), which states nothing itself.
+_LABEL = re.compile(r"\s*[^\W\d_]{1,40}(?:[ \t-][^\W\d_]{1,40}){0,3}:")
 
 
 def _quoted(words: str) -> str:
     """`words` as a lint line quotes them: each run of spaces or line breaks one space, cut
     short, so a hedge spread over lines or padded with spaces is said in one short line."""
     return shown(" ".join(words.split()))
+
+
+def _says_nothing(rest: str) -> bool:
+    """Whether `rest`, a field without its hedges, states nothing: no word, or a label alone."""
+    label = _LABEL.match(rest)
+    return not any(char.isalnum() for char in rest[label.end() if label else 0:])
 
 
 def _nothing_published(text: str) -> str | None:
@@ -503,7 +512,7 @@ def _nothing_published(text: str) -> str | None:
     if first is None:
         return None
     hedge = _quoted(first.group("hedge"))
-    if not any(char.isalnum() for char in NOTHING_PUBLISHED.sub("", text)):
+    if _says_nothing(NOTHING_PUBLISHED.sub("", text)):
         return f"says only {hedge}: where the provider states nothing, leave the field out"
     return f"says {hedge}: drop those words and keep the facts around them"
 
