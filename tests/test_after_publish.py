@@ -1,7 +1,8 @@
 """`APIDIR_AFTER_PUBLISH`: the operator's command run each time a release goes live. nginx reads
 a release's renamed addresses (`_renamed.map`) only as it loads, so a rename published while it
 runs is served once the command reloads it; a command that fails, hangs or is missing fails the
-publish in one line, the new release live."""
+publish in one line, the new release live. `apidir serve` needs no command: it reads the host
+files of each release that goes live."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import http.client
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +25,7 @@ from pipeline.release import after_publish
 from pipeline.release.after_publish import AfterPublishFailed, run_after_publish
 from pipeline.release.swap import lock_file
 from tests.conftest import REPO, WriteEntry, make_entry
-from tests.static_host import run_nginx
+from tests.static_host import run_nginx, run_serve
 
 pytestmark = pytest.mark.backends("sqlite")  # the host's side of a publish: any store alike
 
@@ -199,3 +201,31 @@ def test_a_run_whose_command_fails_is_failed_in_that_line_and_publishes_once(
     finally:
         engine.dispose()
     assert run.message == line
+
+
+def test_the_preview_answers_with_the_host_files_of_the_release_live_now(
+        settings_env: dict[str, str], write_entry: WriteEntry, ingested_store,
+        data_dir: Path, tmp_path: Path) -> None:
+    """`apidir serve` read `_headers` and `_redirects` once, as it started: a rename published
+    while it ran was a 404 at the former address until it was restarted. It reads them again
+    once another release is live; one it cannot parse leaves it answering with the last."""
+    write_entry()
+    session = ingested_store()
+    output = Path(settings_env["APIDIR_OUTPUT_DIR"])
+    assert apidir_publish().returncode == 0
+    former = f"/api/apis/{OLD}.json"
+    with run_serve(output, tmp_path / "serve") as base_url:
+        assert status_of(base_url, former)[0] == 200
+        rename(session, data_dir, write_entry)
+        assert apidir_publish().returncode == 0
+        status, location = status_of(base_url, former)
+        assert (status, urlsplit(location or "").path) == (301, f"/api/apis/{NEW}.json")
+
+        broken = tmp_path / "broken"  # a release whose `_redirects` no host can read
+        shutil.copytree(output, broken, symlinks=True)
+        (broken / "_redirects").write_bytes(b"\xff\xfe not text\n")
+        output.rename(tmp_path / "retired")
+        broken.rename(output)
+        status, location = status_of(base_url, former)
+        assert (status, urlsplit(location or "").path) == (301, f"/api/apis/{NEW}.json")
+        assert status_of(base_url, f"/api/apis/{NEW}.json")[0] == 200

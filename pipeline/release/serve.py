@@ -55,6 +55,7 @@ from pipeline.release.ranges import (
     multipart_body,
     range_applies,
 )
+from pipeline.release.swap import live_release
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -201,13 +202,43 @@ def host_file(path: Path, parse: Callable[[str], T], default: T) -> T:
         raise HostFileError(f"{path}: {exc}") from None
 
 
+class HostFiles:
+    """The release's `_headers` rules and `_redirects`, as the preview answers with them: read
+    again once another release went live in the folder (a publish swaps a new folder in while
+    the preview runs), as a host reloaded after each publish has them, so a rename published
+    meanwhile redirects without a restart. A new release's file that cannot be read or parsed
+    is logged, and the last good ones kept; at the start it stops the preview
+    (`HostFileError`)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.release = live_release(folder)
+        self.rules, self.redirects = self._read()
+
+    def _read(self) -> tuple[Sequence[HeaderRule], list[tuple[str, str, int]]]:
+        return (host_file(self.folder / HEADERS_FILE, parse_headers_file,
+                          release_header_rules(self.folder)),
+                host_file(self.folder / REDIRECTS_FILE, parse_redirects_file,
+                          list(REDIRECT_RULES)))
+
+    def refresh(self) -> None:
+        """Read the files again if the live release changed since they were read (one
+        `stat` a request)."""
+        live = live_release(self.folder)
+        if live == self.release:
+            return
+        self.release = live
+        try:
+            self.rules, self.redirects = self._read()
+        except HostFileError as error:
+            log.warning("%s; answering with the previous release's host files", error)
+
+
 def preview_app(folder: Path) -> web.Application:
     folder = folder.resolve()
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no published release here (run `apidir run` first)")
-    rules: Sequence[HeaderRule] = host_file(folder / HEADERS_FILE, parse_headers_file,
-                                            release_header_rules(folder))
-    redirects = host_file(folder / REDIRECTS_FILE, parse_redirects_file, list(REDIRECT_RULES))
+    host = HostFiles(folder)
     etags = EtagCache()
 
     def not_found_document(path: str) -> tuple[str, Path | None]:
@@ -216,7 +247,7 @@ def preview_app(folder: Path) -> web.Application:
         `_redirects` that matches (a target no path can be is passed over); past the rules,
         the release's own 404 page, which static hosts (and the shipped nginx site) serve for
         any other missing address."""
-        for source, target, code in redirects:
+        for source, target, code in host.redirects:
             if code == 404 and fnmatch.fnmatchcase(path, source):
                 try:
                     target = normalised_path(target)
@@ -228,10 +259,12 @@ def preview_app(folder: Path) -> web.Application:
     def moved_to(path: str) -> str | None:
         """Where a redirect of `_redirects` (a 301 or 308, as a renamed entry's former address
         has) sends a missing `path`, if one matches it exactly."""
-        return next((target for source, target, code in redirects
+        return next((target for source, target, code in host.redirects
                      if code in (301, 308) and source == path), None)
 
     async def serve_path(request: web.Request) -> web.StreamResponse:
+        host.refresh()
+        rules = host.rules
         if request.rel_url.raw_path.startswith("*"):  # `OPTIONS *` asks of no file
             return error_answer(404, "not found", headers_for("/", rules))
         # The path of the target, in origin form or absolute form (`http://host/index.html`,
