@@ -814,17 +814,39 @@ def driver_columns(connection: Connection, statement: Select[Any]) -> list[list[
     row back), so for results read whole, as `.all()` would."""
     result = connection.execute(statement)
     try:
-        cursor = result.cursor
-        dialect = connection.dialect
-        processors = [column.type.dialect_impl(dialect).result_processor(dialect, described[1])
-                      for column, described in zip(statement.selected_columns,
-                                                   cursor.description, strict=True)]
-        rows = cursor.fetchall()
+        processors = _result_processors(connection, statement, result.cursor)
+        rows = result.cursor.fetchall()
     finally:
         result.close()
     columns = zip(*rows, strict=True) if rows else ((),) * len(processors)
     return [list(values) if processor is None else list(map(processor, values))
             for values, processor in zip(columns, processors, strict=True)]
+
+
+def driver_column_parts(connection: Connection, statement: Select[Any],
+                        rows_at_once: int) -> Iterator[list[list[Any]]]:
+    """The rows of `statement` as `driver_columns` reads them, `rows_at_once` at a time: each
+    part a column at a time, for results too large to hold twice (as rows, then as columns).
+    SQLite steps through the rows as they are fetched; PostgreSQL's client holds them all in
+    its compact form (no server-side cursor: see `driver_columns`)."""
+    result = connection.execute(statement)
+    try:
+        processors = _result_processors(connection, statement, result.cursor)
+        while rows := result.cursor.fetchmany(rows_at_once):
+            yield [list(values) if processor is None else list(map(processor, values))
+                   for values, processor in zip(zip(*rows, strict=True), processors,
+                                                strict=True)]
+    finally:
+        result.close()
+
+
+def _result_processors(connection: Connection, statement: Select[Any],
+                       cursor: Any) -> list[Callable[[Any], Any] | None]:
+    """Each selected column's result processor (None where the driver's value is the value)."""
+    dialect = connection.dialect
+    return [column.type.dialect_impl(dialect).result_processor(dialect, described[1])
+            for column, described in zip(statement.selected_columns, cursor.description,
+                                         strict=True)]
 
 
 def _again_from(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
