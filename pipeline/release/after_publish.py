@@ -11,6 +11,7 @@ import shlex
 import signal
 import subprocess
 import tempfile
+from contextlib import suppress
 from pathlib import Path
 
 AFTER_PUBLISH_SECONDS = 60.0  # what a reload or a purge takes, with room to spare
@@ -42,7 +43,8 @@ def run_after_publish(output_dir: Path, command: str) -> None:
         try:
             process.wait(timeout=AFTER_PUBLISH_SECONDS)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+            with suppress(ProcessLookupError):  # it ended, and what it started, just now
+                os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             raise _failed(output_dir, command,
                           f"it did not finish within {AFTER_PUBLISH_SECONDS:g} s and was "
