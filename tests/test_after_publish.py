@@ -58,13 +58,20 @@ def rename(session: Session, data_dir: Path, write_entry: WriteEntry) -> None:
     assert ingest_catalog(session, read_catalog([entries], entries)).renamed == [f"{OLD} → {NEW}"]
 
 
+def published(settings_env: dict[str, str], write_entry: WriteEntry,
+              ingested_store) -> tuple[Session, Path]:
+    """The one entry ingested and published (no command): the store's session and the output
+    folder."""
+    write_entry()
+    session = ingested_store()
+    assert apidir_publish().returncode == 0
+    return session, Path(settings_env["APIDIR_OUTPUT_DIR"])
+
+
 def test_a_rename_published_while_nginx_runs_is_served_once_the_command_reloads_it(
         settings_env: dict[str, str], write_entry: WriteEntry, ingested_store,
         data_dir: Path, tmp_path: Path) -> None:
-    write_entry()
-    session = ingested_store()
-    output = Path(settings_env["APIDIR_OUTPUT_DIR"])
-    assert apidir_publish().returncode == 0
+    session, output = published(settings_env, write_entry, ingested_store)
     former = f"/api/apis/{OLD}.json"
     with run_nginx(output, tmp_path / "nginx") as base_url:
         assert status_of(base_url, former)[0] == 200
@@ -209,10 +216,7 @@ def test_the_preview_answers_with_the_host_files_of_the_release_live_now(
     """`apidir serve` read `_headers` and `_redirects` once, as it started: a rename published
     while it ran was a 404 at the former address until it was restarted. It reads them again
     once another release is live; one it cannot parse leaves it answering with the last."""
-    write_entry()
-    session = ingested_store()
-    output = Path(settings_env["APIDIR_OUTPUT_DIR"])
-    assert apidir_publish().returncode == 0
+    session, output = published(settings_env, write_entry, ingested_store)
     former = f"/api/apis/{OLD}.json"
     with run_serve(output, tmp_path / "serve") as base_url:
         assert status_of(base_url, former)[0] == 200
