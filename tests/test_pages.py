@@ -815,10 +815,10 @@ def test_curated_pricing_facts_reach_the_page_and_the_markdown(sample: SampleRel
     text = page(sample, entry_markdown("stripe"))
     assert "- **Transaction fee:** 2.9% + 30¢ per transaction (Standard " in text
     assert "- **Monthly minimum:** none\n- **Sandbox:** yes: a free sandbox" in text
-    groq = Elements(page(sample, entry_page("groq")))
-    assert groq.by_id("unit-cost") == "$0.15 per 1,000,000 input tokens (openai/gpt-oss-120b)"
+    mistral = Elements(page(sample, entry_page("mistral-ai")))
+    assert mistral.by_id("unit-cost") == "$0.15 per 1,000,000 input tokens (Mistral Small 4)"
     assert "- **Price per use:** $0.15 per 1,000,000 input tokens" in \
-        page(sample, entry_markdown("groq"))
+        page(sample, entry_markdown("mistral-ai"))
     assert Elements(page(sample, entry_page("assemblyai"))).by_id("free-quota").startswith(
         "50 USD credit/one-time, not renewed — ")
     frankfurter = Elements(page(sample, entry_page(LIVE_ID)))
