@@ -1191,9 +1191,13 @@ def presented_history(first_night: datetime) -> dict[str, tuple[str, Any, Any]]:
 
 
 def first_night_of_history(now: datetime) -> datetime:
-    """The first night of a history that ended last night, at 03:00 UTC."""
-    return datetime.combine(now.date() - timedelta(days=HISTORY_NIGHTS), datetime.min.time(),
-                            tzinfo=UTC).replace(hour=3)
+    """The first night (at 03:00 UTC) of a history whose last night's probes (03:00 and the
+    confirmation at 03:04) lie more than a day before `now`, outside the last day's uptime, as
+    `presented_history` has them: it ended last night, or the night before when `now` is
+    before 03:05 UTC (a last night at 03:04 would still be inside the last 24 hours)."""
+    last_night = (now - timedelta(days=1, hours=3, minutes=5)).date()
+    return datetime.combine(last_night - timedelta(days=HISTORY_NIGHTS - 1),
+                            datetime.min.time(), tzinfo=UTC).replace(hour=3)
 
 
 def night_after_history(now: datetime, new_entry: dict[str, Any] | None = None,
