@@ -818,9 +818,7 @@ def driver_columns(connection: Connection, statement: Select[Any]) -> list[list[
         rows = result.cursor.fetchall()
     finally:
         result.close()
-    columns = zip(*rows, strict=True) if rows else ((),) * len(processors)
-    return [list(values) if processor is None else list(map(processor, values))
-            for values, processor in zip(columns, processors, strict=True)]
+    return _processed_columns(rows, processors)
 
 
 def driver_column_parts(connection: Connection, statement: Select[Any],
@@ -833,11 +831,18 @@ def driver_column_parts(connection: Connection, statement: Select[Any],
     try:
         processors = _result_processors(connection, statement, result.cursor)
         while rows := result.cursor.fetchmany(rows_at_once):
-            yield [list(values) if processor is None else list(map(processor, values))
-                   for values, processor in zip(zip(*rows, strict=True), processors,
-                                                strict=True)]
+            yield _processed_columns(rows, processors)
     finally:
         result.close()
+
+
+def _processed_columns(rows: Sequence[tuple[Any, ...]],
+                       processors: Sequence[Callable[[Any], Any] | None]) -> list[list[Any]]:
+    """The driver's `rows` a column at a time (one empty list a column where there is no row),
+    each column through its result processor."""
+    columns = zip(*rows, strict=True) if rows else ((),) * len(processors)
+    return [list(values) if processor is None else list(map(processor, values))
+            for values, processor in zip(columns, processors, strict=True)]
 
 
 def _result_processors(connection: Connection, statement: Select[Any],
