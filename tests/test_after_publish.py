@@ -26,16 +26,11 @@ from pipeline.release.after_publish import AfterPublishFailed, run_after_publish
 from pipeline.release.swap import lock_file
 from tests.conftest import REPO, WriteEntry, make_entry
 from tests.static_host import run_nginx, run_serve
+from tests.test_cli_publish import apidir_publish
 
 pytestmark = pytest.mark.backends("sqlite")  # the host's side of a publish: any store alike
 
 OLD, NEW = "example-weather", "example-weather-two"
-
-
-def apidir_publish(**settings: str) -> subprocess.CompletedProcess[str]:
-    """`apidir publish` in a process of its own, as an operator runs it."""
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", "publish"], cwd=REPO,
-                          env=os.environ | settings, capture_output=True, text=True, timeout=300)
 
 
 def status_of(base_url: str, path: str) -> tuple[int, str | None]:
