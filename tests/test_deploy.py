@@ -127,6 +127,10 @@ def test_the_missed_night_automation_calls_the_webhook(prefect_server: dict[str,
         block = get_json(f"{api}/block_types/slug/webhook/block_documents/name/"
                          "apidir-alert-webhook")
         assert applied["actions"][0]["block_document_id"] == block["id"]
+        assert "no nightly run completed in 26 hours" in applied["actions"][0]["payload"]
+        [zombie] = [a for a in automations() if a["name"] == "apidir-probe-shard-zombie"]
+        assert zombie["actions"][0]["message"] == (
+            "no heartbeat for 10 minutes; the worker running this shard is gone")
 
         apidir("automations", "apply", "--within", "10")  # replaces it, with a short window
         assert [a["trigger"]["within"] for a in automations()] == [10, 10]
@@ -136,10 +140,20 @@ def test_the_missed_night_automation_calls_the_webhook(prefect_server: dict[str,
         assert HookRecorder.received, "the automation never called the webhook"
         alert = HookRecorder.received[0]
         assert alert["event"] == "run_missed" and alert["flow"] == "nightly"
+        # the message names the window that fired, not the file's
+        assert alert["text"] == "API Directory: no nightly run completed in 10 s"
+        assert alert["run"]["message"] == "no nightly run completed in 10 s"
         jsonschema.validate(alert, documented_schema(),
                             format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
     finally:
         hook.shutdown()
+
+
+def test_an_automation_window_is_said_in_words() -> None:
+    from pipeline.operations.automations import window_words
+
+    assert [window_words(s) for s in (93600, 3600, 600, 60, 90, 10, 7.5)] == [
+        "26 hours", "1 hour", "10 minutes", "1 minute", "90 s", "10 s", "7.5 s"]
 
 
 def test_automations_apply_without_a_webhook_applies_the_shard_watch(

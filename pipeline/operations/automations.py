@@ -19,6 +19,7 @@ from pipeline.operations.runs import prefect_unreachable, webhook_url
 from pipeline.settings import Settings
 
 WEBHOOK_BLOCK = "apidir-alert-webhook"
+WINDOW = "{window}"  # in an action's text: the trigger's window in words (`window_words`)
 
 
 class AutomationError(ValueError):
@@ -54,21 +55,35 @@ def missing_webhook_hint(settings: Settings) -> str:
     return f"set APIDIR_ALERT_WEBHOOK_URL{where}, then run `apidir automations apply` again"
 
 
+def window_words(seconds: object) -> str:
+    """A trigger's window as its actions' messages say it: "26 hours", "10 minutes", "45 s"."""
+    if not isinstance(seconds, int | float) or seconds <= 0:
+        return "its window"
+    for unit, size in (("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{seconds:g} s"
+
+
 def resolve(definition: dict[str, Any], blocks: dict[str, str],
             within: float | None = None) -> AutomationCore:
     """One automation with its actions' block names replaced by the blocks' ids (and, for a
-    test or a tighter watch, its trigger's window replaced by `within` seconds)."""
+    test or a tighter watch, its trigger's window replaced by `within` seconds), and `{window}`
+    in its actions' text by that window in words: a message names the window that fired."""
     definition = dict(definition)
+    if within is not None:
+        definition["trigger"] = dict(definition["trigger"], within=within)
+    window = window_words(definition.get("trigger", {}).get("within"))
     actions = []
     for action in definition.get("actions", []):
-        action = dict(action)
+        action = {key: value.replace(WINDOW, window) if isinstance(value, str) else value
+                  for key, value in action.items()}
         name = action.pop("block", None)
         if name is not None:
             action["block_document_id"] = blocks[name]
         actions.append(action)
     definition["actions"] = actions
-    if within is not None:
-        definition["trigger"] = dict(definition["trigger"], within=within)
     try:
         return AutomationCore.model_validate(definition)
     except ValueError as exc:
