@@ -336,9 +336,11 @@ async def test_shards_run_on_two_workers_and_a_failed_shard_fails_the_night(
         message = str(failure.value)
         crashed = sorted(int(r["name"].removeprefix("probe-shard-")) for r in running
                          if r["id"] in on_a)
+        ended = [(r["name"], taken.get(r["id"]), r["state_type"], r["state"]["message"])
+                 for r in flow_runs(api, [r["id"] for r in running])]  # what each shard came to
         assert crashed and message.startswith(
             f"probe stage failed: ShardsFailedError: probe shards {crashed} of {SHARDS} "
-            "failed"), message
+            "failed"), (message, ended)
         assert "ended Crashed" in message and "no heartbeat for 90 s" in message, message
         engine.dispose()
         with temporary_settings(updates={PREFECT_API_URL: api}):
