@@ -19,7 +19,7 @@ import pytest_asyncio
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 from prefect.client.schemas.sorting import ArtifactSort
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from flows.backfill import backfill
 from flows.nightly import nightly
@@ -30,6 +30,7 @@ from pipeline.store.tables import (
     DailyEntryRollup,
     PipelineRun,
     ProbeRow,
+    as_utc,
     engine_for,
     start_run,
 )
@@ -311,10 +312,14 @@ async def test_backfill_reprobes_only_the_chosen_entries(
     monkeypatch.setenv("APIDIR_PROBE_ENABLED", "true")
     monkeypatch.setenv("APIDIR_PROBE_ATTEMPTS", "1")
     today = datetime.now(UTC).date()
-    outcome = await backfill(today, today, entries=["chosen-api"], reprobe=True)
+    # the reprobe's day is rolled up: today's, or tomorrow's where midnight passes before it
+    days = [today, today + timedelta(days=1)]
+    outcome = await backfill(*days, entries=["chosen-api"], reprobe=True)
     with Session(engine_for(quiet_env["APIDIR_DATABASE_URL"])) as session:
-        probed = {p.entry_id for p in session.exec(select(ProbeRow))}
-        rollups = session.exec(select(DailyEntryRollup).where(
-            DailyEntryRollup.day == today, DailyEntryRollup.entry_id == "chosen-api")).one()
-    assert probed == {"chosen-api"} and outcome["entries"] == ["chosen-api"]
-    assert (rollups.probes, rollups.state) == (2, "unreachable")
+        probes = session.exec(select(ProbeRow)).all()
+        rollups = {row.day: row for row in session.exec(select(DailyEntryRollup).where(
+            col(DailyEntryRollup.day).in_(days), DailyEntryRollup.entry_id == "chosen-api"))}
+    assert {p.entry_id for p in probes} == {"chosen-api"}
+    assert outcome["entries"] == ["chosen-api"]
+    last = rollups[as_utc(max(p.checked_at for p in probes)).date()]  # the confirmation's day
+    assert (sum(row.probes for row in rollups.values()), last.state) == (2, "unreachable")
