@@ -749,7 +749,9 @@ def test_a_nightly_that_waited_for_another_s_rollup_finds_its_days_rolled_up(
 
     monkeypatch.setattr(rollup_module, "_store_rows", stored)
     try:
-        outcomes = side_by_side(*[lambda: asyncio.run(nightly(run_date=today))] * 2)
+        # nightlies of yesterday: the days they roll up are the two before today whatever the
+        # hour, where one of today would roll up today too once midnight passed before its turn
+        outcomes = side_by_side(*[lambda: asyncio.run(nightly(run_date=ended[-1]))] * 2)
     finally:
         logging.getLogger(locks.__name__).removeHandler(handler)
     for outcome in outcomes:
