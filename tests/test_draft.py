@@ -530,3 +530,25 @@ async def test_a_user_name_and_password_in_the_url_are_never_sent_nor_shown() ->
     assert (entry["openapiUrl"], entry["sources"]) == (url, [url])
     assert entry["baseUrl"] == url.removesuffix("/openapi.yaml") + "/v1"
     assert "s3cret" not in render_draft(entry)
+
+
+def test_the_drafts_day_is_today_in_utc_whatever_the_machines_zone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The hint for `verified` names today as the directory counts days, in UTC: in a zone
+    whose date differs from UTC's at this hour, the machine's own date would be a day off."""
+    import time
+    from datetime import UTC, datetime
+
+    utc = datetime.now(UTC)
+    try:
+        with monkeypatch.context() as zone:
+            # UTC-12 is a day behind before noon UTC, UTC+14 a day ahead from 10:00 UTC
+            zone.setenv("TZ", "Etc/GMT+12" if utc.hour < 12 else "Etc/GMT-14")
+            time.tzset()
+            entry = draft_entry({"openapi": "3.1.0", "info": {"title": "Flood"}}, "flood.yml")
+            after = datetime.now(UTC).date()
+    finally:
+        time.tzset()  # the zone this process had
+    assert any(f"e.g. {day}" in entry["verified"] for day in {utc.date(), after}), \
+        entry["verified"]

@@ -12,7 +12,7 @@ import re
 import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, TypeAlias
 from urllib.parse import urljoin, urlsplit
@@ -515,7 +515,9 @@ def draft_entry(document: Mapping[str, Any], source: str, category: str | None =
     if is_url:
         entry["openapiUrl"] = source
     entry["sources"] = [source if is_url else todo(f"the address of {Path(source).name}")]
-    entry["verified"] = todo(f"the day you checked every fact, e.g. {today or date.today()}")
+    # the day in UTC, as staleness is counted: a machine east of UTC is a day ahead at night
+    day = today or datetime.now(UTC).date()
+    entry["verified"] = todo(f"the day you checked every fact, e.g. {day}")
     return entry
 
 
