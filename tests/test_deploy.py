@@ -156,6 +156,20 @@ def test_an_automation_window_is_said_in_words() -> None:
         "26 hours", "1 hour", "10 minutes", "1 minute", "90 s", "10 s", "7.5 s"]
 
 
+@pytest.mark.parametrize("definition", [
+    {"name": "a", "trigger": "every night", "actions": []},
+    {"name": "a", "trigger": {"type": "event", "within": 60}, "actions": ["call someone"]},
+    {"name": "a", "actions": [{"type": "do-nothing", "message": "in {window}"}]},
+])
+def test_an_automation_not_as_written_is_refused_in_one_line(definition: dict) -> None:
+    """A trigger or action of another shape than Prefect's is an AutomationError naming the
+    automation, with a window asked for too: never a traceback from reading the window."""
+    from pipeline.operations.automations import AutomationError, resolve
+
+    with pytest.raises(AutomationError, match=r"^automation 'a': "):
+        resolve(definition, {}, within=30)
+
+
 def test_automations_apply_without_a_webhook_applies_the_shard_watch(
     prefect_server: dict[str, str],
 ) -> None:

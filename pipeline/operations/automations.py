@@ -72,11 +72,15 @@ def resolve(definition: dict[str, Any], blocks: dict[str, str],
     test or a tighter watch, its trigger's window replaced by `within` seconds), and `{window}`
     in its actions' text by that window in words: a message names the window that fired."""
     definition = dict(definition)
-    if within is not None:
-        definition["trigger"] = dict(definition["trigger"], within=within)
-    window = window_words(definition.get("trigger", {}).get("within"))
+    trigger = definition.get("trigger")
+    if within is not None and isinstance(trigger, dict):
+        definition["trigger"] = trigger = dict(trigger, within=within)
+    window = window_words(trigger.get("within") if isinstance(trigger, dict) else None)
     actions = []
     for action in definition.get("actions", []):
+        if not isinstance(action, dict):  # not an action: the validation below names it
+            actions.append(action)
+            continue
         action = {key: value.replace(WINDOW, window) if isinstance(value, str) else value
                   for key, value in action.items()}
         name = action.pop("block", None)
