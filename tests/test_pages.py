@@ -40,6 +40,7 @@ from pipeline.release.layout import (
 from pipeline.release.pages import (
     AUTH_LABELS,
     NO_AUTH_HEADER,
+    NO_QUOTA_WORDS,
     PageError,
     category_page,
     check_pages,
@@ -646,6 +647,22 @@ def test_a_malformed_page_fails_the_publish_and_keeps_the_live_release(
     assert after == live
 
 
+def test_an_entry_without_a_free_quota_says_whether_it_has_a_free_tier(
+    sample: SampleRelease,
+) -> None:
+    """A free quota left out reads as no free tier, or as one whose size the provider does not
+    give, as the entry's `hasFreeTier` says: `none stated` told a reader neither (beside a
+    Pricing reason saying "no free tier"). An entry that says neither keeps `none stated`."""
+    apis = json.loads(page(sample, FULL_DATASET))["apis"]
+    without = {api["id"]: api.get("hasFreeTier") for api in apis
+               if not (api.get("pricing") or {}).get("freeQuota")}
+    assert {True, False, None} <= set(without.values())  # the catalogue holds each kind
+    for entry_id, has_free_tier in without.items():
+        words = NO_QUOTA_WORDS.get(has_free_tier, "none stated")
+        assert Elements(page(sample, entry_page(entry_id))).by_id("free-quota") == words
+        assert f"- **Free quota:** {words}\n" in page(sample, entry_markdown(entry_id))
+
+
 def test_free_quota_wording() -> None:
     assert free_quota_text({"amount": 1000, "unit": "requests", "period": "day"}) == \
         "1,000 requests/day"
@@ -657,6 +674,9 @@ def test_free_quota_wording() -> None:
     assert free_quota_text({"amount": None, "period": "month", "note": "10 GB storage"}) == \
         "10 GB storage"
     assert free_quota_text(None) == "none stated"
+    assert free_quota_text(None, False) == "no free tier"
+    assert free_quota_text(None, True) == "a free tier, its size not given"
+    assert free_quota_text({"amount": 5, "unit": "GB", "period": "month"}, True) == "5 GB/month"
     # an unlimited allowance has no period to renew
     assert free_quota_text({"amount": None, "period": "unlimited", "recurring": True,
                             "note": "No request quota is published."}) == \

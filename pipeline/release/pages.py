@@ -196,11 +196,18 @@ def reason_text(reason: str) -> str:
     return REASON_LABELS.get(reason, reason)
 
 
-def free_quota_text(quota: Mapping[str, Any] | None) -> str:
-    """`1,000 requests/day, renewed each period` with its note, or `none stated`: a builder
-    weighs a monthly allowance above a one-time credit, so whether it recurs is said."""
+# What an entry without a free quota says of its free tier (`hasFreeTier`): none, one whose
+# size the provider does not give, or nothing either way.
+NO_QUOTA_WORDS = {False: "no free tier", True: "a free tier, its size not given"}
+
+
+def free_quota_text(quota: Mapping[str, Any] | None, has_free_tier: bool | None = None) -> str:
+    """`1,000 requests/day, renewed each period` with its note: a builder weighs a monthly
+    allowance above a one-time credit, so whether it recurs is said. Without one, what the
+    entry says of its free tier (`NO_QUOTA_WORDS`; `none stated` where it says nothing), as
+    the score's Pricing reasons do."""
     if not quota:
-        return "none stated"
+        return NO_QUOTA_WORDS.get(has_free_tier, "none stated")
     said = []
     if quota.get("amount") is not None:
         unit = f" {quota['unit']}" if quota.get("unit") else ""
