@@ -1085,3 +1085,30 @@ def test_targets_that_name_no_path_carry_the_security_headers(sample: SampleRele
         assert "nosniff" in head.lower() and "allow: get, head, options" in head.lower()
         status, head = raw_request(host, "http://x")  # absolute form, no path: the root
         assert status == 200 and "content-type: text/html" in head.lower()
+
+
+def test_no_host_serves_a_file_through_a_symlink_in_the_release(tmp_path: Path) -> None:
+    """A release holds no symlinks (a publish writes files and hard links); one placed in it
+    by hand leads nowhere. nginx followed a link out of the release, and served the file it
+    led to, a secret beside it or anything its user may read; the preview followed one that
+    stayed inside."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("not of the release\n")
+    release = tmp_path / "public"
+    (release / "api").mkdir(parents=True)
+    (release / "index.html").write_text("<!doctype html>\n")
+    (release / "api" / "categories.json").write_text("{}\n")
+    (release / "leak.txt").symlink_to(outside / "secret.txt")
+    (release / "api" / "leak.json").symlink_to(outside / "secret.txt")
+    (release / "linked").symlink_to(outside, target_is_directory=True)
+    (release / "api" / "alias.json").symlink_to("categories.json")
+    with (run_nginx(release, tmp_path / "nginx") as nginx,
+          run_serve(release, tmp_path / "serve") as serve):
+        for host in (Host("nginx", nginx, release), Host("apidir-serve", serve, release)):
+            assert host.get("/api/categories.json").status == 200, host.name
+            for target in ("/leak.txt", "/api/leak.json", "/linked/secret.txt",
+                           "/api/alias.json", "/api/..%2flinked/secret.txt"):
+                answer = host.get(target)
+                assert answer.status == 404, (host.name, target, answer.status)
+                assert b"not of the release" not in answer.body, (host.name, target)

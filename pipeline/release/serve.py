@@ -117,12 +117,14 @@ def release_file(folder: Path, path: str) -> Path | None:
 
     Every spelling of a hidden host file (`/./_headers`, `/x/../_headers`, `/%5Fheaders`,
     `/_headers/`) normalises to one path and resolves to one file, which stays hidden; nothing
-    outside the folder is served, a symlink leading out of it neither.
+    is served through a symlink below the folder (a release holds none), so nothing outside
+    it either, as the shipped nginx site's `disable_symlinks` answers.
     """
     relative = path.lstrip("/")
     try:
-        candidate = (folder / relative).resolve()
-        if not candidate.is_relative_to(folder):
+        literal = folder / relative  # `path` is normalised: no `.` or `..` left to resolve
+        candidate = literal.resolve()
+        if candidate != literal:  # a symlink on the way
             return None
         if candidate.relative_to(folder).as_posix() in HIDDEN:
             return None
