@@ -1112,3 +1112,27 @@ def test_no_host_serves_a_file_through_a_symlink_in_the_release(tmp_path: Path) 
                 answer = host.get(target)
                 assert answer.status == 404, (host.name, target, answer.status)
                 assert b"not of the release" not in answer.body, (host.name, target)
+
+
+def test_a_refusal_of_an_immutable_file_is_not_cached_for_a_year(hosts: tuple[Host, Host]
+                                                                 ) -> None:
+    """An asset or a kept document is cached for a year as immutable, but a refusal at its
+    address (a range past its end, a failed or repeated condition, a refused method) is no
+    version of it: both hosts sent the year with it, which a cache in front that keeps error
+    answers would have served at that address instead of the file for a year."""
+    refusals = ((412, "GET", ('If-Match: "x"',)),
+                (400, "GET", ('If-Match: "x"', 'If-Match: "y"')), (405, "POST", ()))
+    for host in hosts:
+        # nginx answers a 416 by its error path after its headers were added for the 200, and
+        # adds them all once more (one Cache-Control of each pass): the preview's alone here.
+        range_refused = ((416, "GET", ("Range: bytes=99999999-",)),)
+        refusals_here = refusals + range_refused if host.name == "apidir-serve" else refusals
+        for path in (asset(host, ".css"), kept_dataset(host.release)):
+            assert host.get(path).header("Cache-Control") == IMMUTABLE_CACHE, (host.name, path)
+            etag = host.get(path).header("ETag")
+            assert host.get(path, If_None_Match=etag).header("Cache-Control") == IMMUTABLE_CACHE
+            for status, method, lines in refusals_here:
+                answered, head = raw_request(host, path, method, *lines)
+                assert answered == status, (host.name, path, status, answered)
+                assert f"cache-control: {LIVE_CACHE}\r\n" in head.lower() + "\r\n", (
+                    host.name, path, status, head)

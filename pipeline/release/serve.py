@@ -39,6 +39,7 @@ from pipeline.release.conditional import (
 from pipeline.release.hosting import (
     ALLOWED_METHODS,
     HEADERS_FILE,
+    LIVE_CACHE,
     REDIRECT_RULES,
     REDIRECTS_FILE,
     RENAMED_MAP,
@@ -177,9 +178,15 @@ def without_content_type(headers: dict[str, str]) -> dict[str, str]:
 
 def error_answer(status: int, text: str, headers: dict[str, str]) -> web.Response:
     """An answer with the host's own short text: typed as the text it is, whatever type the
-    rules give the path (a `405` under /api/ is not JSON)."""
+    rules give the path (a `405` under /api/ is not JSON), and cached as a live document
+    where the rules cache the path at all: a refusal at an immutable file's address is no
+    version of it, and a cache that keeps error answers must not serve one for a year."""
+    kept = {name: value for name, value in without_content_type(headers).items()
+            if name.lower() != "cache-control"}
+    if len(kept) < len(without_content_type(headers)):
+        kept["Cache-Control"] = LIVE_CACHE
     return web.Response(status=status, body=f"{status} {text}\n".encode(), headers={
-        **without_content_type(headers), "Content-Type": "text/plain; charset=utf-8"})
+        **kept, "Content-Type": "text/plain; charset=utf-8"})
 
 
 class HostFileError(ValueError):
