@@ -813,6 +813,20 @@ async def test_nxdomain_is_not_retried_but_a_temporary_dns_failure_is() -> None:
     assert (flaky.error_class, flaky.attempts) == ("dns", 3)
 
 
+@pytest.mark.parametrize("coding", [b"br", b"zstd"])
+async def test_an_answer_whose_body_is_in_a_coding_not_decoded_here_is_still_an_answer(
+    canned: Any, coding: bytes,
+) -> None:
+    """A server may compress its body in a coding aiohttp decodes only with a module of its
+    own (brotli, zstandard), whatever was asked: the body is never read, so the answer stands
+    on its status and headers, not failed as an error of the protocol for a body nobody
+    decodes."""
+    server = await canned(b"HTTP/1.1 200 OK\r\nContent-Encoding: " + coding
+                          + b"\r\nContent-Length: 8\r\n\r\n\x1b\x07\x00\xf8\xff\x7f\x00\x00")
+    result = await probe_url(server.url(), FAST)
+    assert (result.outcome, result.http_status, result.error_class) == ("live", 200, None)
+
+
 async def test_huge_body_is_not_downloaded(web: FakeServer) -> None:
     result = await probe_url(web.url("/huge"), FAST)
     assert (result.outcome, result.http_status) == ("live", 200)

@@ -906,6 +906,9 @@ class Prober:
             trace_configs=[_trace_config()],
             max_line_size=16384,
             max_field_size=32768,
+            # The body is never read, so never decoded: a Content-Encoding aiohttp cannot
+            # decode here (br, zstd without their modules) would fail the answer unseen.
+            auto_decompress=False,
         )
         # aiohttp resends an idempotent request once when the connection drops; our own
         # retries do that, counted and spaced by the host's interval.
