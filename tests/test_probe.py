@@ -31,6 +31,7 @@ from fake_internet import (
 )
 
 from pipeline.probing.probe import (
+    MAX_INTERIM_ANSWERS,
     WINDOW_PER_SLOT,
     Prober,
     ProbeResult,
@@ -624,6 +625,27 @@ async def canned() -> AsyncIterator[Any]:
     yield start
     for server in servers:
         await server.close()
+
+
+async def test_a_flood_of_interim_answers_ends_the_probe_as_a_protocol_error(
+    canned: Any, web: FakeServer,
+) -> None:
+    """A server answering with 1xx after 1xx, never a final answer, is given up after a few
+    (`MAX_INTERIM_ANSWERS`): a protocol error, not retried, not waited on until the deadline
+    while its answers queue up in memory; a host probed beside it is not held up, and a few
+    interim answers before the final one are still read as the answer they precede."""
+    flood = await canned(b"HTTP/1.1 102 Processing\r\n\r\n" * 100_000)
+    hinted = await canned(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n" * 3
+                          + b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", host="127.0.0.2")
+    settings = replace(FAST, total_timeout=60)  # only a hang would reach it
+    results = await asyncio.wait_for(probe_all(
+        [ProbeTarget(flood.url()), ProbeTarget(hinted.url()), ProbeTarget(web.url("/ok"))],
+        settings), timeout=50)
+    assert [(r.outcome, r.error_class, r.attempts) for r in results] == [
+        ("unreachable", "protocol", 1), ("live", None, 1), ("live", None, 1)]
+    assert results[0].error == (f"TooManyInterimAnswers: more than {MAX_INTERIM_ANSWERS} "
+                                "interim (1xx) answers, no final one")
+    assert flood.requests == 1
 
 
 async def test_what_a_hostile_server_answers_ends_as_a_result_never_an_error(

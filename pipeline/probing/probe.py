@@ -860,6 +860,44 @@ class _Pool(aiohttp.TCPConnector):
                 self._release(key, protocol, should_close=True)  # aiohttp's own way to close
 
 
+# Interim (1xx) answers taken before a request's final one. A server sends a few (103 Early
+# Hints, 102 Processing while it works); aiohttp reads them without end.
+MAX_INTERIM_ANSWERS = 16
+
+
+class TooManyInterimAnswers(aiohttp.ClientError):
+    """A server kept answering with interim (1xx) answers, never a final one."""
+
+
+class _Response(aiohttp.ClientResponse):
+    """aiohttp's response, given up after `MAX_INTERIM_ANSWERS` interim answers: a server
+    streaming them without end held its probe until the deadline while the answers it parsed
+    and queued faster than they were read filled memory and the prober's loop, slowing every
+    other host's probes (and counting their latency high)."""
+
+    async def start(self, connection: Any) -> _Response:
+        protocol = connection.protocol
+        read = protocol.read
+        interim = 0
+
+        async def read_counted() -> Any:
+            nonlocal interim
+            message, payload = await read()
+            if 100 <= message.code <= 199 and message.code != 101:
+                interim += 1
+                if interim > MAX_INTERIM_ANSWERS:
+                    raise TooManyInterimAnswers(
+                        f"more than {MAX_INTERIM_ANSWERS} interim (1xx) answers, no final one")
+            return message, payload
+
+        protocol.read = read_counted  # for this response alone: the connection may be reused
+        try:
+            await super().start(connection)
+        finally:
+            del protocol.read
+        return self
+
+
 class Prober:
     """Probes URLs over one session; use as `async with Prober(settings) as prober`.
 
@@ -909,6 +947,7 @@ class Prober:
             # The body is never read, so never decoded: a Content-Encoding aiohttp cannot
             # decode here (br, zstd without their modules) would fail the answer unseen.
             auto_decompress=False,
+            response_class=_Response,
         )
         # aiohttp resends an idempotent request once when the connection drops; our own
         # retries do that, counted and spaced by the host's interval.
