@@ -4,6 +4,7 @@ politeness and what a probe sends. Loopback only (allow_private=True), never a p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import socket
 import subprocess
@@ -1041,6 +1042,32 @@ async def test_probe_all_of_nothing() -> None:
 
 
 # --- keep-alive connections and the deadline of an attempt ---------------------------------
+
+
+async def test_an_answer_a_server_sends_unasked_on_an_idle_connection_is_no_later_url_s(
+) -> None:
+    """A server whose body runs past its Content-Length, here a whole 404 written after each
+    200, leaves bytes on the kept-alive connection while it waits in the pool: the next URL
+    of the host is asked on a fresh connection, and reads its own answer, not that one."""
+    async def overspeaking(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                await reader.readuntil(b"\r\n\r\n")
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                await writer.drain()
+                await asyncio.sleep(0.05)  # after the answer was read whole
+                writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(overspeaking, "127.0.0.1", 0)
+    base = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    try:
+        results = await probe_all([ProbeTarget(f"{base}/{n}") for n in range(3)],
+                                  replace(FAST, per_host_concurrency=1, per_host_interval=0.5))
+    finally:
+        server.close()
+    assert [(r.outcome, r.http_status) for r in results] == [("live", 200)] * 3
 
 
 async def test_a_keep_alive_connection_closed_after_a_redirect_is_resent_fresh() -> None:

@@ -854,10 +854,28 @@ class _Pool(aiohttp.TCPConnector):
         close would send close_notify and wait for the server's, which some servers never
         send (asyncio then waits 30 s), and costs the prober a few % of its CPU."""
         for key in [key for key in self._conns if key.host.lower() == host]:
-            for protocol, _ in self._conns.pop(key):
-                if (transport := protocol.transport) is not None:
-                    transport.abort()  # every answer on it was read whole
-                self._release(key, protocol, should_close=True)  # aiohttp's own way to close
+            self._close_now(key, self._conns.pop(key))
+
+    async def _get(self, key: Any, traces: Any) -> Any:
+        """A pooled connection to reuse, never one the server wrote on while it sat idle (a
+        body longer than its Content-Length, an answer nobody asked for): aiohttp would read
+        what it queued as the next request's answer. Such a connection is closed instead."""
+        idle = self._conns.get(key)
+        if idle and any(protocol.should_close for protocol, _ in idle):
+            spoken = [entry for entry in idle if entry[0].should_close]
+            for entry in spoken:
+                idle.remove(entry)
+            if not idle:
+                del self._conns[key]
+            self._close_now(key, spoken)
+        return await super()._get(key, traces)
+
+    def _close_now(self, key: Any, entries: Iterable[tuple[Any, float]]) -> None:
+        """Close pooled connections (protocol, time pooled) of `key` at once, unanswered."""
+        for protocol, _ in entries:
+            if (transport := protocol.transport) is not None:
+                transport.abort()  # nothing more is read on it
+            self._release(key, protocol, should_close=True)  # aiohttp's own way to close
 
 
 # Interim (1xx) answers taken before a request's final one. A server sends a few (103 Early
