@@ -514,3 +514,13 @@ def test_automations_for_a_prefect_server_that_is_down_name_its_address(webhook:
     assert done.returncode == 2
     assert one_line(done) == (f"apidir: the Prefect server at {api} (PREFECT_API_URL) cannot be "
                               "reached: All connection attempts failed")
+
+
+def test_a_run_id_past_what_a_store_holds_is_no_run(tmp_path: Path, data_dir: Path) -> None:
+    """`db close-run` of a number past 64 bits: SQLite cannot bind it, and the command ended
+    in an unexpected OverflowError; it names no run, as any unknown id."""
+    env = sqlite_env(tmp_path, data_dir)
+    assert apidir("db", "upgrade", env=env).returncode == 0
+    done = apidir("db", "close-run", str(2**64), env=env)
+    assert done.returncode == 2, done.stderr
+    assert one_line(done) == f"apidir: no run {2**64} in the store"

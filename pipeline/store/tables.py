@@ -557,6 +557,7 @@ def content_hash(content: dict[str, Any]) -> str:
 
 
 ABANDONED = "abandoned: the process running it"
+LARGEST_ROW_ID = 2**63 - 1  # the most a SQLite INTEGER holds (a PostgreSQL integer less)
 
 
 def reap_abandoned_runs(session: Session, run_timeout: float) -> list[PipelineRun]:
@@ -624,7 +625,8 @@ def close_run(session: Session, run_id: int, run_timeout: float) -> PipelineRun:
     """Close the record of run `run_id`, which the operator says no process runs any more (its
     machine is gone): marked `crashed`, as a reaped run is. A run of this machine whose
     process is alive, and not left behind (`run_left_behind`), is refused."""
-    run = session.get(PipelineRun, run_id)
+    # a row id is a 64-bit integer: a larger number is no run's, which SQLite cannot even bind
+    run = session.get(PipelineRun, run_id) if run_id <= LARGEST_ROW_ID else None
     if run is None:
         raise RunNotClosedError(f"no run {run_id} in the store")
     if run.state != "running":
