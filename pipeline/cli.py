@@ -407,6 +407,8 @@ def serve(
     folder = folder or Settings().output_dir
     if not folder.is_dir():
         fail(f"{folder}: no published release here (run `apidir run` first)")
+    # a request aiohttp cannot parse (a target past 8 KiB) is logged with its traceback
+    terminal_logs_without_tracebacks()
 
     def ready(address: str) -> None:
         typer.echo(f"serving {folder}/ at {address} (Ctrl+C stops)")

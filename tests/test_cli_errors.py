@@ -369,3 +369,25 @@ def test_validate_names_a_file_whose_name_is_not_utf8(
         f"{fine.parent}/bad\\xffname.yaml: entry bad\\xffname: field -: the file name is not "
         "UTF-8: rename the file to its entry's id [bad-file-name]",
         "1 problem(s) in 2 file(s)"]
+
+
+def test_serve_answers_a_request_it_cannot_parse_without_a_traceback(tmp_path: Path) -> None:
+    """A request target past aiohttp's 8 KiB limit is answered 400 and logged in one line;
+    its traceback was printed on the terminal of `apidir serve`."""
+    (tmp_path / "index.html").write_text("<!doctype html>")
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "serve", "--dir", str(tmp_path),
+         "--port", str(port)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready, _, _ = select.select([process.stdout], [], [], 30)
+        assert ready and "serving" in process.stdout.readline()
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
+            client.sendall(b"GET /" + b"a" * 10_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert client.recv(100).split(b" ")[1] == b"400"
+    finally:
+        process.terminate()
+        _, stderr = process.communicate(timeout=10)
+    assert "Traceback" not in stderr, stderr
+    assert stderr.splitlines() == ["Error handling request from 127.0.0.1"], stderr
