@@ -552,3 +552,13 @@ def test_the_drafts_day_is_today_in_utc_whatever_the_machines_zone(
         time.tzset()  # the zone this process had
     assert any(f"e.g. {day}" in entry["verified"] for day in {utc.date(), after}), \
         entry["verified"]
+
+
+def test_an_integer_too_long_to_write_is_one_line(tmp_path: Path) -> None:
+    """`title: 0xfff…` (20,000 bits) built, and the draft's `str` of it ended in an unexpected
+    ValueError; it fails to build, as a decimal integer that long does."""
+    path = tmp_path / "spec.yaml"
+    path.write_text(f"openapi: 3.0.0\ninfo: {{title: 0x{'f' * 5000}, version: '1'}}\n"
+                    "paths: {}\n")
+    assert refusal(path) == (f"{path}: neither JSON nor YAML: an integer of 20,000 bits, past "
+                             "the 4,300 digits a number may have")

@@ -12,6 +12,7 @@ import errno
 import os
 import re
 import stat
+import sys
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -64,6 +65,24 @@ class CatalogueLoader(_SAFE_LOADER):
                     seen.add(key.value)
         return super().construct_mapping(node, deep)
 
+
+_INT_TAG = "tag:yaml.org,2002:int"
+
+
+def _bounded_int(loader: CatalogueLoader, node: yaml.ScalarNode) -> int:
+    """A YAML integer no longer than Python writes in decimal (4,300 digits): a decimal one
+    past it fails to build already, and so does, now, one written `0x…`, `0b…` or `1:2:…`,
+    which would build and break each line and text that shows it."""
+    value = yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
+    try:
+        str(value)
+    except ValueError:
+        raise ValueError(f"an integer of {value.bit_length():,} bits, past the "
+                         f"{sys.get_int_max_str_digits():,} digits a number may have") from None
+    return value
+
+
+CatalogueLoader.add_constructor(_INT_TAG, _bounded_int)
 
 YAML_LOADER: type[yaml.SafeLoader] = CatalogueLoader
 
