@@ -54,6 +54,19 @@ def test_a_value_yaml_cannot_build_is_a_problem_of_its_field(
     assert [entry.id for entry in report.entries.values()] == ["fine"]
 
 
+def test_a_set_is_refused_for_a_list(write_entry: WriteEntry, data_dir: Path) -> None:
+    """A YAML set (`!!set`) has no order: taken as the list it stands for (tags), it was
+    published in an order that changed from run to run. It is one problem of its field."""
+    text = entry_text(tags=None).rstrip("\n")
+    path = write_entry(text=f"{text}\ntags: !!set {{weather: null, forecast: null}}\n",
+                       name="example-weather")
+    [problem] = problems_of(data_dir)
+    assert (problem.file, problem.rule, problem.field) == (str(path), "yaml-value", "tags")
+    assert problem.message.startswith(
+        "the value cannot be read as a YAML set (a set has no order: write a list)")
+    assert problem.line == len(text.splitlines()) + 1
+
+
 def test_a_key_given_twice_is_refused_not_silently_replaced(
     write_entry: WriteEntry, data_dir: Path
 ) -> None:

@@ -84,6 +84,17 @@ def _bounded_int(loader: CatalogueLoader, node: yaml.ScalarNode) -> int:
 
 CatalogueLoader.add_constructor(_INT_TAG, _bounded_int)
 
+_SET_TAG = "tag:yaml.org,2002:set"
+
+
+def _unordered(loader: CatalogueLoader, node: yaml.Node) -> Any:
+    """A YAML set (`!!set`) holds its members in no order: a list field given one (tags)
+    would be published in an order changing from run to run, so it is refused for a list."""
+    raise ValueError("a set has no order: write a list")
+
+
+CatalogueLoader.add_constructor(_SET_TAG, _unordered)
+
 YAML_LOADER: type[yaml.SafeLoader] = CatalogueLoader
 
 # What a YAML value that parses but cannot be built raises (`2026-02-30`, `!!int abc`,
@@ -102,9 +113,10 @@ class _Pinpointing(CatalogueLoader):
             raise
         except VALUE_ERRORS as exc:
             kind = node.tag.rsplit(":", 1)[-1]
-            shown = node.value if isinstance(node.value, str) else ""
+            # a scalar is quoted; a mapping or sequence (a `!!set`) is told by its kind alone
+            shown = f"{node.value[:80]!r} " if isinstance(node.value, str) else "the value "
             raise yaml.constructor.ConstructorError(
-                None, None, " ".join(f"{shown[:80]!r} cannot be read as a YAML {kind} "
+                None, None, " ".join(f"{shown}cannot be read as a YAML {kind} "
                                      f"({exc})".split()), node.start_mark) from None
 
 
@@ -123,14 +135,18 @@ def unreadable_value(text: str, error: Exception) -> tuple[int | None, list[str 
     return None, [], " ".join(f"{type(error).__name__}: {error}".split())
 
 
+_PLAIN_COLLECTIONS = frozenset(("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"))
+
+
 def _place_of(root: yaml.Node | None, index: int) -> list[str | int]:
     """The keys and item indexes leading from `root` to the node that starts at `index`
     (a walk with a stack of its own: no recursion on depth)."""
     todo: list[tuple[yaml.Node, list[str | int]]] = [] if root is None else [(root, [])]
     while todo:
         node, place = todo.pop()
-        if node.start_mark.index == index and isinstance(node, yaml.ScalarNode):
-            return place
+        if node.start_mark.index == index and (isinstance(node, yaml.ScalarNode)
+                                               or node.tag not in _PLAIN_COLLECTIONS):
+            return place  # a scalar, or a collection of its own tag (`!!set`): never a key's
         if isinstance(node, yaml.MappingNode):
             todo.extend((value, [*place, str(key.value)]) for key, value in node.value)
         elif isinstance(node, yaml.SequenceNode):
