@@ -184,6 +184,22 @@ def test_a_category_label_that_would_hide_or_reorder_text_is_refused(
     assert "\n" not in str(refused.value)
 
 
+def test_a_category_key_the_file_misspells_is_refused(data_dir: Path) -> None:
+    """A category's key the contract does not know (`colour:`, a misspelt `lable:`) is refused
+    in one line naming its line, category and key, as an entry file's is: it was passed over
+    without a word."""
+    from pipeline.catalogue.entries import CategoryError, load_categories
+
+    path = data_dir / "categories.yaml"
+    text = path.read_text()
+    path.write_text(text.replace("  label: AI & Machine Learning\n",
+                                 "  label: AI & Machine Learning\n  colour: red\n", 1))
+    with pytest.raises(CategoryError) as refused:
+        load_categories(path)
+    assert str(refused.value) == (f"{path}:4: category ai: field colour: Extra inputs are not "
+                                  "permitted (got 'red')")
+
+
 HUGE_HEX = "0x" + "f" * 5000  # an integer of 20,000 bits: past the 4,300 digits of `repr`
 PAST = "past the 4,300 digits a number may have"
 

@@ -95,6 +95,9 @@ ShownLabel = Annotated[str, AfterValidator(shown_label)]
 
 
 class Category(BaseModel):
+    # a key the file misspells (`lable:`) is refused, as in an entry file, not passed over
+    model_config = ConfigDict(extra="forbid")
+
     id: str
     label: ShownLabel
     description: ShownLabel
