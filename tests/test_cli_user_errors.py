@@ -126,6 +126,26 @@ def test_a_store_file_that_is_not_sqlite_or_is_damaged_is_one_line(
         "file".replace("database file is", "file is"))
 
 
+@pytest.mark.parametrize("command", [["db", "current"], ["db", "upgrade"], ["publish"]])
+def test_a_store_folder_that_cannot_be_made_is_one_line_naming_the_setting(
+    tmp_path: Path, data_dir: Path, command: list[str]
+) -> None:
+    """A SQLite store whose folder cannot be made (a file on its path) is told as the
+    setting's matter, naming the folder and the file in the way: the system's bare `[Errno
+    17] File exists` named neither the setting nor the cause."""
+    in_the_way = tmp_path / "notes.txt"
+    in_the_way.write_text("a file, not a folder\n")
+    env = sqlite_env(tmp_path, data_dir) | {
+        "APIDIR_DATABASE_URL": f"sqlite:///{in_the_way / 'var' / 'apidir.db'}"}
+    done = apidir(*command, env=env)
+    assert done.returncode == 2
+    assert one_line(done) == (
+        f"apidir: the store's folder {in_the_way / 'var'} (APIDIR_DATABASE_URL) cannot be made: "
+        f"{in_the_way} is a file, not a folder; set APIDIR_DATABASE_URL to a file in a folder "
+        "that can be")
+    assert in_the_way.read_text() == "a file, not a folder\n"
+
+
 def last_line(done: subprocess.CompletedProcess[str]) -> str:
     """The command's own last line (a run's Prefect log lines come before it)."""
     assert "Traceback" not in done.stderr, done.stderr

@@ -460,7 +460,7 @@ def open_engine(database_url: str) -> Engine:
     missing."""
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        _store_folder_made(Path(url.database).parent)
     if url.get_backend_name() == "sqlite":
         waits = {} if "timeout" in url.query else {"timeout": SQLITE_BUSY_SECONDS}
         engine = create_engine(database_url, connect_args=waits)
@@ -491,6 +491,22 @@ class StoreUnreadableError(RuntimeError):
 
 # What SQLite says of a file that is not one of its databases, or whose pages are damaged.
 DAMAGED_SQLITE = ("file is not a database", "database disk image is malformed")
+
+
+def _store_folder_made(folder: Path) -> None:
+    """The SQLite store's folder, made if missing; one the system refuses (a file on its
+    path, no permission) is told as StoreUnreadableError naming the folder and the setting,
+    not as the system's bare error."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        in_the_way = next((path for path in (folder, *folder.parents)
+                           if path.exists() and not path.is_dir()), None)
+        why = (f"{in_the_way} is a file, not a folder" if in_the_way is not None
+               else exc.strerror or str(exc))
+        raise StoreUnreadableError(
+            f"the store's folder {folder} (APIDIR_DATABASE_URL) cannot be made: {why}; set "
+            "APIDIR_DATABASE_URL to a file in a folder that can be") from None
 
 
 def _damaged_sqlite_file(context: ExceptionContext) -> None:
