@@ -345,6 +345,27 @@ def test_a_folder_or_no_path_is_told_by_its_name(tmp_path: Path) -> None:
     assert refusal("") == "no description named: give its file or its http(s) URL"
 
 
+@pytest.mark.parametrize("source", ["ftp://provider.test/openapi.json",
+                                    "file:///srv/openapi.json", "s3://bucket/openapi.yaml"])
+def test_an_address_of_another_scheme_is_told_as_such_not_as_a_missing_file(
+    source: str,
+) -> None:
+    """An address other than http(s) was read as a file's name and told missing ("No such
+    file or directory"), as if mistyped; it is said that only http(s) is downloaded."""
+    assert refusal(source) == (f"{source}: only http(s) addresses are downloaded: give the "
+                               "description's http(s) URL, or its file's path")
+
+
+def test_a_file_whose_name_looks_like_an_address_is_read(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file that exists is read, whatever its name looks like."""
+    (tmp_path / "v1:").mkdir()
+    (tmp_path / "v1:" / "openapi.json").write_text(
+        '{"openapi": "3.0.0", "info": {"title": "Odd"}, "paths": {}}')
+    monkeypatch.chdir(tmp_path)
+    assert load_description("v1://openapi.json")["info"]["title"] == "Odd"
+
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 

@@ -81,6 +81,9 @@ def load_description(source: str, deadline: float = DOWNLOAD_DEADLINE,
     if not source.strip():
         raise DraftError("no description named: give its file or its http(s) URL")
     shown = redact_userinfo(source)
+    if _foreign_scheme(source):
+        raise DraftError(f"{shown}: only http(s) addresses are downloaded: give the "
+                         "description's http(s) URL, or its file's path")
     try:
         text = (download(source, deadline, user_agent, policy) if _is_url(source)
                 else read_text(Path(source), MAX_DESCRIPTION_BYTES, setting=None))
@@ -113,6 +116,18 @@ def _is_description(document: Any) -> bool:
 
 def _is_url(source: str) -> bool:
     return urlsplit(source).scheme in ("http", "https")
+
+
+def _foreign_scheme(source: str) -> str | None:
+    """The scheme of an address of another kind than http(s) (`ftp://`, `file://`), which
+    would be read as a file's name and told missing; None for a URL or a file that exists."""
+    try:
+        scheme = urlsplit(source).scheme
+    except ValueError:  # told where the source is read
+        return None
+    if "://" not in source or scheme in ("http", "https") or Path(source).exists():
+        return None
+    return scheme or None
 
 
 def download(url: str, deadline: float = DOWNLOAD_DEADLINE,
