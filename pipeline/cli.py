@@ -269,12 +269,13 @@ def list_stale(report: CatalogReport, stale_days: int) -> None:
     from datetime import datetime as moment
 
     today = moment.now(UTC).date()
-    old = sorted((entry.verified or date.min, str(path), entry.id)
+    # the undated first, then the oldest: a date of year one is a date, not "never"
+    old = sorted((entry.verified is not None, entry.verified or date.min, str(path), entry.id)
                  for path, entry in report.entries.items()
                  if entry.verified is None or (today - entry.verified).days > stale_days)
-    for verified, path, entry_id in old:
-        when = ("never verified" if verified == date.min
-                else f"verified {verified}, {(today - verified).days} days ago")
+    for dated, verified, path, entry_id in old:
+        when = (f"verified {verified}, {(today - verified).days:,} days ago" if dated
+                else "never verified")
         typer.echo(f"{path}: entry {entry_id}: {when} (stale after {stale_days} days)")
     typer.echo(f"{len(old)} stale entr{'y' if len(old) == 1 else 'ies'}")
     if old:

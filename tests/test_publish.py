@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 import threading
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
@@ -721,12 +722,19 @@ def test_validate_stale_lists_entries_past_their_age(
 
     write_entry(make_entry(id="fresh", verified="2099-01-01"), name="fresh")
     write_entry(make_entry(id="old", verified="2020-01-02"), name="old")
+    write_entry(make_entry(id="undated", verified=None), name="undated")
+    write_entry(make_entry(id="year-one", verified="0001-01-01"), name="year-one")
     done = subprocess.run([sys.executable, "-m", "pipeline.cli", "validate", "--stale"],
                           cwd=REPO, env=os.environ | settings_env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 1
-    assert "entry old: verified 2020-01-02" in done.stdout and "fresh" not in done.stdout
-    assert done.stdout.strip().endswith("1 stale entry")
+    lines = done.stdout.strip().splitlines()
+    said = [re.sub(r", [0-9,]+ days ago", ", N days ago", line.split(": ", 1)[1].split(" (")[0])
+            for line in lines[1:-1]]  # the days counted from the command's own today (UTC)
+    assert said == ["entry undated: never verified",  # the undated first, then the oldest
+                    "entry year-one: verified 0001-01-01, N days ago",
+                    "entry old: verified 2020-01-02, N days ago"]
+    assert lines[-1] == "3 stale entries" and "fresh" not in done.stdout
 
 
 def test_each_endpoint_is_published_with_its_own_status(
