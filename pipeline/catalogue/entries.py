@@ -248,7 +248,7 @@ def _category(path: Path, text: str, index: int, item: dict[str, Any]) -> Catego
         first = errors[0]
         name = item.get("id") if isinstance(item.get("id"), str) else f"#{index + 1}"
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        got = (f" (got {shown_input(first['input'])})" if first["type"] != "missing"
+        got = (f" (got {first['input']!r})" if first["type"] != "missing"
                and not isinstance(first.get("input"), dict | list) else "")
         line = _node_line(_compose(text), (index, *first["loc"]))
         raise _category_error(path, line, f"category {name}: field {_field_name(first['loc'])}: "
@@ -321,21 +321,8 @@ def _node_line(node: yaml.Node | None, loc: Sequence[int | str]) -> int | None:
 def _field_name(loc: Sequence[int | str]) -> str:
     text = ""
     for part in loc:
-        shown = shown_input(part) if isinstance(part, int) else str(part)
-        text += f"[{shown}]" if isinstance(part, int) else (f".{shown}" if text else shown)
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
     return text or "-"
-
-
-def shown_input(value: object) -> str:
-    """`value` as a problem quotes a file's input (`repr`), also an integer past the 4,300
-    digits Python writes in decimal (`sys.get_int_max_str_digits`), which YAML builds from a
-    `0x…`, `0b…` or `1:2:…` value of a few KiB: told by its size, a line, never an error."""
-    try:
-        return repr(value)
-    except ValueError:
-        if isinstance(value, int):
-            return f"an integer of {value.bit_length():,} bits"
-        return f"a {type(value).__name__} holding an integer too long to show"
 
 
 def _rule_of(error: dict[str, Any]) -> str:
@@ -431,7 +418,7 @@ def read_entry_file(
                 and "input" in error
                 and not isinstance(error["input"], dict | list)
             ):
-                message = f"{message} (got {shown_input(error['input'])})"
+                message = f"{message} (got {error['input']!r})"
             problem(loc, _rule_of(error), message)
 
     if entry is not None:
@@ -444,18 +431,19 @@ def read_entry_file(
         problem(loc, "control-character", f"holds U+{ord(character):04X}, a bidirectional "
                 "control that would reorder the text around it on the pages: remove it")
     for loc in unknown_fields(raw, EntryFile, nested_only=True):
-        problem(loc, "unknown-field", f"unknown field {shown_input(loc[-1])} (in a {{...}} "
-                "mapping, text with a comma must be quoted, or YAML cuts it there)")
+        problem(loc, "unknown-field", f"unknown field {loc[-1]!r} (in a {{...}} mapping, "
+                "text with a comma must be quoted, or YAML cuts it there)")
     if raw.get("id") is not None and raw.get("id") != stem:
-        problem(("id",), "id-file-mismatch",
-                f"id {shown_input(raw.get('id'))} must equal the file name {stem!r}")
+        problem(
+            ("id",), "id-file-mismatch", f"id {raw.get('id')!r} must equal the file name {stem!r}"
+        )
     if entries_root is not None and _resolved(path.parent.parent) == _resolved(entries_root):
         folder = path.parent.name
         if raw.get("category") is not None and raw.get("category") != folder:
             problem(
                 ("category",),
                 "category-folder-mismatch",
-                f"category {shown_input(raw.get('category'))} must equal its folder {folder!r}",
+                f"category {raw.get('category')!r} must equal its folder {folder!r}",
             )
     return entry_id, (entry if not problems else None), problems
 
