@@ -181,9 +181,9 @@ def error_answer(status: int, text: str, headers: dict[str, str]) -> web.Respons
     rules give the path (a `405` under /api/ is not JSON), and cached as a live document
     where the rules cache the path at all: a refusal at an immutable file's address is no
     version of it, and a cache that keeps error answers must not serve one for a year."""
-    kept = {name: value for name, value in without_content_type(headers).items()
-            if name.lower() != "cache-control"}
-    if len(kept) < len(without_content_type(headers)):
+    given = without_content_type(headers)
+    kept = {name: value for name, value in given.items() if name.lower() != "cache-control"}
+    if len(kept) < len(given):
         kept["Cache-Control"] = LIVE_CACHE
     return web.Response(status=status, body=f"{status} {text}\n".encode(), headers={
         **kept, "Content-Type": "text/plain; charset=utf-8"})
