@@ -861,8 +861,7 @@ class _Pool(aiohttp.TCPConnector):
         body longer than its Content-Length, an answer nobody asked for): aiohttp would read
         what it queued as the next request's answer. Such a connection is closed instead."""
         idle = self._conns.get(key)
-        if idle and any(protocol.should_close for protocol, _ in idle):
-            spoken = [entry for entry in idle if entry[0].should_close]
+        if spoken := [entry for entry in idle or () if entry[0].should_close]:
             for entry in spoken:
                 idle.remove(entry)
             if not idle:
