@@ -81,7 +81,7 @@ def load_description(source: str, deadline: float = DOWNLOAD_DEADLINE,
     if not source.strip():
         raise DraftError("no description named: give its file or its http(s) URL")
     shown = redact_userinfo(source)
-    if _foreign_scheme(source):
+    if _of_another_scheme(source):
         raise DraftError(f"{shown}: only http(s) addresses are downloaded: give the "
                          "description's http(s) URL, or its file's path")
     try:
@@ -118,16 +118,15 @@ def _is_url(source: str) -> bool:
     return urlsplit(source).scheme in ("http", "https")
 
 
-def _foreign_scheme(source: str) -> str | None:
-    """The scheme of an address of another kind than http(s) (`ftp://`, `file://`), which
-    would be read as a file's name and told missing; None for a URL or a file that exists."""
+def _of_another_scheme(source: str) -> bool:
+    """Whether `source` is an address of another kind than http(s) (`ftp://`, `file://`),
+    which would be read as a file's name and told missing; not a file that exists."""
     try:
         scheme = urlsplit(source).scheme
     except ValueError:  # told where the source is read
-        return None
-    if "://" not in source or scheme in ("http", "https") or Path(source).exists():
-        return None
-    return scheme or None
+        return False
+    return ("://" in source and bool(scheme) and scheme not in ("http", "https")
+            and not Path(source).exists())
 
 
 def download(url: str, deadline: float = DOWNLOAD_DEADLINE,
