@@ -755,6 +755,15 @@ def test_a_sample_sending_the_parameter_an_example_sends_with_g_passes(
                  sampleRequest=f'curl "{BASE}/forecast?lat=1&appid=YOUR_API_KEY"') == []
 
 
+def test_a_parameter_named_like_a_credential_beside_the_one_the_example_names_passes(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """Steam's key goes in `key` and its `appid` is a game's id: the sample's `appid=440` was
+    taken for a live key, as `appid` carries one elsewhere."""
+    assert rules(write_entry, data_dir, authExample="?key=YOUR_API_KEY",
+                 sampleRequest=f'curl "{BASE}/forecast?appid=440&key=YOUR_API_KEY"') == []
+
+
 @pytest.mark.parametrize("url", ["https://api.example.com:8443/v1/forecast",
                                  "https://api.example.com:0/v1/forecast",
                                  "https://api.example.com:99999/v1/forecast"])

@@ -171,7 +171,8 @@ def sent_credentials(request: CurlRequest, form: CredentialForm,
     """Each credential `request` sends, as (kind, name, value): a header `form` (the entry's
     authExample) names or a credential's name, a cookie (from -b or a Cookie header), basic
     auth (from -u, or a user name in the URL, which curl sends so), or a query or form
-    parameter."""
+    parameter: one `form` names, or one with a credential's name where `form` names none (an
+    API whose key goes in `key` takes `appid` as an argument of its own: Steam's game id)."""
     for name, value in request.header_fields():
         if name != "cookie" and (name in form.headers or CREDENTIAL_HEADER.search(name)):
             yield "header", name, value
@@ -187,7 +188,7 @@ def sent_credentials(request: CurlRequest, form: CredentialForm,
     if request.bearer is not None:
         yield "header", "authorization", f"Bearer {request.bearer}"
     for name, value in query_fields(request):
-        if name in form.params or name.lower() in CREDENTIAL_PARAMS:
+        if name in form.params or (not form.params and name.lower() in CREDENTIAL_PARAMS):
             yield "parameter", name, value
 
 
