@@ -1123,8 +1123,8 @@ def test_a_refusal_of_an_immutable_file_is_not_cached_for_a_year(hosts: tuple[Ho
     refusals = ((412, "GET", ('If-Match: "x"',)),
                 (400, "GET", ('If-Match: "x"', 'If-Match: "y"')), (405, "POST", ()))
     for host in hosts:
-        # nginx answers a 416 by its error path after its headers were added for the 200, and
-        # adds them all once more (one Cache-Control of each pass): the preview's alone here.
+        # nginx finds a range past the end after its headers were added for the file, and its
+        # 416 carries the file's Cache-Control: the preview's alone here.
         range_refused = ((416, "GET", ("Range: bytes=99999999-",)),)
         refusals_here = refusals + range_refused if host.name == "apidir-serve" else refusals
         for path in (asset(host, ".css"), kept_dataset(host.release)):
@@ -1136,3 +1136,24 @@ def test_a_refusal_of_an_immutable_file_is_not_cached_for_a_year(hosts: tuple[Ho
                 assert answered == status, (host.name, path, status, answered)
                 assert f"cache-control: {LIVE_CACHE}\r\n" in head.lower() + "\r\n", (
                     host.name, path, status, head)
+
+
+def header_names(head: str) -> list[str]:
+    """The names of the header lines of an answer's `head`, lower-cased, in order."""
+    return [line.split(":", 1)[0].lower() for line in head.split("\r\n")[1:]]
+
+
+def test_a_range_past_the_end_carries_each_header_once(host: Host) -> None:
+    """nginx finds a Range past the file's end after its headers were added for the file, and
+    sent the 416 by its error path, which added them all once more: two
+    Access-Control-Allow-Origin values, which a browser refuses."""
+    for path in ("/api/apis.json", asset(host, ".css"), "/index.html", "/apis/openai.md"):
+        for method in ("GET", "HEAD"):
+            status, head = raw_request(host, path, method, "Range: bytes=99999999-")
+            assert status == 416, (host.name, path, method)
+            names = header_names(head)
+            assert sorted(names) == sorted(set(names)), (host.name, path, method, head)
+            assert "x-content-type-options" in names, (host.name, path, method)
+            assert ("access-control-allow-origin" in names) == path.startswith("/api/"), (
+                host.name, path)
+
