@@ -944,15 +944,22 @@ def raw_request(host: Host, target: str, method: str = "GET",
                 *lines: str) -> tuple[int, str]:
     """A request sent as written (no client normalising it), with any header `lines`: the
     status and the head."""
-    address = urlsplit(host.base_url)
     head = "".join(f"{line}\r\n" for line in ("Host: x", "Connection: close", *lines))
+    head, _ = raw_answer(host, f"{method} {target} HTTP/1.1\r\n{head}\r\n".encode())
+    return int(head.split(" ", 2)[1]), head
+
+
+def raw_answer(host: Host, request: bytes) -> tuple[str, bytes]:
+    """The head and the body of the answer to `request`, sent as it is, read until the host
+    closes the connection."""
+    address = urlsplit(host.base_url)
     with socket.create_connection((address.hostname, address.port), timeout=10) as sock:
-        sock.sendall(f"{method} {target} HTTP/1.1\r\n{head}\r\n".encode())
+        sock.sendall(request)
         data = b""
         while chunk := sock.recv(65536):
             data += chunk
-    head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1")
-    return int(head.split(" ", 2)[1]), head
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head.decode("latin-1"), body
 
 
 def test_odd_paths_never_error_and_host_files_stay_hidden(host: Host) -> None:
@@ -1156,4 +1163,48 @@ def test_a_range_past_the_end_carries_each_header_once(host: Host) -> None:
             assert "x-content-type-options" in names, (host.name, path, method)
             assert ("access-control-allow-origin" in names) == path.startswith("/api/"), (
                 host.name, path)
+
+
+# Requests aiohttp refuses before the preview's code runs, each with a mark an echo would show:
+# a method token with bad characters, a second Host, more than 128 header lines, a malformed
+# request line.
+UNPARSABLE = [
+    b"G<ECHO> /index.html HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"GET /index.html HTTP/1.1\r\nHost: x\r\nHost: <ECHO>\r\n\r\n",
+    b"GET /index.html HTTP/1.1\r\nHost: x\r\n"
+    + b"".join(b"X-%d: <ECHO>\r\n" % line for line in range(130)) + b"Connection: close\r\n\r\n",
+    b"GET  /<ECHO> HTTP/1.1 junk\r\nHost: x\r\n\r\n",
+]
+
+
+@pytest.mark.parametrize("request_sent", UNPARSABLE)
+def test_a_request_aiohttp_cannot_parse_is_refused_as_the_host_refuses(
+        hosts: tuple[Host, Host], request_sent: bytes) -> None:
+    """aiohttp answered these with its bare 400: no security header, and a body quoting the
+    request back. Each refusal now carries the site's headers and a short text of its own, as
+    nginx's does (which takes more than 128 header lines)."""
+    for host in hosts:
+        head, body = raw_answer(host, request_sent)
+        status = int(head.split(" ", 2)[1])
+        assert status == 400 or (host.name, status) == ("nginx", 200), (host.name, head)
+        if status != 400:
+            continue
+        for name, value in headers_for("/").items():
+            assert f"\r\n{name.lower()}: {value.lower()}\r\n" in head.lower() + "\r\n", (
+                host.name, name, head)
+        assert b"ECHO" not in body, (host.name, body)
+        if host.name == "apidir-serve":
+            assert body == b"400 bad request\n"
+
+
+@pytest.mark.parametrize(("version", "status"), [("HTTP/2.0", 505), ("HTTP/0.9", 400)])
+def test_a_request_line_of_another_http_version_is_refused_as_nginx_refuses_it(
+        hosts: tuple[Host, Host], version: str, status: int) -> None:
+    """The preview took `HTTP/2.0` and `HTTP/0.9` request lines for versions it speaks, and
+    sent the file under `HTTP/2.0 200 OK`; nginx answers in HTTP/1.1 that it speaks neither."""
+    for host in hosts:
+        head, _ = raw_answer(host, f"GET /index.html {version}\r\nHost: x\r\n\r\n".encode())
+        assert head.startswith(f"HTTP/1.1 {status} "), (host.name, version, head)
+        assert "\r\nx-content-type-options: nosniff" in head.lower(), (host.name, version)
+        assert "\r\nconnection: close" in head.lower(), (host.name, version)
 

@@ -21,11 +21,13 @@ import re
 import signal
 from collections.abc import Callable, Sequence
 from contextlib import suppress
+from http import HTTPStatus
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import unquote
 
 from aiohttp import web
+from aiohttp.http import HttpVersion
 from aiohttp.typedefs import Handler
 from aiohttp.web_response import ContentCoding
 
@@ -50,6 +52,7 @@ from pipeline.release.hosting import (
     release_header_rules,
 )
 from pipeline.release.layout import NOT_FOUND_PAGE
+from pipeline.release.preview_server import ASKED_VERSION, REFUSAL, PreviewRunner
 from pipeline.release.ranges import (
     RangeNotSatisfiable,
     byte_ranges,
@@ -189,6 +192,18 @@ def error_answer(status: int, text: str, headers: dict[str, str]) -> web.Respons
         **kept, "Content-Type": "text/plain; charset=utf-8"})
 
 
+def version_refused(version: HttpVersion, headers: dict[str, str]) -> web.Response:
+    """The answer to a request line of another HTTP version than 1.x, as nginx gives it: 505
+    for a later one (`HTTP/2.0` is no request line of HTTP/2, which begins with its preface),
+    400 for `HTTP/0.9`, which names no version; either closes the connection."""
+    if version.major > 1:
+        answer = error_answer(505, "HTTP version not supported", headers)
+    else:
+        answer = error_answer(400, f"bad request: HTTP/{version.major}.{version.minor}", headers)
+    answer.force_close()
+    return answer
+
+
 class HostFileError(ValueError):
     """A `_headers` or `_redirects` file of the release that cannot be read or understood."""
 
@@ -274,6 +289,8 @@ def preview_app(folder: Path) -> web.Application:
     async def serve_path(request: web.Request) -> web.StreamResponse:
         host.refresh()
         rules = host.rules
+        if (version := request.get(ASKED_VERSION)) is not None:
+            return version_refused(version, headers_for("/", rules))
         if request.rel_url.raw_path.startswith("*"):  # `OPTIONS *` asks of no file
             return error_answer(404, "not found", headers_for("/", rules))
         # The path of the target, in origin form or absolute form (`http://host/index.html`,
@@ -359,7 +376,13 @@ def preview_app(folder: Path) -> web.Application:
             return await serve_path(request)
         return await handler(request)
 
+    def refusal(status: int) -> web.Response:
+        """A request aiohttp refused before it reached the app (it could not parse it): the
+        host's short text, with the site's headers."""
+        return error_answer(status, HTTPStatus(status).phrase.lower(), headers_for("/", host.rules))
+
     app = web.Application(middlewares=[every_target])
+    app[REFUSAL] = refusal
     # Every path, a newline (%0A) in it too: `.` would leave it to aiohttp's bare 404.
     app.router.add_route("*", r"/{tail:[\s\S]*}", serve_path)
     return app
@@ -406,7 +429,7 @@ def serve_release(
         stopped = asyncio.Event()
         with suppress(NotImplementedError):  # a loop without signal handlers: the default
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopped.set)
-        runner = web.AppRunner(preview_app(folder), access_log=None)
+        runner = PreviewRunner(preview_app(folder), access_log=None)
         await runner.setup()
         try:
             site = web.TCPSite(runner, host, port)

@@ -1,0 +1,76 @@
+"""aiohttp's server for `apidir serve`, the answers it gives before the preview's code runs
+made the preview's.
+
+aiohttp refuses a request it cannot parse (a method token with bad characters, more than
+128 header lines, a second Host, a malformed request line) with a bare 400 of its own: no
+security header, and a body quoting the request back. Its connection's `handle_error` is the
+one hook for those answers, so each connection here is a `PreviewConnection`, made by a
+`PreviewServer`, which `PreviewRunner` puts where aiohttp's runner puts its server. aiohttp
+also takes an `HTTP/2.0` or `HTTP/0.9` request line for its own version and answers in kind
+(`HTTP/2.0 200 OK`): the request is made as HTTP/1.1, the version asked kept under
+`ASKED_VERSION` for the app to refuse, as nginx does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+from aiohttp.http import HttpVersion, HttpVersion11, RawRequestMessage
+from aiohttp.web_protocol import RequestHandler
+
+# The answer the app gives a request refused with `status` before it reached the app.
+REFUSAL: web.AppKey[Callable[[int], web.Response]] = web.AppKey("refusal")
+# The HTTP version a request line named, where it was another than 1.x.
+ASKED_VERSION: web.RequestKey[HttpVersion] = web.RequestKey("asked_version")
+
+
+class PreviewConnection(RequestHandler):
+    """One client connection, as aiohttp handles it but for its own refusals, which carry
+    the app's answer (its headers and its short text, which quotes nothing) and close."""
+
+    def __init__(self, manager: web.Server, *, refusal: Callable[[int], web.Response],
+                 **options: Any) -> None:
+        super().__init__(manager, **options)
+        self.refusal = refusal
+
+    def handle_error(self, request: web.BaseRequest, status: int = 500,
+                     exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        # aiohttp's own logs the error, and raises where an answer has begun already
+        super().handle_error(request, status, exc, message)
+        answer = self.refusal(status)
+        answer.force_close()
+        return answer
+
+
+class PreviewServer(web.Server):
+    """aiohttp's low-level server, making `PreviewConnection`s and HTTP/1.1 requests."""
+
+    def __init__(self, made: web.Server, refusal: Callable[[int], web.Response]) -> None:
+        super().__init__(made.request_handler, request_factory=self.http_1_request,
+                         handler_cancellation=made.handler_cancellation, **made._kwargs)
+        self.app_request = made.request_factory
+        self.refusal = refusal
+
+    def http_1_request(self, message: RawRequestMessage, *args: Any) -> web.BaseRequest:
+        """The app's request for `message`, made as HTTP/1.1 where it named another version
+        (which the answer's status line would repeat), that version kept for the app."""
+        if message.version.major == 1:
+            return self.app_request(message, *args)
+        request = self.app_request(message._replace(version=HttpVersion11), *args)
+        request[ASKED_VERSION] = message.version
+        return request
+
+    def __call__(self) -> RequestHandler:
+        return PreviewConnection(self, loop=asyncio.get_running_loop(), refusal=self.refusal,
+                                 **self._kwargs)
+
+
+class PreviewRunner(web.AppRunner):
+    """aiohttp's runner of an app holding a `REFUSAL`, its server a `PreviewServer`."""
+
+    async def _make_server(self) -> web.Server:
+        return PreviewServer(await super()._make_server(), self.app[REFUSAL])
