@@ -8,6 +8,7 @@ unknown category id.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gzip
 import http.client
@@ -41,7 +42,8 @@ from pipeline.release.hosting import (
 )
 from pipeline.release.layout import RELEASE_INDEX
 from pipeline.release.openapi import openapi_document
-from pipeline.release.serve import HIDDEN
+from pipeline.release.preview_server import IDLE_TIMEOUT
+from pipeline.release.serve import HIDDEN, preview_started
 from tests.conftest import REPO
 from tests.postgres_server import free_port
 from tests.site_release import (
@@ -50,7 +52,13 @@ from tests.site_release import (
     SampleRelease,
     publish_sample_release,
 )
-from tests.static_host import checked_nginx, run_nginx, run_serve, wait_for_port
+from tests.static_host import (
+    SITE_CONFIG,
+    checked_nginx,
+    run_nginx,
+    run_serve,
+    wait_for_port,
+)
 
 
 @dataclass(frozen=True)
@@ -1208,3 +1216,44 @@ def test_a_request_line_of_another_http_version_is_refused_as_nginx_refuses_it(
         assert "\r\nx-content-type-options: nosniff" in head.lower(), (host.name, version)
         assert "\r\nconnection: close" in head.lower(), (host.name, version)
 
+
+def test_the_preview_bounds_idle_connections_by_the_site_config() -> None:
+    """aiohttp keeps an idle connection for 3,630 s; the preview closes it, and one whose
+    request head is still arriving, as nginx does, after the shorter of the site config's
+    `client_header_timeout` and `keepalive_timeout`."""
+    config = SITE_CONFIG.read_text()
+    bounds = [float(re.search(rf"(?m)^\s*{name}\s+(\d+)s;", config).group(1))
+              for name in ("client_header_timeout", "keepalive_timeout")]
+    assert min(bounds) == IDLE_TIMEOUT
+
+
+async def closed_by_the_server(port: int, sent: bytes) -> bytes:
+    """What the preview sends on a connection that sends `sent` and then nothing, until the
+    preview closes it (a test timeout, where it never does)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(sent)
+        return await asyncio.wait_for(reader.read(), timeout=60)
+    finally:
+        writer.close()
+
+
+def test_the_preview_closes_a_connection_left_idle(tmp_path: Path) -> None:
+    """A client that connects and says nothing, stops halfway through a request's head, or
+    stays after its answer is closed by the preview, not held for aiohttp's 3,630 s."""
+    (tmp_path / "index.html").write_text("<!doctype html>\n")
+
+    async def scenario() -> list[bytes]:
+        runner = await preview_started(tmp_path, "127.0.0.1", 0, idle_timeout=0.2)
+        try:
+            port = runner.addresses[0][1]
+            return list(await asyncio.gather(*(closed_by_the_server(port, sent) for sent in (
+                b"", b"GET /index.html HTTP/1.1\r\nHo",
+                b"GET /index.html HTTP/1.1\r\nHost: x\r\n\r\n"))))
+        finally:
+            await runner.cleanup()
+
+    silent, halfway, answered = asyncio.run(scenario())
+    assert silent == halfway == b""
+    assert answered.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert answered.endswith(b"<!doctype html>\n")

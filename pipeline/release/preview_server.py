@@ -26,6 +26,13 @@ REFUSAL: web.AppKey[Callable[[int], web.Response]] = web.AppKey("refusal")
 # The HTTP version a request line named, where it was another than 1.x.
 ASKED_VERSION: web.RequestKey[HttpVersion] = web.RequestKey("asked_version")
 
+# How long a connection may stay idle, and a request's head take to arrive: aiohttp's
+# keep-alive timer runs from the connection's start and from each answer until the next head
+# is read whole, so one bound stands for nginx's `client_header_timeout` and its
+# `keepalive_timeout` (deploy/nginx/apidir.conf), the shorter of the two. aiohttp's own is
+# 3,630 s, for which a stalled client holds its connection.
+IDLE_TIMEOUT = 60.0
+
 
 class PreviewConnection(RequestHandler):
     """One client connection, as aiohttp handles it but for its own refusals, which carry

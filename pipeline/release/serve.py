@@ -52,7 +52,7 @@ from pipeline.release.hosting import (
     release_header_rules,
 )
 from pipeline.release.layout import NOT_FOUND_PAGE
-from pipeline.release.preview_server import ASKED_VERSION, REFUSAL, PreviewRunner
+from pipeline.release.preview_server import ASKED_VERSION, IDLE_TIMEOUT, REFUSAL, PreviewRunner
 from pipeline.release.ranges import (
     RangeNotSatisfiable,
     byte_ranges,
@@ -417,6 +417,21 @@ def host_and_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+async def preview_started(folder: Path, host: str, port: int,
+                          idle_timeout: float = IDLE_TIMEOUT) -> web.AppRunner:
+    """The preview of `folder` listening on `host`:`port` (an OSError, such as a port in use,
+    where it cannot), its connections closed once idle for `idle_timeout` seconds; the
+    runner's `cleanup()` stops it."""
+    runner = PreviewRunner(preview_app(folder), access_log=None, keepalive_timeout=idle_timeout)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return runner
+
+
 def serve_release(
     folder: Path, host: str, port: int, ready: Callable[[str], None] | None = None
 ) -> None:
@@ -429,11 +444,8 @@ def serve_release(
         stopped = asyncio.Event()
         with suppress(NotImplementedError):  # a loop without signal handlers: the default
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopped.set)
-        runner = PreviewRunner(preview_app(folder), access_log=None)
-        await runner.setup()
+        runner = await preview_started(folder, host, port)
         try:
-            site = web.TCPSite(runner, host, port)
-            await site.start()
             if ready is not None:
                 ready(f"http://{host_and_port(host, port)}/")
             await stopped.wait()
