@@ -628,6 +628,27 @@ async def canned() -> AsyncIterator[Any]:
         await server.close()
 
 
+@pytest.mark.parametrize(
+    ("head", "detail"),
+    [
+        (b"HTTP/1.1 200 OK\r\nBad Header: x\r\n", "Invalid header token: b'Bad Header: x'"),
+        (b"HTTP/1.1 abc OK\r\n", "Bad status line: Invalid status code: b'HTTP/1.1 abc OK'"),
+        (b"HTTP/1.1 200 OK\r\nX-Note: a\x00b\r\n", "Invalid HTTP header: b'a\\x00b'"),
+    ],
+)
+async def test_an_answer_that_cannot_be_parsed_is_told_in_the_prober_s_words_with_no_status(
+    canned: Any, head: bytes, detail: str,
+) -> None:
+    """aiohttp reports an answer it cannot parse as `400, message: ...`, which reads as if the
+    server had answered 400: the error says the answer could not be parsed and what was wrong
+    with it, and no HTTP status is recorded."""
+    server = await canned(head + b"Content-Length: 0\r\n\r\n")
+    result = await probe_url(server.url(), FAST)
+    assert (result.outcome, result.error_class, result.http_status) == (
+        "unreachable", "protocol", None)
+    assert result.error == f"the server's answer could not be parsed: {detail}"
+
+
 async def test_a_flood_of_interim_answers_ends_the_probe_as_a_protocol_error(
     canned: Any, web: FakeServer,
 ) -> None:

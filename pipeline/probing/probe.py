@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 import aiohttp
 from aiohttp.abc import AbstractResolver
+from aiohttp.http_exceptions import HttpProcessingError
 from yarl import URL
 
 from pipeline.probing.netguard import (
@@ -459,9 +460,23 @@ def guard_refusal(exc: BaseException) -> BlockedAddressError | None:
     return next((e for e in _chain(exc) if isinstance(e, BlockedAddressError)), None)
 
 
+def _unparsable_answer(exc: BaseException) -> str | None:
+    """The error of an answer whose status line or headers could not be parsed, in the
+    prober's words, with what the parser found wrong; None if `exc` is no such failure.
+    aiohttp reports it as an HTTP 400 (`400, message: ...`), the status its own server would
+    answer such a request with: no status the server sent, so none is quoted."""
+    failure = next((e for e in _chain(exc) if isinstance(e, HttpProcessingError)), None)
+    if failure is None:
+        return None
+    lines = (line.strip() for line in failure.message.splitlines())
+    detail = " ".join(line for line in lines if line and line != "^")  # `^`: aiohttp's pointer
+    return "the server's answer could not be parsed" + (f": {detail}" if detail else "")
+
+
 def _message(exc: BaseException) -> str:
     blocked = guard_refusal(exc)
-    text = str(blocked) if blocked else f"{type(exc).__name__}: {exc}".rstrip(": ")
+    text = (str(blocked) if blocked else _unparsable_answer(exc)
+            or f"{type(exc).__name__}: {exc}".rstrip(": "))
     return redact_userinfo(" ".join(text.split()))[:_MESSAGE_LIMIT]
 
 
