@@ -368,9 +368,11 @@ class RawServer(_StreamServer):
 class CannedServer(_StreamServer):
     """A TCP server that answers every request, on kept-alive connections, with the same bytes
     (`answer`: a status line and headers as a hostile server may send them, never checked),
-    and counts the requests."""
+    and counts the requests. `later`, if any, follows the answer a moment after it, in a
+    write of its own: what a client reads after the answer, not with it."""
 
     answer: bytes
+    later: bytes = b""
     requests: int = 0
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -381,6 +383,10 @@ class CannedServer(_StreamServer):
                 self.requests += 1
                 writer.write(self.answer)
                 await writer.drain()
+                if self.later:
+                    await asyncio.sleep(0.2)
+                    writer.write(self.later)
+                    await writer.drain()
         writer.close()
 
 

@@ -619,8 +619,8 @@ async def canned() -> AsyncIterator[Any]:
     given); each is closed after the test."""
     servers: list[CannedServer] = []
 
-    async def start(answer: bytes, host: str = "127.0.0.1") -> CannedServer:
-        servers.append(await CannedServer(answer, host=host).start())
+    async def start(answer: bytes, host: str = "127.0.0.1", later: bytes = b"") -> CannedServer:
+        servers.append(await CannedServer(answer, host=host, later=later).start())
         return servers[-1]
 
     yield start
@@ -869,6 +869,29 @@ async def test_an_answer_whose_body_is_in_a_coding_not_decoded_here_is_still_an_
                           + b"\r\nContent-Length: 8\r\n\r\n\x1b\x07\x00\xf8\xff\x7f\x00\x00")
     result = await probe_url(server.url(), FAST)
     assert (result.outcome, result.http_status, result.error_class) == ("live", 200, None)
+
+
+@pytest.mark.parametrize(
+    ("head", "body"),
+    [
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", b"zz\r\nnot a chunk\r\n"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n", b"okHTTP/9 not an answer\r\n\r\n"),
+        (b"HTTP/1.1 103 Early Hints\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\n\n",
+         b"-1\r\n"),
+    ],
+)
+@pytest.mark.parametrize("with_head", [True, False], ids=["in-the-head-s-read", "read-later"])
+async def test_a_body_that_cannot_be_parsed_leaves_the_answer_its_head_gave(
+    canned: Any, head: bytes, body: bytes, with_head: bool,
+) -> None:
+    """The verdict of a probe is its answer's head, the body never read: a broken chunked
+    encoding or bytes past the body's length do not make the 200 a protocol error, whether
+    they come in the read that brought the head or in a later one (the prober's verdict was
+    `protocol` for the first and `live` for the second)."""
+    server = await canned(head + body if with_head else head, later=b"" if with_head else body)
+    result = await probe_url(server.url(), FAST)
+    assert (result.outcome, result.http_status, result.error_class, result.error) == (
+        "live", 200, None, None)
 
 
 async def test_huge_body_is_not_downloaded(web: FakeServer) -> None:

@@ -35,7 +35,10 @@ from typing import Any, Literal
 
 import aiohttp
 from aiohttp.abc import AbstractResolver
+from aiohttp.client_proto import ResponseHandler
+from aiohttp.http import RawResponseMessage
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.streams import StreamReader
 from yarl import URL
 
 from pipeline.probing.netguard import (
@@ -856,13 +859,55 @@ class _Slots:
         self._free += 1
 
 
+def _is_interim(code: int) -> bool:
+    """Whether an answer's status is an interim one (1xx), which its final answer follows
+    (101 switches protocols instead)."""
+    return 100 <= code <= 199 and code != 101
+
+
+class _HeadFirst(ResponseHandler):
+    """aiohttp's connection protocol, parsing the head of an answer before what follows it.
+
+    A probe's verdict is that of the answer's head, its status and headers (the body is never
+    read): a body aiohttp cannot parse (a broken chunked encoding, bytes past its length) must
+    not change it. Fed in one go, bytes of the body that came in the head's read failed the
+    parse of the head with them, and a `live` answer was a protocol error, while the same
+    body one read later went unseen. Until the final answer's head is parsed, each read is
+    fed a line at a time (a head is a few lines), so what follows the head never comes with it.
+    """
+
+    _head_read = False
+
+    def set_response_params(self, **params: Any) -> None:
+        self._head_read = False  # a new request on the connection: its answer's head to come
+        super().set_response_params(**params)
+
+    def feed_data(self, data: tuple[RawResponseMessage, StreamReader], size: int = 0) -> None:
+        self._head_read = self._head_read or not _is_interim(data[0].code)
+        super().feed_data(data, size)
+
+    def data_received(self, data: bytes) -> None:
+        start = 0
+        while not self._head_read and self.exception() is None and (
+                end := data.find(b"\n", start)) >= 0:
+            super().data_received(data[start:end + 1])
+            start = end + 1
+        if start < len(data) and (start == 0 or self.exception() is None):
+            super().data_received(data[start:] if start else data)
+
+
 class _Pool(aiohttp.TCPConnector):
-    """aiohttp's connection pool, which can also close one host's idle connections at once.
+    """aiohttp's connection pool, which can also close one host's idle connections at once,
+    on connections that parse an answer's head first (`_HeadFirst`).
 
     A kept-alive connection otherwise stays until the keep-alive timeout (15 s), and each
     TLS connection holds about 0.3 MiB (asyncio's SSL read buffer and OpenSSL's state): at
     100,000 hosts, thousands of them would be open at once for nothing.
     """
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
+        self._factory = functools.partial(_HeadFirst, loop=self._loop)
 
     def close_idle(self, host: str) -> None:
         """Close the pooled connections to `host` that no request is using, at once: a TLS
@@ -915,7 +960,7 @@ class _Response(aiohttp.ClientResponse):
         async def read_counted() -> Any:
             nonlocal interim
             message, payload = await read()
-            if 100 <= message.code <= 199 and message.code != 101:
+            if _is_interim(message.code):
                 interim += 1
                 if interim > MAX_INTERIM_ANSWERS:
                     raise TooManyInterimAnswers(
