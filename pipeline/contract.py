@@ -638,10 +638,12 @@ class Status(ContractModel):
         default=None, description="When every target failed in the run (no answer, or "
         "404/410, a challenge, 429 or 5xx; seen twice unless confirmation is off): the class "
         "of the failure of the deciding target (dead, blocked, transient, tls).")
-    final_url: Uri | None = Field(
+    final_url: Uri | None = Field(  # the bound is the prober's (`FINAL_URL_MAX_LENGTH`)
         default=None, description="Where the redirects of the deciding probe ended, when it "
-        "was redirected; null otherwise. A redirect of a listed endpoint to an HTML page at "
-        "another path (a sign-in page) is online with the redirect's status, not live.")
+        "was redirected, always whole; null otherwise, and null when that address is longer "
+        "than 2,048 characters (not kept, as a cut one would lead elsewhere). A redirect of a "
+        "listed endpoint to an HTML page at another path (a sign-in page) is online with the "
+        "redirect's status, not live.")
     stand_in: bool | None = Field(
         default=None, description="True when the deciding URL is the base address, probed in "
         "place of the endpoints (the entry lists no GET endpoint without placeholders): any "

@@ -56,23 +56,32 @@ def test_publish_scores_the_stored_history(stored: Path) -> None:
     assert releases["releases"][0]["counts"]["byState"]["live"] == 1
 
 
+@pytest.mark.parametrize(("state", "final_url"), [
+    ("unreachable", "ftp://ftp.example.com/x"),
+    ("live", "https://example.com/" + "x" * 30_000),
+])
 def test_server_texts_stored_by_an_older_prober_never_keep_an_entry_out(
-    settings_env: dict[str, str], write_entry: WriteEntry, ingested_store
+    settings_env: dict[str, str], write_entry: WriteEntry, ingested_store, state: str,
+    final_url: str,
 ) -> None:
     """A final URL the release's URL rule refuses (a refused redirect's `ftp:` Location, as an
-    older prober stored it) is published as no final URL: the entry stays in the release."""
+    older prober stored it), or one past the bound of a status's (as long as a header, stored
+    before the prober kept none such), is published as no final URL: the entry stays in the
+    release."""
     write_entry()
     session = ingested_store()
     target = plan_targets(session)[0]
-    refused = replace(result(target.url, "unreachable", None, None, endpoint=target.endpoint_id,
-                             error_class="blocked"),
-                      final_url="ftp://ftp.example.com/x", redirects=1)
-    record_probes(session, start_run(session, "nightly"), [refused])
+    probed = (result(target.url, "live", 200, 90.0, endpoint=target.endpoint_id)
+              if state == "live" else
+              result(target.url, "unreachable", None, None, endpoint=target.endpoint_id,
+                     error_class="blocked"))
+    record_probes(session, start_run(session, "nightly"),
+                  [replace(probed, final_url=final_url, redirects=1)])
     outcome = CliRunner().invoke(app, ["publish"])
     assert outcome.exit_code == 0, outcome.output
     output = Path(settings_env["APIDIR_OUTPUT_DIR"])
     entry, = json.loads((output / "api" / "apis.json").read_text())["apis"]
-    assert entry["status"]["state"] == "unreachable"
+    assert entry["status"]["state"] == state
     assert entry["status"]["finalUrl"] is None
 
 

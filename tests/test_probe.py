@@ -31,7 +31,9 @@ from fake_internet import (
     unaccepting_port,
 )
 
+from pipeline.contract import Status
 from pipeline.probing.probe import (
+    FINAL_URL_MAX_LENGTH,
     MAX_INTERIM_ANSWERS,
     WINDOW_PER_SLOT,
     Prober,
@@ -756,6 +758,40 @@ async def test_a_redirect_not_followed_never_becomes_the_final_url(
     assert server.requests == 1
     # Nothing but the probed URL was requested: a status names no final URL of its own.
     assert redirected_to(result.url, result.final_url, result.redirects) is None
+
+
+@pytest.mark.parametrize("length", [FINAL_URL_MAX_LENGTH, FINAL_URL_MAX_LENGTH + 1, 30_000])
+async def test_the_final_url_is_kept_whole_up_to_its_bound_and_not_at_all_past_it(
+    canned: Any, length: int,
+) -> None:
+    """A server may redirect to an address as long as a header (aiohttp reads 32 KiB): the
+    final URL a probe records, stores and publishes is whole up to `FINAL_URL_MAX_LENGTH`
+    characters, and none past it, never a cut address that would lead elsewhere."""
+    page = await canned(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", host="127.0.0.2")
+    far = page.url("/") + "x" * (length - len(page.url("/")))
+    server = await canned(b"HTTP/1.1 302 Found\r\nLocation: " + far.encode()
+                          + b"\r\nContent-Length: 0\r\n\r\n")
+    result = await probe_url(server.url("/v1"), FAST)
+    assert (result.outcome, result.http_status, result.redirects) == ("live", 200, 1)
+    assert page.requests == 1  # the long address was followed all the same
+    kept = far if length <= FINAL_URL_MAX_LENGTH else None
+    assert result.final_url == kept
+    assert redirected_to(result.url, result.final_url, result.redirects) == kept
+    # The bound is the one a status's finalUrl promises its readers.
+    assert f"longer than {FINAL_URL_MAX_LENGTH:,} characters" in (
+        Status.model_fields["final_url"].description or "")
+
+
+async def test_a_page_whose_address_is_too_long_to_keep_is_named_without_it(canned: Any) -> None:
+    """A listed endpoint redirected to an HTML page at an address past the bound is judged as
+    any such redirect, its error naming no address rather than `None`."""
+    page = await canned(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 0"
+                        b"\r\n\r\n", host="127.0.0.2")
+    server = await canned(b"HTTP/1.1 302 Found\r\nLocation: " + page.url("/login?").encode()
+                          + b"x" * FINAL_URL_MAX_LENGTH + b"\r\nContent-Length: 0\r\n\r\n")
+    result, = await probe_all([ProbeTarget(server.url("/v1"), "example-weather", 1)], FAST)
+    assert (result.outcome, result.http_status, result.final_url) == ("online", 302, None)
+    assert result.error == "redirected to an HTML page at another path"
 
 
 async def test_port_0_is_malformed_and_settled_not_a_refusal_to_retry() -> None:

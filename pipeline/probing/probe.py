@@ -66,6 +66,9 @@ RETRIED_5XX = frozenset({500, 502, 503, 504, 520, 521, 522, 523, 524, 529})
 RETRIED_ERRORS = frozenset({"connect_timeout", "read_timeout", "reset"})
 _PLACEHOLDER = re.compile(r"\{[^}]*\}")
 _MESSAGE_LIMIT = 200
+# The longest final URL a probe keeps (`kept_final_url`), as browsers and crawlers commonly cap
+# a URL; a status's `finalUrl` says so.
+FINAL_URL_MAX_LENGTH = 2048
 # How the note of a redirect not followed opens (`_redirect_not_followed`): the one note a
 # stored probe carries, in its error, which its status shows beside it and by which the score
 # knows it for no evidence (`history.PROBE_NOTE`).
@@ -199,9 +202,16 @@ def answered_by_page(result: ProbeResult) -> ProbeResult:
                                                                  result.endpoint_id):
         result.outcome, result.http_status = "online", result.page_redirect_status
         result.reason = "redirect"
-        result.error = f"redirected to an HTML page at another path ({result.final_url})"[
-            :_MESSAGE_LIMIT]
+        where = f" ({result.final_url})" if result.final_url else ""  # None: too long to keep
+        result.error = f"redirected to an HTML page at another path{where}"[:_MESSAGE_LIMIT]
     return result
+
+
+def kept_final_url(final_url: str | None) -> str | None:
+    """The URL a probe ended on as it is recorded, stored and published (`finalUrl`): whole, or
+    None when longer than `FINAL_URL_MAX_LENGTH` characters. A server may redirect to an
+    address as long as a header (32 KiB), and a cut one would lead elsewhere."""
+    return None if final_url is None or len(final_url) > FINAL_URL_MAX_LENGTH else final_url
 
 
 def redirected_to(url: str, final_url: str | None, redirects: int) -> str | None:
@@ -1158,6 +1168,7 @@ class Prober:
                                   error=_message(exc)).result(url, 1)
             if result.final_url and result.final_url != url:  # a redirect may have moved host
                 final_host = target_host(result.final_url)
+            result.final_url = kept_final_url(result.final_url)
             return result
         finally:
             self._host(host).pending -= 1

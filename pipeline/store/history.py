@@ -30,6 +30,7 @@ from pipeline.probing.probe import (
     REDIRECT_NOTE_OPENING,
     ProbeResult,
     ProbeTarget,
+    kept_final_url,
     left_unchecked,
     probe_targets_for,
     redirected_to,
@@ -417,8 +418,10 @@ def unprobable_forms(endpoints: Sequence[ActiveEndpoint],
 
 def published_url(url: str | None) -> str | None:
     """`url` if the release's URL rule takes it, else None: a final URL stored before the prober
-    kept only requested hops (a refused redirect's `ftp:` or `mailto:` Location) is left out of
-    the status, not the entry out of the release."""
+    kept only requested hops (a refused redirect's `ftp:` or `mailto:` Location), or before it
+    kept none too long (`kept_final_url`), is left out of the status, not the entry out of the
+    release."""
+    url = kept_final_url(url)
     if url is None:
         return None
     try:
