@@ -916,15 +916,18 @@ async def test_an_answer_whose_body_is_in_a_coding_not_decoded_here_is_still_an_
          b"-1\r\n"),
     ],
 )
-@pytest.mark.parametrize("with_head", [True, False], ids=["in-the-head-s-read", "read-later"])
+@pytest.mark.parametrize("body_read", ["with-the-head", "later", "with-the-head-s-last-byte"])
 async def test_a_body_that_cannot_be_parsed_leaves_the_answer_its_head_gave(
-    canned: Any, head: bytes, body: bytes, with_head: bool,
+    canned: Any, head: bytes, body: bytes, body_read: str,
 ) -> None:
     """The verdict of a probe is its answer's head, the body never read: a broken chunked
     encoding or bytes past the body's length do not make the 200 a protocol error, whether
-    they come in the read that brought the head or in a later one (the prober's verdict was
-    `protocol` for the first and `live` for the second)."""
-    server = await canned(head + body if with_head else head, later=b"" if with_head else body)
+    they come in the read that brought the head, in a later one, or in one that brings the
+    head's last byte too (the prober's verdict was `protocol` for the first and the last, and
+    `live` for the second)."""
+    answer = head + body
+    cut = {"with-the-head": len(answer), "later": len(head)}.get(body_read, len(head) - 1)
+    server = await canned(answer[:cut], later=answer[cut:])
     result = await probe_url(server.url(), FAST)
     assert (result.outcome, result.http_status, result.error_class, result.error) == (
         "live", 200, None, None)

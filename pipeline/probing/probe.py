@@ -875,6 +875,11 @@ def _is_interim(code: int) -> bool:
     return 100 <= code <= 199 and code != 101
 
 
+# Where a head ends in a read: an empty line (its CR optional, as aiohttp's parser takes it),
+# or, at the read's start, the rest of one whose first bytes ended the read before.
+_HEAD_END = re.compile(rb"\n\r?\n|^\r?\n")
+
+
 class _HeadFirst(ResponseHandler):
     """aiohttp's connection protocol, parsing the head of an answer before what follows it.
 
@@ -882,8 +887,8 @@ class _HeadFirst(ResponseHandler):
     read): a body aiohttp cannot parse (a broken chunked encoding, bytes past its length) must
     not change it. Fed in one go, bytes of the body that came in the head's read failed the
     parse of the head with them, and a `live` answer was a protocol error, while the same
-    body one read later went unseen. Until the final answer's head is parsed, each read is
-    fed a line at a time (a head is a few lines), so what follows the head never comes with it.
+    body one read later went unseen. Until the final answer's head is parsed, a read is fed
+    to the parser up to each head's end apart, so what follows the head never comes with it.
     """
 
     _head_read = False
@@ -899,9 +904,9 @@ class _HeadFirst(ResponseHandler):
     def data_received(self, data: bytes) -> None:
         start = 0
         while not self._head_read and self.exception() is None and (
-                end := data.find(b"\n", start)) >= 0:
-            super().data_received(data[start:end + 1])
-            start = end + 1
+                end := _HEAD_END.search(data, start)):
+            super().data_received(data[start:end.end()])
+            start = end.end()
         if start < len(data) and (start == 0 or self.exception() is None):
             super().data_received(data[start:] if start else data)
 
