@@ -242,6 +242,36 @@ def test_a_card_with_a_name_wider_than_a_phone_fits_it(site: str, tmp_path: Path
     assert watch.problems == []
 
 
+# The drawn size of every brand-colour dot of a page, beside the size its SVG asks for.
+DOTS = """
+() => [...document.querySelectorAll("svg.dot")].map(dot => ({
+  width: dot.getBoundingClientRect().width, height: dot.getBoundingClientRect().height,
+  asked: Number(dot.getAttribute("width")),
+}))
+"""
+
+
+def test_a_brand_dot_keeps_its_size_beside_a_name_wider_than_a_phone(
+    site: str, tmp_path: Path
+) -> None:
+    """The dot before a name is drawn round at its own size on the entry page, its category's
+    cards and the index's cards, however long the name it sits beside, never squeezed into a
+    sliver by the name's wrapping."""
+    with chromium(tmp_path / "profile", **SCREENS["phone"]) as context:
+        page = context.new_page()
+        watch = Watch(page)
+        for path in (entry_page(LONG_NAME_ID), category_page("developer"), INDEX_PAGE):
+            page.goto(f"{site}/{path}")
+            if path == INDEX_PAGE:
+                page.fill("#filter-q", LONG_NAME.lower())
+                assert [card["id"] for card in visible_cards(page)] == [LONG_NAME_ID]
+            dots = page.evaluate(DOTS)
+            assert dots, path
+            for dot in dots:
+                assert dot["width"] == dot["height"] == dot["asked"], (path, dot)
+    assert watch.problems == []
+
+
 # Direction controls in an entry's name and provider: an override (RLO) that would reverse the
 # card's own words after it, and an isolate's end (PDI) that would close an isolation early.
 REVERSING_NAME, REVERSING_PROVIDER = "\u202eReversed API", "\u2069\u202eEvil Corp"
