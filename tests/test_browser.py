@@ -272,6 +272,39 @@ def test_a_brand_dot_keeps_its_size_beside_a_name_wider_than_a_phone(
     assert watch.problems == []
 
 
+# Each uptime figure's label (dt) and figure (dd): where each starts on the screen.
+UPTIME_LINES = """
+() => [...document.querySelectorAll("#uptime dt")].map(label => {
+  const figure = label.nextElementSibling;
+  return {label: label.textContent, labelTop: label.getBoundingClientRect().top,
+          figureTop: figure.getBoundingClientRect().top,
+          labelLeft: label.getBoundingClientRect().left,
+          figureLeft: figure.getBoundingClientRect().left};
+})
+"""
+
+
+@pytest.mark.parametrize("screen", ["phone", "narrowest"])
+def test_each_uptime_figure_reads_beside_its_own_label_on_a_phone(
+    screen: str, site: str, tmp_path: Path
+) -> None:
+    """On a phone an uptime figure sits on its label's line, right of it: the window's words
+    never end a line whose next line starts with its figure, read as the next window's."""
+    options = SCREENS["phone"] if screen == "phone" else NARROWEST
+    with chromium(tmp_path / "profile", **options) as context:
+        page = context.new_page()
+        watch = Watch(page)
+        for entry_id in (LIVE_ID, UNREACHABLE_ID, LONG_NAME_ID):
+            page.goto(f"{site}/{entry_page(entry_id)}")
+            lines = page.evaluate(UPTIME_LINES)
+            assert [line["label"] for line in lines] == [
+                "Last 24 hours", "Last 7 days", "Last 30 days"]
+            for line in lines:
+                assert abs(line["figureTop"] - line["labelTop"]) < 8, (entry_id, line)
+                assert line["figureLeft"] > line["labelLeft"], (entry_id, line)
+    assert watch.problems == []
+
+
 # Direction controls in an entry's name and provider: an override (RLO) that would reverse the
 # card's own words after it, and an isolate's end (PDI) that would close an isolation early.
 REVERSING_NAME, REVERSING_PROVIDER = "\u202eReversed API", "\u2069\u202eEvil Corp"
