@@ -380,6 +380,25 @@ def test_an_endpoints_reason_and_confirmed_failure_read_alike_in_page_and_markdo
     assert "not_found" not in text and "(tls)" not in text
 
 
+def test_an_endpoints_table_has_a_status_column_only_when_an_endpoint_has_a_status(
+    sample: SampleRelease,
+) -> None:
+    """Endpoints published without a status of their own (none probed each apart) are listed
+    without a Status column, rather than under a heading over empty cells."""
+    api = json.loads(page(sample, entry_document(LIVE_ID)))["api"]
+    assert api["endpoints"] and not any("status" in endpoint for endpoint in api["endpoints"])
+    drawn = Elements(page(sample, entry_page(LIVE_ID)))
+    assert drawn.by_id("endpoints").startswith("Method Path What it does GET /rates")
+    assert not any(attrs.get("class") == "endpoint-status" for _, attrs in drawn.tags)
+
+    api["endpoints"][0]["status"] = {"state": "live", "httpStatus": 200, "responseTimeMs": 90}
+    parts = pages.nightly_page_parts(pages.presented_entry(api), "", Markup(""), "")
+    table = Elements(parts["endpoints"])
+    assert table.by_id("endpoints").startswith("Method Path What it does Status")
+    statuses = [attrs for tag, attrs in table.tags if attrs.get("class") == "endpoint-status"]
+    assert len(statuses) == len(api["endpoints"])
+
+
 def test_a_note_beside_a_probe_is_not_called_not_probed_in_page_or_markdown(
     sample: SampleRelease,
 ) -> None:

@@ -392,6 +392,12 @@ _UNCOUNTED_WHY = {
 }
 
 
+def any_endpoint_checked(endpoints: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether an endpoint carries a status of its own: the page's endpoints table has a
+    Status column only then, rather than a heading over empty cells."""
+    return any(endpoint.get("status") for endpoint in endpoints)
+
+
 def latency_wanting(score: Mapping[str, Any]) -> str:
     """Why Latency does not count yet, naming what the entry's own evidence lacks
     (`builderScore.evidence.latency`: its probes and their UTC days in the window, against
@@ -663,6 +669,7 @@ def environment() -> Environment:
         category_page=category_page,
         entry_page=entry_page,
         entry_document=entry_document,
+        any_endpoint_checked=any_endpoint_checked,
     )
     return env
 
