@@ -25,6 +25,7 @@ from pipeline.settings import Settings
 from pipeline.store.history import plan_targets, record_probes
 from pipeline.store.tables import EntryRow, engine_for, session_scope, start_run
 from tests.conftest import WriteEntry, make_entry
+from tests.site_release import publish_sample_release
 from tests.test_history import result
 from tests.test_publish import store_refused_value
 
@@ -50,6 +51,36 @@ def test_tabs_and_line_breaks_are_kept() -> None:
     feed = ElementTree.fromstring(render_feed(META, [FeedItem(item) for item in items],
                                               FeedLinks("https://directory.test")))
     assert feed.find(f"{{{ATOM}}}entry/{{{ATOM}}}title").text == "A\tB added"
+
+
+def test_a_releases_item_says_what_the_release_holds() -> None:
+    """A release's item tells a feed reader how many APIs the release holds and how they
+    stand, from its line in `api/releases.json`; a release no longer listed there, or whose
+    line read back holds no count, is only said to be published."""
+    items = [FeedItem({"kind": "release", "version": version, "at": at}) for version, at in
+             (("2.0.0+20261121.1", "2026-11-21T03:00:00Z"),
+              ("2.0.0+20261120.1", "2026-11-20T03:00:00Z"),
+              ("2.0.0+20261119.1", "2026-11-19T03:00:00Z"))]
+    counts = {"2.0.0+20261121.1": {"total": 162, "byCategory": {"ai": 10}, "byState": {
+        "live": 120, "online": 30, "unreachable": 1, "unchecked": 11}},
+        "2.0.0+20261119.1": {"total": "162", "byState": [1]}}
+    feed = ElementTree.fromstring(render_feed(META, items, FeedLinks("https://directory.test"),
+                                              counts))
+    summaries = [entry.findtext(f"{{{ATOM}}}summary") for entry in feed.iter(f"{{{ATOM}}}entry")]
+    assert summaries == [
+        "Release 2.0.0+20261121.1 was published with 162 APIs: 120 live, 30 online, "
+        "1 unreachable and 11 not checked.",
+        "Release 2.0.0+20261120.1 was published.", "Release 2.0.0+20261119.1 was published."]
+
+
+def test_a_published_releases_item_says_what_it_holds(tmp_path: Path) -> None:
+    release = publish_sample_release(tmp_path)
+    total = json.loads((release.folder / "api" / "apis.json").read_text())["meta"]["totalAPIs"]
+    feed = ElementTree.fromstring((release.folder / "changes.atom").read_bytes())
+    summaries = [entry.findtext(f"{{{ATOM}}}summary") for entry in feed.iter(f"{{{ATOM}}}entry")
+                 if entry.find(f"{{{ATOM}}}category").get("term") == "release"]
+    assert summaries == [f"Release 2.0.0+20261121.1 was published with {total:,} APIs: 1 live, "
+                         f"1 online, 1 unreachable and {total - 3:,} not checked."]
 
 
 def test_a_release_publishes_an_entry_stored_with_a_control_character(

@@ -24,6 +24,7 @@ from pipeline.release.layout import (
     entry_document,
     entry_page,
 )
+from pipeline.release.pages import STATE_LABELS
 
 ATOM = "http://www.w3.org/2005/Atom"
 ElementTree.register_namespace("", ATOM)
@@ -107,15 +108,37 @@ class FeedItem:
                 or self.document.get("entry"))
 
 
-def _item(item: FeedItem, links: FeedLinks) -> tuple[str, str, tuple[str, str], str]:
+def _count(value: object) -> int | None:
+    """A count as a kept release's line states it, if it is one (the file is read back)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _release_told(version: str, counts: object) -> str:
+    """What a release's item says: how many APIs the release holds and how they stand, from
+    its `counts` in `api/releases.json` (a release no longer listed: only that it was out)."""
+    if not isinstance(counts, Mapping) or (total := _count(counts.get("total"))) is None:
+        return f"Release {version} was published."
+    by_state = counts.get("byState")
+    states = [f"{n:,} {STATE_LABELS.get(state, str(state)).lower()}"
+              for state, n in (by_state.items() if isinstance(by_state, Mapping) else ())
+              if _count(n)]
+    held = f"{total:,} API{'' if total == 1 else 's'}"
+    if states:
+        held += ": " + (", ".join(states[:-1]) + " and " if len(states) > 1 else "") + states[-1]
+    return f"Release {version} was published with {held}."
+
+
+def _item(item: FeedItem, links: FeedLinks, counts: Mapping[str, object]
+          ) -> tuple[str, str, tuple[str, str], str]:
     """(title, summary, (link, its media type), kind) of one change or event: an entry's
     links the entry holding it, and its text names the id it tells of (by that id where a
-    rename moved it since, `changes._name`) and the entry holding it now."""
+    rename moved it since, `changes._name`) and the entry holding it now; a release's tells
+    what it holds (`counts`, by version)."""
     document = item.document
     kind = document.get("kind", "state")
     if kind == "release":
         version = document.get("version", "")
-        return (f"Release {version}", f"Release {version} was published.",
+        return (f"Release {version}", _release_told(version, counts.get(version)),
                 links.release(version), kind)
     entry, holder = document.get("entry"), item.holder
     title, summary = _told(document)
@@ -151,10 +174,12 @@ def _told(document: Mapping[str, Any]) -> tuple[str, str]:
     return f"{name} retired", f"{name} was retired from the directory."
 
 
-def render_feed(meta: Mapping[str, Any], items: Sequence[FeedItem], links: FeedLinks) -> bytes:
+def render_feed(meta: Mapping[str, Any], items: Sequence[FeedItem], links: FeedLinks,
+                counts: Mapping[str, object] | None = None) -> bytes:
     """The feed of `items` (state changes and events as published in changes.json, newest
     first), updated at the release's `meta.generated`, each linking a file of the release
-    (`links`)."""
+    (`links`); a release's item says what it holds, from `counts` by version (the kept
+    releases' in `api/releases.json`)."""
     base_url = links.base_url.rstrip("/")
     feed = ElementTree.Element(_q("feed"))
     _sub(feed, "id", f"{base_url}/changes.atom")
@@ -172,7 +197,7 @@ def render_feed(meta: Mapping[str, Any], items: Sequence[FeedItem], links: FeedL
     _sub(feed, "rights", meta["license"])
     for item in items:
         document = item.document
-        title, summary, (link, media_type), kind = _item(item, links)
+        title, summary, (link, media_type), kind = _item(item, links, counts or {})
         identity = "|".join(str(document.get(key, "")) for key in
                             ("kind", "entry", "from", "to", "at", "version"))
         entry = _sub(feed, "entry")

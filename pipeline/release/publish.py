@@ -723,7 +723,8 @@ def write_history(
         frozenset(entry_id for entry_id in named
                   if (staging / entry_document(entry_id)).is_file()),
         pages)
-    write_file(staging, CHANGES_FEED, render_feed(meta, items, links))
+    counts = {str(release["version"]): release.get("counts") for release in kept}
+    write_file(staging, CHANGES_FEED, render_feed(meta, items, links, counts))
 
 
 class ReleaseNotRecorded(RuntimeError):
