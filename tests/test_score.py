@@ -199,8 +199,9 @@ def test_a_fast_401_is_fast_and_an_unreachable_probe_counts_as_slower_than_any_t
     assert score.evidence["last7d"] == {"samples": 6, "p50Ms": 90, "p95Ms": 90}
     assert {k: score.evidence[k] for k in ("probes", "failed", "days", "p50Ms", "p95Ms")} == {
         "probes": 9, "failed": 3, "days": 3, "p50Ms": 90, "p95Ms": 8000}
+    # every figure of milliseconds written alike, the percentiles as the failed probe's time
     assert score.reasons == ("6 of 9 probes answered in 7 days",
-                             "p50 90 ms, p95 8000 ms over 9 probes in 7 days, a failed one "
+                             "p50 90 ms, p95 8,000 ms over 9 probes in 7 days, a failed one "
                              "counted as 8,000 ms")
 
 

@@ -747,10 +747,11 @@ def _latency_subscore(stats: Mapping[str, list[Any]], i: int) -> SubScore:
         reasons = [f"not enough probes: {probes} on {_plural(days, 'day')} in 7 days, "
                    f"{MIN_LATENCY_SAMPLES} on {MIN_LATENCY_DAYS} days needed"]
     elif failures:
-        reasons = [f"p50 {p50} ms, p95 {p95} ms over {_plural(probes, 'probe')} in 7 days, "
+        reasons = [f"p50 {_number(p50)} ms, p95 {_number(p95)} ms over "
+                   f"{_plural(probes, 'probe')} in 7 days, "
                    f"a failed one counted as {_number(FAILED_PROBE_MS)} ms"]
     else:
-        reasons = [f"p50 {p50} ms, p95 {p95} ms over "
+        reasons = [f"p50 {_number(p50)} ms, p95 {_number(p95)} ms over "
                    f"{_plural(week_samples, 'response')} in 7 days"]
     if failures:
         reasons.insert(0, f"{week_samples} of {_plural(probes, 'probe')} answered in 7 days")
