@@ -963,10 +963,11 @@ def test_the_markdown_states_the_lifecycle_failure_and_transport_the_page_shows(
 
     html = Elements(page(sample, entry_page(DEPRECATED_ID)))
     text = page(sample, entry_markdown(DEPRECATED_ID))
-    # the successor by its name, as the release holds it
-    assert html.by_id("lifecycle") == ("Lifecycle: Deprecated — not judged from probes yet. "
-                                       "Successor: Open-Meteo Forecast API .")
-    assert ("\nLifecycle: **Deprecated**, not judged from probes yet. Successor: "
+    # the successor by its name, as the release holds it; a deprecation not yet judged over
+    # runs is the provider's, said as a judged one is, with its day
+    assert html.by_id("lifecycle") == ("Lifecycle: Deprecated — deprecated by its provider on "
+                                       "2026-10-01. Successor: Open-Meteo Forecast API .")
+    assert ("\nLifecycle: **Deprecated**, deprecated by its provider on 2026-10-01. Successor: "
             "[Open-Meteo Forecast API](../apis/open-meteo-forecast.md).\n") in text
     said = f"The provider on its deprecation: {DEPRECATION_NOTE}"
     assert html.by_id("deprecation-note") == said and f"\n{said}\n" in text

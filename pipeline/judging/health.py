@@ -203,11 +203,17 @@ def lifecycle_reason(record: LifecycleRecord, verdict: RunVerdict | None,
     return f"{reason}; no endpoint can be checked any longer ({no_targets}){last}"
 
 
+def deprecated_reason(on: object | None) -> str:
+    """The reason of a deprecated lifecycle: the provider's, with its day (`on`) if stated;
+    the same words whether judged over runs or not yet."""
+    return f"deprecated by its provider on {on}" if on else "deprecated by its provider"
+
+
 def _judged_reason(record: LifecycleRecord, verdict: RunVerdict | None,
                    deprecation: Deprecation | None) -> str:
     if record.state == "deprecated":
-        on = f" on {deprecation.on.isoformat()}" if deprecation and deprecation.on else ""
-        return f"deprecated by its provider{on}"
+        return deprecated_reason(deprecation.on.isoformat()
+                                 if deprecation and deprecation.on else None)
     if record.state == "dead":
         since = record.dead_since.date().isoformat() if record.dead_since else "?"
         return f"every target confirmed dead (404/410 or no such host) since {since}"

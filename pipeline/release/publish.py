@@ -42,7 +42,7 @@ from pipeline.contract import (
     Uptime,
 )
 from pipeline.judging.changes import Change, Event, curated_deprecations, release_event
-from pipeline.judging.health import is_https
+from pipeline.judging.health import deprecated_reason, is_https
 from pipeline.judging.present import Presented, PresentedValues
 from pipeline.judging.rollup import entry_trends
 from pipeline.processes import in_order, worker_pool
@@ -211,10 +211,12 @@ def published_entry(
     entry["status"] = _json_form(status or Status())
     entry["builderScore"] = _json_form(builder_score)
     entry["uptime"] = _json_form(uptime)
-    if lifecycle is None:
-        curated = "deprecated" if content.get("deprecated") else "active"
-        lifecycle = Lifecycle(state=curated, reason="not judged from probes yet",
-                              successor=(content.get("deprecated") or {}).get("successor"))
+    deprecated = content.get("deprecated")
+    if lifecycle is None and deprecated:  # the provider's word, said as a judged one is
+        lifecycle = Lifecycle(state="deprecated", reason=deprecated_reason(deprecated.get("on")),
+                              successor=deprecated.get("successor"))
+    elif lifecycle is None:
+        lifecycle = Lifecycle(state="active", reason="not judged from probes yet")
     entry["lifecycle"] = _json_form(lifecycle, without_nulls=True)
     https = https or Https(enabled=is_https(content["baseUrl"]))
     entry["https"] = _json_form(https, without_nulls=True)
