@@ -73,6 +73,21 @@ def test_a_releases_item_says_what_the_release_holds() -> None:
         "Release 2.0.0+20261120.1 was published.", "Release 2.0.0+20261119.1 was published."]
 
 
+def test_an_added_entrys_item_says_what_the_api_does() -> None:
+    """An entry's item of being added tells a feed reader what the API does, in the entry's
+    own description as the release holds it; one without a description says it was added."""
+    items = [FeedItem({"kind": "added", "entry": entry, "name": name,
+                       "at": "2026-11-21T03:00:00Z"})
+             for entry, name in (("bright-sky", "Bright Sky"), ("bare", "Bare"))]
+    descriptions = {"bright-sky": "Free weather data from the German Weather Service."}
+    feed = ElementTree.fromstring(render_feed(
+        META, items, FeedLinks("https://directory.test", entries=frozenset({"bright-sky"})),
+        descriptions=descriptions))
+    summaries = [entry.findtext(f"{{{ATOM}}}summary") for entry in feed.iter(f"{{{ATOM}}}entry")]
+    assert summaries == ["Bright Sky was added to the directory. Free weather data from the "
+                         "German Weather Service.", "Bare was added to the directory."]
+
+
 def test_a_published_releases_item_says_what_it_holds(tmp_path: Path) -> None:
     release = publish_sample_release(tmp_path)
     total = json.loads((release.folder / "api" / "apis.json").read_text())["meta"]["totalAPIs"]
@@ -170,6 +185,9 @@ def test_every_link_of_the_feed_resolves_in_the_release_that_publishes_it(
     assert len(pruned) == 2 and pruned <= {event.get("version") for event in log["events"]}
     assert all(link.startswith(root + "api/releases/") for link in releases[:2])
     assert {"Gone added", "Gone retired", "Gone: live → unreachable"} <= set(links)
+    added = [entry.findtext(f"{{{ATOM}}}summary") for entry in feed.iter(f"{{{ATOM}}}entry")
+             if entry.findtext(f"{{{ATOM}}}title") == "Bright Sky added"]
+    assert added == [f"Bright Sky was added to the directory. {make_entry()['description']}"]
 
 
 def test_the_check_names_an_address_of_the_feed_that_the_release_lacks(tmp_path: Path) -> None:

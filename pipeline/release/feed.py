@@ -128,12 +128,13 @@ def _release_told(version: str, counts: object) -> str:
     return f"Release {version} was published with {held}."
 
 
-def _item(item: FeedItem, links: FeedLinks, counts: Mapping[str, object]
-          ) -> tuple[str, str, tuple[str, str], str]:
+def _item(item: FeedItem, links: FeedLinks, counts: Mapping[str, object],
+          descriptions: Mapping[str, str]) -> tuple[str, str, tuple[str, str], str]:
     """(title, summary, (link, its media type), kind) of one change or event: an entry's
     links the entry holding it, and its text names the id it tells of (by that id where a
-    rename moved it since, `changes._name`) and the entry holding it now; a release's tells
-    what it holds (`counts`, by version)."""
+    rename moved it since, `changes._name`) and the entry holding it now, and, added, what
+    the API does (`descriptions`, by id); a release's tells what it holds (`counts`, by
+    version)."""
     document = item.document
     kind = document.get("kind", "state")
     if kind == "release":
@@ -142,6 +143,8 @@ def _item(item: FeedItem, links: FeedLinks, counts: Mapping[str, object]
                 links.release(version), kind)
     entry, holder = document.get("entry"), item.holder
     title, summary = _told(document)
+    if kind == "added" and (description := descriptions.get(str(holder))):
+        summary += f" {description}"
     if holder not in (entry, document.get("renamedTo")):
         # an item named by its own id (moved by a rename) need not say that id again
         summary += (f" Its history is held by {holder} now." if document.get("name") == entry
@@ -175,11 +178,13 @@ def _told(document: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def render_feed(meta: Mapping[str, Any], items: Sequence[FeedItem], links: FeedLinks,
-                counts: Mapping[str, object] | None = None) -> bytes:
+                counts: Mapping[str, object] | None = None,
+                descriptions: Mapping[str, str] | None = None) -> bytes:
     """The feed of `items` (state changes and events as published in changes.json, newest
     first), updated at the release's `meta.generated`, each linking a file of the release
     (`links`); a release's item says what it holds, from `counts` by version (the kept
-    releases' in `api/releases.json`)."""
+    releases' in `api/releases.json`), an entry's of being added what the API does, from
+    `descriptions` by id (those the release holds)."""
     base_url = links.base_url.rstrip("/")
     feed = ElementTree.Element(_q("feed"))
     _sub(feed, "id", f"{base_url}/changes.atom")
@@ -197,7 +202,8 @@ def render_feed(meta: Mapping[str, Any], items: Sequence[FeedItem], links: FeedL
     _sub(feed, "rights", meta["license"])
     for item in items:
         document = item.document
-        title, summary, (link, media_type), kind = _item(item, links, counts or {})
+        title, summary, (link, media_type), kind = _item(item, links, counts or {},
+                                                         descriptions or {})
         identity = "|".join(str(document.get(key, "")) for key in
                             ("kind", "entry", "from", "to", "at", "version"))
         entry = _sub(feed, "entry")

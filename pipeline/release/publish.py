@@ -707,11 +707,13 @@ def write_history(
     events: Sequence[Event] = (),
     base_url: str = "",
     pages: bool = True,
+    descriptions: Mapping[str, str] | None = None,
 ) -> None:
     """The staged release's own copy under `api/releases/<folder>/`, the index of kept
     releases, and the change log (state changes and catalogue events) with its feed, whose
     links name only what this release holds (its entry documents are staged; with `pages`,
-    its pages are drawn next)."""
+    its pages are drawn next) and whose items of entries added say what each API does
+    (`descriptions`, by id)."""
     link_tree(staging / "api", staging / release_folder(meta["version"]), _not_in_snapshot)
     kept = [summary, *previous]
     write_file(staging, RELEASE_INDEX, render_json({"meta": meta, "releases": kept}))
@@ -726,7 +728,7 @@ def write_history(
                   if (staging / entry_document(entry_id)).is_file()),
         pages)
     counts = {str(release["version"]): release.get("counts") for release in kept}
-    write_file(staging, CHANGES_FEED, render_feed(meta, items, links, counts))
+    write_file(staging, CHANGES_FEED, render_feed(meta, items, links, counts, descriptions))
 
 
 class ReleaseNotRecorded(RuntimeError):
@@ -871,12 +873,17 @@ def publish_release(
                                entry.cors)
 
     successors: frozenset[str] = frozenset()  # those the release holds (`held_successors`)
+    # What each entry the feed tells of as added does, kept as the entries stream past.
+    added = {event.holder for event in events if event.kind == "added"}
+    descriptions: dict[str, str] = {}
 
     def entries() -> Iterator[dict[str, Any]]:
         by_state.clear()
         for entry_id, content in _active_contents(session):
             entry = entry_of(entry_id, content)
             by_state[_state_of(entry["status"])] += 1
+            if entry_id in added and isinstance(entry.get("description"), str):
+                descriptions[entry_id] = entry["description"]
             yield without_absent_successors(entry, successors)
 
     # The version, the staging and the swap under one lock: two publishers never take the
@@ -908,7 +915,8 @@ def publish_release(
             published = [release_event(version, now),
                          *(event for event in events if event.holder not in gone)]
             kept = [change for change in changes if change.holder not in gone]
-            write_history(staging, summary, previous, meta, kept, published, base_url, pages)
+            write_history(staging, summary, previous, meta, kept, published, base_url, pages,
+                          descriptions)
             if pages:  # after the history: pages link the change log and its feed
                 drawn = write_site(staging, base_url, entry_trends(session, now.date()),
                                    previous=output_dir)
