@@ -942,7 +942,8 @@ def test_the_markdown_of_an_entry_tells_what_an_agent_needs(sample: SampleReleas
     assert json.loads(response) == json.loads(api["sampleResponse"])
     assert f"[{entry_document(ONLINE_ID)}](../{entry_document(ONLINE_ID)})" in text
     unchecked = page(sample, entry_markdown("openweathermap"))
-    assert "## Status\n\nNot checked yet: no probe has run for this API." in unchecked
+    assert ("## Status\n\nNot checked yet: no run has checked this API yet; a run whose "
+            "network was down counts for none.") in unchecked
 
 
 def test_the_markdown_states_the_lifecycle_failure_and_transport_the_page_shows(
@@ -958,8 +959,8 @@ def test_the_markdown_states_the_lifecycle_failure_and_transport_the_page_shows(
     assert html.by_id("lifecycle") == "Lifecycle: Active — not judged from probes yet."
     assert "\nLifecycle: **Active**, not judged from probes yet.\n" in text
     assert html.by_id("https") == "yes" and "\n- HTTPS: yes\n" in text
-    assert html.by_id("cors") == "unknown: nothing answered yet"
-    assert "\n- CORS: unknown: nothing answered yet\n" in text
+    assert html.by_id("cors") == "unknown (nothing answered yet)"
+    assert "\n- CORS: unknown (nothing answered yet)\n" in text  # one colon a line
 
     html = Elements(page(sample, entry_page(DEPRECATED_ID)))
     text = page(sample, entry_markdown(DEPRECATED_ID))

@@ -116,7 +116,7 @@ REASON_LABELS = {
 CORS_LABELS = {
     "yes": "yes: a web page on another site may read its answers",
     "no": "no: answers carry no Access-Control-Allow-Origin for other sites",
-    "unknown": "unknown: nothing answered yet",
+    "unknown": "unknown (nothing answered yet)",
 }
 TREND_DAYS = 30
 
