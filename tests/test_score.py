@@ -28,6 +28,7 @@ from pipeline.judging.score import (
     grade_for,
     latency_score,
     pricing_score,
+    round_half_up,
     score_entries,
     succeeded_probes,
     uptime_shares,
@@ -81,9 +82,10 @@ def test_free_api_scores_full_pricing() -> None:
 
 
 def test_a_recurring_allowance_beats_a_one_time_credit() -> None:
-    recurring = pricing_score(priced(model="freemium", hasFreeTier=True, freeQuota={
+    paid = [{"name": "Pro", "monthlyCents": 2900, "included": "x"}]
+    recurring = pricing_score(priced(model="freemium", hasFreeTier=True, tiers=paid, freeQuota={
         "amount": 100, "unit": "dollars", "period": "month", "recurring": True}))
-    one_time = pricing_score(priced(model="freemium", hasFreeTier=True, freeQuota={
+    one_time = pricing_score(priced(model="freemium", hasFreeTier=True, tiers=paid, freeQuota={
         "amount": 100, "unit": "dollars", "period": "one-time"}))
     assert recurring.value - one_time.value == 35 - 20
     assert "one-time free credit" in one_time.reasons
@@ -137,6 +139,30 @@ def test_pricing_ignores_the_name_of_the_model() -> None:
     values = {pricing_score(priced(model=m, **facts)).value
               for m in ("subscription", "freemium", "pay-as-you-go", None)}
     assert len(values) == 1
+
+
+@pytest.mark.parametrize("details", [
+    "API Pro is EUR 4.99 a month plus EUR 0.00002 a character.",  # priced in another currency
+    "Higher limits are priced on request (contact sales).",
+    "Free within the rate limits above.",  # no paid plan named at all
+])
+def test_a_price_to_grow_into_not_stated_is_missing_evidence_not_zero_points(
+    details: str,
+) -> None:
+    """A free tier whose paid plan the entry states no US price for scored 0 of the 20 points
+    of a price to grow into, as if its provider hid one: the facts stated are scored out of
+    the 80 points they can give, and the reason says the price is not stated, not that none
+    is published."""
+    free = {"model": "freemium", "startingCentsPerMonth": 0, "details": details,
+            "freeQuota": {"amount": 500_000, "unit": "characters", "period": "month"}}
+    unstated = pricing_score(priced(hasFreeTier=True, **free))
+    assert unstated.value == round_half_up((35 + 25 + 10) * 100 / 80) == 88
+    assert unstated.reasons == ("free tier", "no monthly minimum",
+                                "price to grow into not stated")
+    assert unstated.evidence["growth"] is None
+    stated = pricing_score(priced(hasFreeTier=True, **free, tiers=[
+        {"name": "Pro", "monthlyCents": 499, "included": "x"}]))
+    assert stated.value == 35 + 25 + 20 + 10 == 90 >= unstated.value
 
 
 # Calibration: the judgments the rubric means to make, stated as properties.
@@ -494,7 +520,7 @@ def test_score_entries_is_deterministic_and_order_free() -> None:
     assert first["example-weather"].confidence == "medium"  # 14 samples, fewer than 20
     for entry_id, score in first.items():
         assert isinstance(score, EntryScore)
-        assert score.rubric == RUBRIC_VERSION == "2.4.0"
+        assert score.rubric == RUBRIC_VERSION == "2.5.0"
         assert score.label == f"{score.percent}% builder-friendly"
         assert (score.percent, score.grade) == builder_score(
             score.pricing.value, score.latency.value, score.depth.value)

@@ -22,7 +22,7 @@ import pandas as pd
 from pipeline.contract import ONE_TIME_PERIODS, BuilderScore
 from pipeline.probing.probe import failed, left_unchecked, target_stands_in
 
-RUBRIC_VERSION = "2.4.0"
+RUBRIC_VERSION = "2.5.0"
 
 # Probe history columns this module reads, and what a probe outcome may be. A history may
 # also carry each probe's `reason` (the prober's word for an `online` answer): without it every
@@ -37,7 +37,9 @@ OUTCOMES = ("unreachable", "online", "live")  # worst to best; "responded" = onl
 RESPONDED = ("live", "online")
 WINDOWS: dict[str, int] = {"1d": 1, "7d": 7, "30d": 30}  # window name -> days before as_of
 
-# Pricing: what a builder pays to start, and how plainly growth is priced; 100 in all.
+# Pricing: what a builder pays to start, and how plainly growth is priced; 100 in all, the
+# points of the facts stated scaled to it when no price to grow into is (missing evidence).
+PRICING_POINTS = 100
 FREE_TIER_POINTS = {"recurring": 35, "one-time": 20}  # a renewing allowance beats a trial
 SANDBOX_POINTS = 10  # a free sandbox or test mode to build against
 MINIMUM_CENTS = (0, 1_000, 5_000, 20_000, 100_000)  # least paid per month, in cents ...
@@ -203,7 +205,8 @@ def pricing_score(content: Mapping[str, Any]) -> SubScore:
     """What a builder pays to start (free allowance, sandbox, monthly minimum) and how plainly
     growth is priced (unit cost, transaction fee, paid tiers); never the model's name. None
     (no evidence) when no price at all is stated: neither a free tier nor a minimum nor a
-    price to grow into."""
+    price to grow into. Without a price to grow into (none stated is none known), the other
+    facts' points are scaled to 100, so stating one never lowers Pricing."""
     pricing = content.get("pricing")
     if not pricing and content.get("hasFreeTier") is None:
         return SubScore(None, ("no pricing stated",), {})
@@ -251,7 +254,9 @@ def pricing_score(content: Mapping[str, Any]) -> SubScore:
         points += GROWTH_POINTS
         reasons.append(growth)
     else:
-        reasons.append("no published price to grow into")
+        # Unknown, not 0 points: a price the provider states in another currency, one sold
+        # by "contact sales", and a free API whose entry names no paid plan read the same.
+        reasons.append("price to grow into not stated")
     if allowance and quota.get("amount") is not None:
         points += QUOTA_POINTS
     elif allowance and _present(quota.get("note")):
@@ -261,7 +266,10 @@ def pricing_score(content: Mapping[str, Any]) -> SubScore:
     if not (allowance or model == "free" or minimum is not None or growth):
         # "contact sales" is no price: unknown, not the 0 points of $1,000 a month
         return SubScore(None, ("no price stated",), evidence)
-    return SubScore(round_half_up(points), tuple(reasons[:MAX_REASONS]), evidence)
+    # the points of the facts stated, out of those they can give (growth unknown: 80)
+    possible = PRICING_POINTS - (0 if growth else GROWTH_POINTS)
+    return SubScore(round_half_up(points * PRICING_POINTS / possible),
+                    tuple(reasons[:MAX_REASONS]), evidence)
 
 
 # --- depth -----------------------------------------------------------------------------------
