@@ -187,7 +187,7 @@ def test_an_api_answering_only_failures_is_neither_up_nor_fast(
             assert latency.evidence["last30d"]["samples"] == 0
             assert (latency.evidence["probes"], latency.evidence["failed"]) == (7, 7)
             assert latency.evidence["days"] == 7
-            assert latency.reasons[0] == "0 of 7 probes answered in 7 days"
+            assert latency.reasons[0] == "0 of 7 probes succeeded in 7 days"
         assert {k: uptimes["walled"][k] for k in ("last1d", "last7d", "last30d")} == {
             "last1d": 1.0, "last7d": 1.0, "last30d": 1.0}
         assert uptimes["walled"]["evidence"]["last30d"] == {"probes": days, "succeeded": days,

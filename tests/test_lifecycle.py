@@ -457,7 +457,7 @@ def test_entry_pages_draw_the_last_30_days_and_show_health(catalogue: Settings) 
     gone = next(api for api in full.apis if api.id == "gone")
     assert (gone.uptime.last7d, gone.uptime.last30d) == (0.0, 0.0)  # the last run: a day ago
     assert gone.builder_score.latency == 0
-    assert "0 of 6 probes answered in 7 days" in gone.builder_score.reasons.latency
+    assert "0 of 6 probes succeeded in 7 days" in gone.builder_score.reasons.latency
     assert ("0% over 7 days (6 probes on 3 of 7 days), 0% over 30 days (6 probes on 3 of 30 "
             "days).") in (pages / "gone.md").read_text()  # two targets a run, three runs
     assert "0% up" in (pages / "gone.html").read_text()

@@ -226,7 +226,7 @@ def test_a_fast_401_is_fast_and_an_unreachable_probe_counts_as_slower_than_any_t
     assert {k: score.evidence[k] for k in ("probes", "failed", "days", "p50Ms", "p95Ms")} == {
         "probes": 9, "failed": 3, "days": 3, "p50Ms": 90, "p95Ms": 8000}
     # every figure of milliseconds written alike, the percentiles as the failed probe's time
-    assert score.reasons == ("6 of 9 probes answered in 7 days",
+    assert score.reasons == ("6 of 9 probes succeeded in 7 days",
                              "p50 90 ms, p95 8,000 ms over 9 probes in 7 days, a failed one "
                              "counted as 8,000 ms")
 
@@ -246,7 +246,7 @@ def test_an_answer_the_prober_classes_a_failure_is_neither_up_nor_fast(
     latency = latency_score(failing, AS_OF)
     assert latency.value == 0 and latency.evidence["last30d"]["samples"] == 0
     assert (latency.evidence["probes"], latency.evidence["failed"]) == (6, 6)
-    assert latency.reasons[0] == "0 of 6 probes answered in 7 days"
+    assert latency.reasons[0] == "0 of 6 probes succeeded in 7 days"
     walled = failing.assign(reason="auth")
     assert uptime_shares(walled, AS_OF) == {"last1d": 1.0, "last7d": 1.0, "last30d": 1.0}
     assert latency_score(walled, AS_OF).value == 100
@@ -343,12 +343,12 @@ def test_an_api_whose_probes_all_fail_does_not_keep_a_top_grade() -> None:
     for name in ("failing", "unreachable"):
         failing = scores[name]
         assert failing.latency.value == 0 and not failing.provisional, name
-        assert failing.latency.reasons[0] == "0 of 14 probes answered in 7 days"
+        assert failing.latency.reasons[0] == "0 of 14 probes succeeded in 7 days"
         assert failing.percent < scores["slow"].percent < never.percent
         assert failing.grade != "A" and failing.confidence == "medium"
     assert scores["slow"].latency.value == 20
     mostly = scores["mostly-failing"].latency
-    assert mostly.reasons[0] == "3 of 14 probes answered in 7 days"
+    assert mostly.reasons[0] == "3 of 14 probes succeeded in 7 days"
     assert (mostly.evidence["probes"], mostly.evidence["failed"]) == (14, 11)
     assert mostly.evidence["last7d"] == {"samples": 3, "p50Ms": 90, "p95Ms": 90}
     assert mostly.value == 0  # p50 and p95 among the failures

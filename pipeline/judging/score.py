@@ -762,7 +762,8 @@ def _latency_subscore(stats: Mapping[str, list[Any]], i: int) -> SubScore:
         reasons = [f"p50 {_number(p50)} ms, p95 {_number(p95)} ms over "
                    f"{_plural(week_samples, 'response')} in 7 days"]
     if failures:
-        reasons.insert(0, f"{week_samples} of {_plural(probes, 'probe')} answered in 7 days")
+        # "succeeded", not "answered": a 404, a 429 or a 5xx answered, and failed
+        reasons.insert(0, f"{week_samples} of {_plural(probes, 'probe')} succeeded in 7 days")
     return SubScore(speed, tuple(reasons), evidence)
 
 
