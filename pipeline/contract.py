@@ -281,8 +281,8 @@ LATENCY_EVIDENCE_EXAMPLE: dict[str, Any] = {
 }
 BUILDER_SCORE_EXAMPLES: list[dict[str, Any]] = [
     {
-        "grade": "A", "percent": 91, "label": "91% builder-friendly",
-        "pricing": 95, "latency": 100, "depth": 80, "rubric": "2.5.0",
+        "grade": "A", "percent": 93, "label": "93% builder-friendly",
+        "pricing": 100, "latency": 100, "depth": 80, "rubric": "2.5.0",
         "reasons": {
             "pricing": ["free tier", "no monthly minimum", "nothing to buy"],
             "latency": ["p50 85 ms, p95 89 ms over 10 responses in 7 days"],
@@ -369,7 +369,7 @@ SEARCH_ITEM_EXAMPLE: dict[str, Any] = {
     "id": "frankfurter", "name": "Frankfurter", "provider": "Frankfurter (open-source project)",
     "category": "finance", "description": API_ENTRY_EXAMPLE["description"],
     "tags": API_ENTRY_EXAMPLE["tags"], "authType": "none", "hasFreeTier": True,
-    "color": "#f08d5c", "state": "live", "grade": "A", "percent": 91, "provisional": False,
+    "color": "#f08d5c", "state": "live", "grade": "A", "percent": 93, "provisional": False,
     "lifecycle": "active", "https": True, "cors": "yes",
 }
 CATALOGUE_EVENT_EXAMPLES: list[dict[str, Any]] = [
@@ -395,6 +395,9 @@ def _examples(*examples: dict[str, Any]) -> ConfigDict:
 # weigh below a renewing allowance, and the one period besides a standing one that may go
 # without a figure.
 ONE_TIME_PERIODS = ("one-time", "once", "trial", "signup", "sign-up")
+# The period of a free quota for use with no cap the provider states: its allowance is the
+# whole of use, so it has no figure to state (and the scores want none).
+UNCAPPED_PERIOD = "unlimited"
 
 
 class FreeQuota(ContractModel):

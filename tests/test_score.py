@@ -81,6 +81,21 @@ def test_free_api_scores_full_pricing() -> None:
     assert score.evidence["freeAllowance"] == "recurring"
 
 
+@pytest.mark.parametrize("note", ["Fair use; cache what you can.", None])
+def test_use_without_a_cap_is_a_free_quota_stated_in_full(note: str | None) -> None:
+    """A free API whose use has no cap (period `unlimited`) has no figure to state: it scored
+    5 (or, without a note, 10) points below one capped at 5,000 requests an hour, for an amount
+    that cannot exist."""
+    uncapped = pricing_score(priced(model="free", hasFreeTier=True, freeQuota={
+        "amount": None, "unit": "requests", "period": "unlimited", "note": note}))
+    capped = pricing_score(priced(model="free", hasFreeTier=True, freeQuota={
+        "amount": 5000, "unit": "requests", "period": "hour", "recurring": True}))
+    assert uncapped.value == capped.value == 35 + 10 + 25 + 20 + 10 == 100
+    account = pricing_score(priced(model="free", hasFreeTier=True, freeQuota={
+        "amount": None, "unit": "GB", "period": "account", "note": note}))
+    assert account.value == 100 - (5 if note else 10)  # a figure the provider left unstated
+
+
 def test_a_recurring_allowance_beats_a_one_time_credit() -> None:
     paid = [{"name": "Pro", "monthlyCents": 2900, "included": "x"}]
     recurring = pricing_score(priced(model="freemium", hasFreeTier=True, tiers=paid, freeQuota={

@@ -30,6 +30,7 @@ from pipeline.catalogue.curl import (
 from pipeline.contract import (
     BIDI_CONTROL,
     ONE_TIME_PERIODS,
+    UNCAPPED_PERIOD,
     Endpoint,
     EntryContent,
     absolute_uri,
@@ -582,7 +583,7 @@ def _pricing(entry: EntryContent) -> Iterator[Lint]:
 
 # Periods of an allowance that is simply there (storage an account keeps, use without a cap):
 # nothing is given again, so `recurring`, renewal each period, says nothing true of them.
-STANDING_PERIODS = frozenset({"account", "unlimited"})
+STANDING_PERIODS = frozenset({"account", UNCAPPED_PERIOD})
 
 
 def _standing(period: str) -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline.contract import ONE_TIME_PERIODS, BuilderScore
+from pipeline.contract import ONE_TIME_PERIODS, UNCAPPED_PERIOD, BuilderScore
 from pipeline.probing.probe import failed, left_unchecked, target_stands_in
 
 RUBRIC_VERSION = "2.5.0"
@@ -45,7 +45,8 @@ SANDBOX_POINTS = 10  # a free sandbox or test mode to build against
 MINIMUM_CENTS = (0, 1_000, 5_000, 20_000, 100_000)  # least paid per month, in cents ...
 MINIMUM_POINTS = (25, 18, 10, 3, 0)  # ... and its points, linear in between, 0 from $1,000
 GROWTH_POINTS = 20  # a published price to grow into: unit cost, fee, paid tiers (or none needed)
-QUOTA_POINTS, QUOTA_NOTE_POINTS = 10, 5  # a free allowance with its amount (or only described)
+# A free allowance stated in full: its amount, or use without a cap (only described: the less).
+QUOTA_POINTS, QUOTA_NOTE_POINTS = 10, 5
 
 # Latency: time to headers of the successful probes, as a benchmark reports it, a failed probe
 # counted as a response slower than any threshold (a timeout): failed probes are evidence too.
@@ -257,8 +258,9 @@ def pricing_score(content: Mapping[str, Any]) -> SubScore:
         # Unknown, not 0 points: a price the provider states in another currency, one sold
         # by "contact sales", and a free API whose entry names no paid plan read the same.
         reasons.append("price to grow into not stated")
-    if allowance and quota.get("amount") is not None:
-        points += QUOTA_POINTS
+    uncapped = str(quota.get("period", "")).strip().lower() == UNCAPPED_PERIOD
+    if allowance and (quota.get("amount") is not None or uncapped):
+        points += QUOTA_POINTS  # use without a cap has no figure to state: stated in full
     elif allowance and _present(quota.get("note")):
         points += QUOTA_NOTE_POINTS
     evidence = {"freeAllowance": allowance, "sandbox": sandbox, "monthlyMinimumCents": minimum,
