@@ -593,6 +593,36 @@ def test_an_entry_left_with_no_url_to_probe_is_scored_as_an_entry_never_probed(
     assert "no probes" in uptime_said("example-weather")[1]
 
 
+def test_an_entry_left_with_no_url_to_probe_says_why_latency_will_not_count(
+        write_entry: WriteEntry, ingested_store, tmp_path: Path) -> None:
+    """An entry with no URL to probe (probed before, or never) will never have a probe for
+    Latency: its reason and its page's grade basis say why, not that it waits for "5 on 3
+    days" as an entry not probed yet does; its evidence still counts its 0 probes."""
+    session, _ = probed_for_nights(write_entry, ingested_store)
+    write_entry(make_entry(id="example-fresh", name="Example Fresh", endpoints=TWO_ENDPOINTS))
+    session = made_per_account(write_entry, ingested_store)
+    presented = present_entries(session, AFTER_NIGHTS)
+    why = "no endpoint can be checked (base address is per account (YOUR_PROJECT_REF))"
+    for entry_id in ("example-weather", "example-twin"):
+        score = presented.entry(entry_id).score
+        assert score is not None and score["latency"] is None and score["provisional"]
+        assert score["reasons"]["latency"] == [why]
+        assert (score["evidence"]["latency"]["probes"], score["evidence"]["latency"]["days"]) == (
+            0, 0)
+    fresh = presented.entry("example-fresh").score  # not probed yet: it waits for probes
+    assert fresh is not None and fresh["reasons"]["latency"] == [
+        "not enough probes: 0 on 0 days in 7 days, 5 on 3 days needed"]
+
+    out = tmp_path / "public"
+    publish_release(session, out, "https://directory.test",
+                    load_categories(REPO / "data" / "categories.yaml"), AFTER_NIGHTS, presented)
+    html = (out / entry_page("example-weather")).read_text()
+    basis = re.search(r'<p class="note" id="grade-basis">(.*?)</p>', html, re.S)
+    assert basis is not None and "needs 5 probes" not in basis.group(1)
+    assert basis.group(1) == (f"Provisional: Latency has no probe to count: {why}, so this "
+                              "grade comes from Pricing and Depth alone.")
+
+
 def test_an_entry_left_with_no_url_to_probe_has_the_trend_of_an_entry_never_probed(
         write_entry: WriteEntry, ingested_store, tmp_path: Path) -> None:
     """An entry whose days were probed and rolled up, whose base address then becomes one per

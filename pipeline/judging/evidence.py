@@ -435,17 +435,18 @@ def _without(history: pd.DataFrame, entries: Collection[str]) -> pd.DataFrame:
 def bounded_scores(
     session: Session, judged: Mapping[str, ContentScores], as_of: datetime,
     own_day: pd.DataFrame | None = None, span: EntrySpan = EVERY_ENTRY,
-    unprobable: Collection[str] = (),
+    unprobable: Mapping[str, str] | None = None,
 ) -> tuple[EntryScores, dict[str, dict[str, Any]]]:
     """Every entry's scores (of those in `judged`, with their content scores) and uptime as of
     `as_of`, as `score_entries` and `entry_uptimes` give them from the whole window, read from
     rollups and a few days of raw probes (of the entries in `span`). `own_day`: the probes of
     `as_of`'s day up to it (`day_history`), where the caller has read them already.
 
-    `unprobable`: entries the catalogue gives no URL to probe any longer (`probe.no_targets`).
-    Their probes are of addresses they no longer list, so none is read as evidence: such an
-    entry is scored, and has no uptime, exactly as an entry never probed."""
-    unprobable = set(unprobable)
+    `unprobable`: why each entry the catalogue gives no URL to probe any longer has none
+    (`probe.no_targets`). Their probes are of addresses they no longer list, so none is read
+    as evidence: such an entry is scored, and has no uptime, exactly as an entry never probed,
+    its Latency saying why it will have none."""
+    reasons, unprobable = unprobable or {}, set(unprobable or ())
     raw_days, rolled = evidence_days(as_of)
     day, past_raw = as_of.date(), raw_days[1:]
     complete = complete_days(session, rolled + past_raw)
@@ -473,4 +474,4 @@ def bounded_scores(
     # The parts go before Latency's percentiles are computed: the joined samples hold them
     # (some 3.6 million rows a span of 50,000 entries with 30 nights).
     del raw, rolled_samples, rolled_counts
-    return scores_from_samples(judged, samples), uptimes_from_counts(counts)
+    return scores_from_samples(judged, samples, reasons), uptimes_from_counts(counts)

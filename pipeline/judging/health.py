@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pipeline.contract import Deprecation, Lifecycle, LifecycleState
-from pipeline.judging.score import NOTE_COLUMN, unchecked
+from pipeline.judging.score import NO_ENDPOINT_CHECKABLE, NOTE_COLUMN, uncheckable_reason, unchecked
 from pipeline.probing.probe import storable
 from pipeline.store.tables import TimeText, as_utc, json_time
 
@@ -198,9 +198,9 @@ def lifecycle_reason(record: LifecycleRecord, verdict: RunVerdict | None,
     if no_targets is None or record.state == "deprecated":
         return reason
     if verdict is None and record.judged_run_id is None:
-        return f"no endpoint can be checked ({no_targets})"
+        return uncheckable_reason(no_targets)
     last = "" if verdict is None else f"; last checked {verdict.checked_at.date().isoformat()}"
-    return f"{reason}; no endpoint can be checked any longer ({no_targets}){last}"
+    return f"{reason}; {NO_ENDPOINT_CHECKABLE} any longer ({no_targets}){last}"
 
 
 def deprecated_reason(on: object | None) -> str:

@@ -163,7 +163,7 @@ def present_each(session: Session, as_of: datetime, origin: str = "",
     day = day_probes(session, *day_bounds(as_of.date()), as_of, span)
     scores, uptimes = bounded_scores(
         session, content_scores(session, span=span), as_of, own_day=day.frame(), span=span,
-        unprobable=unprobable.keys())
+        unprobable=unprobable)
     endpoints, order = span_endpoints(session, span)
     latest = latest_probes(session, base_urls, span=span, order=order, day=day)
     del order, day

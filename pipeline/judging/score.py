@@ -825,21 +825,36 @@ def score_entries(contents: Mapping[str, Mapping[str, Any]], history: pd.DataFra
     return scores_from_samples(judged, timed_samples(_prepare(history, as_of)))
 
 
+def uncheckable_reason(why: str) -> str:
+    """What an entry the catalogue gives no URL to probe any longer has of its endpoints, `why`
+    being the reason (`probe.no_targets`): said alike by its Latency, which will never have a
+    probe to count, and its lifecycle."""
+    return f"{NO_ENDPOINT_CHECKABLE} ({why})"
+
+
+NO_ENDPOINT_CHECKABLE = "no endpoint can be checked"
+
+
 class EntryScores(Mapping[str, EntryScore]):
     """Every judged entry's scores, by id, each built when it is read: Latency's percentiles
     and points are computed for all entries at once, but an entry's `EntryScore` (reasons and
     evidence, some 2.7 KB) only when asked for, so a stage going through 100,000 entries
-    never holds them all."""
+    never holds them all. `unprobable`: why each entry the catalogue gives no URL to probe
+    has none, which its Latency says rather than that it waits for probes."""
 
-    def __init__(self, judged: Mapping[str, ContentScores], samples: pd.DataFrame) -> None:
+    def __init__(self, judged: Mapping[str, ContentScores], samples: pd.DataFrame,
+                 unprobable: Mapping[str, str] | None = None) -> None:
         self._judged = judged
         self._ids = sorted(judged)
         self._position = {entry_id: i for i, entry_id in enumerate(self._ids)}
         self._stats = _latency_stats(samples, self._ids)
+        self._unprobable = unprobable or {}
 
     def _fields(self, entry_id: str) -> tuple[Any, ...]:
         """An entry's `EntryScore` fields after its id, in their order."""
         latency = _latency_subscore(self._stats, self._position[entry_id])
+        if (why := self._unprobable.get(entry_id)) is not None:
+            latency = SubScore(None, (uncheckable_reason(why),), latency.evidence)
         pricing, depth = self._judged[entry_id].pricing, self._judged[entry_id].depth
         # builder_score without checking the rubric's own sub-scores again, entry by entry
         percent = _weighted_percent(pricing.value, latency.value, depth.value)
@@ -865,12 +880,12 @@ class EntryScores(Mapping[str, EntryScore]):
         return len(self._ids)
 
 
-def scores_from_samples(judged: Mapping[str, ContentScores],
-                        samples: pd.DataFrame) -> EntryScores:
+def scores_from_samples(judged: Mapping[str, ContentScores], samples: pd.DataFrame,
+                        unprobable: Mapping[str, str] | None = None) -> EntryScores:
     """`score_entries` from each entry's content scores and the timed responses alone
     (`timed_samples`, or the same evidence gathered from daily rollups): all Latency needs
-    of the history."""
-    return EntryScores(judged, samples)
+    of the history; `unprobable` as `EntryScores` reads it."""
+    return EntryScores(judged, samples, unprobable)
 
 
 def entry_uptimes(history: pd.DataFrame, as_of: datetime) -> dict[str, Any]:

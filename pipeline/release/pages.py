@@ -40,6 +40,7 @@ from pipeline.judging.score import (
     LATENCY_WINDOW,
     MIN_LATENCY_DAYS,
     MIN_LATENCY_SAMPLES,
+    NO_ENDPOINT_CHECKABLE,
     WINDOWS,
     round_half_up,
 )
@@ -402,6 +403,9 @@ def latency_wanting(score: Mapping[str, Any]) -> str:
     """Why Latency does not count yet, naming what the entry's own evidence lacks
     (`builderScore.evidence.latency`: its probes and their UTC days in the window, against
     the minimums), so that a page says what its JSON holds, not only the rule."""
+    reasons = (score.get("reasons") or {}).get("latency") or ()
+    if reasons and reasons[0].startswith(NO_ENDPOINT_CHECKABLE):  # no probe will ever come
+        return f"Latency has no probe to count: {reasons[0]}"
     evidence = (score.get("evidence") or {}).get("latency") or {}
     needed = evidence.get("minimumSamples", MIN_LATENCY_SAMPLES)
     needed_days = evidence.get("minimumDays", MIN_LATENCY_DAYS)
