@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Iterator
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -127,14 +127,15 @@ def test_rollups_and_a_few_raw_days_give_exactly_the_whole_window(history: Sessi
             assert orjson.dumps(uptime) == model_json_of(Uptime, uptime)
 
 
-def answers(entry_id: str, at: datetime, status: int, reason: str,
-            endpoint_id: int) -> list[ProbeResult]:
-    """A run's looks at an entry's endpoint answering `status` (`reason`) in 40 ms: a failure
-    is looked at again, and answered the same."""
+def answers(entry_id: str, at: datetime, status: int, reason: str | None,
+            endpoint_id: int, path: str = "/forecast") -> list[ProbeResult]:
+    """A run's looks at an entry's endpoint (at `path`) answering `status` (`reason`) in 40 ms:
+    a failure is looked at again, and answered the same."""
     def look(confirmation: bool) -> ProbeResult:
-        url = f"https://{entry_id}.example.com/forecast"
+        url = f"https://{entry_id}.example.com{path}"
         return ProbeResult(
-            url=url, entry_id=entry_id, endpoint_id=endpoint_id, checked_at=at, outcome="online",
+            url=url, entry_id=entry_id, endpoint_id=endpoint_id, checked_at=at,
+            outcome="live" if status == 200 else "online",
             reason=reason, error_class=None, http_status=status, total_ms=40.0, dns_ms=None,
             connect_ms=None, ttfb_ms=None, final_url=url, attempts=1, redirects=0, error=None,
             confirmation=confirmation)
@@ -145,6 +146,14 @@ def answers(entry_id: str, at: datetime, status: int, reason: str,
     second = look(True)
     second.failure_class = failure_class(first, second)
     return [first, second]
+
+
+def probed_nightly(session: Session, first: date, last: date,
+                   looks: Callable[[datetime], list[ProbeResult]]) -> None:
+    """A trusted run a night at 03:00 from `first` to `last`, storing `looks(at)` of each."""
+    for day in days_between(first, last):
+        at = datetime.combine(day, datetime.min.time(), tzinfo=UTC).replace(hour=3)
+        record_probes(session, start_run(session, "nightly"), looks(at))
 
 
 def test_an_api_answering_only_failures_is_neither_up_nor_fast(
@@ -160,13 +169,10 @@ def test_an_api_answering_only_failures_is_neither_up_nor_fast(
         write_entry(make_entry(id=entry_id))
     session = ingested_store()
     store_content_scores(session)
-    for day in days_between((TODAY - timedelta(days=12)).date(), TODAY.date()):
-        at = datetime.combine(day, datetime.min.time(), tzinfo=UTC).replace(hour=3)
-        run = start_run(session, "nightly")
-        record_probes(session, run, [
-            look for entry_id, (status, reason) in (*failing.items(), ("walled", (401, "auth")))
-            for look in answers(entry_id, at, status, reason,
-                                listed_endpoint_ids(session, entry_id)[0])])
+    probed_nightly(session, (TODAY - timedelta(days=12)).date(), TODAY.date(), lambda at: [
+        look for entry_id, (status, reason) in (*failing.items(), ("walled", (401, "auth")))
+        for look in answers(entry_id, at, status, reason,
+                            listed_endpoint_ids(session, entry_id)[0])])
     roll_up_days(session, days_between((TODAY - timedelta(days=12)).date(),
                                        (TODAY - timedelta(days=1)).date()))
     contents = {row.id: row.content for row in active_entries(session)}
@@ -202,6 +208,46 @@ def test_an_api_answering_only_failures_is_neither_up_nor_fast(
     trends = rollup.entry_trends(session, (TODAY - timedelta(days=1)).date())
     assert {day[1:] for day in trends["gone"]} == {(1, 0, None)}  # (ordinal, probes, …)
     assert {day[1:] for day in trends["walled"]} == {(1, 1, 40.0)}
+
+
+def test_the_probes_of_an_endpoint_no_longer_listed_count_no_more(
+    write_entry: WriteEntry, ingested_store,
+) -> None:
+    """An entry that drops an endpoint whose path was retired (it answered 404 every night) is
+    scored on the endpoints it lists: the 404s of the one it dropped lower neither its uptime
+    nor its Latency, from the day it is dropped, whether its days are read from their rollups
+    or raw. Its probes stay stored as history; an entry listing such an endpoint still pays
+    for its 404s."""
+    endpoints = [{"method": "GET", "path": "/forecast", "description": "Forecast."},
+                 {"method": "GET", "path": "/retired", "description": "Gone since."}]
+    for entry_id in ("pruned", "listing"):
+        write_entry(make_entry(id=entry_id, endpoints=endpoints))
+    session = ingested_store()
+    store_content_scores(session)
+    probed_nightly(session, (TODAY - timedelta(days=12)).date(), TODAY.date(), lambda at: [
+        look for entry_id in ("pruned", "listing")
+        for (path, status, reason), endpoint_id in zip(
+            (("/forecast", 200, None), ("/retired", 404, "not_found")),
+            listed_endpoint_ids(session, entry_id), strict=True)
+        for look in answers(entry_id, at, status, reason, endpoint_id, path)])
+    roll_up_days(session, days_between((TODAY - timedelta(days=12)).date(),
+                                       (TODAY - timedelta(days=1)).date()))
+    stored = session.exec(select(func.count()).select_from(ProbeRow)).one()
+    write_entry(make_entry(id="pruned", endpoints=endpoints[:1]))
+    session = ingested_store()  # the curator's edit ingested: /retired is no longer listed
+    store_content_scores(session)
+    for as_of in (TODAY.replace(hour=12), day_bounds((TODAY - timedelta(days=1)).date())[1]):
+        scores, uptimes = bounded_scores(session, content_scores(session), as_of)
+        days = 13 if as_of.date() == TODAY.date() else 12
+        assert uptimes["pruned"]["last7d"] == uptimes["pruned"]["last30d"] == 1.0, as_of
+        assert uptimes["pruned"]["evidence"]["last30d"] == {
+            "probes": days, "succeeded": days, "days": days}
+        latency = scores["pruned"].latency
+        assert (latency.value, latency.evidence["probes"], latency.evidence["failed"]) == (
+            100, 7, 0), as_of
+        assert uptimes["listing"]["last7d"] == 0.5  # still listed: its 404s count
+        assert scores["listing"].latency.evidence["failed"] == 7
+    assert session.exec(select(func.count()).select_from(ProbeRow)).one() == stored
 
 
 def test_the_trends_keep_one_object_for_each_day_and_median(

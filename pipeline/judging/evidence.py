@@ -52,7 +52,7 @@ from pipeline.judging.score import (
     uptimes_from_counts,
     window_counts,
 )
-from pipeline.store.history import history_frame
+from pipeline.store.history import entries_history, history_frame, unlisted_endpoints
 from pipeline.store.tables import (
     EVERY_ENTRY,
     DailyEntryRollup,
@@ -432,6 +432,19 @@ def _without(history: pd.DataFrame, entries: Collection[str]) -> pd.DataFrame:
     return history if kept.all() else history.loc[kept]
 
 
+def _listed_history(session: Session, unlisted: Mapping[str, Collection[int]],
+                    as_of: datetime) -> pd.DataFrame:
+    """The prepared raw probes of the window ending at `as_of` of the entries in `unlisted`,
+    but those of the endpoints it names for each (endpoints the entry no longer lists)."""
+    history = entries_history(session, unlisted.keys(), as_of - timedelta(days=WINDOW_DAYS),
+                              as_of)
+    dropped = {(entry_id, float(endpoint_id)) for entry_id, endpoints in unlisted.items()
+               for endpoint_id in endpoints}
+    kept = [pair not in dropped for pair in zip(history["entry_id"].tolist(),
+                                                history["endpoint_id"].tolist(), strict=True)]
+    return prepare_history(history.loc[kept], as_of)
+
+
 def bounded_scores(
     session: Session, judged: Mapping[str, ContentScores], as_of: datetime,
     own_day: pd.DataFrame | None = None, span: EntrySpan = EVERY_ENTRY,
@@ -445,7 +458,12 @@ def bounded_scores(
     `unprobable`: why each entry the catalogue gives no URL to probe any longer has none
     (`probe.no_targets`). Their probes are of addresses they no longer list, so none is read
     as evidence: such an entry is scored, and has no uptime, exactly as an entry never probed,
-    its Latency saying why it will have none."""
+    its Latency saying why it will have none.
+
+    Nor are the probes of an endpoint its entry no longer lists (a path the provider retired,
+    answering 404): an entry with such probes in the window (`unlisted_endpoints`, few: those
+    the curator edited) is read whole from its raw probes, kept for every day of the window,
+    without them; its day rollups hold every endpoint's probes as one."""
     reasons, unprobable = unprobable or {}, set(unprobable or ())
     raw_days, rolled = evidence_days(as_of)
     day, past_raw = as_of.date(), raw_days[1:]
@@ -461,12 +479,18 @@ def bounded_scores(
         raw = pd.concat([raw, *(part for past in cut
                                 if (part := _cut_day(session, past, as_of, span)) is not None)],
                         ignore_index=True)
-    raw = _without(raw, unprobable)
+    unlisted = {entry_id: endpoints for entry_id, endpoints in unlisted_endpoints(
+        session, as_of - timedelta(days=WINDOW_DAYS), as_of, span).items()
+        if entry_id in judged and entry_id not in unprobable}
+    raw = _without(raw, unprobable | unlisted.keys())
+    if unlisted:
+        raw = pd.concat([raw, _listed_history(session, unlisted, as_of)], ignore_index=True)
     oldest_held = day - timedelta(days=WINDOW_DAYS - 1)  # days before it no window holds whole
     from_rollups = sorted({*(d for d in rolled if d in complete),
                            *(d for d in cut if d >= oldest_held)})
     week_starts = day - timedelta(days=6)
-    wanted = judged.keys() - unprobable if unprobable else judged
+    left_out = unprobable | unlisted.keys()
+    wanted = judged.keys() - left_out if left_out else judged
     rolled_samples, rolled_counts = _rollup_evidence(session, from_rollups, week_starts, span,
                                                      wanted)
     samples = joined_samples(timed_samples(raw), rolled_samples)

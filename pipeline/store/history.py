@@ -758,12 +758,50 @@ def history_frame(
     """Probe history as a data frame for the score stage (trusted runs only; of the entries in
     `span`): one row per target and run, the run's conclusion (a confirmation replaces the
     first look it checked)."""
-    # The check times as the database returns them (text on SQLite), parsed at once below.
-    statement = _trusted_probes(
-        [type_coerce(ProbeRow.checked_at, String).label(c) if c == "checked_at"
-         else _probe_column(c) for c in HISTORY_COLUMNS], span, since, until)
+    statement = _trusted_probes(_history_columns(), span, since, until)
     return _concluded([_history_part(dict(zip(HISTORY_COLUMNS, cells, strict=True)))
                        for cells in _probe_columns(session, statement, HISTORY_COLUMNS, {})])
+
+
+def _history_columns() -> list[Any]:
+    """The probe columns of `HISTORY_COLUMNS` as a read of the history selects them: the check
+    times as the database returns them (text on SQLite), parsed at once with the rest."""
+    return [type_coerce(ProbeRow.checked_at, String).label(c) if c == "checked_at"
+            else _probe_column(c) for c in HISTORY_COLUMNS]
+
+
+def entries_history(session: Session, entry_ids: Collection[str], since: datetime,
+                    until: datetime) -> pd.DataFrame:
+    """`history_frame` of the entries `entry_ids` alone (few: read through the entry index, a
+    chunk of them at a time)."""
+    parts = []
+    for chunk in in_lists(sorted(entry_ids)):
+        statement = _trusted_probes(_history_columns(), EVERY_ENTRY, since, until).where(
+            col(ProbeRow.entry_id).in_(chunk))
+        parts += [_history_part(dict(zip(HISTORY_COLUMNS, cells, strict=True)))
+                  for cells in _probe_columns(session, statement, HISTORY_COLUMNS, {})]
+    return _concluded(parts)
+
+
+def unlisted_endpoints(session: Session, since: datetime, until: datetime,
+                       span: EntrySpan = EVERY_ENTRY) -> dict[str, set[int]]:
+    """The endpoints their entries (in `span`) no longer list that have a trusted probe checked
+    in [since, until], by entry: their probes stay as history, but are no evidence of what the
+    entry lists now. Few: only an entry the curator edited has any, so its probes are read
+    through the entry index."""
+    statement = select(EndpointRow.entry_id).distinct().where(
+        col(EndpointRow.active).is_(False), span.holds(EndpointRow.entry_id))
+    edited = sorted(session.exec(statement))
+    found: dict[str, set[int]] = defaultdict(set)
+    for chunk in in_lists(edited):
+        probed = (select(ProbeRow.entry_id, ProbeRow.endpoint_id).distinct()
+                  .join(EndpointRow, col(EndpointRow.id) == col(ProbeRow.endpoint_id))
+                  .where(col(ProbeRow.entry_id).in_(chunk), col(EndpointRow.active).is_(False),
+                         col(ProbeRow.run_id).not_in(_untrusted_runs()),
+                         ProbeRow.checked_at >= since, ProbeRow.checked_at <= until))
+        for entry_id, endpoint_id in session.exec(probed):
+            found[entry_id].add(endpoint_id)
+    return dict(found)
 
 
 def _trusted_probes(columns: Sequence[Any], span: EntrySpan, since: datetime | None,
