@@ -246,6 +246,37 @@ def test_a_fast_401_is_fast_and_an_unreachable_probe_counts_as_slower_than_any_t
                              "counted as 8,000 ms")
 
 
+def test_a_bad_night_costs_latency_for_the_seven_days_it_is_in_the_window_and_no_longer(
+) -> None:
+    """An API probed nightly at three endpoints, unreachable one night, then back: its failed
+    probes are the slowest of the week, so its p95 is a timeout's while that night lies in the
+    7 days Latency reads, as its uptime of those days counts them; Latency is whole again the
+    moment the night leaves the window, as the 7-day uptime is, the 30-day uptime still
+    holding it. One failed probe of 21, under 5 % of the week, leaves the p95 untouched."""
+    bad_night = AS_OF - timedelta(days=3, hours=20)
+
+    def history(failed: int) -> pd.DataFrame:
+        """Each night from 20 days before the bad one to 11 after, `failed` of the three
+        endpoints unreachable on the bad one."""
+        frames = [probes([(-24 * night, "unreachable", None) if night == 0 and n < failed
+                          else (-24 * night, "live", 120) for night in range(-20, 12)],
+                         url=f"{URL}/{n}", as_of=bad_night) for n in range(3)]
+        return pd.concat(frames, ignore_index=True)
+
+    def figures(frame: pd.DataFrame, as_of: datetime) -> tuple[Any, ...]:
+        latency, uptime = latency_score(frame, as_of), uptime_shares(frame, as_of)
+        return (latency.value, latency.evidence["failed"], latency.evidence["p95Ms"],
+                uptime["last7d"], uptime["last30d"] == 1.0)
+
+    down_one_night = history(failed=3)
+    assert figures(down_one_night, AS_OF) == (59, 3, 8000, 18 / 21, False)
+    leaves = bad_night + timedelta(days=7)  # the window holds (as_of - 7 days, as_of]
+    assert figures(down_one_night, leaves - timedelta(seconds=1)) == (
+        59, 3, 8000, 18 / 21, False)
+    assert figures(down_one_night, leaves) == (99, 0, 120, 1.0, False)
+    assert figures(history(failed=1), AS_OF) == (99, 1, 120, 20 / 21, False)
+
+
 @pytest.mark.parametrize("reason", sorted(FAILED_REASONS))
 def test_an_answer_the_prober_classes_a_failure_is_neither_up_nor_fast(
     reason: str,

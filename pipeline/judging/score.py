@@ -49,7 +49,8 @@ GROWTH_POINTS = 20  # a published price to grow into: unit cost, fee, paid tiers
 QUOTA_POINTS, QUOTA_NOTE_POINTS = 10, 5
 
 # Latency: time to headers of the successful probes, as a benchmark reports it, a failed probe
-# counted as a response slower than any threshold (a timeout): failed probes are evidence too.
+# counted as a response slower than any threshold (a timeout): failed probes are evidence too,
+# for the window alone, weighed as any other probe (docs/scoring.md, "A bad night").
 LATENCY_WINDOW = "7d"
 MIN_LATENCY_SAMPLES = 5  # probes (timed successful or failed) in the window; fewer: provisional
 MIN_LATENCY_DAYS = 3  # UTC days they fall on: three days lie more than a whole day apart
