@@ -180,7 +180,10 @@ def backfill(
 
     from flows.backfill import backfill as backfill_flow
     from pipeline.contract import CATEGORY_IDS
+    from pipeline.judging.evidence import days_between
+    from pipeline.judging.rollup import ProbesPrunedError
     from pipeline.operations.local_mode import tether_temporary_server
+    from pipeline.operations.stages import refuse_pruned_days
 
     terminal_logs_without_tracebacks()
     if end < start:
@@ -191,6 +194,10 @@ def backfill(
             close = get_close_matches(name, CATEGORY_IDS, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             fail(f"no category {name!r}: {hint}the categories are {', '.join(CATEGORY_IDS)}")
+    try:  # told before Prefect starts: the flow refuses them too, amid its own logs
+        refuse_pruned_days(Settings(), days_between(start, end))
+    except ProbesPrunedError as refused:
+        fail(str(refused))
 
     tether_temporary_server()
     with time_limit_told(Settings().output_dir):

@@ -544,3 +544,47 @@ def test_a_run_id_past_what_a_store_holds_is_no_run(tmp_path: Path, data_dir: Pa
     done = apidir("db", "close-run", str(2**64), env=env)
     assert done.returncode == 2, done.stderr
     assert one_line(done) == f"apidir: no run {2**64} in the store"
+
+
+def test_a_backfill_over_pruned_days_names_them_in_one_line_and_keeps_their_rollups(
+    write_entry: WriteEntry, tmp_path: Path, data_dir: Path
+) -> None:
+    """Days whose raw probes were pruned can no longer be computed again: a backfill reaching
+    them is refused in one line naming every such day, as stretches of consecutive days,
+    before any run opens; their stored rollups stay as they were and no release is written."""
+    from datetime import UTC, datetime, timedelta
+
+    from sqlmodel import func, select
+
+    from pipeline.judging.rollup import prune_probes, roll_up_days
+    from pipeline.store.history import plan_targets, record_probes
+    from pipeline.store.tables import DailyEntryRollup, PipelineRun, start_run
+    from tests.test_history import result
+
+    write_entry()
+    env = sqlite_env(tmp_path, data_dir)
+    today = datetime.now(UTC).date()
+    old = [today - timedelta(days=back) for back in (45, 44, 43, 41)]  # 42: a night not run
+    recent = today - timedelta(days=20)
+    with ingested_session(env["APIDIR_DATABASE_URL"], data_dir / "entries") as session:
+        url = plan_targets(session)[0].url
+        for day in [*old, recent]:
+            run = start_run(session, "nightly")
+            record_probes(session, run, [result(url, "live", 200, 90.0, at=datetime.combine(
+                day, datetime.min.time(), tzinfo=UTC) + timedelta(hours=3))])
+        roll_up_days(session, [*old, recent])
+        assert [day for day, _ in prune_probes(session, today, 31)] == old
+        rolled = [row.model_dump() for row in session.exec(select(DailyEntryRollup))]
+        runs = session.exec(select(func.count()).select_from(PipelineRun)).one()
+
+    done = apidir("backfill", (old[0] - timedelta(days=1)).isoformat(), recent.isoformat(),
+                  env=env)
+    assert done.returncode == 2
+    assert one_line(done) == (
+        f"apidir: the raw probes of {old[0]} to {old[2]} (3 days), {old[3]} were pruned "
+        "(APIDIR_PROBES_KEPT_DAYS): those days can no longer be computed again, and their "
+        "stored rollups stand as they are")
+    with ingested_session(env["APIDIR_DATABASE_URL"], data_dir / "entries") as session:
+        assert [row.model_dump() for row in session.exec(select(DailyEntryRollup))] == rolled
+        assert session.exec(select(func.count()).select_from(PipelineRun)).one() == runs
+    assert not (tmp_path / "public").exists()

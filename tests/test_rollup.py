@@ -372,7 +372,8 @@ def test_old_days_rolled_up_lose_their_raw_probes_and_keep_their_rollups(
     assert prune_probes(session, today, kept_days) == []
 
     assert pruned_days(session, [lone, DAY1, DAY2, newest, DAY3]) == [DAY1, DAY2]
-    with pytest.raises(ProbesPrunedError, match="raw probes of 2026-11-10, 2026-11-11 were"):
+    with pytest.raises(ProbesPrunedError,
+                       match=r"raw probes of 2026-11-10 to 2026-11-11 \(2 days\) were"):
         roll_up_days(session, [DAY2, newest, DAY1])
     assert stored(session) == rolled
     assert prune_probes(session, today + timedelta(days=1), kept_days) == [(newest, 1)]

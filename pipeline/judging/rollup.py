@@ -329,9 +329,26 @@ class ProbesPrunedError(ValueError):
     """Days were asked to be rolled up again whose raw probes were pruned (`prune_probes`)."""
 
 
+# The most stretches of days a refusal names one by one: pruning goes oldest first, so the
+# pruned days of a range are mostly one stretch.
+NAMED_STRETCHES = 5
+
+
 def _named(days: list[date]) -> str:
-    shown = ", ".join(day.isoformat() for day in days[:3])
-    return shown + (f" and {len(days) - 3} more days" if len(days) > 3 else "")
+    """`days` (ascending) as the stretches of consecutive days they make, each named by its
+    first and last day, so that a backfill over months of pruned nights names every day in a
+    few words."""
+    stretches: list[list[date]] = []
+    for day in days:
+        if stretches and day - stretches[-1][-1] == timedelta(days=1):
+            stretches[-1].append(day)
+        else:
+            stretches.append([day])
+    named = [stretch[0].isoformat() if len(stretch) == 1
+             else f"{stretch[0].isoformat()} to {stretch[-1].isoformat()} ({len(stretch)} days)"
+             for stretch in stretches[:NAMED_STRETCHES]]
+    left = sum(len(stretch) for stretch in stretches[NAMED_STRETCHES:])
+    return ", ".join(named) + (f" and {left} more days" if left else "")
 
 
 def _has_probes(session: Session, day: date) -> bool:
@@ -352,8 +369,8 @@ def refuse_pruned_days(session: Session, days: Iterable[date]) -> None:
     """Raise ProbesPrunedError, naming them, if any of `days` had its raw probes pruned."""
     if pruned := pruned_days(session, days):
         raise ProbesPrunedError(
-            f"the raw probes of {_named(pruned)} were pruned (APIDIR_PROBES_KEPT_DAYS): their "
-            "rollups stand as they are and cannot be computed again")
+            f"the raw probes of {_named(pruned)} were pruned (APIDIR_PROBES_KEPT_DAYS): those "
+            "days can no longer be computed again, and their stored rollups stand as they are")
 
 
 # The most days whose raw probes one nightly deletes (some seconds a day at 100,000 entries):
