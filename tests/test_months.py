@@ -108,3 +108,35 @@ def test_after_months_of_nights_the_trends_uptimes_and_scores_read_whole(months)
             1 for day in [*month[1:], TODAY.date()] if counts[entry_id, day, "probes"])
     assert session.exec(select(func.count()).select_from(ProbeRow).where(
         col(ProbeRow.checked_at) < day_bounds(oldest_raw)[0])).one() == 0
+
+
+def test_a_run_across_midnight_counts_each_probe_in_the_rollup_of_the_day_it_was_checked(
+    write_entry: WriteEntry, ingested_store,
+) -> None:
+    """A run that starts at 23:50 and checks at 23:55 and 00:10: each probe counts for the UTC
+    day it was checked; neither day's rollup drops it, none counts it twice, and the nightly
+    rolls up each day once it has ended and its runs were judged."""
+    write_entry(make_entry(id="alpha"))
+    session = ingested_store()
+    url = "https://alpha.example.com/a"
+    endpoint = listed_endpoint_ids(session, "alpha")[0]
+    rng = random.Random(3)
+    day1 = (TODAY - timedelta(days=3)).date()
+    day2, day3 = day1 + timedelta(days=1), day1 + timedelta(days=2)
+
+    def checked(day: date, hour: int, minute: int) -> datetime:
+        return datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC)
+
+    for night in (day1, day2):  # two nights, each across midnight
+        run = start_run(session, "nightly")
+        record_probes(session, run, [
+            look for moment in (checked(night, 23, 55), checked(night + timedelta(1), 0, 10),
+                                checked(night + timedelta(1), 0, 12))
+            for look in probe("alpha", url, moment, rng, endpoint)])
+    assert days_to_roll(session, day3, checked(day3, 0, 30)) == [day1, day2]
+    roll_up_days(session, [day1, day2, day3])
+    rows = {row.day: row for row in session.exec(select(DailyEntryRollup))}
+    raw = counted_probes(day_history(session, day1)), counted_probes(day_history(session, day2))
+    assert [rows[day].probes for day in (day1, day2)] == [len(frame) for frame in raw]
+    every = sum(len(counted_probes(day_history(session, day))) for day in (day1, day2, day3))
+    assert sum(row.probes for row in rows.values()) == every  # none dropped, none twice
