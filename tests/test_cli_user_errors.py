@@ -583,7 +583,8 @@ def test_a_backfill_over_pruned_days_names_them_in_one_line_and_keeps_their_roll
     assert one_line(done) == (
         f"apidir: the raw probes of {old[0]} to {old[2]} (3 days), {old[3]} were pruned "
         "(APIDIR_PROBES_KEPT_DAYS): those days can no longer be computed again, and their "
-        "stored rollups stand as they are")
+        f"stored rollups stand as they are; the days from {old[3] + timedelta(days=1)} on can "
+        "be")
     with ingested_session(env["APIDIR_DATABASE_URL"], data_dir / "entries") as session:
         assert [row.model_dump() for row in session.exec(select(DailyEntryRollup))] == rolled
         assert session.exec(select(func.count()).select_from(PipelineRun)).one() == runs

@@ -366,11 +366,15 @@ def pruned_days(session: Session, days: Iterable[date]) -> list[date]:
 
 
 def refuse_pruned_days(session: Session, days: Iterable[date]) -> None:
-    """Raise ProbesPrunedError, naming them, if any of `days` had its raw probes pruned."""
+    """Raise ProbesPrunedError, naming them, if any of `days` had its raw probes pruned; it
+    names the first of `days` after them too, from which the range can be computed again."""
+    days = sorted(set(days))
     if pruned := pruned_days(session, days):
+        after = [day for day in days if day > pruned[-1]]
         raise ProbesPrunedError(
             f"the raw probes of {_named(pruned)} were pruned (APIDIR_PROBES_KEPT_DAYS): those "
-            "days can no longer be computed again, and their stored rollups stand as they are")
+            "days can no longer be computed again, and their stored rollups stand as they are"
+            + (f"; the days from {after[0]} on can be" if after else ""))
 
 
 # The most days whose raw probes one nightly deletes (some seconds a day at 100,000 entries):
