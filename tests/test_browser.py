@@ -43,6 +43,7 @@ from pipeline.release.pages import (
 )
 from tests.conftest import REPO
 from tests.site_release import (
+    DEPRECATED_ID,
     HOSTILE_NAME,
     LIVE_ID,
     LONG_NAME,
@@ -995,6 +996,32 @@ def test_each_sample_box_and_copy_button_has_a_name_of_its_own(
         ("button", "Copy sample request"), ("region", "Sample request"),
         ("button", "Copy sample response"), ("region", "Sample response")]
     expect(page.locator("button.copy").first).to_have_text("Copy")
+    assert watch.problems == []
+
+
+# How a lifecycle badge is drawn: its words and whatever line is drawn through or under them.
+BADGE_LINES = """
+badge => ({text: badge.textContent, line: getComputedStyle(badge).textDecorationLine})
+"""
+
+
+def test_a_deprecated_badge_is_never_struck_through(
+    browser: BrowserContext, site: str
+) -> None:
+    """The badge of a deprecated entry reads as the plain word on its page, its category's
+    card and the index's card the script draws: a line through "Deprecated" made it the one
+    badge hard to read."""
+    page = browser.new_page()
+    watch = Watch(page)
+    card = f'li.card[data-id="{DEPRECATED_ID}"] .badge.lifecycle-deprecated'
+    page.goto(f"{site}/{entry_page(DEPRECATED_ID)}")
+    drawn = [page.locator(".badge.lifecycle-deprecated").evaluate(BADGE_LINES)]
+    page.goto(f"{site}/{category_page('weather')}")
+    drawn.append(page.locator(card).evaluate(BADGE_LINES))
+    page.goto(f"{site}/index.html")
+    page.fill("#filter-q", "old forecast")
+    drawn.append(page.locator(card).evaluate(BADGE_LINES))
+    assert drawn == [{"text": "Deprecated", "line": "none"}] * 3
     assert watch.problems == []
 
 
