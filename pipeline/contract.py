@@ -850,7 +850,8 @@ class Uptime(ContractModel):
                                   description="The same over the last 30 days.")
     evidence: UptimeEvidence | None = Field(
         default=None, description="How many trusted probes, successful probes and days with "
-        "probes each share is counted from; null without probes.")
+        "probes each share is counted from; always set in a published entry, whose uptime is "
+        "null without probes in the last 30 days.")
 
 
 class Provenance(ContractModel):
@@ -882,7 +883,10 @@ class APIEntry(EntryContent):
     builder_score: BuilderScore | None = Field(default=None, description="The builder score; "
                                                "null while the entry is not scored.")
     uptime: Uptime | None = Field(default=None, description="Share of successful probes over "
-                                  "the last 1, 7 and 30 days; null while it is not computed.")
+                                  "the last 1, 7 and 30 days; null when the entry has no probe "
+                                  "in the last 30 days (never probed, or only before), never "
+                                  "an object whose shares are all null: when present, last30d "
+                                  "and evidence are set.")
     lifecycle: Lifecycle | None = Field(default=None, description="Where the entry stands in "
                                         "its life, judged over probe runs.")
     https: Https | None = Field(default=None, description="Transport security of the base "

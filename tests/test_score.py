@@ -685,6 +685,16 @@ def test_each_entrys_uptime_is_handed_over_as_the_model_writes_it() -> None:
         assert pydantic_core.to_json(uptime) == model_json_of(Uptime, uptime)
 
 
+def test_an_entry_probed_only_before_30_days_has_no_uptime_as_one_never_probed() -> None:
+    """Probes older than every window publish no uptime (null), as for an entry never probed,
+    not an uptime whose shares and evidence are all null: one form for "no uptime"."""
+    history = pd.concat([probes([(24 * 31, "live", 100), (24 * 45, "unreachable", None)],
+                                entry_id="quiet"),
+                         probes([(2, "live", 100)], entry_id="other")])
+    uptimes = entry_uptimes(history, AS_OF)
+    assert set(uptimes) == {"other"} and uptimes["other"]["last30d"] == 1.0
+
+
 def shares_of(uptimes: dict[str, dict]) -> dict[str, dict]:
     """Each entry's uptime shares, without the evidence beside them."""
     return {entry_id: {k: v for k, v in uptime.items() if k != "evidence"}

@@ -890,8 +890,8 @@ def scores_from_samples(judged: Mapping[str, ContentScores], samples: pd.DataFra
 
 
 def entry_uptimes(history: pd.DataFrame, as_of: datetime) -> dict[str, Any]:
-    """Published `uptime` of every probed entry: the share of successful probes per window, in
-    its JSON form (`uptimes_from_counts`)."""
+    """Published `uptime` of every entry probed in the last 30 days: the share of successful
+    probes per window, in its JSON form (`uptimes_from_counts`)."""
     return uptimes_from_counts(window_counts(_prepare(history, as_of)))
 
 
@@ -928,7 +928,8 @@ def uptimes_from_counts(counts: pd.DataFrame) -> dict[str, Any]:
     """`entry_uptimes` from per-entry window counts (`window_counts`, or the same evidence
     gathered from daily rollups): each in its JSON form as published (fields in `Uptime`'s
     order), without a model built for each entry; the release is checked where it is
-    published."""
+    published. An entry without probes in the last 30 days has none, as one never probed:
+    its older probes counted would publish an uptime of nulls, a second form of "no uptime"."""
     shares = {}
     for name in WINDOWS:  # every entry at once: the same IEEE division as one by one
         probes = counts[f"probes_{name}"].to_numpy(dtype=np.int64)
@@ -940,8 +941,8 @@ def uptimes_from_counts(counts: pd.DataFrame) -> dict[str, Any]:
     evidence = list(map(_uptime_evidence, *(
         counts[f"{kind}_{name}"].to_numpy(dtype=np.int64).tolist()
         for name in WINDOWS for kind in ("probes", "succeeded", "days"))))
-    return {entry_id: {"last1d": day, "last7d": week, "last30d": month,
-                       "evidence": None if month is None else proof}
+    return {entry_id: {"last1d": day, "last7d": week, "last30d": month, "evidence": proof}
             for entry_id, day, week, month, proof in zip(
                 counts["entry_id"].tolist(), shares["last1d"], shares["last7d"],
-                shares["last30d"], evidence, strict=True)}
+                shares["last30d"], evidence, strict=True)
+            if month is not None}
