@@ -303,7 +303,7 @@ BUILDER_SCORE_EXAMPLES: list[dict[str, Any]] = [
         "pricing": 55, "latency": None, "depth": 78, "rubric": "2.5.0",
         "reasons": {
             "pricing": ["one-time free credit", "paid tiers from $29"],
-            "latency": ["not enough probes: 0 on 0 days in 7 days, 5 on 3 days needed"],
+            "latency": ["graded after 5 probes on 3 days within 7 days, none so far"],
             "depth": ["6 endpoints over 2 methods and 4 resources"],
         },
         "confidence": "low", "provisional": True, "evidence": None,

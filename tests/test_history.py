@@ -611,14 +611,14 @@ def test_an_entry_left_with_no_url_to_probe_says_why_latency_will_not_count(
             0, 0)
     fresh = presented.entry("example-fresh").score  # not probed yet: it waits for probes
     assert fresh is not None and fresh["reasons"]["latency"] == [
-        "not enough probes: 0 on 0 days in 7 days, 5 on 3 days needed"]
+        "graded after 5 probes on 3 days within 7 days, none so far"]
 
     out = tmp_path / "public"
     publish_release(session, out, "https://directory.test",
                     load_categories(REPO / "data" / "categories.yaml"), AFTER_NIGHTS, presented)
     html = (out / entry_page("example-weather")).read_text()
     basis = re.search(r'<p class="note" id="grade-basis">(.*?)</p>', html, re.S)
-    assert basis is not None and "needs 5 probes" not in basis.group(1)
+    assert basis is not None and "graded after 5 probes" not in basis.group(1)
     assert basis.group(1) == (f"Provisional: Latency has no probe to count: {why}, so this "
                               "grade comes from Pricing and Depth alone.")
 

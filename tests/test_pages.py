@@ -295,9 +295,8 @@ def test_an_entry_without_any_optional_field_gets_its_page_and_markdown(
     assert html.by_id("provenance") == "never"
     assert html.by_id("no-sample") == "No sample request or response stated."
     assert html.by_id("grade-basis") == (
-        "Provisional: Pricing is not stated, and Latency needs 5 probes on 3 days before it "
-        "counts (0 of 5 probes, on 0 of 3 days in the last 7 days), so this grade comes from "
-        "Depth alone.")
+        "Provisional: Pricing is not stated, and Latency is graded after 5 probes on 3 days "
+        "within 7 days, none so far, so this grade comes from Depth alone.")
     text = page(sample, entry_markdown(BARE_ID))
     for line in ("- **Auth header:** not stated", "- **Rate limit:** not stated",
                  "- **Pricing:** not stated", "- **Free quota:** none stated",
@@ -437,13 +436,13 @@ def test_the_markdown_keeps_a_sample_requests_indentation(sample: SampleRelease)
 def test_the_grade_basis_names_the_sub_scores_that_count() -> None:
     assert grade_basis({"pricing": 60, "latency": 70, "depth": 50}) is None
     assert grade_basis({"pricing": 60, "latency": None, "depth": 50}) == (
-        "Latency needs 5 probes on 3 days before it counts, so this grade comes from Pricing and "
-        "Depth alone.")
+        "Latency is graded after 5 probes on 3 days within 7 days, so this grade comes from "
+        "Pricing and Depth alone.")
     evidence = {"probes": 4, "days": 2, "minimumSamples": 5, "minimumDays": 3}
     assert grade_basis({"pricing": 60, "latency": None, "depth": 50,
                         "evidence": {"latency": evidence}}) == (
-        "Latency needs 5 probes on 3 days before it counts (4 of 5 probes, on 2 of 3 days in "
-        "the last 7 days), so this grade comes from Pricing and Depth alone.")
+        "Latency is graded after 5 probes on 3 days within 7 days, 4 probes on 2 days so far, "
+        "so this grade comes from Pricing and Depth alone.")
     assert grade_basis({"pricing": None, "latency": 70, "depth": 50}) == (
         "Pricing is not stated, so this grade comes from Latency and Depth alone.")
 
@@ -803,9 +802,10 @@ def test_a_provisional_grade_is_said_so_in_the_category_markdown(sample: SampleR
 
 
 @pytest.mark.parametrize(("probes", "days", "wanting"), [
-    (4, 4, "(4 of 5 probes in the last 7 days)"),
-    (6, 1, "(probes on 1 of 3 days in the last 7 days)"),
-    (2, 2, "(2 of 5 probes, on 2 of 3 days in the last 7 days)"),
+    (0, 0, "none so far"),
+    (4, 4, "4 probes on 4 days so far"),
+    (6, 1, "6 probes on 1 day so far"),
+    (1, 1, "1 probe on 1 day so far"),
 ])
 def test_a_provisional_latency_names_what_its_evidence_lacks(
     probes: int, days: int, wanting: str,
@@ -817,26 +817,25 @@ def test_a_provisional_latency_names_what_its_evidence_lacks(
     evidence = {"probes": probes, "days": days, "minimumSamples": MIN_LATENCY_SAMPLES,
                 "minimumDays": MIN_LATENCY_DAYS}
     assert pages.latency_wanting({"latency": None, "evidence": {"latency": evidence}}) == (
-        f"Latency needs 5 probes on 3 days before it counts {wanting}")
+        f"Latency is graded after 5 probes on 3 days within 7 days, {wanting}")
 
 
 def test_a_provisional_grade_says_what_latency_lacks_as_its_json_holds_it(
     sample: SampleRelease,
 ) -> None:
-    """The entry's page, its Markdown and its card's "provisional" (the category page's) name
-    the probes and days its `builderScore.evidence.latency` holds against the minimums."""
+    """The entry's page, its Markdown and its card's "provisional" (the category page's) say
+    what Latency waits for in the words of its JSON reason, from the probes and days its
+    `builderScore.evidence.latency` holds: "graded after 5 probes on 3 days within 7 days,
+    none so far"."""
     provisional = [api for api in json.loads(page(sample, FULL_DATASET))["apis"]
                    if api["builderScore"] and api["builderScore"]["provisional"]]
     assert provisional
     for api in provisional:
         evidence = api["builderScore"]["evidence"]["latency"]
-        probes, days = evidence["probes"], evidence["days"]
-        short = ([f"{probes} of {evidence['minimumSamples']} probes"]
-                 if probes < evidence["minimumSamples"] else [])
-        if days < evidence["minimumDays"]:
-            short.append(f"{'on' if short else 'probes on'} {days} of "
-                         f"{evidence['minimumDays']} days")
-        said = f"({', '.join(short)} in the last 7 days)"
+        said = api["builderScore"]["reasons"]["latency"][0]
+        assert said.startswith("graded after 5 probes on 3 days within 7 days, ")
+        assert said.endswith(" so far") and (f"{evidence['probes']} probe" in said
+                                             or evidence["probes"] == 0)
         assert said in Elements(page(sample, entry_page(api["id"]))).by_id("grade-basis")
         assert said in page(sample, entry_markdown(api["id"]))
         tags = Elements(page(sample, category_page(api["category"]))).tags

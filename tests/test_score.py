@@ -217,14 +217,15 @@ def test_a_cheaper_minimum_never_scores_lower(free: bool) -> None:
 def test_no_probes_is_no_latency_with_its_reason() -> None:
     score = latency_score(probes([]), AS_OF)
     assert score.value is None
-    assert score.reasons == ("not enough probes: 0 on 0 days in 7 days, 5 on 3 days needed",)
+    assert score.reasons == ("graded after 5 probes on 3 days within 7 days, none so far",)
     assert score.evidence["eligible"] is False and score.evidence["minimumSamples"] == 5
 
 
 def test_too_few_responses_is_no_latency() -> None:
     score = latency_score(live_week([120, 130, 140, 150]), AS_OF)
     assert score.value is None
-    assert score.reasons[0] == "not enough probes: 4 on 4 days in 7 days, 5 on 3 days needed"
+    assert score.reasons[0] == (
+        "graded after 5 probes on 3 days within 7 days, 4 probes on 4 days so far")
     assert score.evidence["last7d"] == {"samples": 4, "p50Ms": 135, "p95Ms": 149}
 
 
@@ -419,7 +420,7 @@ def test_latency_is_confirmed_only_by_probes_over_several_days() -> None:
     within = latency(minutes)
     assert within.latency.value is None and within.provisional and within.confidence == "low"
     assert within.latency.reasons == (
-        "not enough probes: 6 on 1 day in 7 days, 5 on 3 days needed",)
+        "graded after 5 probes on 3 days within 7 days, 6 probes on 1 day so far",)
     assert (within.latency.evidence["days"], within.latency.evidence["minimumDays"]) == (1, 3)
     midnight = AS_OF.replace(hour=0, minute=2)
     either_side = runs([midnight - timedelta(minutes=4 + n) for n in range(3)]
@@ -806,7 +807,7 @@ def test_worked_example_2_provisional_matches_the_doc() -> None:
         stated["percent"], stated["grade"], stated["confidence"])
     assert score.provisional and stated["provisional"]
     assert score.latency.reasons == (
-        "not enough probes: 0 on 0 days in 7 days, 5 on 3 days needed",)
+        "graded after 5 probes on 3 days within 7 days, none so far",)
 
 
 @pytest.mark.parametrize("at_once", [1, 3, 20_000])

@@ -738,6 +738,19 @@ def _whole_where(values: np.ndarray, known: np.ndarray) -> list[int | None]:
     return whole.tolist()
 
 
+def latency_wait(probes: int | None, days: int | None, needed: int = MIN_LATENCY_SAMPLES,
+                 needed_days: int = MIN_LATENCY_DAYS) -> str:
+    """What a Latency without its minimum evidence waits for, and what the entry has of it so
+    far: "graded after 5 probes on 3 days within 7 days, 2 probes on 1 day so far". Its
+    reason and the pages say it in these words; without the counts (`None`), the rule alone."""
+    rule = (f"graded after {needed} probes on {needed_days} days "
+            f"within {WINDOWS[LATENCY_WINDOW]} days")
+    if probes is None or days is None or (probes >= needed and days >= needed_days):
+        return rule
+    so_far = f"{_plural(probes, 'probe')} on {_plural(days, 'day')}" if probes else "none"
+    return f"{rule}, {so_far} so far"
+
+
 def _latency_subscore(stats: Mapping[str, list[Any]], i: int) -> SubScore:
     """The Latency of the `i`th entry of `_latency_stats`: p50 and p95 of its probes of 7
     days, a failed one counted as `FAILED_PROBE_MS`."""
@@ -755,8 +768,7 @@ def _latency_subscore(stats: Mapping[str, list[Any]], i: int) -> SubScore:
         "probes": probes, "failed": failures, "days": days, "p50Ms": p50, "p95Ms": p95,
     }
     if speed is None:
-        reasons = [f"not enough probes: {probes} on {_plural(days, 'day')} in 7 days, "
-                   f"{MIN_LATENCY_SAMPLES} on {MIN_LATENCY_DAYS} days needed"]
+        reasons = [latency_wait(probes, days)]
     elif failures:
         reasons = [f"p50 {_number(p50)} ms, p95 {_number(p95)} ms over "
                    f"{_plural(probes, 'probe')} in 7 days, "

@@ -37,11 +37,10 @@ from markupsafe import Markup, escape
 from pipeline.contract import BIDI_CONTROL, ONLINE_NOTE, APIEntry, Pricing, Uptime
 from pipeline.judging.day_figures import SentDay
 from pipeline.judging.score import (
-    LATENCY_WINDOW,
     MIN_LATENCY_DAYS,
     MIN_LATENCY_SAMPLES,
     NO_ENDPOINT_CHECKABLE,
-    WINDOWS,
+    latency_wait,
     round_half_up,
 )
 from pipeline.release.hosting import PAGE_CSP
@@ -400,26 +399,17 @@ def any_endpoint_checked(endpoints: Sequence[Mapping[str, Any]]) -> bool:
 
 
 def latency_wanting(score: Mapping[str, Any]) -> str:
-    """Why Latency does not count yet, naming what the entry's own evidence lacks
-    (`builderScore.evidence.latency`: its probes and their UTC days in the window, against
-    the minimums), so that a page says what its JSON holds, not only the rule."""
+    """Why Latency does not count yet, in its reason's words (`latency_wait`) from the entry's
+    own evidence (`builderScore.evidence.latency`: its probes and their UTC days in the window,
+    against the minimums), so that a page says what its JSON holds, not only the rule."""
     reasons = (score.get("reasons") or {}).get("latency") or ()
     if reasons and reasons[0].startswith(NO_ENDPOINT_CHECKABLE):  # no probe will ever come
         return f"Latency has no probe to count: {reasons[0]}"
     evidence = (score.get("evidence") or {}).get("latency") or {}
-    needed = evidence.get("minimumSamples", MIN_LATENCY_SAMPLES)
-    needed_days = evidence.get("minimumDays", MIN_LATENCY_DAYS)
-    rule = f"Latency needs {needed} probes on {needed_days} days before it counts"
-    probes, days = evidence.get("probes"), evidence.get("days")
-    if probes is None or days is None:  # a score published without its evidence
-        return rule
-    short = [f"{probes} of {needed} probes"] if probes < needed else []
-    if days < needed_days:
-        short.append(f"on {days} of {needed_days} days" if short
-                     else f"probes on {days} of {needed_days} days")
-    if not short:
-        return rule
-    return f"{rule} ({', '.join(short)} in the last {WINDOWS[LATENCY_WINDOW]} days)"
+    wait = latency_wait(evidence.get("probes"), evidence.get("days"),
+                        evidence.get("minimumSamples", MIN_LATENCY_SAMPLES),
+                        evidence.get("minimumDays", MIN_LATENCY_DAYS))
+    return f"Latency is {wait}"
 
 
 def grade_basis(score: Mapping[str, Any]) -> str | None:
