@@ -983,6 +983,26 @@ def test_the_markdown_states_the_lifecycle_failure_and_transport_the_page_shows(
     assert "(active" not in page(sample, LLMS_TXT)
 
 
+def test_a_deprecated_entrys_page_says_so_and_names_its_successor_under_its_name(
+    sample: SampleRelease,
+) -> None:
+    """A reader learns that an entry is deprecated, and what replaces it, before its facts and
+    samples tell how to use it: its lifecycle and the provider's word stand in a notice in the
+    page's head, said once, not in its status near the end. An active entry has no notice."""
+    text = page(sample, entry_page(DEPRECATED_ID))
+    head = text[text.index('<header class="entry-head">'):text.index('id="facts"')]
+    notice = Elements(head)
+    assert notice.by_id("deprecation") == (
+        "Lifecycle: Deprecated — deprecated by its provider on 2026-10-01. Successor: "
+        f"Open-Meteo Forecast API . The provider on its deprecation: {DEPRECATION_NOTE}")
+    assert {"id": "deprecation", "class": "notice", "role": "note"} in [
+        attrs for _, attrs in notice.tags]
+    assert text.count('id="lifecycle"') == text.count('id="deprecation-note"') == 1
+    live = page(sample, entry_page(LIVE_ID))
+    assert 'id="deprecation"' not in live
+    assert 'id="lifecycle"' in live[live.index('id="facts"'):]  # in its status, as before
+
+
 def test_text_from_entries_stays_text_in_markdown(sample: SampleRelease) -> None:
     text = page(sample, entry_markdown(UNREACHABLE_ID))
     assert text.startswith(r'# \<img src=x onerror="alert(1)"\>Hostile API' + "\n")

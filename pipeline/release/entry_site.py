@@ -173,7 +173,7 @@ def _spliced_files(
     # chart is drawn from numbers and dates alone by code whose tags its tests check for every
     # count of days.
     proven = proven_parts()
-    for name in ("badges", "status", "score", "endpoints"):
+    for name in NIGHTLY_PAGE_MACROS:  # every part a macro draws: the release line is not
         part = page_parts[name]
         if name in proven and not links_possible(part):
             continue
@@ -187,6 +187,7 @@ def _spliced_files(
 # The macro that draws each nightly part of a page (`pages.nightly_page_parts`).
 NIGHTLY_PAGE_MACROS = {
     "badges": ("_macros.html", "entry_badges"),
+    "notice": ("_entry_nightly.html", "deprecation_notice"),
     "status": ("_entry_nightly.html", "status_section"),
     "score": ("_entry_nightly.html", "score_section"),
     "endpoints": ("_entry_nightly.html", "endpoints_section"),

@@ -794,6 +794,8 @@ def nightly_page_parts(api: Mapping[str, Any], trend: str, badges: Markup,
     `trend_of`, its `entry_badges` and the release's `release_line`, drawn before."""
     return {
         "badges": str(badges),
+        "notice": page_macro("_entry_nightly.html", "deprecation_notice")(
+            api, "../", successor_name),
         "status": page_macro("_entry_nightly.html", "status_section")(
             api, trend, "../", successor_name),
         "score": page_macro("_entry_nightly.html", "score_section")(api),
