@@ -128,10 +128,12 @@ def run() -> None:
     """Run the nightly pipeline once, here, in Prefect's local mode."""
     from flows.nightly import nightly
     from pipeline.operations.local_mode import tether_temporary_server
+    from pipeline.store.tables import refuse_what_is_no_file
 
     terminal_logs_without_tracebacks()
-    tether_temporary_server()
     settings = Settings()
+    refuse_what_is_no_file(settings.database_url)  # before Prefect starts
+    tether_temporary_server()
     warn_if_local(settings)
     with time_limit_told(settings.output_dir):
         result = asyncio.run(nightly())
@@ -184,6 +186,7 @@ def backfill(
     from pipeline.judging.rollup import ProbesPrunedError
     from pipeline.operations.local_mode import tether_temporary_server
     from pipeline.operations.stages import refuse_pruned_days
+    from pipeline.store.tables import refuse_what_is_no_file
 
     terminal_logs_without_tracebacks()
     if end < start:
@@ -194,6 +197,7 @@ def backfill(
             close = get_close_matches(name, CATEGORY_IDS, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             fail(f"no category {name!r}: {hint}the categories are {', '.join(CATEGORY_IDS)}")
+    refuse_what_is_no_file(Settings().database_url)  # before Prefect starts
     try:  # told before Prefect starts: the flow refuses them too, amid its own logs
         refuse_pruned_days(Settings(), days_between(start, end))
     except ProbesPrunedError as refused:

@@ -18,11 +18,11 @@ from tests.conftest import REPO, WriteEntry
 from tests.postgres_server import free_port
 
 
-def apidir(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO
+def apidir(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO, timeout: float = 120
            ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=cwd,
                           env={**os.environ, **(env or {})}, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=timeout)
 
 
 def one_line(done: subprocess.CompletedProcess[str]) -> str:

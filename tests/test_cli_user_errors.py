@@ -279,15 +279,58 @@ def test_a_postgres_store_set_up_so_the_pipeline_cannot_use_it_is_one_line(
 
 
 def test_a_store_path_sqlite_cannot_open_is_one_line(tmp_path: Path, data_dir: Path) -> None:
-    """A store SQLite cannot open (here a folder where its file should be)."""
+    """A store SQLite cannot open (here a link to a file in a folder that is not there)."""
     env = sqlite_env(tmp_path, data_dir)
-    (tmp_path / "var" / "apidir.db").mkdir(parents=True)
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "apidir.db").symlink_to(tmp_path / "gone" / "apidir.db")
     done = apidir("publish", env=env)
     assert done.returncode == 2, done.stderr
     line = one_line(done)
     assert line == (f"apidir: publish failed on the store {env['APIDIR_DATABASE_URL']}: "
                     "unable to open database file")
     assert_no_statement(line)
+
+
+def not_a_file(kind: str, tmp_path: Path) -> Path:
+    """A path naming `kind`, something other than a file."""
+    if kind == "a character device":
+        return Path(os.devnull)
+    path = tmp_path / "store"
+    if kind == "a directory":
+        path.mkdir()
+    else:
+        os.mkfifo(path)
+    return path
+
+
+STORE_COMMANDS = (["db", "current"], ["db", "upgrade"], ["db", "downgrade", "0001"],
+                  ["db", "compact"], ["db", "backup", "COPY"], ["db", "close-run", "1"],
+                  ["publish"], ["run"], ["backfill", "2026-11-01", "2026-11-02"])
+
+
+@pytest.mark.parametrize(("command", "kind"), [
+    *((command, "a character device") for command in STORE_COMMANDS),
+    *((command, kind) for kind in ("a directory", "a FIFO")
+      for command in (["db", "current"], ["db", "upgrade"], ["run"]))])
+def test_a_store_path_naming_no_file_is_one_line_and_nothing_is_made(
+    tmp_path: Path, data_dir: Path, command: list[str], kind: str
+) -> None:
+    """A SQLite store's path naming a device, a directory or a FIFO is refused before the
+    store is opened, naming the URL and what the path is: SQLite read /dev/zero as an empty
+    database ("schema revision none"), then failed to upgrade it and left a journal beside the
+    device; a folder was "unable to open database file"; a FIFO's first read never ends."""
+    path = not_a_file(kind, tmp_path)
+    url = f"sqlite:///{path}"
+    command = [str(tmp_path / "copy.db") if word == "COPY" else word for word in command]
+    done = apidir(*command, env=sqlite_env(tmp_path, data_dir) | {"APIDIR_DATABASE_URL": url},
+                  timeout=30)
+    assert done.returncode == 2, done.stderr
+    assert one_line(done) == (
+        f"apidir: the store {url} (APIDIR_DATABASE_URL) is {kind}, not a SQLite file: set "
+        "APIDIR_DATABASE_URL to a file, as sqlite:///FILE")
+    assert [beside.name for beside in path.parent.iterdir()  # no journal or lock beside it
+            if beside.name.startswith(path.name)] == [path.name]
+    assert not (tmp_path / "copy.db").exists() and not (tmp_path / "public").exists()
 
 
 def test_an_entry_size_limit_past_reason_is_one_setting_line(

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import socket
+import sqlite3
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -728,6 +729,28 @@ def test_an_upgrade_failing_midway_is_undone_whole_and_told_in_one_line(
     assert upgrade_store(engine) == ("0005", head_revision())
     assert stored_rows(engine) == rows
     engine.dispose()
+
+
+def test_an_upgrade_failing_at_its_commit_is_told_in_a_sentence(tmp_path: Path) -> None:
+    """An upgrade whose every migration went through but whose commit failed (here a row a
+    trigger made by hand adds, breaking a deferred foreign key) names no step and reads as a
+    sentence: it said "was not upgraded failed (…)"."""
+    database = tmp_path / "apidir.db"
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        connection.executescript(f"""
+            CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY);
+            CREATE TABLE parent (id TEXT PRIMARY KEY);
+            CREATE TABLE child (parent TEXT REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);
+            CREATE TRIGGER head_reached AFTER UPDATE ON alembic_version
+            WHEN NEW.version_num = '{head_revision()}'
+            BEGIN INSERT INTO child VALUES ('none such'); END;""")
+    url = f"sqlite:///{database}"
+    said = assert_one_line(run_apidir(url, "db", "upgrade"))
+    assert said == (f"apidir: the store {url} was not upgraded (FOREIGN KEY constraint failed); "
+                    "every change was undone, it is still at schema revision none (empty "
+                    "database)\n")
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        assert connection.execute("SELECT count(*) FROM alembic_version").fetchone() == (0,)
 
 
 def test_a_downgrade_failing_midway_is_undone_whole_and_told_in_one_line(

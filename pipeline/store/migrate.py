@@ -241,9 +241,10 @@ def _undone_if_failed(change: str, store: str) -> Iterator[Callable[[str | None]
             raise MigrationFailedError(f"{store} was not {change} ({cause}); nothing was "
                                        "changed") from error
         step = _next_step(reached[-1], change == "upgraded")
-        where = "" if step is None else f": going from schema revision {step[0]} to {step[1]}"
+        where = ("" if step is None
+                 else f": going from schema revision {step[0]} to {step[1]} failed")
         raise MigrationFailedError(
-            f"{store} was not {change}{where} failed ({cause}); every change was undone, it is "
+            f"{store} was not {change}{where} ({cause}); every change was undone, it is "
             f"still at schema revision {reached[0] or 'none (empty database)'}") from error
 
 

@@ -16,6 +16,7 @@ import operator
 import os
 import socket
 import sqlite3
+import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -55,7 +56,7 @@ from pipeline.processes import (
     process_gone,
     run_left_behind,
 )
-from pipeline.settings import Settings
+from pipeline.settings import Settings, shown
 from pipeline.store.keepalive import connection_keepalives
 from pipeline.store.migrate import UpgradeMode, prepare_store
 
@@ -458,6 +459,7 @@ SQLITE_BUSY_SECONDS = 300.0
 def open_engine(database_url: str) -> Engine:
     """An engine on the store as it is (schema untouched); a SQLite file's folder is made if
     missing."""
+    refuse_what_is_no_file(database_url)
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
         _store_folder_made(Path(url.database).parent)
@@ -491,6 +493,33 @@ class StoreUnreadableError(RuntimeError):
 
 # What SQLite says of a file that is not one of its databases, or whose pages are damaged.
 DAMAGED_SQLITE = ("file is not a database", "database disk image is malformed")
+
+
+# What a SQLite store's path may name other than a file, as `stat` tells it.
+NOT_A_FILE = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+              (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
+              (stat.S_ISSOCK, "a socket"))
+
+
+def refuse_what_is_no_file(database_url: str) -> None:
+    """StoreUnreadableError, naming the URL and what its path is, when a SQLite store's path
+    names something other than a file (a device, a directory, a FIFO): told before anything
+    is opened or made beside it. SQLite reads /dev/zero as an empty database and fails at its
+    first write, writing its journal beside the device, and a FIFO's first read waits for
+    ever. A path that does not exist yet is a store to create."""
+    url = make_url(database_url)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return
+    try:
+        mode = os.stat(url.database).st_mode
+    except OSError:  # missing, or out of reach: SQLite creates it, or says why it cannot
+        return
+    if stat.S_ISREG(mode):
+        return
+    kind = next((name for test, name in NOT_A_FILE if test(mode)), "a special file")
+    raise StoreUnreadableError(
+        f"the store {shown(url)} (APIDIR_DATABASE_URL) is {kind}, not a SQLite file: set "
+        "APIDIR_DATABASE_URL to a file, as sqlite:///FILE")
 
 
 def _store_folder_made(folder: Path) -> None:
