@@ -5,6 +5,7 @@ where there is one; `validate` and the ingest go on with the other files."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -61,10 +62,82 @@ def test_a_set_is_refused_for_a_list(write_entry: WriteEntry, data_dir: Path) ->
     path = write_entry(text=f"{text}\ntags: !!set {{weather: null, forecast: null}}\n",
                        name="example-weather")
     [problem] = problems_of(data_dir)
-    assert (problem.file, problem.rule, problem.field) == (str(path), "yaml-value", "tags")
-    assert problem.message.startswith(
-        "the value cannot be read as a YAML set (a set has no order: write a list)")
+    assert (problem.file, problem.rule, problem.field) == (str(path), "yaml-tag", "tags")
+    assert problem.message == ("YAML tag !!set is not allowed: entries hold plain text, "
+                               "numbers, lists and maps")
     assert problem.line == len(text.splitlines()) + 1
+
+
+def plain_date_entry(entry_id: str) -> str:
+    """A valid entry's text with its verified date written as entries write it: a plain
+    date, which YAML builds as one."""
+    text = entry_text(id=entry_id)
+    assert "verified: '2026-11-21'\n" in text
+    return text.replace("verified: '2026-11-21'\n", "verified: 2026-11-21\n")
+
+
+@pytest.mark.parametrize(("value", "field", "tag"), [
+    ("x: !!binary aGVsbG8=", "x", "!!binary"),
+    ("name: !!binary RXhhbXBsZSBXZWF0aGVy", "name", "!!binary"),
+    ("tags: !!omap [{weather: 1}, {forecast: 2}]", "tags", "!!omap"),
+    ("tags: !!pairs [{weather: 1}]", "tags", "!!pairs"),
+    ("tags: [forecast, !lower Weather]", "tags[1]", "!lower"),
+    ("name: !!python/object/apply:os.getcwd []", "name", "!!python/object/apply:os.getcwd"),
+    ("name: !<tag:example.com,2026:name> Example Weather", "name",
+     "!<tag:example.com,2026:name>"),
+])
+def test_a_tag_building_no_json_value_is_one_problem_naming_it(
+    write_entry: WriteEntry, data_dir: Path, value: str, field: str, tag: str
+) -> None:
+    """A value written with a tag that builds what JSON cannot hold (bytes, pairs) or that the
+    loader does not know is one problem naming its line, field and tag: `!!binary` ended as
+    "Extra inputs are not permitted (got b'hello')", or passed as text on a known field; a
+    custom tag was a syntax error naming no field. Plain dates still read as dates."""
+    key = value.split(":", 1)[0]
+    text = entry_text(**{key: None}).rstrip("\n")
+    path = write_entry(text=f"{text}\n{value}\n", name="example-weather")
+    write_entry(text=plain_date_entry("fine"), name="fine")
+    report = read_catalog([data_dir / "entries"], data_dir / "entries")
+    [problem] = report.problems
+    assert (problem.file, problem.line, problem.entry, problem.field, problem.rule) == (
+        str(path), len(text.splitlines()) + 1, "example-weather", field, "yaml-tag")
+    assert problem.message == (f"YAML tag {tag} is not allowed: entries hold plain text, "
+                               "numbers, lists and maps")
+    assert [entry.id for entry in report.entries.values()] == ["fine"]
+
+
+def test_a_date_tagged_for_a_text_field_is_one_problem_naming_its_tag(
+    write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """`!!timestamp` builds a date: on a field of text it is told as its tag, not as pydantic's
+    "Input should be a valid string (got datetime.date(2026, 11, 1))"; on a date field, as
+    `verified`, it is a date as a plain one is."""
+    text = plain_date_entry("example-weather").replace(
+        "verified: 2026-11-21", "verified: !!timestamp 2026-11-21")
+    row = next(row for row in text.splitlines() if row.startswith("name: "))
+    path = write_entry(text=text.replace(row, "name: !!timestamp 2026-11-01"),
+                       name="example-weather")
+    [problem] = problems_of(data_dir)
+    line = text.splitlines().index(row) + 1
+    assert (problem.file, problem.line, problem.entry, problem.field, problem.rule) == (
+        str(path), line, "example-weather", "name", "yaml-tag")
+    assert problem.message == ("YAML tag !!timestamp is not allowed: the field holds text; "
+                               "write the date as text, quoted ('2026-11-01')")
+
+
+def test_validate_tells_a_refused_tag_in_one_line(write_entry: WriteEntry,
+                                                  data_dir: Path) -> None:
+    text = entry_text().rstrip("\n")
+    path = write_entry(text=f"{text}\nx: !!binary aGVsbG8=\n", name="example-weather")
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "validate", str(data_dir / "entries")],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "APIDIR_DATA_DIR": str(data_dir)})
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0] == (
+        f"{path}:{len(text.splitlines()) + 1}: entry example-weather: field x: YAML tag "
+        "!!binary is not allowed: entries hold plain text, numbers, lists and maps [yaml-tag]")
+    assert "Traceback" not in done.stderr and "b'hello'" not in done.stderr
 
 
 def test_a_key_given_twice_is_refused_not_silently_replaced(

@@ -31,12 +31,15 @@ from pipeline.catalogue.guard import (
     VALUE_ERRORS,
     YAML_LOADER,
     DuplicateKey,
+    RefusedTag,
     UnsafeEntryFile,
     check_data_file,
     check_place,
     check_structure,
     read_placed,
     read_text,
+    refused_tag_place,
+    shown_tag,
     stat_placed,
     unreadable_value,
 )
@@ -220,12 +223,17 @@ class YamlProblem(NamedTuple):
 
 def yaml_problem(text: str, error: Exception) -> YamlProblem:
     """`error`, which the loader raised reading `text` (a YAMLError or one of VALUE_ERRORS), as
-    one problem: a key given twice, a character YAML does not allow, a syntax error, or a
-    value that parses but cannot be built (`2026-02-30`, `!!int abc`)."""
+    one problem: a key given twice, a tag building no JSON value (`!!binary`), a character
+    YAML does not allow, a syntax error, or a value that parses but cannot be built
+    (`2026-02-30`, `!!int abc`)."""
     if isinstance(error, DuplicateKey):
         mark = error.problem_mark
         return YamlProblem(mark.line + 1 if mark else None, None, "duplicate-key",
                            f"{error.problem}: the first would be lost")
+    if isinstance(error, RefusedTag):
+        line, place = refused_tag_place(text, error)
+        return YamlProblem(line, _field_name(place) if place else None, "yaml-tag",
+                           str(error.problem))
     if isinstance(error, yaml.reader.ReaderError):  # NUL and the like
         return YamlProblem(text.count("\n", 0, error.position) + 1, None, "yaml-syntax",
                            f"YAML does not allow the character #x{error.character:04x}")
@@ -301,21 +309,45 @@ def _walk(folder: str) -> Iterator[str]:
 
 def _node_line(node: yaml.Node | None, loc: Sequence[int | str]) -> int | None:
     """1-based line of the key (or item) that `loc` points to in a composed YAML tree."""
+    return _node_at(node, loc)[0]
+
+
+def _node_at(node: yaml.Node | None, loc: Sequence[int | str]
+             ) -> tuple[int | None, yaml.Node | None]:
+    """The 1-based line of the key (or item) that `loc` points to in a composed YAML tree (of
+    the nearest one on its way, when it is not there), and its value's node (None then)."""
     line = None if node is None else node.start_mark.line + 1
     for part in loc:
         if isinstance(node, yaml.MappingNode):
             match = next((kv for kv in node.value if kv[0].value == part), None)
             if match is None:
-                return line
+                return line, None
             line, node = match[0].start_mark.line + 1, match[1]
         elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
             if part >= len(node.value):
-                return line
+                return line, None
             node = node.value[part]
             line = node.start_mark.line + 1
         else:
-            return line
-    return line
+            return line, None
+    return line, node
+
+
+# A tag written before a value, after its anchor if it has one (`&a !!timestamp 2026-11-01`).
+_WRITTEN_TAG = re.compile(r"(?:&\S+\s+)?(!\S*)")
+
+
+def timestamp_tag_problem(tree: yaml.Node | None, text: str, loc: Sequence[int | str]
+                          ) -> str | None:
+    """Why the date at `loc`, which its field refuses for text, is told as its tag: written
+    `!!timestamp`, it was built as a date on purpose; None when the file writes no tag there
+    (a plain date in a text field is a wrong type, as any other)."""
+    node = _node_at(tree, loc)[1]
+    written = None if node is None else _WRITTEN_TAG.match(text, node.start_mark.index)
+    if written is None or node is None:
+        return None
+    return (f"YAML tag {shown_tag(node.tag)} is not allowed: the field holds text; write the "
+            f"date as text, quoted ('{node.value}')")
 
 
 def _field_name(loc: Sequence[int | str]) -> str:
@@ -392,11 +424,14 @@ def read_entry_file(
     problems: list[Problem] = []
     trees: list[yaml.Node | None] = []  # composed only when a problem needs its line
 
-    def problem(loc: Sequence[int | str], rule: str, message: str) -> None:
+    def tree() -> yaml.Node | None:
         if not trees:
             trees.append(_compose(text))
+        return trees[0]
+
+    def problem(loc: Sequence[int | str], rule: str, message: str) -> None:
         problems.append(
-            Problem(file, _node_line(trees[0], loc), entry_id, _field_name(loc), rule, message)
+            Problem(file, _node_line(tree(), loc), entry_id, _field_name(loc), rule, message)
         )
 
     drafts = list(todo_fields(raw))
@@ -410,6 +445,10 @@ def read_entry_file(
             loc = error["loc"]
             if any(loc[: len(todo)] == todo for todo in drafts):
                 continue  # the TODO says it already
+            if error["type"] == "string_type" and isinstance(error.get("input"), date) and (
+                    tagged := timestamp_tag_problem(tree(), text, loc)):
+                problem(loc, "yaml-tag", tagged)
+                continue
             message = error["msg"]
             if error["type"] == "value_error":
                 message = message.removeprefix("Value error, ")

@@ -84,16 +84,35 @@ def _bounded_int(loader: CatalogueLoader, node: yaml.ScalarNode) -> int:
 
 CatalogueLoader.add_constructor(_INT_TAG, _bounded_int)
 
-_SET_TAG = "tag:yaml.org,2002:set"
+_CORE_TAG = "tag:yaml.org,2002:"
+# The YAML tags whose values JSON cannot hold, which the safe loader builds: bytes (`!!binary`),
+# a set (in no order: a list field given one was published in an order changing from run to
+# run), lists of pairs (`!!omap`, `!!pairs`: tuples, that no field wants). Every other tag the
+# safe loader does not know (a custom `!tag`, `!!python/…`) is refused alike, as one problem of
+# its field rather than a syntax error naming no field.
+_NON_JSON_TAGS = ("binary", "set", "omap", "pairs")
+_PLAIN_VALUES = "entries hold plain text, numbers, lists and maps"
 
 
-def _unordered(loader: CatalogueLoader, node: yaml.Node) -> Any:
-    """A YAML set (`!!set`) holds its members in no order: a list field given one (tags)
-    would be published in an order changing from run to run, so it is refused for a list."""
-    raise ValueError("a set has no order: write a list")
+class RefusedTag(yaml.constructor.ConstructorError):
+    """A value written with a YAML tag that builds no JSON value, at its node's mark."""
 
 
-CatalogueLoader.add_constructor(_SET_TAG, _unordered)
+def shown_tag(tag: str) -> str:
+    """A node's tag as the file writes it: `!!binary`, `!custom`."""
+    if tag.startswith(_CORE_TAG):
+        return f"!!{tag.removeprefix(_CORE_TAG)}"
+    return tag if tag.startswith("!") else f"!<{tag}>"
+
+
+def _refuse_tag(loader: CatalogueLoader, node: yaml.Node) -> Any:
+    raise RefusedTag(None, None, f"YAML tag {shown_tag(node.tag)} is not allowed: {_PLAIN_VALUES}",
+                     node.start_mark)
+
+
+for _name in _NON_JSON_TAGS:
+    CatalogueLoader.add_constructor(_CORE_TAG + _name, _refuse_tag)
+CatalogueLoader.add_constructor(None, _refuse_tag)  # type: ignore[arg-type]
 
 YAML_LOADER: type[yaml.SafeLoader] = CatalogueLoader
 
@@ -136,6 +155,15 @@ def unreadable_value(text: str, error: Exception) -> tuple[int | None, list[str 
 
 
 _PLAIN_COLLECTIONS = frozenset(("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"))
+
+
+def refused_tag_place(text: str, error: RefusedTag) -> tuple[int | None, list[str | int]]:
+    """The line and the place (keys and item indexes) of the value whose tag the loader
+    refused (`RefusedTag`) in `text`."""
+    mark = error.problem_mark
+    if mark is None:
+        return None, []
+    return mark.line + 1, _place_of(yaml.compose(text, Loader=CatalogueLoader), mark.index)
 
 
 def _place_of(root: yaml.Node | None, index: int) -> list[str | int]:
