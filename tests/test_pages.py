@@ -458,6 +458,18 @@ def test_status_has_its_three_forms(sample: SampleRelease) -> None:
     assert unchecked.by_id("status").startswith("Not checked yet")
 
 
+def test_an_entry_never_probed_says_so_plainly_on_its_page_and_in_its_markdown(
+    sample: SampleRelease,
+) -> None:
+    """An entry no run has probed says just that, in the same words on its page and in its
+    Markdown: "a run whose network was down counts for none" told a reader of a rule of the
+    runs, not of the entry."""
+    html = Elements(page(sample, entry_page("openweathermap")))
+    text = page(sample, entry_markdown("openweathermap"))
+    assert html.by_id("status") == "Not checked yet — no run has probed this API yet."
+    assert "\nNot checked yet: no run has probed this API yet.\n" in text
+
+
 def test_a_status_left_unchecked_by_the_latest_run_says_what_was_left_and_why(
         sample: SampleRelease) -> None:
     """A status the latest run left undone (its redirect not followed) says so on the page and
@@ -941,8 +953,7 @@ def test_the_markdown_of_an_entry_tells_what_an_agent_needs(sample: SampleReleas
     assert json.loads(response) == json.loads(api["sampleResponse"])
     assert f"[{entry_document(ONLINE_ID)}](../{entry_document(ONLINE_ID)})" in text
     unchecked = page(sample, entry_markdown("openweathermap"))
-    assert ("## Status\n\nNot checked yet: no run has checked this API yet; a run whose "
-            "network was down counts for none.") in unchecked
+    assert "## Status\n\nNot checked yet: no run has probed this API yet.\n" in unchecked
 
 
 def test_the_markdown_states_the_lifecycle_failure_and_transport_the_page_shows(
