@@ -299,12 +299,15 @@ def test_each_uptime_figure_reads_beside_its_own_label_on_a_phone(
     screen: str, site: str, tmp_path: Path
 ) -> None:
     """On a phone an uptime figure sits on its label's line, right of it: the window's words
-    never end a line whose next line starts with its figure, read as the next window's."""
+    never end a line whose next line starts with its figure, read as the next window's. An
+    entry without probes has no windows, one line."""
     options = SCREENS["phone"] if screen == "phone" else NARROWEST
     with chromium(tmp_path / "profile", **options) as context:
         page = context.new_page()
         watch = Watch(page)
-        for entry_id in (LIVE_ID, UNREACHABLE_ID, LONG_NAME_ID):
+        page.goto(f"{site}/{entry_page(LONG_NAME_ID)}")
+        expect(page.locator("#uptime")).to_have_text("No probes in the last 30 days.")
+        for entry_id in (LIVE_ID, UNREACHABLE_ID):
             page.goto(f"{site}/{entry_page(entry_id)}")
             lines = page.evaluate(UPTIME_LINES)
             assert [line["label"] for line in lines] == [

@@ -470,6 +470,22 @@ def test_an_entry_never_probed_says_so_plainly_on_its_page_and_in_its_markdown(
     assert "\nNot checked yet: no run has probed this API yet.\n" in text
 
 
+def test_an_entry_without_probes_says_so_once_on_its_page_and_in_its_markdown(
+    sample: SampleRelease,
+) -> None:
+    """Without a probe in the last 30 days, none lies in the 7 days or the 24 hours within
+    them: the uptime says so once, not "no probes" in each of three rows and thrice in one
+    Markdown sentence. An entry with probes keeps its three windows."""
+    html = Elements(page(sample, entry_page("openweathermap")))
+    text = page(sample, entry_markdown("openweathermap"))
+    assert html.by_id("uptime") == "No probes in the last 30 days."
+    assert "\nUptime: no probes in the last 30 days.\n" in text
+    assert page(sample, entry_page("openweathermap")).count("no probes") == 0
+    assert text.count("no probes") == 1
+    probed = Elements(page(sample, entry_page(LIVE_ID))).by_id("uptime")
+    assert probed.startswith("Last 24 hours ") and " Last 30 days " in probed
+
+
 def test_a_status_left_unchecked_by_the_latest_run_says_what_was_left_and_why(
         sample: SampleRelease) -> None:
     """A status the latest run left undone (its redirect not followed) says so on the page and

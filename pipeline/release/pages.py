@@ -116,6 +116,9 @@ REASON_LABELS = {
 # Why an entry never probed shows no status, in the words its page and Markdown share: a run
 # whose network was down is not counted, so it is as if no run had come.
 NOT_CHECKED_YET = "no run has probed this API yet"
+# What an entry's uptime says without a probe in its widest window: said once, not as "no
+# probes" for each of the three windows within it.
+NO_UPTIME = "No probes in the last 30 days"
 CORS_LABELS = {
     "yes": "yes: a web page on another site may read its answers",
     "no": "no: answers carry no Access-Control-Allow-Origin for other sites",
@@ -534,6 +537,7 @@ SHARED_FILTERS = {"checked": checked_text, "share": share_text, "cents": cents_t
 SHARED_GLOBALS = {"STATE_LABELS": STATE_LABELS, "AUTH_LABELS": AUTH_LABELS,
                   "LIFECYCLE_LABELS": LIFECYCLE_LABELS, "FAILURE_LABELS": FAILURE_LABELS,
                   "CORS_LABELS": CORS_LABELS, "NOT_CHECKED_YET": NOT_CHECKED_YET,
+                  "NO_UPTIME": NO_UPTIME,
                   "NO_AUTH_HEADER": NO_AUTH_HEADER, "ONLINE_NOTE": ONLINE_NOTE,
                   "auth_mention": auth_mention, "pricing_facts": pricing_facts,
                   "grade_basis": grade_basis, "latency_wanting": latency_wanting,
