@@ -1030,6 +1030,27 @@ def test_a_deprecated_entrys_page_says_so_and_names_its_successor_under_its_name
     assert 'id="lifecycle"' in live[live.index('id="facts"'):]  # in its status, as before
 
 
+def test_a_deprecated_entrys_markdown_says_so_and_names_its_successor_under_its_name(
+    sample: SampleRelease,
+) -> None:
+    """An agent reading an entry's Markdown learns that it is deprecated, and what replaces it,
+    under its name, before its facts and samples, in the words of the notice on its page;
+    said once, so its status no longer repeats it. An active entry's Markdown starts with its
+    name and summary, its lifecycle in its status as before."""
+    text = page(sample, entry_markdown(DEPRECATED_ID))
+    top = text[:text.index("> Hourly forecasts")]
+    assert top == (
+        "# Old Forecast API\n\n<!--nightly:notice-->\nLifecycle: **Deprecated**, deprecated by "
+        "its provider on 2026-10-01. Successor: [Open-Meteo Forecast API]"
+        "(../apis/open-meteo-forecast.md).\n\n"
+        f"The provider on its deprecation: {DEPRECATION_NOTE}\n<!--/nightly-->\n\n")
+    assert text.count("Lifecycle:") == text.count("The provider on its deprecation") == 1
+    live = page(sample, entry_markdown(LIVE_ID))
+    assert live.startswith("# Frankfurter\n\n> ") and "nightly:notice" not in live
+    status = live[live.index("## Status"):live.index("## Builder score")]
+    assert "\nLifecycle: **Active**, " in status
+
+
 def test_text_from_entries_stays_text_in_markdown(sample: SampleRelease) -> None:
     text = page(sample, entry_markdown(UNREACHABLE_ID))
     assert text.startswith(r'# \<img src=x onerror="alert(1)"\>Hostile API' + "\n")
@@ -1403,10 +1424,15 @@ def test_pages_written_over_a_reused_folder_are_the_pages_of_a_new_one(
         assert not (spare / Path(entry_page("stripe")).name).is_symlink()
 
 
+def lifecycle_state(entry: dict) -> str | None:
+    return (entry.get("lifecycle") or {}).get("state")
+
+
 def next_night(sample: SampleRelease, folder: Path, edit: dict[str, dict] | None = None) -> Path:
     """The sample release's documents staged as the night after would stage them: every
     entry's nightly fields (`pages.NIGHTLY_FIELDS`) taken from the entry after it, a new
-    version and time, and the entries in `edit` with those fields set."""
+    version and time, and the entries in `edit` with those fields set. A deprecated lifecycle
+    stays with its entry, as it follows the entry's curated `deprecated`, a field of its key."""
     staging = restaged(sample, folder)
     dataset = staging / FULL_DATASET
     lines = dataset.read_bytes().split(b"\n")
@@ -1415,6 +1441,8 @@ def next_night(sample: SampleRelease, folder: Path, edit: dict[str, dict] | None
     entries = [json.loads(lines[n].removesuffix(b",")) for n in numbers]
     for number, entry, following in zip(numbers, entries, entries[1:] + entries[:1], strict=True):
         changed = {**entry, **{name: following.get(name) for name in pages.NIGHTLY_FIELDS}}
+        if "deprecated" in (lifecycle_state(entry), lifecycle_state(following)):
+            changed["lifecycle"] = entry.get("lifecycle")
         changed.update((edit or {}).get(entry["id"], {}))
         lines[number] = json.dumps(changed).encode() + (
             b"," if lines[number].endswith(b",") else b"")

@@ -38,6 +38,7 @@ from pipeline.release.pages import (
     DocumentEnvironment,
     PageError,
     macro_text,
+    notice_due,
     shown_sample,
 )
 
@@ -237,13 +238,16 @@ def render_entry_markdown(api: Mapping[str, Any], meta: Mapping[str, Any],
 def nightly_markdown_parts(api: Mapping[str, Any], meta: Mapping[str, Any],
                            successor_name: str | None = None) -> dict[str, str]:
     """The marked parts of an entry's Markdown, by the name of their marks, drawn as
-    `render_entry_markdown` draws them."""
-    return {
+    `render_entry_markdown` draws them: a notice only where it marks one (`notice_due`)."""
+    parts = {
         "status": nightly_macro("status_part")(api, successor_name),
         "score": nightly_macro("score_part")(api),
         "endpoints": nightly_macro("endpoints_part")(api),
         "release": nightly_macro("release_part")(api, meta, entry_markdown(api["id"])),
     }
+    if notice_due(api):
+        parts["notice"] = nightly_macro("notice_part")(api, successor_name)
+    return parts
 
 
 @cache

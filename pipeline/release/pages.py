@@ -398,6 +398,14 @@ _UNCOUNTED_WHY = {
 }
 
 
+def notice_due(api: Mapping[str, Any]) -> bool:
+    """Whether an entry's page and Markdown say its lifecycle under its name, in a notice,
+    rather than in its status: when it is deprecated, which a reader learns before how to use
+    it."""
+    lifecycle = api.get("lifecycle")
+    return bool(lifecycle) and lifecycle["state"] == "deprecated"
+
+
 def any_endpoint_checked(endpoints: Sequence[Mapping[str, Any]]) -> bool:
     """Whether an endpoint carries a status of its own: the page's endpoints table has a
     Status column only then, rather than a heading over empty cells."""
@@ -541,6 +549,7 @@ SHARED_GLOBALS = {"STATE_LABELS": STATE_LABELS, "AUTH_LABELS": AUTH_LABELS,
                   "NO_AUTH_HEADER": NO_AUTH_HEADER, "ONLINE_NOTE": ONLINE_NOTE,
                   "auth_mention": auth_mention, "pricing_facts": pricing_facts,
                   "grade_basis": grade_basis, "latency_wanting": latency_wanting,
+                  "notice_due": notice_due,
                   "SUBSCORE_NAMES": SUBSCORE_NAMES,
                   "source_links": source_links,
                   # An entry without `pricing` (it is optional) shows every fact as not stated.
