@@ -709,6 +709,33 @@ def test_an_entry_without_a_free_quota_says_whether_it_has_a_free_tier(
         assert f"- **Free quota:** {words}\n" in page(sample, entry_markdown(entry_id))
 
 
+def test_pricing_says_each_fact_once(sample: SampleRelease) -> None:
+    """A free API reads "free", not "free, from $0/month · free tier"; a freemium one says its
+    free tier and what its paid plans start at, not "from $0/month", which is its free tier
+    again; page and Markdown say the same words."""
+    for entry_id, said in ((LIVE_ID, "free"), (DEPRECATED_ID, "free tier, paid from $29/month")):
+        api = json.loads(page(sample, entry_document(entry_id)))["api"]
+        details = api["pricing"]["details"]
+        assert Elements(page(sample, entry_page(entry_id))).by_id("pricing-model") == \
+            f"{said} {details}"
+        assert f"\n- **Pricing:** {said}. {details}\n" in page(sample, entry_markdown(entry_id))
+    words = pages.pricing_text
+    assert words({"model": "free", "startingCentsPerMonth": 0}, True) == "free"
+    freemium = {"model": "freemium", "startingCentsPerMonth": 0, "tiers": [
+        {"name": "Pro", "monthlyCents": 2900, "included": "x"},
+        {"name": "Free", "monthlyCents": 0, "included": "y"},
+        {"name": "Hobby", "monthlyCents": 530, "included": "z"}]}
+    assert words(freemium, True) == "free tier, paid from $5.30/month"
+    assert words({"model": "freemium", "startingCentsPerMonth": 0}, True) == \
+        "free tier, paid price not stated"
+    assert words({"model": "subscription", "startingCentsPerMonth": 1995}, False) == \
+        "subscription, from $19.95/month"
+    assert words({"model": "pay-as-you-go", "startingCentsPerMonth": 0}, True) == \
+        "pay-as-you-go, no monthly fee, free tier"
+    assert words({"model": "enterprise"}, False) == "enterprise"
+    assert words(None) == "not stated"
+
+
 def test_free_quota_wording() -> None:
     assert free_quota_text({"amount": 1000, "unit": "requests", "period": "day"}) == \
         "1,000 requests/day"

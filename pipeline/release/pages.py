@@ -191,6 +191,38 @@ def cents_text(cents: int | None) -> str:
     return f"${cents // 100:,}" if cents % 100 == 0 else f"${cents / 100:,.2f}"
 
 
+def paid_from_cents(pricing: Mapping[str, Any]) -> int | None:
+    """The least a paid plan costs a month: the cheapest tier above $0, else the starting
+    price when above $0; None when no paid price is stated."""
+    prices = [tier["monthlyCents"] for tier in pricing.get("tiers") or ()
+              if tier.get("monthlyCents")]
+    if starting := pricing.get("startingCentsPerMonth"):
+        prices.append(starting)
+    return min(prices, default=None)
+
+
+def pricing_text(pricing: Mapping[str, Any] | None, has_free_tier: bool | None = None) -> str:
+    """What an entry costs, each fact said once: `free`; a freemium API's free tier and what
+    its paid plans start at (`free tier, paid from $29/month`); any other model with its price
+    (`subscription, from $19.95/month`; `pay-as-you-go, no monthly fee, free tier`). A free
+    model with "from $0/month" and "free tier" after it said free three times."""
+    pricing = pricing or {}
+    model, starting = pricing.get("model"), pricing.get("startingCentsPerMonth")
+    if model == "freemium":
+        paid = paid_from_cents(pricing)
+        return ", ".join((
+            "freemium" if has_free_tier is False else "free tier",
+            f"paid from {cents_text(paid)}/month" if paid else "paid price not stated"))
+    said = [model or "not stated"]
+    if starting:
+        said.append(f"from {cents_text(starting)}/month")
+    elif starting == 0 and model not in (None, "free"):
+        said.append("no monthly fee")
+    if has_free_tier and model != "free":
+        said.append("free tier")
+    return ", ".join(said)
+
+
 # What an entry's free quota says of its renewal (`freeQuota.recurring`), where it says it:
 # never of an unlimited one, which has no period to renew.
 RENEWAL_WORDS = {True: "renewed each period", False: "not renewed"}
@@ -541,6 +573,7 @@ def trend_svg(days: Sequence[SentDay], last_day: date) -> str:
 # What the pages and their Markdown alternates say alike: the same formats and labels.
 SHARED_FILTERS = {"checked": checked_text, "share": share_text, "cents": cents_text,
                   "uptime_basis": uptime_basis_text, "free_quota": free_quota_text,
+                  "pricing": pricing_text,
                   "https": https_text, "reason": reason_text}
 SHARED_GLOBALS = {"STATE_LABELS": STATE_LABELS, "AUTH_LABELS": AUTH_LABELS,
                   "LIFECYCLE_LABELS": LIFECYCLE_LABELS, "FAILURE_LABELS": FAILURE_LABELS,
