@@ -989,6 +989,9 @@ class SearchItem(ContractModel):
     provisional: bool | None = Field(
         default=None, description="True while the grade lacks its Latency evidence.")
     lifecycle: LifecycleState | None = Field(default=None, description="lifecycle.state.")
+    successor: Slug | None = Field(
+        default=None, description="lifecycle.successor: the id of the entry that replaces a "
+        "deprecated one, which the index's card names; absent otherwise.")
     https: bool | None = Field(default=None, description="https.enabled.")
     cors: CorsState | None = Field(default=None, description="cors.state.")
 

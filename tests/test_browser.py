@@ -1037,6 +1037,27 @@ def test_a_deprecated_badge_is_never_struck_through(
     assert watch.problems == []
 
 
+def test_a_deprecated_entrys_index_card_names_its_successor_as_its_category_card_does(
+    browser: BrowserContext, site: str
+) -> None:
+    """The card the script draws from the search index says what replaces a deprecated entry,
+    by the successor's name with a link to its page, in the markup of its category's card."""
+    line = f'li.card[data-id="{DEPRECATED_ID}"] .successor'
+    served = browser.new_page()
+    served.goto(f"{site}/{category_page('weather')}")
+    page = browser.new_page()
+    watch = Watch(page)
+    page.goto(f"{site}/index.html")
+    page.fill("#filter-q", "old forecast")
+    expect(page.locator(line)).to_have_text("Use Open-Meteo Forecast API instead.")
+    assert served.locator(line).inner_text() == page.locator(line).inner_text()
+    assert markup(served.locator(line).evaluate("p => p.outerHTML")).replace(
+        'href="../', 'href="') == markup(page.locator(line).evaluate("p => p.outerHTML"))
+    page.locator(f"{line} a").click()
+    page.wait_for_url("**/apis/open-meteo-forecast.html")
+    assert watch.problems == []
+
+
 def test_the_404_page_reads_with_its_stylesheet(browser: BrowserContext, site: str) -> None:
     page = browser.new_page()
     watch = Watch(page)

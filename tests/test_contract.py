@@ -255,7 +255,10 @@ def test_a_search_item_is_the_entry_cut_down_and_the_index_keeps_its_invariants(
         "grade": "B", "percent": 81, "provisional": True, "lifecycle": "degraded",
         "https": True, "cors": "yes",
     }
-    assert set(item) == {field.alias for field in SearchItem.model_fields.values()}
+    # a successor only on a deprecated entry's item
+    assert set(item) | {"successor"} == {field.alias for field in SearchItem.model_fields.values()}
+    replaced = search_item(published(lifecycle={"state": "deprecated", "successor": "frankfurter"}))
+    assert (replaced["lifecycle"], replaced["successor"]) == ("deprecated", "frankfurter")
     unscored = search_item(published(color=None))
     assert unscored["state"] == "unchecked" and "grade" not in unscored and "color" not in unscored
     SearchIndex.model_validate({"meta": META, "apis": [item]})

@@ -1078,6 +1078,21 @@ def test_a_deprecated_entrys_markdown_says_so_and_names_its_successor_under_its_
     assert "\nLifecycle: **Active**, " in status
 
 
+def test_a_deprecated_entrys_card_names_its_successor(sample: SampleRelease) -> None:
+    """A card says what replaces a deprecated entry, by name and with a link, as the Markdown
+    lists do, not only "Deprecated"; the search index carries the successor's id for the
+    index's cards, only on a deprecated entry's item, so the rest cost nothing more."""
+    html = page(sample, category_page("weather"))
+    card = html[html.index(f'<li class="card" data-id="{DEPRECATED_ID}"'):]
+    card = card[:card.index("</li>")]
+    assert "Use Open-Meteo Forecast API instead." in " ".join(re.sub(r"<[^>]+>", "", card).split())
+    assert ("a", {"href": "../apis/open-meteo-forecast.html"}) in Elements(card).tags
+    assert html.count('class="successor"') == 1
+    items = json.loads(page(sample, SEARCH_INDEX))["apis"]
+    assert {item["id"]: item["successor"] for item in items if "successor" in item} == {
+        DEPRECATED_ID: "open-meteo-forecast"}
+
+
 def test_text_from_entries_stays_text_in_markdown(sample: SampleRelease) -> None:
     text = page(sample, entry_markdown(UNREACHABLE_ID))
     assert text.startswith(r'# \<img src=x onerror="alert(1)"\>Hostile API' + "\n")
@@ -1415,7 +1430,10 @@ def test_an_entry_page_with_a_dead_link_is_refused_by_name(
         assert failure.value.problems == [
             f"apis/{LIVE_ID}.html: link to ../apis/no-such-api.html leads to no file of the "
             "release",
-            f"apis/{LIVE_ID}.md: link to ../apis/no-such-api.md leads to no file of the release"]
+            f"apis/{LIVE_ID}.md: link to ../apis/no-such-api.md leads to no file of the release",
+            # its card names its successor too
+            "categories/finance.html: link to ../apis/no-such-api.html leads to no file of the "
+            "release"]
 
 
 def test_pages_written_over_a_reused_folder_are_the_pages_of_a_new_one(
@@ -1657,7 +1675,9 @@ def test_a_spliced_page_is_refused_for_a_dead_link_in_its_nightly_parts(
         write_site(staging, BASE_URL, trends, workers=1, previous=whole)
     assert failure.value.problems == [
         f"apis/{LIVE_ID}.html: link to ../apis/no-such-api.html leads to no file of the release",
-        f"apis/{LIVE_ID}.md: link to ../apis/no-such-api.md leads to no file of the release"]
+        f"apis/{LIVE_ID}.md: link to ../apis/no-such-api.md leads to no file of the release",
+        "categories/finance.html: link to ../apis/no-such-api.html leads to no file of the "
+        "release"]  # its card names its successor too
 
 
 def test_every_nightly_part_of_a_page_is_drawn_by_a_macro_balanced_by_construction() -> None:

@@ -120,7 +120,7 @@ def write_entry_site(
                 reused = True
             folders.create(page, html)
             folders.create(markdown, text)
-            card = card_html(api, labels, badges)
+            card = card_html(api, labels, badges, successor)
             if cards_proven():  # else read in its category page, whole (`site.write_site`)
                 problems += link_problems(category_page(api["category"]), part_links(card),
                                           release, root_path)

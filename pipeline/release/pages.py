@@ -764,11 +764,13 @@ def entry_badges(api: Mapping[str, Any]) -> Markup:
     return Markup(page_macro("_macros.html", "entry_badges")(api))
 
 
-def card_html(api: Mapping[str, Any], labels: Mapping[str, str], badges: Markup) -> Markup:
+def card_html(api: Mapping[str, Any], labels: Mapping[str, str], badges: Markup,
+              successor_name: str | None = None) -> Markup:
     """A presented entry's card as a category page draws it (markup already: a category page
     of a large release holds tens of thousands, which are not copied again), with the entry's
-    `entry_badges`, drawn once for its page and its card."""
-    return Markup(page_macro("_macros.html", "api_card")(api, "../", labels, badges))
+    `entry_badges`, drawn once for its page and its card, and the name of its successor."""
+    return Markup(page_macro("_macros.html", "api_card")(api, "../", labels, badges,
+                                                         successor_name))
 
 
 def trend_of(common: Mapping[str, Any], trend: Sequence[SentDay]) -> str:

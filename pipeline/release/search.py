@@ -15,10 +15,11 @@ import orjson
 
 def search_item(entry: Mapping[str, Any]) -> dict[str, Any]:
     """A published entry as a SearchItem: its keys that are set, the state of its status, the
-    grade, percent and provisional flag of its builder score, its lifecycle state, whether it
-    is HTTPS and its CORS state."""
+    grade, percent and provisional flag of its builder score, its lifecycle state and successor,
+    whether it is HTTPS and its CORS state."""
     status = entry.get("status") or {}
     score = entry.get("builderScore") or {}
+    lifecycle = entry.get("lifecycle") or {}
     item = {
         "id": entry.get("id"),
         "name": entry.get("name"),
@@ -33,7 +34,8 @@ def search_item(entry: Mapping[str, Any]) -> dict[str, Any]:
         "grade": score.get("grade"),
         "percent": score.get("percent"),
         "provisional": score.get("provisional"),
-        "lifecycle": (entry.get("lifecycle") or {}).get("state"),
+        "lifecycle": lifecycle.get("state"),
+        "successor": lifecycle.get("successor"),  # only a deprecated entry's: nothing for others
         "https": (entry.get("https") or {}).get("enabled"),
         "cors": (entry.get("cors") or {}).get("state"),
     }

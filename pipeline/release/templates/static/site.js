@@ -112,6 +112,16 @@
     }
     if (item.hasFreeTier) badges.append(" ", element("span", "badge free", "Free tier"));
     li.appendChild(badges);
+    if (item.successor) {
+      // What replaces a deprecated entry, by its name in the index (its id if not there).
+      var successor = element("p", "successor");
+      var replacement = element("a");
+      replacement.href = "apis/" + encodeURIComponent(item.successor) + ".html";
+      replacement.appendChild(element("bdi", "",
+        (names.byId[item.successor] || item.successor).replace(DIRECTION_CONTROLS, "")));
+      successor.append("Use ", replacement, " instead.");
+      li.appendChild(successor);
+    }
     if (item.tags && item.tags.length) {
       var tags = element("ul", "tags");
       tags.setAttribute("aria-label", "Tags");
@@ -248,6 +258,8 @@
       if (!response.ok) throw new Error("HTTP " + response.status);
       return response.json();
     }).then(function (index) {
+      names.byId = {};
+      index.apis.forEach(function (item) { names.byId[item.id] = item.name; });
       start(index.apis.map(record));
     }).catch(function () {
       document.getElementById("load-error").hidden = false;
