@@ -728,6 +728,14 @@ def test_pricing_says_each_fact_once(sample: SampleRelease) -> None:
     assert words(freemium, True) == "free tier, paid from $5.30/month"
     assert words({"model": "freemium", "startingCentsPerMonth": 0}, True) == \
         "free tier, paid price not stated"
+    # Past the free tier at a price per use or a fee, which the page states beside it: a
+    # price, not one left unstated.
+    unit = {"amountCents": 15, "per": 1_000_000, "unit": "input tokens"}
+    assert words({"model": "freemium", "startingCentsPerMonth": 0, "unitCost": unit}, True) == \
+        "free tier, then priced per use"
+    fee = {"percent": 5.5}
+    assert words({"model": "freemium", "startingCentsPerMonth": 0, "transactionFee": fee},
+                 True) == "free tier, then a fee per transaction"
     assert words({"model": "subscription", "startingCentsPerMonth": 1995}, False) == \
         "subscription, from $19.95/month"
     assert words({"model": "pay-as-you-go", "startingCentsPerMonth": 0}, True) == \

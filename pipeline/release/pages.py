@@ -209,10 +209,8 @@ def pricing_text(pricing: Mapping[str, Any] | None, has_free_tier: bool | None =
     pricing = pricing or {}
     model, starting = pricing.get("model"), pricing.get("startingCentsPerMonth")
     if model == "freemium":
-        paid = paid_from_cents(pricing)
-        return ", ".join((
-            "freemium" if has_free_tier is False else "free tier",
-            f"paid from {cents_text(paid)}/month" if paid else "paid price not stated"))
+        return ", ".join(("freemium" if has_free_tier is False else "free tier",
+                          _paid_beyond(pricing)))
     said = [model or "not stated"]
     if starting:
         said.append(f"from {cents_text(starting)}/month")
@@ -221,6 +219,20 @@ def pricing_text(pricing: Mapping[str, Any] | None, has_free_tier: bool | None =
     if has_free_tier and model != "free":
         said.append("free tier")
     return ", ".join(said)
+
+
+def _paid_beyond(pricing: Mapping[str, Any]) -> str:
+    """What a freemium API's use past its free tier costs, in a few words: its cheapest paid
+    plan a month, else how it is charged where the entry states a price per use or a fee
+    (its "Price per use" or "Transaction fee" beside it says how much), else that no price is
+    stated."""
+    if paid := paid_from_cents(pricing):
+        return f"paid from {cents_text(paid)}/month"
+    if pricing.get("unitCost"):
+        return "then priced per use"
+    if pricing.get("transactionFee"):
+        return "then a fee per transaction"
+    return "paid price not stated"
 
 
 # What an entry's free quota says of its renewal (`freeQuota.recurring`), where it says it:
