@@ -392,13 +392,13 @@ def publish() -> None:
     from pipeline.store.tables import utcnow
 
     settings = Settings()
-    warn_if_local(settings)
     now = utcnow()
     presented = hand_over_scores(settings, now)
     try:
         published, changes = publish_handed_over(settings, presented, now)
     finally:
         discard(presented)
+    warn_if_local(settings)  # of the release made: a refused store or a failure is all it says
     for left_out in published.left_out:
         typer.echo(f"apidir: warning: {left_out}", err=True)
     typer.echo(f"{published}" + (f"; {len(changes)} state changes" if changes else ""))

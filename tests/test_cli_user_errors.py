@@ -291,6 +291,34 @@ def test_a_store_path_sqlite_cannot_open_is_one_line(tmp_path: Path, data_dir: P
     assert_no_statement(line)
 
 
+def refused_store(kind: str, tmp_path: Path, env: dict[str, str]) -> str:
+    """The URL of a store `publish` refuses, of `kind`."""
+    if kind == "a character device":
+        return f"sqlite:///{os.devnull}"
+    if kind == "of a newer version":
+        return store_of_a_newer_version(env, tmp_path)
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "apidir.db").write_text("not a database\n")
+    return env["APIDIR_DATABASE_URL"]
+
+
+@pytest.mark.parametrize("kind", ["a character device", "of a newer version", "not SQLite"])
+def test_a_refused_store_is_all_publish_says_without_a_base_address(
+    tmp_path: Path, data_dir: Path, kind: str
+) -> None:
+    """With APIDIR_BASE_URL unset, `publish` warned that its release would point at localhost
+    before it refused the store: the warning belongs to a release, and no release was made."""
+    env = sqlite_env(tmp_path, data_dir)
+    env["APIDIR_DATABASE_URL"] = refused_store(kind, tmp_path, env)
+    del env["APIDIR_BASE_URL"]
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "publish"], cwd=REPO,
+                          env={key: value for key, value in os.environ.items()
+                               if key != "APIDIR_BASE_URL"} | env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "warning" not in one_line(done)
+
+
 def not_a_file(kind: str, tmp_path: Path) -> Path:
     """A path naming `kind`, something other than a file."""
     if kind == "a character device":
