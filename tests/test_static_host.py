@@ -1205,7 +1205,8 @@ def test_a_request_aiohttp_cannot_parse_is_refused_as_the_host_refuses(
             assert body == b"400 bad request\n"
 
 
-@pytest.mark.parametrize(("version", "status"), [("HTTP/2.0", 505), ("HTTP/0.9", 400)])
+@pytest.mark.parametrize(("version", "status"), [
+    ("HTTP/2.0", 505), ("HTTP/3.0", 505), ("HTTP/9.9", 505), ("HTTP/10.0", 505), ("HTTP/0.9", 400)])
 def test_a_request_line_of_another_http_version_is_refused_as_nginx_refuses_it(
         hosts: tuple[Host, Host], version: str, status: int) -> None:
     """The preview took `HTTP/2.0` and `HTTP/0.9` request lines for versions it speaks, and

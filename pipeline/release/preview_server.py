@@ -8,18 +8,22 @@ one hook for those answers, so each connection here is a `PreviewConnection`, ma
 `PreviewServer`, which `PreviewRunner` puts where aiohttp's runner puts its server. aiohttp
 also takes an `HTTP/2.0` or `HTTP/0.9` request line for its own version and answers in kind
 (`HTTP/2.0 200 OK`): the request is made as HTTP/1.1, the version asked kept under
-`ASKED_VERSION` for the app to refuse, as nginx does.
+`ASKED_VERSION` for the app to refuse, as nginx does. A later version its parser does not know
+(`HTTP/3.0`, `HTTP/10.0`) it refuses as unparsable: that refusal is the 505 nginx gives, and
+every refusal of its own is answered in HTTP/1.1, as nginx answers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 from aiohttp.http import HttpVersion, HttpVersion11, RawRequestMessage
-from aiohttp.web_protocol import RequestHandler
+from aiohttp.http_exceptions import BadHttpMethod, BadStatusLine
+from aiohttp.web_protocol import ERROR, RequestHandler
 
 # The answer the app gives a request refused with `status` before it reached the app.
 REFUSAL: web.AppKey[Callable[[int], web.Response]] = web.AppKey("refusal")
@@ -32,6 +36,18 @@ ASKED_VERSION: web.RequestKey[HttpVersion] = web.RequestKey("asked_version")
 # `keepalive_timeout` (deploy/nginx/apidir.conf), the shorter of the two. aiohttp's own is
 # 3,630 s, for which a stalled client holds its connection.
 IDLE_TIMEOUT = 60.0
+
+# The version closing the request line aiohttp's parser quotes in its refusal of the line.
+QUOTED_VERSION = re.compile(r"HTTP/(\d+)\.\d+['\"]")
+
+
+def later_version_refused(exc: BaseException | None) -> bool:
+    """Whether aiohttp refused a request line for naming an HTTP version after 1.x, which
+    its parser takes for no version at all (a 400) where nginx says it speaks none (505)."""
+    if not isinstance(exc, BadStatusLine) or isinstance(exc, BadHttpMethod):
+        return False
+    versions = QUOTED_VERSION.findall(str(exc))
+    return bool(versions) and int(versions[-1]) > 1
 
 
 class PreviewConnection(RequestHandler):
@@ -48,7 +64,7 @@ class PreviewConnection(RequestHandler):
                      message: str | None = None) -> web.StreamResponse:
         # aiohttp's own logs the error, and raises where an answer has begun already
         super().handle_error(request, status, exc, message)
-        answer = self.refusal(status)
+        answer = self.refusal(505 if later_version_refused(exc) else status)
         answer.force_close()
         return answer
 
@@ -64,7 +80,10 @@ class PreviewServer(web.Server):
 
     def http_1_request(self, message: RawRequestMessage, *args: Any) -> web.BaseRequest:
         """The app's request for `message`, made as HTTP/1.1 where it named another version
-        (which the answer's status line would repeat), that version kept for the app."""
+        (which the answer's status line would repeat), that version kept for the app; aiohttp's
+        stand-in for a request it refused is made as HTTP/1.1 too, as nginx answers a refusal."""
+        if message is ERROR:
+            return self.app_request(message._replace(version=HttpVersion11), *args)
         if message.version.major == 1:
             return self.app_request(message, *args)
         request = self.app_request(message._replace(version=HttpVersion11), *args)
