@@ -68,6 +68,14 @@ def test_a_set_is_refused_for_a_list(write_entry: WriteEntry, data_dir: Path) ->
     assert problem.line == len(text.splitlines()) + 1
 
 
+def validated(data_dir: Path) -> subprocess.CompletedProcess[str]:
+    """`apidir validate` of the entries of `data_dir`, as a contributor runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "validate", str(data_dir / "entries")],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "APIDIR_DATA_DIR": str(data_dir)})
+
+
 def plain_date_entry(entry_id: str) -> str:
     """A valid entry's text with its verified date written as entries write it: a plain
     date, which YAML builds as one."""
@@ -125,14 +133,35 @@ def test_a_date_tagged_for_a_text_field_is_one_problem_naming_its_tag(
                                "write the date as text, quoted ('2026-11-01')")
 
 
+@pytest.mark.parametrize(("row", "field", "written"), [
+    ("description: 2026-11-01", "description", "2026-11-01"),
+    ("rateLimit: 2026-11-01 10:00:00", "rateLimit", "2026-11-01 10:00:00"),
+    ("  description: 2026-11-01", "endpoints[1].description", "2026-11-01"),
+])
+def test_validate_tells_a_plain_date_on_a_text_field_as_a_date_to_quote(
+    write_entry: WriteEntry, data_dir: Path, row: str, field: str, written: str
+) -> None:
+    """A plain date where text is wanted is built as a date by YAML: `validate` said pydantic's
+    "Input should be a valid string (got datetime.date(2026, 11, 1))"; it says what to write."""
+    lines = plain_date_entry("example-weather").splitlines()
+    key = row.split(":", 1)[0]
+    at = [index for index, line in enumerate(lines) if line.startswith(f"{key}:")
+          or line.startswith(f"- {key.strip()}:")][1 if field.startswith("endpoints") else 0]
+    lines[at] = lines[at][:lines[at].index(key.strip())] + row.strip()
+    path = write_entry(text="\n".join(lines) + "\n", name="example-weather")
+    done = validated(data_dir)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0] == (
+        f"{path}:{at + 1}: entry example-weather: field {field}: a date where text is wanted: "
+        f"quote it ('{written}') [bad-type]")
+    assert "Traceback" not in done.stderr and "datetime" not in done.stderr
+
+
 def test_validate_tells_a_refused_tag_in_one_line(write_entry: WriteEntry,
                                                   data_dir: Path) -> None:
     text = entry_text().rstrip("\n")
     path = write_entry(text=f"{text}\nx: !!binary aGVsbG8=\n", name="example-weather")
-    done = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "validate", str(data_dir / "entries")],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "APIDIR_DATA_DIR": str(data_dir)})
+    done = validated(data_dir)
     assert done.returncode == 1
     assert done.stderr.splitlines()[0] == (
         f"{path}:{len(text.splitlines()) + 1}: entry example-weather: field x: YAML tag "

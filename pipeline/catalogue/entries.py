@@ -337,17 +337,18 @@ def _node_at(node: yaml.Node | None, loc: Sequence[int | str]
 _WRITTEN_TAG = re.compile(r"(?:&\S+\s+)?(!\S*)")
 
 
-def timestamp_tag_problem(tree: yaml.Node | None, text: str, loc: Sequence[int | str]
-                          ) -> str | None:
-    """Why the date at `loc`, which its field refuses for text, is told as its tag: written
-    `!!timestamp`, it was built as a date on purpose; None when the file writes no tag there
-    (a plain date in a text field is a wrong type, as any other)."""
+def date_for_text_problem(tree: yaml.Node | None, text: str, loc: Sequence[int | str],
+                          built: date) -> tuple[str, str]:
+    """The rule and words for the date `built` at `loc`, where its field holds text: written
+    `!!timestamp`, it was built as a date on purpose and is told as its tag (`yaml-tag`); a
+    plain date is a wrong type (`bad-type`), told as the date it is rather than pydantic's
+    "valid string (got datetime.date(…))". Either way, quoted it is the text meant."""
     node = _node_at(tree, loc)[1]
-    written = None if node is None else _WRITTEN_TAG.match(text, node.start_mark.index)
-    if written is None or node is None:
-        return None
-    return (f"YAML tag {shown_tag(node.tag)} is not allowed: the field holds text; write the "
-            f"date as text, quoted ('{node.value}')")
+    written = node.value if isinstance(node, yaml.ScalarNode) else built.isoformat()
+    if node is not None and _WRITTEN_TAG.match(text, node.start_mark.index):
+        return "yaml-tag", (f"YAML tag {shown_tag(node.tag)} is not allowed: the field holds "
+                            f"text; write the date as text, quoted ('{written}')")
+    return "bad-type", f"a date where text is wanted: quote it ('{written}')"
 
 
 def _field_name(loc: Sequence[int | str]) -> str:
@@ -445,9 +446,8 @@ def read_entry_file(
             loc = error["loc"]
             if any(loc[: len(todo)] == todo for todo in drafts):
                 continue  # the TODO says it already
-            if error["type"] == "string_type" and isinstance(error.get("input"), date) and (
-                    tagged := timestamp_tag_problem(tree(), text, loc)):
-                problem(loc, "yaml-tag", tagged)
+            if error["type"] == "string_type" and isinstance(error.get("input"), date):
+                problem(loc, *date_for_text_problem(tree(), text, loc, error["input"]))
                 continue
             message = error["msg"]
             if error["type"] == "value_error":
