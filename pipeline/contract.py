@@ -369,8 +369,8 @@ SEARCH_ITEM_EXAMPLE: dict[str, Any] = {
     "id": "frankfurter", "name": "Frankfurter", "provider": "Frankfurter (open-source project)",
     "category": "finance", "description": API_ENTRY_EXAMPLE["description"],
     "tags": API_ENTRY_EXAMPLE["tags"], "authType": "none", "hasFreeTier": True,
-    "color": "#f08d5c", "state": "live", "grade": "A", "percent": 93, "provisional": False,
-    "lifecycle": "active", "https": True, "cors": "yes",
+    "freeOnly": True, "color": "#f08d5c", "state": "live", "grade": "A", "percent": 93,
+    "provisional": False, "lifecycle": "active", "https": True, "cors": "yes",
 }
 CATALOGUE_EVENT_EXAMPLES: list[dict[str, Any]] = [
     {"kind": "added", "entry": "frankfurter", "name": "Frankfurter",
@@ -980,6 +980,9 @@ class SearchItem(ContractModel):
     tags: list[str] | None = Field(default=None, description="The entry's tags.")
     auth_type: AuthType | None = Field(default=None, description="The entry's authType.")
     has_free_tier: bool | None = Field(default=None, description="The entry's hasFreeTier.")
+    free_only: Literal[True] | None = Field(
+        default=None, description="True where pricing.model is `free`, nothing paid beside it, "
+        "which the index's card badges \"Free\" rather than \"Free tier\"; absent otherwise.")
     color: HexColor | None = Field(default=None, description="The entry's brand colour.")
     state: StatusState = Field(description="The entry's status.state.")
     grade: Annotated[str, StringConstraints(pattern=r"^[A-F][+-]?$")] | None = Field(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -671,10 +671,18 @@ def test_the_index_cards_read_as_the_category_pages_cards_and_show_more(
     assert [card["id"] for card in visible_cards(page)] == [UNREACHABLE_ID]
     expect(page.locator("#api-list h3")).to_have_text(HOSTILE_NAME)  # as text, never markup
     assert page.locator("#api-list img, #api-list script, #api-list b").count() == 0
+    assert_cards_alike(browser, site, page, apis, (UNREACHABLE_ID, LIVE_ID, ONLINE_ID))
+    page.screenshot(path=SCREENSHOTS / "index-hostile.png", full_page=True)
+    assert watch.problems == []
+
+
+def assert_cards_alike(browser: BrowserContext, site: str, index: Page, apis: dict[str, dict],
+                       entry_ids: Iterable[str]) -> None:
+    """The index's card of each entry (found by its name) reads as its category page's."""
     built = {}
-    for entry_id in (UNREACHABLE_ID, LIVE_ID, ONLINE_ID):
-        page.fill("#filter-q", apis[entry_id]["name"].lower())
-        built[entry_id] = card_text(page, entry_id)
+    for entry_id in entry_ids:
+        index.fill("#filter-q", apis[entry_id]["name"].lower())
+        built[entry_id] = card_text(index, entry_id)
     served = browser.new_page()
     for entry_id, card in built.items():
         served.goto(f"{site}/{category_page(apis[entry_id]['category'])}")
@@ -682,7 +690,22 @@ def test_the_index_cards_read_as_the_category_pages_cards_and_show_more(
         # the same markup, but for whitespace between tags and links made from another folder
         assert markup(card_text(served, entry_id)["html"]).replace('href="../', 'href="') \
             == markup(card["html"]), entry_id
-    page.screenshot(path=SCREENSHOTS / "index-hostile.png", full_page=True)
+
+
+def test_a_free_api_reads_free_on_both_cards(
+    browser: BrowserContext, site: str, sample: SampleRelease
+) -> None:
+    """A free API's cards badged it "Free tier", as if a paid product lay past the tier: they
+    say "Free", on the index as on its category page."""
+    apis = {a["id"]: a for a in json.loads((sample.folder / FULL_DATASET).read_text())["apis"]}
+    assert apis[LIVE_ID]["pricing"]["model"] == "free" and apis[LIVE_ID]["hasFreeTier"]
+    page = browser.new_page()
+    watch = Watch(page)
+    page.goto(f"{site}/index.html")
+    expect(page.locator("#result-count")).to_have_text(f"{len(apis)} APIs")
+    assert_cards_alike(browser, site, page, apis, (LIVE_ID,))
+    page.fill("#filter-q", apis[LIVE_ID]["name"].lower())
+    expect(page.locator(f'li.card[data-id="{LIVE_ID}"] .badge.free')).to_have_text("Free")
     assert watch.problems == []
 
 

@@ -255,8 +255,11 @@ def test_a_search_item_is_the_entry_cut_down_and_the_index_keeps_its_invariants(
         "grade": "B", "percent": 81, "provisional": True, "lifecycle": "degraded",
         "https": True, "cors": "yes",
     }
-    # a successor only on a deprecated entry's item
-    assert set(item) | {"successor"} == {field.alias for field in SearchItem.model_fields.values()}
+    # a successor only on a deprecated entry's item, freeOnly only on a free one's
+    assert set(item) | {"successor", "freeOnly"} == {
+        field.alias for field in SearchItem.model_fields.values()}
+    free = search_item(published(pricing=entry["pricing"] | {"model": "free"}))
+    assert free["freeOnly"] is True
     replaced = search_item(published(lifecycle={"state": "deprecated", "successor": "frankfurter"}))
     assert (replaced["lifecycle"], replaced["successor"]) == ("deprecated", "frankfurter")
     unscored = search_item(published(color=None))

@@ -456,6 +456,12 @@ def any_endpoint_checked(endpoints: Sequence[Mapping[str, Any]]) -> bool:
     return any(endpoint.get("status") for endpoint in endpoints)
 
 
+def free_only(entry: Mapping[str, Any]) -> bool:
+    """Whether an entry is free and nothing else (pricing model `free`): its card badges it
+    "Free", where "Free tier" would suggest a paid product past the tier."""
+    return (entry.get("pricing") or {}).get("model") == "free"
+
+
 def latency_wanting(score: Mapping[str, Any]) -> str:
     """Why Latency does not count yet, in its reason's words (`latency_wait`) from the entry's
     own evidence (`builderScore.evidence.latency`: its probes and their UTC days in the window,
@@ -594,6 +600,7 @@ SHARED_GLOBALS = {"STATE_LABELS": STATE_LABELS, "AUTH_LABELS": AUTH_LABELS,
                   "NO_AUTH_HEADER": NO_AUTH_HEADER, "ONLINE_NOTE": ONLINE_NOTE,
                   "auth_mention": auth_mention, "pricing_facts": pricing_facts,
                   "grade_basis": grade_basis, "latency_wanting": latency_wanting,
+                  "free_only": free_only,
                   "notice_due": notice_due,
                   "SUBSCORE_NAMES": SUBSCORE_NAMES,
                   "source_links": source_links,

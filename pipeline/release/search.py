@@ -12,11 +12,13 @@ from typing import Any
 
 import orjson
 
+from pipeline.release.pages import free_only
+
 
 def search_item(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """A published entry as a SearchItem: its keys that are set, the state of its status, the
-    grade, percent and provisional flag of its builder score, its lifecycle state and successor,
-    whether it is HTTPS and its CORS state."""
+    """A published entry as a SearchItem: its keys that are set, whether it is free alone, the
+    state of its status, the grade, percent and provisional flag of its builder score, its
+    lifecycle state and successor, whether it is HTTPS and its CORS state."""
     status = entry.get("status") or {}
     score = entry.get("builderScore") or {}
     lifecycle = entry.get("lifecycle") or {}
@@ -29,6 +31,7 @@ def search_item(entry: Mapping[str, Any]) -> dict[str, Any]:
         "tags": entry.get("tags"),
         "authType": entry.get("authType"),
         "hasFreeTier": entry.get("hasFreeTier"),
+        "freeOnly": free_only(entry) or None,  # only a free entry's: nothing for the others
         "color": entry.get("color"),
         "state": status.get("state", "unchecked"),
         "grade": score.get("grade"),

@@ -110,7 +110,10 @@
     if (item.authType) {
       badges.append(" ", element("span", "badge auth", "Auth: " + names.auth[item.authType]));
     }
-    if (item.hasFreeTier) badges.append(" ", element("span", "badge free", "Free tier"));
+    // A free API is "Free": "Free tier" would suggest a paid product past it.
+    if (item.freeOnly || item.hasFreeTier) {
+      badges.append(" ", element("span", "badge free", item.freeOnly ? "Free" : "Free tier"));
+    }
     li.appendChild(badges);
     if (item.successor) {
       // What replaces a deprecated entry, by its name in the index (its id if not there).
