@@ -282,7 +282,7 @@ LATENCY_EVIDENCE_EXAMPLE: dict[str, Any] = {
 BUILDER_SCORE_EXAMPLES: list[dict[str, Any]] = [
     {
         "grade": "A", "percent": 93, "label": "93% builder-friendly",
-        "pricing": 100, "latency": 100, "depth": 80, "rubric": "2.5.0",
+        "pricing": 100, "latency": 100, "depth": 80, "rubric": "2.6.0",
         "reasons": {
             "pricing": ["free tier", "no monthly minimum", "nothing to buy"],
             "latency": ["p50 85 ms, p95 89 ms over 10 responses in 7 days"],
@@ -300,7 +300,7 @@ BUILDER_SCORE_EXAMPLES: list[dict[str, Any]] = [
     },
     {
         "grade": "C", "percent": 67, "label": "67% builder-friendly",
-        "pricing": 55, "latency": None, "depth": 78, "rubric": "2.5.0",
+        "pricing": 55, "latency": None, "depth": 78, "rubric": "2.6.0",
         "reasons": {
             "pricing": ["one-time free credit", "paid tiers from $29"],
             "latency": ["graded after 5 probes on 3 days within 7 days, none so far"],

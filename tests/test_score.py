@@ -567,7 +567,7 @@ def test_score_entries_is_deterministic_and_order_free() -> None:
     assert first["example-weather"].confidence == "medium"  # 14 samples, fewer than 20
     for entry_id, score in first.items():
         assert isinstance(score, EntryScore)
-        assert score.rubric == RUBRIC_VERSION == "2.5.0"
+        assert score.rubric == RUBRIC_VERSION == "2.6.0"
         assert score.label == f"{score.percent}% builder-friendly"
         assert (score.percent, score.grade) == builder_score(
             score.pricing.value, score.latency.value, score.depth.value)

@@ -22,7 +22,7 @@ import pandas as pd
 from pipeline.contract import ONE_TIME_PERIODS, UNCAPPED_PERIOD, BuilderScore
 from pipeline.probing.probe import failed, left_unchecked, target_stands_in
 
-RUBRIC_VERSION = "2.5.0"
+RUBRIC_VERSION = "2.6.0"
 
 # Probe history columns this module reads, and what a probe outcome may be. A history may
 # also carry each probe's `reason` (the prober's word for an `online` answer): without it every
