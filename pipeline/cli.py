@@ -186,7 +186,6 @@ def backfill(
     from pipeline.judging.rollup import ProbesPrunedError
     from pipeline.operations.local_mode import tether_temporary_server
     from pipeline.operations.stages import refuse_pruned_days
-    from pipeline.store.tables import refuse_what_is_no_file
 
     terminal_logs_without_tracebacks()
     if end < start:
@@ -197,8 +196,8 @@ def backfill(
             close = get_close_matches(name, CATEGORY_IDS, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             fail(f"no category {name!r}: {hint}the categories are {', '.join(CATEGORY_IDS)}")
-    refuse_what_is_no_file(Settings().database_url)  # before Prefect starts
-    try:  # told before Prefect starts: the flow refuses them too, amid its own logs
+    try:  # told before Prefect starts (a store path naming no file too, as the store opens):
+        # the flow refuses them as well, amid its own logs
         refuse_pruned_days(Settings(), days_between(start, end))
     except ProbesPrunedError as refused:
         fail(str(refused))
