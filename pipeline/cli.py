@@ -128,15 +128,17 @@ def run() -> None:
     """Run the nightly pipeline once, here, in Prefect's local mode."""
     from flows.nightly import nightly
     from pipeline.operations.local_mode import tether_temporary_server
-    from pipeline.store.tables import refuse_what_is_no_file
+    from pipeline.store.tables import engine_for
 
     terminal_logs_without_tracebacks()
     settings = Settings()
-    refuse_what_is_no_file(settings.database_url)  # before Prefect starts
+    # The store is opened and made ready (upgraded, or refused in one line: no file, a newer
+    # version's, out of date) before Prefect starts, as `backfill` does, not amid its logs.
+    engine_for(settings.database_url)
     tether_temporary_server()
-    warn_if_local(settings)
     with time_limit_told(settings.output_dir):
         result = asyncio.run(nightly())
+    warn_if_local(settings)  # of the release made: a refused store or a failure is all it says
     typer.echo(
         f"published release {result['version']} with {result['published']} entries "
         f"to {settings.output_dir}/"

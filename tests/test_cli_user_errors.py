@@ -302,16 +302,18 @@ def refused_store(kind: str, tmp_path: Path, env: dict[str, str]) -> str:
     return env["APIDIR_DATABASE_URL"]
 
 
+@pytest.mark.parametrize("command", ["publish", "run"])
 @pytest.mark.parametrize("kind", ["a character device", "of a newer version", "not SQLite"])
 def test_a_refused_store_is_all_publish_says_without_a_base_address(
-    tmp_path: Path, data_dir: Path, kind: str
+    tmp_path: Path, data_dir: Path, kind: str, command: str
 ) -> None:
-    """With APIDIR_BASE_URL unset, `publish` warned that its release would point at localhost
-    before it refused the store: the warning belongs to a release, and no release was made."""
+    """With APIDIR_BASE_URL unset, `publish` and `run` warned that their release would point at
+    localhost before they refused the store (`run` amid Prefect's logs, a newer version's store
+    once Prefect had started): the warning belongs to a release, and no release was made."""
     env = sqlite_env(tmp_path, data_dir)
     env["APIDIR_DATABASE_URL"] = refused_store(kind, tmp_path, env)
     del env["APIDIR_BASE_URL"]
-    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "publish"], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", command], cwd=REPO,
                           env={key: value for key, value in os.environ.items()
                                if key != "APIDIR_BASE_URL"} | env,
                           capture_output=True, text=True, timeout=120)
