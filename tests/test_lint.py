@@ -85,6 +85,17 @@ def rules(write_entry: WriteEntry, data_dir: Path, **changes: object) -> list[tu
         ),
         ({"hasFreeTier": False}, "pricing-free-quota", "pricing.freeQuota"),
         (
+            {"hasFreeTier": False, "pricing": PRICING | {"model": "free", "freeQuota": None}},
+            "pricing-free-tier",
+            "hasFreeTier",
+        ),
+        (
+            {"hasFreeTier": False, "pricing": PRICING | {"model": "freemium",
+                                                          "freeQuota": None}},
+            "pricing-free-tier",
+            "hasFreeTier",
+        ),
+        (
             {"pricing": PRICING | {"freeQuota": {"amount": 2, "unit": "GB storage",
                                                  "period": "account", "recurring": True}}},
             "pricing-recurring-standing",

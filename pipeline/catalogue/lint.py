@@ -557,6 +557,13 @@ def _pricing(entry: EntryContent) -> Iterator[Lint]:
             "pricing-tiers-order",
             f"must be sorted by monthlyCents ascending (got {prices})",
         )
+    if entry.has_free_tier is False and pricing.model in ("free", "freemium"):
+        # the card's "Free" comes from the model, its "Free tier" badge from hasFreeTier
+        yield (
+            ("hasFreeTier",),
+            "pricing-free-tier",
+            f"must be true for the {pricing.model} model, which has a free tier by definition",
+        )
     if entry.has_free_tier is False and pricing.free_quota is not None:
         yield (
             ("pricing", "freeQuota"),
