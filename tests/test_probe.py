@@ -1182,13 +1182,19 @@ async def test_a_redirect_chain_ends_within_one_deadline_per_attempt(web: FakeSe
     assert took < 6 * 0.6
 
 
-async def closed_by_the_client(server: FakeServer, within: float = 2.0) -> bool:
-    """Whether every connection to `server` is closed within `within` seconds (the server
-    sees a close a moment after the client makes it); aiohttp keeps an idle one 15 s."""
+async def closed_by_the_client(
+    server: FakeServer, within: float = 2.0, host: str | None = None,
+) -> bool:
+    """Whether every connection to `server` (to its address `host` alone, if given) is
+    closed within `within` seconds (the server sees a close a moment after the client makes
+    it); aiohttp keeps an idle one 15 s."""
+    def still_open() -> int:
+        return server.open_now[host] if host else sum(server.open_now.values())
+
     deadline = asyncio.get_running_loop().time() + within
-    while sum(server.open_now.values()) and asyncio.get_running_loop().time() < deadline:
+    while still_open() and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.02)
-    return not sum(server.open_now.values())
+    return not still_open()
 
 
 async def test_a_host_s_connections_close_after_its_last_url_and_are_reused_before(
@@ -1205,6 +1211,39 @@ async def test_a_host_s_connections_close_after_its_last_url_and_are_reused_befo
         assert [r.outcome for r in results] == ["live"] * 5
         assert await closed_by_the_client(three_hosts)
     assert three_hosts.opened == {"127.0.0.1": 2, "127.0.0.2": 1}
+
+
+async def test_a_finished_host_s_connections_close_while_another_host_s_stay_pooled() -> None:
+    """Host .1 is done with once its one URL is answered, and its connection is closed.
+    Hosts .2 and .3 each have a URL the server holds: the connection of their answered URL
+    stays open in the pool, and their next URL goes out on it, not on a new one."""
+    held = asyncio.Event()
+
+    async def hold(_r: BaseRequest) -> StreamResponse:
+        await held.wait()
+        return Response(text="held")
+
+    kept = ("127.0.0.2", "127.0.0.3")
+    server = await FakeServer(hosts=("127.0.0.1", *kept), routes={"/hold": hold}).start()
+    try:
+        settings = replace(FAST, per_host_concurrency=2, total_timeout=30)
+        async with Prober(settings) as prober:
+            holding = [asyncio.create_task(prober.probe(server.url("/hold", host=host)))
+                       for host in kept]
+            while sum(server.active[host] for host in kept) < len(kept):
+                await asyncio.sleep(0.01)
+            for host in (*kept, "127.0.0.1"):
+                assert (await prober.probe(server.url("/ok", host=host))).outcome == "live"
+            assert await closed_by_the_client(server, host="127.0.0.1")
+            for host in kept:  # on the pooled connection, still open
+                assert (await prober.probe(server.url("/ok", host=host))).outcome == "live"
+            assert server.opened == {"127.0.0.1": 1, "127.0.0.2": 2, "127.0.0.3": 2}
+            held.set()
+            assert [r.outcome for r in await asyncio.gather(*holding)] == ["live"] * 2
+            assert await closed_by_the_client(server)
+    finally:
+        held.set()
+        await server.close()
 
 
 async def test_a_host_s_tls_connection_is_closed_at_once_though_the_server_never_closes_tls(
