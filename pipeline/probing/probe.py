@@ -918,18 +918,58 @@ class _Pool(aiohttp.TCPConnector):
     A kept-alive connection otherwise stays until the keep-alive timeout (15 s), and each
     TLS connection holds about 0.3 MiB (asyncio's SSL read buffer and OpenSSL's state): at
     100,000 hosts, thousands of them would be open at once for nothing.
+
+    Its keys are indexed by host (`_keys_by_host`), so that closing one host's connections
+    looks at its keys alone. aiohttp adds a key to `_conns` in `_release` alone, where the
+    index takes it: every pooled key is indexed, so none is left open. Keys leave in
+    aiohttp's `_get`, `_cleanup` and `_close` too, each followed here; should a key leave
+    by a path not followed, the index holds it stale, harmless: `close_idle` skips a key
+    no longer pooled (it closes only what `_conns` holds, never a connection in use), and
+    `_cleanup` builds the index anew from the pool.
     """
 
     def __init__(self, **settings: Any) -> None:
         super().__init__(**settings)
         self._factory = functools.partial(_HeadFirst, loop=self._loop)
+        self._keys_by_host: dict[str, set[Any]] = {}
 
     def close_idle(self, host: str) -> None:
         """Close the pooled connections to `host` that no request is using, at once: a TLS
         close would send close_notify and wait for the server's, which some servers never
         send (asyncio then waits 30 s), and costs the prober a few % of its CPU."""
-        for key in [key for key in self._conns if key.host.lower() == host]:
-            self._close_now(key, self._conns.pop(key))
+        for key in self._keys_by_host.pop(host, ()):
+            if (idle := self._conns.pop(key, None)) is not None:  # a stale key is skipped
+                self._close_now(key, idle)
+
+    def _release(self, key: Any, protocol: Any, *, should_close: bool = False) -> None:
+        """aiohttp's release, the one place a key enters the pool, indexed by its host."""
+        super()._release(key, protocol, should_close=should_close)
+        if key in self._conns:
+            self._index(key)
+
+    def _index(self, key: Any) -> None:
+        self._keys_by_host.setdefault(key.host.lower(), set()).add(key)
+
+    def _forget(self, key: Any) -> None:
+        """Drop `key` from the index once it has left the pool."""
+        if key not in self._conns and (keys := self._keys_by_host.get(key.host.lower())):
+            keys.discard(key)
+            if not keys:
+                del self._keys_by_host[key.host.lower()]
+
+    def _cleanup(self) -> None:
+        """aiohttp's pass over the whole pool for expired connections, which builds the pool
+        anew: the index is built anew from it, at the cost of that same pass."""
+        super()._cleanup()
+        self._keys_by_host = {}
+        for key in self._conns:
+            self._index(key)
+
+    def _close(self, *, abort_ssl: bool = False) -> list[Any]:
+        """aiohttp's close, which empties the pool: the index with it."""
+        waiters = super()._close(abort_ssl=abort_ssl)
+        self._keys_by_host.clear()
+        return waiters
 
     async def _get(self, key: Any, traces: Any) -> Any:
         """A pooled connection to reuse, never one the server wrote on while it sat idle (a
@@ -942,7 +982,10 @@ class _Pool(aiohttp.TCPConnector):
             if not idle:
                 del self._conns[key]
             self._close_now(key, spoken)
-        return await super()._get(key, traces)
+        try:
+            return await super()._get(key, traces)
+        finally:
+            self._forget(key)  # its last idle connection taken (or closed): the key left
 
     def _close_now(self, key: Any, entries: Iterable[tuple[Any, float]]) -> None:
         """Close pooled connections (protocol, time pooled) of `key` at once, unanswered."""
