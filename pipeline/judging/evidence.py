@@ -432,17 +432,18 @@ def _without(history: pd.DataFrame, entries: Collection[str]) -> pd.DataFrame:
     return history if kept.all() else history.loc[kept]
 
 
-def _listed_history(session: Session, unlisted: Mapping[str, Collection[int]],
-                    as_of: datetime) -> pd.DataFrame:
-    """The prepared raw probes of the window ending at `as_of` of the entries in `unlisted`,
-    but those of the endpoints it names for each (endpoints the entry no longer lists)."""
-    history = entries_history(session, unlisted.keys(), as_of - timedelta(days=WINDOW_DAYS),
-                              as_of)
+def listed_history(session: Session, unlisted: Mapping[str, Collection[int]],
+                   since: datetime, until: datetime) -> pd.DataFrame:
+    """The raw probes (`entries_history`) checked in [since, until] of the entries in
+    `unlisted`, but those of the endpoints it names for each (endpoints the entry no longer
+    lists): what the score and the trend charts read of such an entry, whose day rollups
+    hold every endpoint's probes as one."""
+    history = entries_history(session, unlisted.keys(), since, until)
     dropped = {(entry_id, float(endpoint_id)) for entry_id, endpoints in unlisted.items()
                for endpoint_id in endpoints}
     kept = [pair not in dropped for pair in zip(history["entry_id"].tolist(),
                                                 history["endpoint_id"].tolist(), strict=True)]
-    return prepare_history(history.loc[kept], as_of)
+    return history.loc[kept]
 
 
 def bounded_scores(
@@ -479,12 +480,14 @@ def bounded_scores(
         raw = pd.concat([raw, *(part for past in cut
                                 if (part := _cut_day(session, past, as_of, span)) is not None)],
                         ignore_index=True)
+    window_start = as_of - timedelta(days=WINDOW_DAYS)
     unlisted = {entry_id: endpoints for entry_id, endpoints in unlisted_endpoints(
-        session, as_of - timedelta(days=WINDOW_DAYS), as_of, span).items()
+        session, window_start, as_of, span).items()
         if entry_id in judged and entry_id not in unprobable}
     raw = _without(raw, unprobable | unlisted.keys())
     if unlisted:
-        raw = pd.concat([raw, _listed_history(session, unlisted, as_of)], ignore_index=True)
+        listed = listed_history(session, unlisted, window_start, as_of)
+        raw = pd.concat([raw, prepare_history(listed, as_of)], ignore_index=True)
     oldest_held = day - timedelta(days=WINDOW_DAYS - 1)  # days before it no window holds whole
     from_rollups = sorted({*(d for d in rolled if d in complete),
                            *(d for d in cut if d >= oldest_held)})
