@@ -36,6 +36,7 @@ from pipeline.probing.probe import ProbeResult, failure_class, is_failure
 from pipeline.store.history import history_frame, latest_probes, record_probes, span_endpoints
 from pipeline.store.tables import (
     EVERY_ENTRY,
+    DailyEndpointRollup,
     DailyEntryRollup,
     EntrySpan,
     ProbeRow,
@@ -210,6 +211,23 @@ def test_an_api_answering_only_failures_is_neither_up_nor_fast(
     assert {day[1:] for day in trends["walled"]} == {(1, 1, 40.0)}
 
 
+# An entry's endpoints: a path it keeps listing, and one its provider retired (answering 404).
+LISTED_AND_RETIRED = [{"method": "GET", "path": "/forecast", "description": "Forecast."},
+                      {"method": "GET", "path": "/retired", "description": "Gone since."}]
+
+
+def listed_and_retired(session: Session, at: datetime,
+                       retired_only: bool = False) -> list[ProbeResult]:
+    """A run's looks at both endpoints of "pruned" and "listing" (`LISTED_AND_RETIRED`):
+    /forecast answering 200, /retired 404; at /retired alone with `retired_only`."""
+    return [look for entry_id in ("pruned", "listing")
+            for (path, status, reason), endpoint_id in zip(
+                (("/forecast", 200, None), ("/retired", 404, "not_found")),
+                listed_endpoint_ids(session, entry_id), strict=True)
+            if path == "/retired" or not retired_only
+            for look in answers(entry_id, at, status, reason, endpoint_id, path)]
+
+
 def test_the_probes_of_an_endpoint_no_longer_listed_count_no_more(
     write_entry: WriteEntry, ingested_store,
 ) -> None:
@@ -218,22 +236,16 @@ def test_the_probes_of_an_endpoint_no_longer_listed_count_no_more(
     nor its Latency, from the day it is dropped, whether its days are read from their rollups
     or raw. Its probes stay stored as history; an entry listing such an endpoint still pays
     for its 404s."""
-    endpoints = [{"method": "GET", "path": "/forecast", "description": "Forecast."},
-                 {"method": "GET", "path": "/retired", "description": "Gone since."}]
     for entry_id in ("pruned", "listing"):
-        write_entry(make_entry(id=entry_id, endpoints=endpoints))
+        write_entry(make_entry(id=entry_id, endpoints=LISTED_AND_RETIRED))
     session = ingested_store()
     store_content_scores(session)
-    probed_nightly(session, (TODAY - timedelta(days=12)).date(), TODAY.date(), lambda at: [
-        look for entry_id in ("pruned", "listing")
-        for (path, status, reason), endpoint_id in zip(
-            (("/forecast", 200, None), ("/retired", 404, "not_found")),
-            listed_endpoint_ids(session, entry_id), strict=True)
-        for look in answers(entry_id, at, status, reason, endpoint_id, path)])
+    probed_nightly(session, (TODAY - timedelta(days=12)).date(), TODAY.date(),
+                   lambda at: listed_and_retired(session, at))
     roll_up_days(session, days_between((TODAY - timedelta(days=12)).date(),
                                        (TODAY - timedelta(days=1)).date()))
     stored = session.exec(select(func.count()).select_from(ProbeRow)).one()
-    write_entry(make_entry(id="pruned", endpoints=endpoints[:1]))
+    write_entry(make_entry(id="pruned", endpoints=LISTED_AND_RETIRED[:1]))
     session = ingested_store()  # the curator's edit ingested: /retired is no longer listed
     store_content_scores(session)
     for as_of in (TODAY.replace(hour=12), day_bounds((TODAY - timedelta(days=1)).date())[1]):
@@ -248,6 +260,42 @@ def test_the_probes_of_an_endpoint_no_longer_listed_count_no_more(
         assert uptimes["listing"]["last7d"] == 0.5  # still listed: its 404s count
         assert scores["listing"].latency.evidence["failed"] == 7
     assert session.exec(select(func.count()).select_from(ProbeRow)).one() == stored
+
+
+def test_the_trends_leave_out_the_days_of_an_endpoint_no_longer_listed(
+    write_entry: WriteEntry, ingested_store,
+) -> None:
+    """The page's daily trend of an entry that drops an endpoint whose path was retired (it
+    answered 404 every night) draws the days of the endpoints it lists, as its uptime and
+    score count them: each day is its listed endpoint's alone, counted as the rollup counts
+    it, and a day when only the dropped one was probed has no figures. An entry still listing
+    such an endpoint keeps its days as rolled up."""
+    for entry_id in ("pruned", "listing"):
+        write_entry(make_entry(id=entry_id, endpoints=LISTED_AND_RETIRED))
+    session = ingested_store()
+    store_content_scores(session)
+    first, last = (TODAY - timedelta(days=6)).date(), (TODAY - timedelta(days=1)).date()
+    lone = (TODAY - timedelta(days=3)).date()  # only /retired was probed that night
+    probed_nightly(session, first, last,
+                   lambda at: listed_and_retired(session, at, retired_only=at.date() == lone))
+    roll_up_days(session, days_between(first, last))
+    before = rollup.entry_trends(session, last)
+    assert {day[1:] for day in before["pruned"]} == {(2, 1, 40.0), (1, 0, None)}
+    write_entry(make_entry(id="pruned", endpoints=LISTED_AND_RETIRED[:1]))
+    session = ingested_store()  # the curator's edit ingested: /retired is no longer listed
+    trends = rollup.entry_trends(session, last)
+    forecast = {row.day: (row.probes, row.successes, row.p50_ms) for row in session.exec(
+        select(DailyEndpointRollup).where(DailyEndpointRollup.entry_id == "pruned",
+                                          col(DailyEndpointRollup.url).endswith("/forecast")))}
+    assert trends["pruned"] == [(day.toordinal(), *forecast.get(day, (0, 0, None)))
+                                for day in days_between(first, last)]
+    assert {day[1:] for day in trends["pruned"]} == {(1, 1, 40.0), (0, 0, None)}
+    assert trends["pruned"][(lone - first).days][1:] == (0, 0, None)
+    assert trends["listing"] == before["listing"] == [
+        (row.day.toordinal(), row.probes, row.successes, row.p50_ms)
+        for row in session.exec(select(DailyEntryRollup).where(
+            DailyEntryRollup.entry_id == "listing").order_by(col(DailyEntryRollup.day)))]
+    assert {day[1:] for day in trends["listing"]} == {(2, 1, 40.0), (1, 0, None)}
 
 
 def test_the_trends_keep_one_object_for_each_day_and_median(

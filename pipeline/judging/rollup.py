@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from itertools import chain
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from sqlalchemy import Select
 from sqlmodel import Session, col, delete, func, or_, select, update
 
 from pipeline.judging.content_scores import content_scores, judged_content_scores
@@ -27,10 +29,16 @@ from pipeline.judging.evidence import (
     day_history,
     day_runs,
     days_between,
+    listed_history,
 )
 from pipeline.judging.score import ContentScores, counted_probes, succeeded_probes
 from pipeline.probing.probe import unprobable_entries
-from pipeline.store.history import latest_runs, latest_states, probed_entries
+from pipeline.store.history import (
+    latest_runs,
+    latest_states,
+    probed_entries,
+    unlisted_endpoints,
+)
 from pipeline.store.tables import (
     DailyEndpointRollup,
     DailyEntryRollup,
@@ -475,13 +483,46 @@ def entry_trends(session: Session, last_day: date, days: int = 30) -> Trends:
     without an ORM row or a DayFigures a day (3,000,000 days at 100k with 30 days kept), and
     kept flat (`Trends`). An entry the catalogue gives no URL to probe any longer
     (`probe.unprobable_entries`) has no day, as one never probed: its days are of addresses
-    it no longer lists, as its status, uptime and score leave them out."""
-    statement = (
-        select(DailyEntryRollup.entry_id, DailyEntryRollup.day, DailyEntryRollup.probes,
-               DailyEntryRollup.successes, DailyEntryRollup.p50_ms)
-        .where(DailyEntryRollup.day > last_day - timedelta(days=days),
-               DailyEntryRollup.day <= last_day)
-        .order_by(DailyEntryRollup.day)
-    )
-    return Trends(session.connection().execute(statement),
-                  leaving_out=unprobable_entries(active_base_urls(session)))
+    it no longer lists, as its status, uptime and score leave them out. Nor do the days of an
+    entry count the probes of an endpoint it no longer lists (`unlisted_endpoints`), as its
+    uptime and score do not: such an entry's days are counted again without them
+    (`_listed_days`), the rest read as stored."""
+    chart = days_between(last_day - timedelta(days=days - 1), last_day)
+    rollup = DailyEntryRollup.__table__.c
+    statement = (select(rollup.entry_id, rollup.day, rollup.probes, rollup.successes,
+                        rollup.p50_ms)
+                 .where(rollup.day >= chart[0], rollup.day <= last_day).order_by(rollup.day))
+    unprobable = unprobable_entries(active_base_urls(session))
+    unlisted = {entry_id: endpoints for entry_id, endpoints in unlisted_endpoints(
+        session, day_bounds(chart[0])[0], day_bounds(last_day)[1]).items()
+        if entry_id not in unprobable}
+    if not unlisted:
+        return Trends(session.connection().execute(statement), leaving_out=unprobable)
+    others = session.connection().execute(statement.where(rollup.entry_id.not_in(
+        sorted(unlisted))))  # few: an IN list of them all
+    return Trends(chain(others, _listed_days(session, statement, unlisted, chart)),
+                  leaving_out=unprobable)
+
+
+def _listed_days(
+    session: Session, statement: Select[Any], unlisted: Mapping[str, Collection[int]],
+    days: list[date],
+) -> Iterator[tuple[str, date, int, int, float | None]]:
+    """The rows of `statement` (entry id, day, probes, successes, median) of the entries in
+    `unlisted` in `days`, each day's figures counted again from their raw probes without
+    those of the endpoints it names: a day's rollup holds its entry's every endpoint as one.
+    Each day is read apart and counted as the rollup counts it (`day_history`,
+    `_day_figures`); a day with no probe of a listed endpoint has none, as a day without
+    probes. Few entries (those a curator edited), whose raw probes are kept for every day of
+    the chart, read through the entry index, and their rows by their keys."""
+    listed: dict[tuple[str, date], tuple[int, int, float | None]] = {}
+    for day in days:
+        figures = _day_figures(listed_history(session, unlisted, *day_bounds(day)), ["entry_id"])
+        for entry_id, row in zip(figures.index, _figure_rows(figures), strict=True):
+            listed[entry_id, day] = (row["probes"], row["successes"], row["p50_ms"])
+    unprobed = (_UNPROBED["probes"], _UNPROBED["successes"], _UNPROBED["p50_ms"])
+    rollup = DailyEntryRollup.__table__.c
+    for chunk in in_lists(sorted(unlisted)):
+        for entry_id, day, *_ in session.connection().execute(
+                statement.where(rollup.day.in_(days), rollup.entry_id.in_(chunk))):
+            yield entry_id, day, *listed.get((entry_id, day), unprobed)
