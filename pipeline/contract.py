@@ -81,6 +81,59 @@ XML_FORBIDDEN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\ufff
 BIDI_CONTROL = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
+# The active ISO 4217 currency codes, as Debian's iso-codes lists them (its iso_4217.json,
+# which pycountry 26.2.16 ships): what `Pricing.currency` may name. No installed library
+# carries the list; a code ISO adds is added here.
+ISO_4217_CODES = frozenset((
+    "AED", "AFN", "ALL", "AMD", "AOA", "ARS", "AUD", "AWG", "AZN", "BAM", "BBD", "BDT", "BHD",
+    "BIF", "BMD", "BND", "BOB", "BOV", "BRL", "BSD", "BTN", "BWP", "BYN", "BZD", "CAD", "CDF",
+    "CHE", "CHF", "CHW", "CLF", "CLP", "CNY", "COP", "COU", "CRC", "CUP", "CVE", "CZK", "DJF",
+    "DKK", "DOP", "DZD", "EGP", "ERN", "ETB", "EUR", "FJD", "FKP", "GBP", "GEL", "GHS", "GIP",
+    "GMD", "GNF", "GTQ", "GYD", "HKD", "HNL", "HTG", "HUF", "IDR", "ILS", "INR", "IQD", "IRR",
+    "ISK", "JMD", "JOD", "JPY", "KES", "KGS", "KHR", "KMF", "KPW", "KRW", "KWD", "KYD", "KZT",
+    "LAK", "LBP", "LKR", "LRD", "LSL", "LYD", "MAD", "MDL", "MGA", "MKD", "MMK", "MNT", "MOP",
+    "MRU", "MUR", "MVR", "MWK", "MXN", "MXV", "MYR", "MZN", "NAD", "NGN", "NIO", "NOK", "NPR",
+    "NZD", "OMR", "PAB", "PEN", "PGK", "PHP", "PKR", "PLN", "PYG", "QAR", "RON", "RSD", "RUB",
+    "RWF", "SAR", "SBD", "SCR", "SDG", "SEK", "SGD", "SHP", "SLE", "SOS", "SRD", "SSP", "STN",
+    "SVC", "SYP", "SZL", "THB", "TJS", "TMT", "TND", "TOP", "TRY", "TTD", "TWD", "TZS", "UAH",
+    "UGX", "USD", "USN", "UYI", "UYU", "UYW", "UZS", "VED", "VES", "VND", "VUV", "WST", "XAD",
+    "XAF", "XAG", "XAU", "XBA", "XBB", "XBC", "XBD", "XCD", "XCG", "XDR", "XOF", "XPD", "XPF",
+    "XPT", "XSU", "XTS", "XUA", "XXX", "YER", "ZAR", "ZMW", "ZWG",
+))
+# The currency every price is in where a pricing names none, as every entry did before
+# `Pricing.currency`; and the signs a price is written with (`£30`), else its code after it.
+DEFAULT_CURRENCY = "USD"
+CURRENCY_SIGNS = {"USD": "$", "GBP": "£", "EUR": "€"}
+
+
+def _currency_code(value: str) -> str:
+    """Accept an active ISO 4217 code as written, in capitals: `gbp` is refused, not
+    corrected, so the file says what the published JSON holds."""
+    if value in ISO_4217_CODES:
+        return value
+    if value.upper() in ISO_4217_CODES:
+        raise ValueError(f"must be written in capitals: {value.upper()}")
+    raise ValueError("is not an ISO 4217 currency code (e.g. USD, EUR, GBP)")
+
+
+def price_text(cents: float, currency: str | None = None) -> str:
+    """A price in hundredths of `currency` (absent: US dollars) as a reader writes it: `$29`,
+    `£30`, `€4.99`, `30 CHF`; whole units without decimals. Every text that shows a price
+    (pages, Markdown, the score's reasons) says it so."""
+    amount = f"{int(cents) // 100:,}" if cents % 100 == 0 else f"{cents / 100:,.2f}"
+    code = currency or DEFAULT_CURRENCY
+    sign = CURRENCY_SIGNS.get(code)
+    return f"{sign}{amount}" if sign else f"{amount} {code}"
+
+
+def fixed_fee_text(cents: float, currency: str | None = None) -> str:
+    """The fixed part of a transaction fee: `30¢` in US cents, as payment providers write it;
+    in another currency its price (`£0.20`), whose small unit has a sign of its own."""
+    if (currency or DEFAULT_CURRENCY) == DEFAULT_CURRENCY:
+        return f"{int(cents):,}¢" if float(cents).is_integer() else f"{cents:,g}¢"
+    return price_text(cents, currency)
+
+
 # The common shape, whose scheme and host `urlsplit` would find as the rule wants, is read
 # without splitting it: 4.3 to 1.6 µs a URL, and a release's check reads some 13 URLs an
 # entry (about 3 s at 100,000 entries).
@@ -160,6 +213,11 @@ Uri = Annotated[
 SemVer = Annotated[str, StringConstraints(pattern=SEMVER_PATTERN)]
 Percent = Annotated[int, Field(ge=0, le=100)]
 Share = Annotated[float, Field(ge=0, le=1)]
+CurrencyCode = Annotated[
+    str,
+    AfterValidator(_currency_code),
+    WithJsonSchema({"type": "string", "pattern": "^[A-Z]{3}$"}),
+]
 
 
 # Words a title spells as readers know them; "ms" is a unit.
@@ -282,7 +340,7 @@ LATENCY_EVIDENCE_EXAMPLE: dict[str, Any] = {
 BUILDER_SCORE_EXAMPLES: list[dict[str, Any]] = [
     {
         "grade": "A", "percent": 93, "label": "93% builder-friendly",
-        "pricing": 100, "latency": 100, "depth": 80, "rubric": "2.6.0",
+        "pricing": 100, "latency": 100, "depth": 80, "rubric": "2.7.0",
         "reasons": {
             "pricing": ["free tier", "no monthly minimum", "nothing to buy"],
             "latency": ["p50 85 ms, p95 89 ms over 10 responses in 7 days"],
@@ -292,7 +350,8 @@ BUILDER_SCORE_EXAMPLES: list[dict[str, Any]] = [
         "confidence": "medium", "provisional": False,
         "evidence": {
             "pricing": {"freeAllowance": "recurring", "sandbox": None, "monthlyMinimumCents": 0,
-                        "growth": "nothing to buy", "freeQuotaAmount": None},
+                        "growth": "nothing to buy", "freeQuotaAmount": None,
+                        "currency": "USD"},
             "latency": LATENCY_EVIDENCE_EXAMPLE,
             "depth": {"endpoints": 4, "methods": 1, "resources": 4, "authType": "none",
                       "openapi": True, "sdks": False, "docs": True, "rateLimit": True},
@@ -300,7 +359,7 @@ BUILDER_SCORE_EXAMPLES: list[dict[str, Any]] = [
     },
     {
         "grade": "C", "percent": 67, "label": "67% builder-friendly",
-        "pricing": 55, "latency": None, "depth": 78, "rubric": "2.6.0",
+        "pricing": 55, "latency": None, "depth": 78, "rubric": "2.7.0",
         "reasons": {
             "pricing": ["one-time free credit", "paid tiers from $29"],
             "latency": ["graded after 5 probes on 3 days within 7 days, none so far"],
@@ -428,7 +487,8 @@ class PricingTier(ContractModel):
 
     name: str = Field(description="The tier's name, as the provider calls it.")
     monthly_cents: int = Field(ge=0, le=MAX_SAFE_INTEGER,
-                               description="Price per month, in US cents (0: free).")
+                               description="Price per month, in hundredths of the pricing's "
+                               "currency (cents, pence; 0: free).")
     included: str = Field(description="What the tier includes, as the provider states it.")
 
 
@@ -436,7 +496,8 @@ class UnitCost(ContractModel):
     """A price per use, e.g. 79 cents per 10,000 SMS."""
 
     amount_cents: int = Field(ge=0, le=MAX_SAFE_INTEGER,
-                              description="Price of `per` units, in US cents.")
+                              description="Price of `per` units, in hundredths of the "
+                              "pricing's currency.")
     per: int = Field(ge=1, le=MAX_SAFE_INTEGER, description="How many units that price buys.")
     unit: str = Field(description="What is counted, e.g. requests or sms.")
 
@@ -446,8 +507,8 @@ class TransactionFee(ContractModel):
 
     percent: float = Field(ge=0, le=100, description="Share of each transaction, in percent.")
     fixed_cents: int = Field(default=0, ge=0, le=MAX_SAFE_INTEGER,
-                             description="Fixed part per transaction, in US cents (or the "
-                             "provider's main currency's cents).")
+                             description="Fixed part per transaction, in hundredths of "
+                             "the pricing's currency.")
     note: str | None = Field(default=None, description="What the fee applies to, as stated.")
 
 
@@ -460,8 +521,8 @@ class Pricing(ContractModel):
         default=None, description="Pricing model: free, freemium, subscription, pay-as-you-go "
         "or enterprise.")
     starting_cents_per_month: int | None = Field(
-        default=None, ge=0, le=MAX_SAFE_INTEGER, description="Lowest monthly price in US "
-        "cents; 0 means free; null means enterprise or unknown.")
+        default=None, ge=0, le=MAX_SAFE_INTEGER, description="Lowest monthly price in "
+        "hundredths of the pricing's currency; 0 means free; null means enterprise or unknown.")
     free_quota: FreeQuota | None = Field(
         default=None, description="The free allowance; null when there is no free tier, or "
         "when the provider states no size for one that renews (`hasFreeTier` says which).")
@@ -479,7 +540,13 @@ class Pricing(ContractModel):
     )
     monthly_minimum_cents: int | None = Field(
         default=None, ge=0, le=MAX_SAFE_INTEGER,
-        description="The least a builder pays per month once live, in US cents (0: none).",
+        description="The least a builder pays per month once live, in hundredths of the "
+        "pricing's currency (0: none).",
+    )
+    currency: CurrencyCode | None = Field(
+        default=None, description="The ISO 4217 code of the currency every price here is in "
+        "(GBP, EUR …), its hundredths (pence, euro cents) what the `…Cents` fields count; "
+        "absent: US dollars.",
     )
 
 

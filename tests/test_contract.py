@@ -28,10 +28,12 @@ from pipeline.contract import (
     Https,
     Lifecycle,
     Meta,
+    Pricing,
     SearchIndex,
     SearchItem,
     Status,
     Uptime,
+    price_text,
 )
 from pipeline.release.openapi import openapi_document, render_openapi
 from pipeline.release.publish import published_entry
@@ -379,3 +381,21 @@ def test_required_names_exactly_what_the_publish_step_always_writes() -> None:
     assert "description" not in schemas["APIEntry"]["required"]
     # input stays lenient: an entry without presented values (an older file) still validates
     assert APIEntry.model_validate(minimal).status.state == "unchecked"
+
+
+def test_a_pricing_states_its_currency_by_its_iso_4217_code() -> None:
+    """Prices in pounds are stated as the provider states them, in pence, with the currency
+    they are in; a code that is not ISO 4217 as written is refused, and none is US dollars."""
+    gbp = Pricing.model_validate({"currency": "GBP", "tiers": [
+        {"name": "Free", "monthlyCents": 0, "included": "x"},
+        {"name": "Startup", "monthlyCents": 3000, "included": "y"}]})
+    assert gbp.currency == "GBP" and gbp.model_dump(mode="json")["currency"] == "GBP"
+    assert Pricing.model_validate({}).currency is None
+    for code in ("gbp", "XYZ", "GBPX", ""):
+        with pytest.raises(ValidationError) as refused:
+            Pricing.model_validate({"currency": code})
+        [error] = refused.value.errors()
+        assert error["loc"] == ("currency",)
+    assert [price_text(3000, "GBP"), price_text(2500, "EUR"), price_text(3000, "CHF"),
+            price_text(2900), price_text(2900, "USD"), price_text(499, "EUR")] == [
+        "£30", "€25", "30 CHF", "$29", "$29", "€4.99"]

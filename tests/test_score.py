@@ -180,6 +180,44 @@ def test_a_price_to_grow_into_not_stated_is_missing_evidence_not_zero_points(
     assert stated.value == 35 + 25 + 20 + 10 == 90 >= unstated.value
 
 
+def test_paid_tiers_in_another_currency_are_a_price_to_grow_into() -> None:
+    """Paid tiers the provider prices in pounds are stated in the open: they give the 20
+    points of a price to grow into, as tiers in US dollars do, and the reason says them in
+    pounds."""
+    free = {"model": "freemium", "startingCentsPerMonth": 0, "currency": "GBP",
+            "freeQuota": {"amount": 1_000_000, "unit": "calls", "period": "month"},
+            "tiers": [{"name": "Free", "monthlyCents": 0, "included": "x"},
+                      {"name": "Startup", "monthlyCents": 3000, "included": "y"}]}
+    score = pricing_score(priced(hasFreeTier=True, **free))
+    assert score.value == 35 + 25 + 20 + 10 == 90
+    assert score.reasons == ("free tier", "no monthly minimum", "paid tiers from £30/month")
+    assert score.evidence["currency"] == "GBP"
+    assert pricing_score(priced(hasFreeTier=True, **free | {"currency": None})).value == 90
+
+
+def test_a_monthly_minimum_in_another_currency_is_missing_evidence_not_dollars() -> None:
+    """The minimum's thresholds are in US dollars and no exchange rate is kept: €20 a month
+    is missing evidence for that part, its 25 points scaled out as a missing price to grow
+    into is, never read as $20; €0 is no minimum in any currency."""
+    fee = {"percent": 1.4, "fixedCents": 25}
+    euros = pricing_score(priced(model="pay-as-you-go", currency="EUR", sandbox=True,
+                                 monthlyMinimumCents=2000, transactionFee=fee))
+    assert euros.value == round_half_up((10 + 20) * 100 / 75) == 40
+    assert euros.reasons == ("no free tier", "free sandbox",
+                             "from €20/month, not weighed in US dollars",
+                             "1.4% + €0.25 per transaction")
+    dollars = pricing_score(priced(model="pay-as-you-go", sandbox=True,
+                                   monthlyMinimumCents=2000, transactionFee=fee))
+    assert dollars.value == 10 + 16 + 20 == 46 and dollars.reasons[2] == "from $20/month"
+    none = pricing_score(priced(model="pay-as-you-go", currency="EUR", sandbox=True,
+                                monthlyMinimumCents=0, transactionFee=fee))
+    assert none.value == 10 + 25 + 20 == 55 and none.reasons[2] == "no monthly minimum"
+    # with no price to grow into either, both missing parts leave the whole
+    bare = pricing_score(priced(model="subscription", currency="EUR",
+                                monthlyMinimumCents=4900, sandbox=True))
+    assert bare.value == round_half_up(10 * 100 / 55) == 18
+
+
 # Calibration: the judgments the rubric means to make, stated as properties.
 
 
@@ -567,7 +605,7 @@ def test_score_entries_is_deterministic_and_order_free() -> None:
     assert first["example-weather"].confidence == "medium"  # 14 samples, fewer than 20
     for entry_id, score in first.items():
         assert isinstance(score, EntryScore)
-        assert score.rubric == RUBRIC_VERSION == "2.6.0"
+        assert score.rubric == RUBRIC_VERSION == "2.7.0"
         assert score.label == f"{score.percent}% builder-friendly"
         assert (score.percent, score.grade) == builder_score(
             score.pricing.value, score.latency.value, score.depth.value)

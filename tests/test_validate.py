@@ -65,6 +65,24 @@ def test_each_schema_rule_names_file_entry_field_and_line(
     assert str(path) in text and field in text and rule in text
 
 
+@pytest.mark.parametrize(("code", "said"), [
+    ("gbp", "must be written in capitals: GBP (got 'gbp')"),
+    ("XYZ", "is not an ISO 4217 currency code (e.g. USD, EUR, GBP) (got 'XYZ')"),
+])
+def test_a_currency_not_in_iso_4217_is_one_problem_naming_its_field(
+    write_entry: WriteEntry, data_dir: Path, code: str, said: str
+) -> None:
+    """A pricing's currency is an ISO 4217 code as written: a lower-case or made-up one is
+    one line naming file, entry and field, beside prices that are otherwise valid."""
+    pricing = {"model": "freemium", "startingCentsPerMonth": 0, "currency": code,
+               "tiers": [{"name": "Startup", "monthlyCents": 3000, "included": "x"}]}
+    path = write_entry(make_entry(pricing=pricing))
+    [problem] = problems_of(data_dir)
+    assert (problem.file, problem.entry, problem.field, problem.rule, problem.message) == (
+        str(path), "example-weather", "pricing.currency", "bad-currency", said)
+    assert path.read_text().splitlines()[problem.line - 1].strip().startswith("currency:")
+
+
 def test_line_points_at_the_offending_key(write_entry: WriteEntry, data_dir: Path) -> None:
     path = write_entry(make_entry(authType="token"))
     lines = path.read_text().splitlines()

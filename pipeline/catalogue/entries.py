@@ -376,6 +376,8 @@ def _rule_of(error: dict[str, Any]) -> str:
     if kind == "value_error" and top in ("baseUrl", "docsUrl", "sources", "openapiUrl",
                                          "statusPageUrl", "sdks"):
         return "bad-url"
+    if kind == "value_error" and loc[-1:] == ("currency",):
+        return "bad-currency"
     return "bad-type"
 
 

@@ -19,10 +19,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline.contract import ONE_TIME_PERIODS, UNCAPPED_PERIOD, BuilderScore
+from pipeline.contract import (
+    DEFAULT_CURRENCY,
+    ONE_TIME_PERIODS,
+    UNCAPPED_PERIOD,
+    BuilderScore,
+    fixed_fee_text,
+    price_text,
+)
 from pipeline.probing.probe import failed, left_unchecked, target_stands_in
 
-RUBRIC_VERSION = "2.6.0"
+RUBRIC_VERSION = "2.7.0"
 
 # Probe history columns this module reads, and what a probe outcome may be. A history may
 # also carry each probe's `reason` (the prober's word for an `online` answer): without it every
@@ -38,11 +45,12 @@ RESPONDED = ("live", "online")
 WINDOWS: dict[str, int] = {"1d": 1, "7d": 7, "30d": 30}  # window name -> days before as_of
 
 # Pricing: what a builder pays to start, and how plainly growth is priced; 100 in all, the
-# points of the facts stated scaled to it when no price to grow into is (missing evidence).
+# points of the facts stated scaled to it when a part lacks its evidence: no price to grow
+# into, or a monthly minimum in a currency other than the US dollar its thresholds are in.
 PRICING_POINTS = 100
 FREE_TIER_POINTS = {"recurring": 35, "one-time": 20}  # a renewing allowance beats a trial
 SANDBOX_POINTS = 10  # a free sandbox or test mode to build against
-MINIMUM_CENTS = (0, 1_000, 5_000, 20_000, 100_000)  # least paid per month, in cents ...
+MINIMUM_CENTS = (0, 1_000, 5_000, 20_000, 100_000)  # least paid per month, in US cents ...
 MINIMUM_POINTS = (25, 18, 10, 3, 0)  # ... and its points, linear in between, 0 from $1,000
 GROWTH_POINTS = 20  # a published price to grow into: unit cost, fee, paid tiers (or none needed)
 # A free allowance stated in full: its amount, or use without a cap (only described: the less).
@@ -153,11 +161,6 @@ def rounded_half_up(values: np.ndarray) -> np.ndarray:
     return np.floor(values + 0.5 + 1e-9)
 
 
-def _dollars(cents: float) -> str:
-    """`$29` for whole dollars, `$5.49` otherwise."""
-    return f"${int(cents) // 100:,}" if cents % 100 == 0 else f"${cents / 100:,.2f}"
-
-
 def _number(value: float) -> str:
     return f"{int(value):,}" if float(value).is_integer() else f"{value:,g}"
 
@@ -224,7 +227,12 @@ def pricing_score(content: Mapping[str, Any]) -> SubScore:
     paid_tiers = [t["monthlyCents"] for t in pricing.get("tiers") or []
                   if (t.get("monthlyCents") or 0) > 0]
 
-    points, reasons = 0.0, []
+    currency = pricing.get("currency")
+    # A minimum in another currency than the thresholds' is unknown in their terms, with no
+    # exchange rate to read it by; 0 is 0 in any currency.
+    minimum_unweighed = bool(minimum) and (currency or DEFAULT_CURRENCY) != DEFAULT_CURRENCY
+
+    points, reasons, unknown = 0.0, [], 0
     if allowance:
         points += FREE_TIER_POINTS[allowance]
         reasons.append("free tier" if allowance == "recurring" else "one-time free credit")
@@ -236,28 +244,33 @@ def pricing_score(content: Mapping[str, Any]) -> SubScore:
             reasons.append("free sandbox")
     if minimum is None:
         reasons.append("monthly minimum not stated")
+    elif minimum_unweighed:
+        unknown += MINIMUM_POINTS[0]
+        reasons.append(f"from {price_text(minimum, currency)}/month, not weighed in US dollars")
     else:
         points += float(np.interp(minimum, MINIMUM_CENTS, MINIMUM_POINTS))
         reasons.append("no monthly minimum" if minimum == 0
-                       else f"from {_dollars(minimum)}/month")
+                       else f"from {price_text(minimum, currency)}/month")
     if model == "free":
         growth = "nothing to buy"
     elif fee:
-        fixed = f" + {_number(fee.get('fixedCents') or 0)}¢" if fee.get("fixedCents") else ""
+        fixed = (f" + {fixed_fee_text(fee['fixedCents'], currency)}" if fee.get("fixedCents")
+                 else "")
         growth = f"{_number(fee['percent'])}%{fixed} per transaction"
     elif unit_cost:
-        growth = (f"unit cost {_dollars(unit_cost['amountCents'])} per "
+        growth = (f"unit cost {price_text(unit_cost['amountCents'], currency)} per "
                   f"{_number(unit_cost['per'])} {unit_cost['unit']}")
     elif paid_tiers:
-        growth = f"paid tiers from {_dollars(min(paid_tiers))}/month"
+        growth = f"paid tiers from {price_text(min(paid_tiers), currency)}/month"
     else:
         growth = None
     if growth:
         points += GROWTH_POINTS
         reasons.append(growth)
     else:
-        # Unknown, not 0 points: a price the provider states in another currency, one sold
-        # by "contact sales", and a free API whose entry names no paid plan read the same.
+        # Unknown, not 0 points: a price sold by "contact sales", and a free API whose entry
+        # names no paid plan read the same.
+        unknown += GROWTH_POINTS
         reasons.append("price to grow into not stated")
     uncapped = str(quota.get("period", "")).strip().lower() == UNCAPPED_PERIOD
     if allowance and (quota.get("amount") is not None or uncapped):
@@ -265,12 +278,13 @@ def pricing_score(content: Mapping[str, Any]) -> SubScore:
     elif allowance and _present(quota.get("note")):
         points += QUOTA_NOTE_POINTS
     evidence = {"freeAllowance": allowance, "sandbox": sandbox, "monthlyMinimumCents": minimum,
-                "growth": growth, "freeQuotaAmount": quota.get("amount") if allowance else None}
+                "growth": growth, "freeQuotaAmount": quota.get("amount") if allowance else None,
+                "currency": currency or DEFAULT_CURRENCY}
     if not (allowance or model == "free" or minimum is not None or growth):
         # "contact sales" is no price: unknown, not the 0 points of $1,000 a month
         return SubScore(None, ("no price stated",), evidence)
     # the points of the facts stated, out of those they can give (growth unknown: 80)
-    possible = PRICING_POINTS - (0 if growth else GROWTH_POINTS)
+    possible = PRICING_POINTS - unknown
     return SubScore(round_half_up(points * PRICING_POINTS / possible),
                     tuple(reasons[:MAX_REASONS]), evidence)
 
