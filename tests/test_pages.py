@@ -43,11 +43,13 @@ from pipeline.release.pages import (
     NO_QUOTA_WORDS,
     PageError,
     category_page,
+    cents_text,
     check_pages,
     entry_page,
     free_quota_text,
     grade_basis,
     pricing_facts,
+    pricing_text,
     share_text,
     uptime_basis_text,
 )
@@ -929,6 +931,18 @@ def test_curated_pricing_facts_reach_the_page_and_the_markdown(sample: SampleRel
     assert pricing_facts(None) == [] and pricing_facts({"sandbox": False}) == [
         ("sandbox", "Sandbox", "no free sandbox or test mode")]
     assert pricing_facts({"monthlyMinimumCents": 2500})[0][2] == "$25/month once live"
+
+
+def test_prices_show_in_the_currency_the_provider_states() -> None:
+    """Every text that shows a price says the pricing's currency, a dollar sign for none."""
+    euros = {"model": "pay-as-you-go", "startingCentsPerMonth": 2500, "currency": "EUR",
+             "unitCost": {"amountCents": 2, "per": 1000, "unit": "characters"},
+             "transactionFee": {"percent": 1, "fixedCents": 20}, "monthlyMinimumCents": 3000}
+    assert pricing_text(euros) == "pay-as-you-go, from €25/month"
+    assert [text for _, _, text in pricing_facts(euros)] == [
+        "€0.02 per 1,000 characters", "1% + €0.20 per transaction", "€30/month once live"]
+    assert pricing_text(euros | {"currency": "CHF"}) == "pay-as-you-go, from 25 CHF/month"
+    assert cents_text(2900) == "$29" and cents_text(None, "GBP") == "not stated"
 
 
 def test_every_page_names_its_markdown_alternate_and_the_entry_page_its_json(

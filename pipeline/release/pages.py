@@ -34,7 +34,15 @@ from jinja2.compiler import CodeGenerator, Frame, optimizeconst
 from jinja2.runtime import Macro
 from markupsafe import Markup, escape
 
-from pipeline.contract import BIDI_CONTROL, ONLINE_NOTE, APIEntry, Pricing, Uptime
+from pipeline.contract import (
+    BIDI_CONTROL,
+    ONLINE_NOTE,
+    APIEntry,
+    Pricing,
+    Uptime,
+    fixed_fee_text,
+    price_text,
+)
 from pipeline.judging.day_figures import SentDay
 from pipeline.judging.score import (
     MIN_LATENCY_DAYS,
@@ -185,10 +193,11 @@ def amount_text(value: float) -> str:
     return f"{int(value):,}" if float(value).is_integer() else f"{value:,g}"
 
 
-def cents_text(cents: int | None) -> str:
+def cents_text(cents: int | None, currency: str | None = None) -> str:
+    """A price of the entry's pricing in its currency (`price_text`), or that none is stated."""
     if cents is None:
         return "not stated"
-    return f"${cents // 100:,}" if cents % 100 == 0 else f"${cents / 100:,.2f}"
+    return price_text(cents, currency)
 
 
 def paid_from_cents(pricing: Mapping[str, Any]) -> int | None:
@@ -213,7 +222,7 @@ def pricing_text(pricing: Mapping[str, Any] | None, has_free_tier: bool | None =
                           _paid_beyond(pricing)))
     said = [model or "not stated"]
     if starting:
-        said.append(f"from {cents_text(starting)}/month")
+        said.append(f"from {cents_text(starting, pricing.get('currency'))}/month")
     elif starting == 0 and model not in (None, "free"):
         said.append("no monthly fee")
     if has_free_tier and model != "free":
@@ -227,7 +236,7 @@ def _paid_beyond(pricing: Mapping[str, Any]) -> str:
     (its "Price per use" or "Transaction fee" beside it says how much), else that no price is
     stated."""
     if paid := paid_from_cents(pricing):
-        return f"paid from {cents_text(paid)}/month"
+        return f"paid from {cents_text(paid, pricing.get('currency'))}/month"
     if pricing.get("unitCost"):
         return "then priced per use"
     if pricing.get("transactionFee"):
@@ -325,19 +334,21 @@ def pricing_facts(pricing: Mapping[str, Any] | None) -> list[tuple[str, str, str
     ones set, so neither page nor Markdown says more than the entry does."""
     if not pricing:
         return []
-    facts = []
+    facts, currency = [], pricing.get("currency")
     if unit_cost := pricing.get("unitCost"):
         facts.append(("unit-cost", "Price per use",
-                      f"{cents_text(unit_cost['amountCents'])} per "
+                      f"{cents_text(unit_cost['amountCents'], currency)} per "
                       f"{amount_text(unit_cost['per'])} {unit_cost['unit']}"))
     if fee := pricing.get("transactionFee"):
-        fixed = f" + {amount_text(fee['fixedCents'])}¢" if fee.get("fixedCents") else ""
+        fixed = (f" + {fixed_fee_text(fee['fixedCents'], currency)}" if fee.get("fixedCents")
+                 else "")
         note = f" ({fee['note']})" if fee.get("note") else ""
         facts.append(("transaction-fee", "Transaction fee",
                       f"{amount_text(fee['percent'])}%{fixed} per transaction{note}"))
     if (minimum := pricing.get("monthlyMinimumCents")) is not None:
         facts.append(("monthly-minimum", "Monthly minimum",
-                      "none" if minimum == 0 else f"{cents_text(minimum)}/month once live"))
+                      "none" if minimum == 0
+                      else f"{cents_text(minimum, currency)}/month once live"))
     if (sandbox := pricing.get("sandbox")) is not None:
         facts.append(("sandbox", "Sandbox", "yes: a free sandbox or test mode to build against"
                       if sandbox else "no free sandbox or test mode"))
