@@ -933,8 +933,15 @@ def test_curated_pricing_facts_reach_the_page_and_the_markdown(sample: SampleRel
     assert pricing_facts({"monthlyMinimumCents": 2500})[0][2] == "$25/month once live"
 
 
-def test_prices_show_in_the_currency_the_provider_states() -> None:
-    """Every text that shows a price says the pricing's currency, a dollar sign for none."""
+def test_prices_show_in_the_currency_the_provider_states(sample: SampleRelease) -> None:
+    """OpenWeather prices its plans in pounds: its page and Markdown show £30, not $30, and
+    every text that shows a price says the pricing's currency, a dollar sign for none."""
+    html = page(sample, entry_page("openweathermap"))
+    assert Elements(html).by_id("pricing-model").startswith("free tier, paid from £30/month")
+    assert '<tr><td>Startup</td><td class="per-month">£30</td>' in html
+    markdown = page(sample, entry_markdown("openweathermap"))
+    assert "  - Startup: £30/month, 600 calls/minute" in markdown
+    assert "paid from £30/month" in markdown
     euros = {"model": "pay-as-you-go", "startingCentsPerMonth": 2500, "currency": "EUR",
              "unitCost": {"amountCents": 2, "per": 1000, "unit": "characters"},
              "transactionFee": {"percent": 1, "fixedCents": 20}, "monthlyMinimumCents": 3000}
