@@ -462,7 +462,9 @@ UNCAPPED_PERIOD = "unlimited"
 class FreeQuota(ContractModel):
     """What a builder gets without paying, per period."""
 
-    amount: float | None = Field(
+    # `int | float`, not `float`: a whole amount written `1000000` is published so, not as
+    # `1000000.0`; a number to every reader of the schema all the same.
+    amount: Annotated[int | float, WithJsonSchema({"type": "number"})] | None = Field(
         default=None, description="How much is free each period, counted in `unit`; null where "
         "the provider states no figure.")
     unit: str | None = Field(

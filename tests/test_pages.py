@@ -1827,3 +1827,14 @@ def test_the_trend_chart_balances_its_tags_for_every_count_of_days(timed: str) -
         assert pages._balanced_links(chart) == []  # balanced, and links nowhere
         shown = min(count, pages.TREND_DAYS)
         assert chart.count("<rect ") == (shown + 1 if shown else 0)
+
+
+def test_a_whole_free_quota_is_published_as_written(sample: SampleRelease) -> None:
+    """OpenWeather's free plan allows 1,000,000 calls a month, written `amount: 1000000`: the
+    entry and its score's evidence publish 1000000, not 1000000.0 as a float field had it; a
+    fraction stays one."""
+    text = page(sample, "api/apis/openweathermap.json")
+    assert '"amount":1000000,' in text and '"freeQuotaAmount":1000000,' in text
+    assert "1000000.0" not in text
+    fraction = page(sample, "api/apis/huggingface-inference-providers.json")
+    assert '"amount":0.1,' in fraction
