@@ -507,7 +507,9 @@ class UnitCost(ContractModel):
 class TransactionFee(ContractModel):
     """A fee per transaction, as payment APIs charge: e.g. 2.9 % + 30¢."""
 
-    percent: float = Field(ge=0, le=100, description="Share of each transaction, in percent.")
+    percent: Annotated[int | float, WithJsonSchema({"type": "number", "minimum": 0,
+                                                    "maximum": 100})] = Field(
+        ge=0, le=100, description="Share of each transaction, in percent.")  # 1, not 1.0
     fixed_cents: int = Field(default=0, ge=0, le=MAX_SAFE_INTEGER,
                              description="Fixed part per transaction, in hundredths of "
                              "the pricing's currency.")

@@ -1832,9 +1832,11 @@ def test_the_trend_chart_balances_its_tags_for_every_count_of_days(timed: str) -
 def test_a_whole_free_quota_is_published_as_written(sample: SampleRelease) -> None:
     """OpenWeather's free plan allows 1,000,000 calls a month, written `amount: 1000000`: the
     entry and its score's evidence publish 1000000, not 1000000.0 as a float field had it; a
-    fraction stays one."""
+    fraction stays one. So does a fee's whole percent (Paddle's 5 %)."""
     text = page(sample, "api/apis/openweathermap.json")
     assert '"amount":1000000,' in text and '"freeQuotaAmount":1000000,' in text
     assert "1000000.0" not in text
     fraction = page(sample, "api/apis/huggingface-inference-providers.json")
     assert '"amount":0.1,' in fraction
+    fee = page(sample, "api/apis/paddle-billing.json")  # a whole percent, as written
+    assert '"transactionFee":{"fixedCents":50,"note":' in fee and '"percent":5}' in fee
