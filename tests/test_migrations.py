@@ -996,6 +996,33 @@ def test_each_stored_run_that_ended_is_placed_among_the_runs_started_by_its_end(
     engine.dispose()
 
 
+def test_each_stored_entry_s_base_address_holds_from_no_known_move(database_url: str) -> None:
+    """Revision 0027 keeps when each entry's base address last changed: no stored entry is
+    known to have moved before it, so every entry is kept with none (none of its probes left
+    out), published or retired. Going back drops the column and its index and keeps every
+    entry."""
+    engine = entries_stored_at(database_url, "0026", [("weather", "{}", "weather.yaml"),
+                                                     ("maps", "{}", "maps.yaml")])
+    with engine.begin() as connection:
+        connection.execute(text("UPDATE entry SET base_url = 'https://api.maps.example',"
+                                " retired_at = :at WHERE id = 'maps'"), {"at": T0})
+    assert upgrade_store(engine) == ("0026", head_revision())
+    with Session(engine) as session:
+        assert dict(session.exec(select(EntryRow.id, EntryRow.base_url_since)).all()) == {
+            "weather": None, "maps": None}
+        assert dict(session.exec(select(EntryRow.id, EntryRow.base_url)).all()) == {
+            "weather": None, "maps": "https://api.maps.example"}
+    with engine.begin() as connection:
+        command.downgrade(alembic_config(connection), "0026")
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM entry")).scalar_one() == 2
+        assert "base_url_since" not in {column["name"] for column in
+                                        inspect(connection).get_columns("entry")}
+        assert "ix_entry_base_url_since" not in {index["name"] for index in
+                                                 inspect(connection).get_indexes("entry")}
+    engine.dispose()
+
+
 # --- a store of each revision, full of a few nights' history, upgraded and run ---------------
 
 # The revisions a deployed store may still hold: each release from the one that moved every

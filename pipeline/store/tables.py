@@ -151,6 +151,10 @@ class EntryRow(SQLModel, table=True):
     # The content's `baseUrl`, kept apart so that what plans and presents the probes reads every
     # published entry's without the database parsing each entry's content.
     base_url: str | None = None
+    # When the ingest found `base_url` changed (the provider moved its API), None where it never
+    # did since this was kept: the probes checked before are of another address, no evidence of
+    # the one listed now. Indexed, so the few entries that moved lately are found by a range.
+    base_url_since: datetime | None = Field(default=None, sa_type=UtcDateTime, index=True)
     # Pricing and Depth as the content alone decides them (JSON), with the content hash and
     # the rubric they were judged by: the score stage reads them back while both still hold.
     content_scores: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
