@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ from pipeline.store.tables import (
     EntryRow,
     active_base_urls,
     active_entries,
+    as_utc,
     engine_for,
     make_engine,
     session_scope,
@@ -119,6 +121,51 @@ def test_the_stored_base_address_follows_the_file(
     write_entry()
     assert ingest(engine, data_dir).restored == ["example-weather"]
     assert stored() == {"example-weather": "https://api.example.com/v1", **kept}
+
+
+def test_an_entry_holds_its_base_address_from_the_ingest_that_found_it_changed(
+    engine, write_entry: WriteEntry, data_dir: Path
+) -> None:
+    """The ingest keeps when an entry's base address last changed (the provider moved its
+    API): not for an entry added, nor for an edit that keeps the address, nor for an entry
+    back from retirement at the address it left with; from the ingest that stores another
+    address, also one brought back from retirement with it."""
+    entries = data_dir / "entries"
+    moments = iter(datetime(2026, 11, day, 4, tzinfo=UTC) for day in range(1, 10))
+
+    def ingested() -> tuple[IngestSummary, dict[str, datetime | None]]:
+        with Session(engine) as session:
+            summary = ingest_catalog(session, read_catalog([entries], entries),
+                                     now=next(moments))
+            return summary, {entry_id: since and as_utc(since) for entry_id, since in
+                             session.exec(select(EntryRow.id, EntryRow.base_url_since))}
+
+    moved = {"baseUrl": "https://api.new.example/v1",
+             "sampleRequest": 'curl "https://api.new.example/v1/forecast"'}
+    write_entry(make_entry(id="kept-api"))
+    path = write_entry()
+    assert ingested()[1] == {"example-weather": None, "kept-api": None}
+    write_entry(make_entry(description="Forecasts for any coordinates, hourly."))
+    summary, since = ingested()
+    assert summary.updated == ["example-weather"] and since["example-weather"] is None
+    write_entry(make_entry(**moved))
+    summary, since = ingested()  # the third ingest, on 3 November
+    assert summary.updated == ["example-weather"]
+    assert since == {"example-weather": datetime(2026, 11, 3, 4, tzinfo=UTC), "kept-api": None}
+    write_entry(make_entry(description="Hourly forecasts, anywhere.", **moved))
+    assert ingested()[1]["example-weather"] == datetime(2026, 11, 3, 4, tzinfo=UTC)
+    path.unlink()
+    assert ingested()[0].retired == ["example-weather"]
+    write_entry(make_entry(**moved))
+    summary, since = ingested()
+    assert summary.restored == ["example-weather"]
+    assert since["example-weather"] == datetime(2026, 11, 3, 4, tzinfo=UTC)
+    path.unlink()
+    ingested()
+    write_entry()  # back at the address it had before it moved
+    summary, since = ingested()  # the eighth ingest
+    assert summary.restored == ["example-weather"]
+    assert since == {"example-weather": datetime(2026, 11, 8, 4, tzinfo=UTC), "kept-api": None}
 
 
 def test_a_removed_file_retires_the_entry_and_keeps_it(

@@ -5,7 +5,7 @@ its scores and uptime go on; a rename without it retires the old id and adds a n
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from sqlmodel import Session, col, delete, func, select
@@ -29,7 +29,9 @@ from pipeline.store.tables import (
     EntryRow,
     ProbeRow,
     RolledDay,
+    as_utc,
     day_bounds,
+    make_engine,
     utc_text,
     utcnow,
 )
@@ -499,3 +501,38 @@ def test_an_entry_renamed_twice_tells_each_rename_and_each_past_event_as_it_was_
     assert [document for document in after if document["at"] < utc_text(at(5))] == [
         document | {"name": "second"} if document["name"] == "Example Weather" else document
         for document in before]
+
+
+def test_a_renamed_entry_holds_its_base_address_as_the_history_it_takes_over_says(
+    database_url: str, data_dir: Path, write_entry: WriteEntry,
+) -> None:
+    """An id taking over a former id's history holds its base address from when the former
+    did, where both list the same one (the former's probes are of it); where the former's
+    was another, the probes taken over are of an address the entry moved from, and it holds
+    its own from the rename, also when it had a history of its own."""
+    entries = data_dir / "entries"
+    moved = {"baseUrl": "https://api.new.example/v1",
+             "sampleRequest": 'curl "https://api.new.example/v1/forecast"'}
+    first, second, renamed = (datetime(2026, 11, day, 4, tzinfo=UTC) for day in (1, 2, 3))
+    engine = make_engine(database_url)
+    try:
+        def ingested(now: datetime) -> dict[str, datetime | None]:
+            with Session(engine) as session:
+                ingest_catalog(session, read_catalog([entries], entries), now=now)
+                return {entry_id: since and as_utc(since) for entry_id, since in
+                        session.exec(select(EntryRow.id, EntryRow.base_url_since))}
+
+        for entry_id in ("same", "other", "moved", "own", "merged"):
+            write_entry(make_entry(id=entry_id))
+        ingested(first)
+        for entry_id in ("moved", "merged"):
+            write_entry(make_entry(id=entry_id, **moved))
+        assert ingested(second)["moved"] == second
+        for old, new, address in (("same", "same-two", {}), ("other", "other-two", moved),
+                                  ("moved", "moved-two", moved), ("merged", "own", {})):
+            (entries / "weather" / f"{old}.yaml").unlink()
+            write_entry(make_entry(id=new, formerIds=[old], **address))
+        assert ingested(renamed) == {"same-two": None, "other-two": renamed,
+                                     "moved-two": second, "own": renamed}
+    finally:
+        engine.dispose()

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from operator import attrgetter
 
-from sqlalchemy import bindparam, delete, exists, func, update
+from sqlalchemy import bindparam, case, delete, exists, func, update
 from sqlmodel import Session, SQLModel, col, select
 
 from pipeline.catalogue.entries import CatalogReport, KnownFile
@@ -68,12 +68,16 @@ def _update_changed(session: Session, changed: list[StoredEntry], now: datetime,
                     report: CatalogReport) -> None:
     """Rewrite stored entries (changed, moved or back from retirement) and match their
     endpoint rows to their lists (update, add, deactivate): one statement a kind of change
-    for many rows, since a catalogue-wide edit changes every entry at once."""
+    for many rows, since a catalogue-wide edit changes every entry at once. An entry whose
+    base address changed holds the new one from `now` (`base_url_since`), compared in the
+    statement with the stored one: nothing of every entry is read for it."""
     if not changed:
         return
     entries, endpoints = EntryRow.__table__, EndpointRow.__table__
     session.execute(
         update(entries).where(entries.c.id == bindparam("entry_id")).values(
+            base_url_since=case((entries.c.base_url != bindparam("new_base_url"),
+                                 bindparam("new_time")), else_=entries.c.base_url_since),
             category=bindparam("new_category"), name=bindparam("new_name"),
             content=bindparam("new_content"), content_hash=bindparam("new_hash"),
             source_file=bindparam("new_source"), updated_at=bindparam("new_time"),
@@ -200,6 +204,7 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
     moves: list[tuple[str, str]] = []  # (former id, the id taking over its stored entry)
     news: dict[str, str] = {}  # what each former id's rename tells a reader (`rename_news`)
     taken = 0  # the moves made so far
+    listed: dict[str, str] = {}  # the base address each id taking over another's lists
     for chunk in _chunks(report, spool):
         new: list[StoredEntry] = []
         changed: list[StoredEntry] = []
@@ -212,6 +217,8 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
             # newest first: of two former ids' rows on one key, the nearer the new id's is kept
             formers = [former for former in reversed(entry.former_ids)
                        if former in stored and former != entry.id]
+            if formers:
+                listed[entry.id] = entry.content["baseUrl"]
             for number, former in enumerate(formers):
                 moves.append((former, entry.id))
                 # the new id told added once, if it was not published; the former told retired
@@ -234,7 +241,7 @@ def _ingest(session: Session, report: CatalogReport, now: datetime, run_id: int 
                 if report.digests:
                     rehashed.append(_file_columns(entry.id, str(entry.source), report))
         _insert_new(session, new, now, report)
-        _take_over(session, takers, moves[taken:], now, report)
+        _take_over(session, takers, moves[taken:], now, report, listed)
         taken = len(moves)
         _update_changed(session, changed, now, report)
         _update_file_columns(session, rehashed)
@@ -273,7 +280,7 @@ KEYED_TABLES: tuple[tuple[type[SQLModel], tuple[str, ...]], ...] = (
 
 
 def _take_over(session: Session, takers: list[StoredEntry], moves: list[tuple[str, str]],
-               now: datetime, report: CatalogReport) -> None:
+               now: datetime, report: CatalogReport, listed: Mapping[str, str]) -> None:
     """Each former id of `moves` (former, taker; a taker's nearest former first) passes its
     stored entry to the taker: every row of its history moved to the taker, its own row
     deleted, and the taker first seen when the earliest of them was, so scores, uptime and
@@ -286,6 +293,8 @@ def _take_over(session: Session, takers: list[StoredEntry], moves: list[tuple[st
     on a key both hold (a state, an endpoint's method and path) its own row wins, and the
     former's probes of that endpoint become probes of the taker's; a day both were rolled up
     on is the taker's own, its rollups and the probes behind them (`_drop_shared_days`).
+    A former's probes of another base address than the one its taker lists (`listed`) are of
+    an address the taker moved from now (`_moved_since`).
 
     Rows are moved rather than an alias kept for every read: a rename costs a few indexed
     statements a table for its own rows, where an alias would be joined into every night's
@@ -295,10 +304,13 @@ def _take_over(session: Session, takers: list[StoredEntry], moves: list[tuple[st
     entry_table = EntryRow.__table__
     ids = sorted({entry_id for move in moves for entry_id in move})
     first_seen: dict[str, datetime] = {}
+    addresses: dict[str, tuple[str | None, datetime | None]] = {}  # stored: (base, since)
     for chunk in in_lists(ids):
-        first_seen.update((entry_id, as_utc(seen)) for entry_id, seen in session.connection()
-                          .execute(select(entry_table.c.id, entry_table.c.first_seen_at)
-                                   .where(entry_table.c.id.in_(chunk))))
+        for entry_id, seen, base_url, since in session.connection().execute(
+                select(entry_table.c.id, entry_table.c.first_seen_at, entry_table.c.base_url,
+                       entry_table.c.base_url_since).where(entry_table.c.id.in_(chunk))):
+            first_seen[entry_id] = as_utc(seen)
+            addresses[entry_id] = (base_url, since and as_utc(since))
     earliest: dict[str, datetime] = {}
     for former, taker in moves:
         earliest[taker] = min(earliest.get(taker, first_seen[former]), first_seen[former])
@@ -309,12 +321,34 @@ def _take_over(session: Session, takers: list[StoredEntry], moves: list[tuple[st
     if earlier:
         session.execute(update(entry_table).where(entry_table.c.id == bindparam("taker"))
                         .values(first_seen_at=bindparam("seen")), earlier)
+    moved = _moved_since(moves, addresses, listed, now)
+    if moved:
+        session.execute(update(entry_table).where(entry_table.c.id == bindparam("taker"))
+                        .values(base_url_since=bindparam("since")), moved)
     fresh = {entry.id for entry in takers}  # nothing of their own for a first former to meet
     for number, batch in enumerate(_rounds(moves)):
         _move_history(session, batch, [move for move in batch
                                        if number or move[1] not in fresh])
     session.execute(delete(entry_table).where(entry_table.c.id == bindparam("former")),
                     [{"former": former} for former, _ in moves])
+
+
+def _moved_since(moves: list[tuple[str, str]],
+                 stored: Mapping[str, tuple[str | None, datetime | None]],
+                 listed: Mapping[str, str], now: datetime) -> list[dict[str, object]]:
+    """Since when each taker of `moves` holds the base address it lists (`listed`), where its
+    history taken over says: a former id's probes of another base address (`stored`: each
+    id's base address and since when) are of an address moved from `now`, those of the same
+    one count from when it held it; the latest of them and the taker's own. The ingest's
+    update of a taker that had a stored entry of its own then compares its own address."""
+    since: dict[str, datetime] = {}
+    for former, taker in moves:
+        base_url, held = stored[former]
+        moved = now if base_url is not None and base_url != listed[taker] else held
+        own = since.get(taker, stored.get(taker, (None, None))[1])
+        if moved is not None and (own is None or moved > own):
+            since[taker] = moved
+    return [{"taker": taker, "since": moment} for taker, moment in since.items()]
 
 
 def _rounds(moves: list[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]:
