@@ -16,6 +16,8 @@ import pytest
 from sqlalchemy import func, null
 from sqlmodel import Session, col, delete, select, update
 
+from pipeline.catalogue.entries import read_catalog
+from pipeline.catalogue.ingest import ingest_catalog
 from pipeline.contract import Uptime
 from pipeline.judging import rollup
 from pipeline.judging.content_scores import content_scores, store_content_scores
@@ -129,11 +131,13 @@ def test_rollups_and_a_few_raw_days_give_exactly_the_whole_window(history: Sessi
 
 
 def answers(entry_id: str, at: datetime, status: int, reason: str | None,
-            endpoint_id: int, path: str = "/forecast") -> list[ProbeResult]:
-    """A run's looks at an entry's endpoint (at `path`) answering `status` (`reason`) in 40 ms:
-    a failure is looked at again, and answered the same."""
+            endpoint_id: int, path: str = "/forecast",
+            host: str | None = None) -> list[ProbeResult]:
+    """A run's looks at an entry's endpoint (at `path`, on `host`, else the entry's own)
+    answering `status` (`reason`) in 40 ms: a failure is looked at again, and answered the
+    same."""
     def look(confirmation: bool) -> ProbeResult:
-        url = f"https://{entry_id}.example.com{path}"
+        url = f"https://{host or f'{entry_id}.example.com'}{path}"
         return ProbeResult(
             url=url, entry_id=entry_id, endpoint_id=endpoint_id, checked_at=at,
             outcome="live" if status == 200 else "online",
@@ -296,6 +300,101 @@ def test_the_trends_leave_out_the_days_of_an_endpoint_no_longer_listed(
         for row in session.exec(select(DailyEntryRollup).where(
             DailyEntryRollup.entry_id == "listing").order_by(col(DailyEntryRollup.day)))]
     assert {day[1:] for day in trends["listing"]} == {(2, 1, 40.0), (1, 0, None)}
+
+
+# A base address moved: the old host answering 404 up to the move, the new one 200 after.
+OLD_ADDRESS, NEW_ADDRESS = "api.old.example", "api.new.example"
+MOVED_AT = (TODAY - timedelta(days=6)).replace(hour=12)  # after that night's run at 03:00
+
+
+def probed_around_a_move(session: Session, data_dir: Path, write_entry: WriteEntry) -> None:
+    """"moving" and "dark" at the old address and "staying" at its own, each answering 404
+    every night from 12 days back to 6 days back, then "moving" and "dark" moved to the new
+    address at `MOVED_AT` (ingested then), after which "moving" and "staying" answer 200 (at
+    15:00 that day, then every night to today) and "dark" is probed no more. "unprobed" is
+    never probed. The days before the move are rolled up before it, the rest after."""
+    def looks(at: datetime) -> list[ProbeResult]:
+        before = at < MOVED_AT
+        hosts = {"moving": OLD_ADDRESS if before else NEW_ADDRESS, "staying": None,
+                 **({"dark": OLD_ADDRESS} if before else {})}
+        return [look for entry_id, host in hosts.items()
+                for look in answers(entry_id, at, 404 if before else 200,
+                                    "not_found" if before else None,
+                                    listed_endpoint_ids(session, entry_id)[0], host=host)]
+
+    first, moved = (TODAY - timedelta(days=12)).date(), MOVED_AT.date()
+    probed_nightly(session, first, moved, looks)
+    roll_up_days(session, days_between(first, moved - timedelta(days=1)))
+    for entry_id in ("moving", "dark"):
+        write_entry(make_entry(id=entry_id, baseUrl=f"https://{NEW_ADDRESS}",
+                               sampleRequest=f'curl "https://{NEW_ADDRESS}/forecast"'))
+    entries = data_dir / "entries"
+    assert ingest_catalog(session, read_catalog([entries], entries),
+                          now=MOVED_AT).updated == ["dark", "moving"]
+    store_content_scores(session)
+    record_probes(session, start_run(session, "nightly"), looks(MOVED_AT.replace(hour=15)))
+    probed_nightly(session, moved + timedelta(days=1), TODAY.date(), looks)
+    roll_up_days(session, days_between(moved, (TODAY - timedelta(days=1)).date()))
+
+
+def test_the_probes_of_a_base_address_moved_from_count_no_more(
+    write_entry: WriteEntry, ingested_store, data_dir: Path,
+) -> None:
+    """An entry whose base address moved (the old host answering 404 every night) is scored
+    on the probes of the address it lists now: those checked before the move lower neither
+    its uptime nor its Latency, whether their days are read from their rollups or raw, for
+    the 7-day and 30-day windows alike. One that moved and was not probed since is as one
+    never probed. An entry that never moved still pays for its 404s; every probe stays
+    stored as history."""
+    for entry_id in ("moving", "staying", "dark", "unprobed"):
+        write_entry(make_entry(id=entry_id, baseUrl=f"https://{OLD_ADDRESS}",
+                               sampleRequest=f'curl "https://{OLD_ADDRESS}/forecast"'))
+    session = ingested_store()
+    probed_around_a_move(session, data_dir, write_entry)
+    stored = session.exec(select(func.count()).select_from(ProbeRow)).one()
+    for as_of in (TODAY.replace(hour=12), day_bounds((TODAY - timedelta(days=1)).date())[1]):
+        scores, uptimes = bounded_scores(session, content_scores(session), as_of)
+        after = 7 if as_of.date() == TODAY.date() else 6  # at 15:00 on the move's day, nightly
+        assert uptimes["moving"]["last7d"] == uptimes["moving"]["last30d"] == 1.0, as_of
+        assert uptimes["moving"]["evidence"]["last7d"] == uptimes["moving"]["evidence"][
+            "last30d"] == {"probes": after, "succeeded": after, "days": after}, as_of
+        latency = scores["moving"].latency
+        assert (latency.value, latency.evidence["probes"], latency.evidence["failed"]) == (
+            100, after, 0), as_of
+        assert uptimes["staying"]["evidence"]["last30d"] == {  # 7 nights of 404s before
+            "probes": 7 + after, "succeeded": after, "days": 7 + after - 1}, as_of
+        assert scores["staying"].latency.evidence["failed"] > 0
+        assert "dark" not in uptimes and "unprobed" not in uptimes  # uptime null
+        assert scores["dark"].latency == scores["unprobed"].latency, as_of
+        assert scores["dark"].latency.value is None
+        assert scores["dark"].latency.evidence["probes"] == 0
+    assert session.exec(select(func.count()).select_from(ProbeRow)).one() == stored
+
+
+def test_the_trends_leave_out_the_days_of_a_base_address_moved_from(
+    write_entry: WriteEntry, ingested_store, data_dir: Path,
+) -> None:
+    """The page's daily trend of an entry whose base address moved has no figures on the days
+    before the move, and the day of the move counts only the probes after it (each day
+    counted as the rollup counts it); an entry that never moved keeps its days as rolled
+    up."""
+    for entry_id in ("moving", "staying", "dark", "unprobed"):
+        write_entry(make_entry(id=entry_id, baseUrl=f"https://{OLD_ADDRESS}",
+                               sampleRequest=f'curl "https://{OLD_ADDRESS}/forecast"'))
+    session = ingested_store()
+    probed_around_a_move(session, data_dir, write_entry)
+    first, last = (TODAY - timedelta(days=12)).date(), (TODAY - timedelta(days=1)).date()
+    trends = rollup.entry_trends(session, last)
+    moved = MOVED_AT.date()
+    assert trends["moving"] == [(day.toordinal(), *((1, 1, 40.0) if day >= moved
+                                                    else (0, 0, None)))
+                                for day in days_between(first, last)]
+    assert {day[1:] for day in trends["dark"]} == {(0, 0, None)}
+    assert trends["staying"] == [
+        (row.day.toordinal(), row.probes, row.successes, row.p50_ms)
+        for row in session.exec(select(DailyEntryRollup).where(
+            DailyEntryRollup.entry_id == "staying").order_by(col(DailyEntryRollup.day)))]
+    assert trends["staying"][(moved - first).days][1:] == (2, 1, 40.0)
 
 
 def test_the_trends_keep_one_object_for_each_day_and_median(

@@ -52,7 +52,7 @@ from pipeline.judging.score import (
     uptimes_from_counts,
     window_counts,
 )
-from pipeline.store.history import entries_history, history_frame, unlisted_endpoints
+from pipeline.store.history import Unlisted, entries_history, history_frame, unlisted_probes
 from pipeline.store.tables import (
     EVERY_ENTRY,
     DailyEntryRollup,
@@ -432,17 +432,23 @@ def _without(history: pd.DataFrame, entries: Collection[str]) -> pd.DataFrame:
     return history if kept.all() else history.loc[kept]
 
 
-def listed_history(session: Session, unlisted: Mapping[str, Collection[int]],
+def listed_history(session: Session, unlisted: Mapping[str, Unlisted],
                    since: datetime, until: datetime) -> pd.DataFrame:
     """The raw probes (`entries_history`) checked in [since, until] of the entries in
-    `unlisted`, but those of the endpoints it names for each (endpoints the entry no longer
-    lists): what the score and the trend charts read of such an entry, whose day rollups
-    hold every endpoint's probes as one."""
+    `unlisted`, but those it names for each (`Unlisted`: of endpoints the entry no longer
+    lists, or checked before its base address moved): what the score and the trend charts
+    read of such an entry, whose day rollups hold every probe of a day as one."""
     history = entries_history(session, unlisted.keys(), since, until)
-    dropped = {(entry_id, float(endpoint_id)) for entry_id, endpoints in unlisted.items()
-               for endpoint_id in endpoints}
-    kept = [pair not in dropped for pair in zip(history["entry_id"].tolist(),
-                                                history["endpoint_id"].tolist(), strict=True)]
+    dropped = {(entry_id, float(endpoint_id)) for entry_id, left in unlisted.items()
+               for endpoint_id in left.endpoints}
+    kept = np.fromiter((pair not in dropped for pair in zip(
+        history["entry_id"].tolist(), history["endpoint_id"].tolist(), strict=True)),
+        dtype=bool, count=len(history))
+    moved = {entry_id: left.moved_at for entry_id, left in unlisted.items()
+             if left.moved_at is not None}
+    if moved:  # a probe of an entry not moved is compared with no moment (NaT): kept
+        moved_at = pd.to_datetime(history["entry_id"].map(moved), utc=True)
+        kept &= ~(history["checked_at"] < moved_at).to_numpy()
     return history.loc[kept]
 
 
@@ -462,9 +468,11 @@ def bounded_scores(
     its Latency saying why it will have none.
 
     Nor are the probes of an endpoint its entry no longer lists (a path the provider retired,
-    answering 404): an entry with such probes in the window (`unlisted_endpoints`, few: those
+    answering 404), nor those checked before its base address moved (the old address dead,
+    or answering 404): an entry with such probes in the window (`unlisted_probes`, few: those
     the curator edited) is read whole from its raw probes, kept for every day of the window,
-    without them; its day rollups hold every endpoint's probes as one."""
+    without them; its day rollups hold every probe of a day as one. One that moved and has no
+    probe since is scored as one never probed."""
     reasons, unprobable = unprobable or {}, set(unprobable or ())
     raw_days, rolled = evidence_days(as_of)
     day, past_raw = as_of.date(), raw_days[1:]
@@ -481,7 +489,7 @@ def bounded_scores(
                                 if (part := _cut_day(session, past, as_of, span)) is not None)],
                         ignore_index=True)
     window_start = as_of - timedelta(days=WINDOW_DAYS)
-    unlisted = {entry_id: endpoints for entry_id, endpoints in unlisted_endpoints(
+    unlisted = {entry_id: left for entry_id, left in unlisted_probes(
         session, window_start, as_of, span).items()
         if entry_id in judged and entry_id not in unprobable}
     raw = _without(raw, unprobable | unlisted.keys())

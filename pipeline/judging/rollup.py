@@ -34,10 +34,11 @@ from pipeline.judging.evidence import (
 from pipeline.judging.score import ContentScores, counted_probes, succeeded_probes
 from pipeline.probing.probe import unprobable_entries
 from pipeline.store.history import (
+    Unlisted,
     latest_runs,
     latest_states,
     probed_entries,
-    unlisted_endpoints,
+    unlisted_probes,
 )
 from pipeline.store.tables import (
     DailyEndpointRollup,
@@ -484,16 +485,16 @@ def entry_trends(session: Session, last_day: date, days: int = 30) -> Trends:
     kept flat (`Trends`). An entry the catalogue gives no URL to probe any longer
     (`probe.unprobable_entries`) has no day, as one never probed: its days are of addresses
     it no longer lists, as its status, uptime and score leave them out. Nor do the days of an
-    entry count the probes of an endpoint it no longer lists (`unlisted_endpoints`), as its
-    uptime and score do not: such an entry's days are counted again without them
-    (`_listed_days`), the rest read as stored."""
+    entry count the probes of an endpoint it no longer lists, or those checked before its
+    base address moved (`unlisted_probes`), as its uptime and score do not: such an entry's
+    days are counted again without them (`_listed_days`), the rest read as stored."""
     chart = days_between(last_day - timedelta(days=days - 1), last_day)
     rollup = DailyEntryRollup.__table__.c
     statement = (select(rollup.entry_id, rollup.day, rollup.probes, rollup.successes,
                         rollup.p50_ms)
                  .where(rollup.day >= chart[0], rollup.day <= last_day).order_by(rollup.day))
     unprobable = unprobable_entries(active_base_urls(session))
-    unlisted = {entry_id: endpoints for entry_id, endpoints in unlisted_endpoints(
+    unlisted = {entry_id: left for entry_id, left in unlisted_probes(
         session, day_bounds(chart[0])[0], day_bounds(last_day)[1]).items()
         if entry_id not in unprobable}
     if not unlisted:
@@ -507,16 +508,18 @@ def entry_trends(session: Session, last_day: date, days: int = 30) -> Trends:
 
 
 def _listed_days(
-    session: Session, statement: Select[Any], unlisted: Mapping[str, Collection[int]],
+    session: Session, statement: Select[Any], unlisted: Mapping[str, Unlisted],
     days: list[date],
 ) -> Iterator[tuple[str, date, int, int, float | None]]:
     """The rows of `statement` (entry id, day, probes, successes, median) of the entries in
     `unlisted` in `days`, each day's figures counted again from their raw probes without
-    those of the endpoints it names: a day's rollup holds its entry's every endpoint as one.
+    those it names (`listed_history`): a day's rollup holds its entry's every probe as one.
     Each day is read apart and counted as the rollup counts it (`day_history`,
-    `_day_figures`); a day with no probe of a listed endpoint has none, as a day without
-    probes. Few entries (those a curator edited), whose raw probes are kept for every day of
-    the chart, read through the entry index, and their rows by their keys."""
+    `_day_figures`); a day with no probe of what the entry lists now (before its base address
+    moved, or of a dropped endpoint alone) has none, as a day without probes, and the day it
+    moved counts the probes after. Few entries (those a curator edited), whose raw probes are
+    kept for every day of the chart, read through the entry index, and their rows by their
+    keys."""
     listed: dict[tuple[str, date], tuple[int, int, float | None]] = {}
     for day in days:
         figures = _day_figures(listed_history(session, unlisted, *day_bounds(day)), ["entry_id"])

@@ -783,12 +783,23 @@ def entries_history(session: Session, entry_ids: Collection[str], since: datetim
     return _concluded(parts)
 
 
-def unlisted_endpoints(session: Session, since: datetime, until: datetime,
-                       span: EntrySpan = EVERY_ENTRY) -> dict[str, set[int]]:
-    """The endpoints their entries (in `span`) no longer list that have a trusted probe checked
-    in [since, until], by entry: their probes stay as history, but are no evidence of what the
-    entry lists now. Few: only an entry the curator edited has any, so its probes are read
-    through the entry index."""
+class Unlisted(NamedTuple):
+    """What of an entry's probes is no evidence of what it lists now, though they stay as
+    history: those of the endpoints it no longer lists (by id), and every one checked before
+    its base address moved to the one it lists (`EntryRow.base_url_since`)."""
+
+    endpoints: frozenset[int] = frozenset()
+    moved_at: datetime | None = None
+
+
+def unlisted_probes(session: Session, since: datetime, until: datetime,
+                    span: EntrySpan = EVERY_ENTRY) -> dict[str, Unlisted]:
+    """The entries (in `span`) whose trusted probes checked in [since, until] hold some that
+    are no evidence of what they list now, and which (`Unlisted`): those of an endpoint
+    probed then that the entry no longer lists, and those before its base address moved
+    after `since`. Few: only an entry the curator edited has any (found by its inactive
+    endpoints, or by the index of when addresses moved), so its probes are read through the
+    entry index."""
     statement = select(EndpointRow.entry_id).distinct().where(
         col(EndpointRow.active).is_(False), span.holds(EndpointRow.entry_id))
     edited = sorted(session.exec(statement))
@@ -801,7 +812,11 @@ def unlisted_endpoints(session: Session, since: datetime, until: datetime,
                          ProbeRow.checked_at >= since, ProbeRow.checked_at <= until))
         for entry_id, endpoint_id in session.exec(probed):
             found[entry_id].add(endpoint_id)
-    return dict(found)
+    moved = dict(session.exec(select(EntryRow.id, EntryRow.base_url_since).where(
+        col(EntryRow.base_url_since) > since, span.holds(EntryRow.id))).all())
+    return {entry_id: Unlisted(frozenset(found.get(entry_id, ())),
+                               (at := moved.get(entry_id)) and as_utc(at))
+            for entry_id in sorted(found.keys() | moved.keys())}
 
 
 def _trusted_probes(columns: Sequence[Any], span: EntrySpan, since: datetime | None,
