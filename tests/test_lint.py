@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -552,6 +553,25 @@ def test_placeholders_in_an_endpoint_path_pass_the_gate(
 ) -> None:
     endpoints = [*make_entry()["endpoints"], {"method": "GET", "path": path}]
     assert rules(write_entry, data_dir, endpoints=endpoints) == []
+
+
+@pytest.mark.parametrize("made_up", ["01234567-89ab-cdef-0123456789ab",
+                                     "sk_test_0123456789ABCDEFGHIJ",
+                                     "0123456789abcdef0123456789abcdef"])
+def test_an_id_counting_up_is_a_placeholder_and_a_random_one_beside_it_is_not(
+    made_up: str
+) -> None:
+    """Docs make up an id or key by counting (Google's push channel id
+    `01234567-89ab-cdef-0123456789ab`, no UUID: a group short): a request sending it passes the
+    gate, where the same characters shuffled are refused, as is a real key holding a run
+    (Telegram's bot id in `LIVE` counts up before its secret: `test_gate_rejects_…`)."""
+    def request(token: str) -> str:
+        return (f"curl -X POST -d '{{\"id\": \"{token}\"}}' "
+                '"https://api.example.com/v1/x/watch"')
+
+    assert credential_findings("sampleRequest", request(made_up)) == []
+    shuffled = "".join(random.Random(7).sample(made_up, len(made_up)))
+    assert credential_findings("sampleRequest", request(shuffled))
 
 
 def test_a_real_looking_credential_fails_validation_and_names_the_field(

@@ -17,6 +17,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from pipeline.catalogue.curl import (
@@ -101,9 +102,35 @@ def entropy(text: str) -> float:
     return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
 
 
+# How docs write an id or key they made up by counting (Google's channel id
+# `01234567-89ab-cdef-0123456789ab`, `sk_test_0123456789ABCDEF`): most of its letters and
+# digits in runs of at least four counting up. A generated key is no such thing, and a real
+# one that merely holds a run (a Telegram bot's id `5012345678:` before its secret) is not
+# mostly runs.
+_COUNTING = "0123456789abcdefghijklmnopqrstuvwxyz"
+_NEXT = dict(pairwise(_COUNTING))
+COUNTED_SHARE = 0.75
+
+
+def counts_up(token: str) -> bool:
+    """Whether at least `COUNTED_SHARE` of `token`'s letters and digits lie in runs of four
+    or more counting up (`0123`, `89ab`, `cdef`), separators left out."""
+    marks = [c.lower() for c in token if c.isalnum()]
+    counted, run = 0, 1
+    for previous, current in zip(marks, [*marks[1:], ""], strict=True):
+        if _NEXT.get(previous) == current:
+            run += 1
+            continue
+        counted += run if run >= 4 else 0
+        run = 1
+    return len(marks) >= 8 and counted >= COUNTED_SHARE * len(marks)
+
+
 def is_placeholder(token: str) -> bool:
-    """Obvious stand-ins: words like YOUR_/EXAMPLE, or long runs of one character (xxxx, 0000)."""
-    return bool(PLACEHOLDER_WORDS.search(token) or re.search(r"(.)\1{3,}", token))
+    """Obvious stand-ins: words like YOUR_/EXAMPLE, long runs of one character (xxxx, 0000),
+    or characters counting up (`counts_up`)."""
+    return bool(PLACEHOLDER_WORDS.search(token) or re.search(r"(.)\1{3,}", token)
+                or counts_up(token))
 
 
 # How a password is written as a stand-in: an upper-case name (`SECRET`, `YOUR_API_SECRET`), a
