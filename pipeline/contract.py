@@ -22,6 +22,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PlainSerializer,
     StringConstraints,
     WithJsonSchema,
     model_validator,
@@ -211,6 +212,19 @@ Uri = Annotated[
     WithJsonSchema({"type": "string", "format": "uri"}),
 ]
 SemVer = Annotated[str, StringConstraints(pattern=SEMVER_PATTERN)]
+
+
+def _whole_as_integer(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def figure(**bounds: float) -> Any:
+    """A figure a curator writes (a quota, a percent), within `bounds` (JSON Schema's
+    `minimum`, `maximum`): read as a number like any (one error for a bad one, as `float`
+    gives), published whole as an integer (`1000000`, not `1000000.0`), a number to the
+    schema all the same."""
+    return Annotated[float, PlainSerializer(_whole_as_integer, return_type=Any),
+                     WithJsonSchema({"type": "number", **bounds})]
 Percent = Annotated[int, Field(ge=0, le=100)]
 Share = Annotated[float, Field(ge=0, le=1)]
 CurrencyCode = Annotated[
@@ -462,9 +476,7 @@ UNCAPPED_PERIOD = "unlimited"
 class FreeQuota(ContractModel):
     """What a builder gets without paying, per period."""
 
-    # `int | float`, not `float`: a whole amount written `1000000` is published so, not as
-    # `1000000.0`; a number to every reader of the schema all the same.
-    amount: Annotated[int | float, WithJsonSchema({"type": "number"})] | None = Field(
+    amount: figure() | None = Field(
         default=None, description="How much is free each period, counted in `unit`; null where "
         "the provider states no figure.")
     unit: str | None = Field(
@@ -507,9 +519,8 @@ class UnitCost(ContractModel):
 class TransactionFee(ContractModel):
     """A fee per transaction, as payment APIs charge: e.g. 2.9 % + 30¢."""
 
-    percent: Annotated[int | float, WithJsonSchema({"type": "number", "minimum": 0,
-                                                    "maximum": 100})] = Field(
-        ge=0, le=100, description="Share of each transaction, in percent.")  # 1, not 1.0
+    percent: figure(minimum=0, maximum=100) = Field(
+        ge=0, le=100, description="Share of each transaction, in percent.")
     fixed_cents: int = Field(default=0, ge=0, le=MAX_SAFE_INTEGER,
                              description="Fixed part per transaction, in hundredths of "
                              "the pricing's currency.")
