@@ -514,17 +514,17 @@ def _listed_days(
     """The rows of `statement` (entry id, day, probes, successes, median) of the entries in
     `unlisted` in `days`, each day's figures counted again from their raw probes without
     those it names (`listed_history`): a day's rollup holds its entry's every probe as one.
-    Each day is read apart and counted as the rollup counts it (`day_history`,
-    `_day_figures`); a day with no probe of what the entry lists now (before its base address
-    moved, or of a dropped endpoint alone) has none, as a day without probes, and the day it
-    moved counts the probes after. Few entries (those a curator edited), whose raw probes are
-    kept for every day of the chart, read through the entry index, and their rows by their
-    keys."""
-    listed: dict[tuple[str, date], tuple[int, int, float | None]] = {}
-    for day in days:
-        figures = _day_figures(listed_history(session, unlisted, *day_bounds(day)), ["entry_id"])
-        for entry_id, row in zip(figures.index, _figure_rows(figures), strict=True):
-            listed[entry_id, day] = (row["probes"], row["successes"], row["p50_ms"])
+    The chart's probes are read once and each day counted as the rollup counts it
+    (`_day_figures`, by entry and UTC day); a day with no probe of what the entry lists now
+    (before its base address moved, or of a dropped endpoint alone) has none, as a day
+    without probes, and the day it moved counts the probes after. Few entries (those a
+    curator edited), whose raw probes are kept for every day of the chart, read through the
+    entry index, and their rows by their keys."""
+    history = listed_history(session, unlisted, day_bounds(days[0])[0], day_bounds(days[-1])[1])
+    history = history.assign(day=pd.to_datetime(history["checked_at"], utc=True).dt.date)
+    figures = _day_figures(history, ["entry_id", "day"])
+    listed = {key: (row["probes"], row["successes"], row["p50_ms"])
+              for key, row in zip(figures.index, _figure_rows(figures), strict=True)}
     unprobed = (_UNPROBED["probes"], _UNPROBED["successes"], _UNPROBED["p50_ms"])
     rollup = DailyEntryRollup.__table__.c
     for chunk in in_lists(sorted(unlisted)):
