@@ -117,6 +117,11 @@ def _currency_code(value: str) -> str:
     raise ValueError("is not an ISO 4217 currency code (e.g. USD, EUR, GBP)")
 
 
+def number_text(value: float) -> str:
+    """A figure as a reader writes it: `1,000,000`, `2.9`; whole without decimals."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,g}"
+
+
 def price_text(cents: float, currency: str | None = None) -> str:
     """A price in hundredths of `currency` (absent: US dollars) as a reader writes it: `$29`,
     `£30`, `€4.99`, `30 CHF`; whole units without decimals. Every text that shows a price
@@ -131,7 +136,7 @@ def fixed_fee_text(cents: float, currency: str | None = None) -> str:
     """The fixed part of a transaction fee: `30¢` in US cents, as payment providers write it;
     in another currency its price (`£0.20`), whose small unit has a sign of its own."""
     if (currency or DEFAULT_CURRENCY) == DEFAULT_CURRENCY:
-        return f"{int(cents):,}¢" if float(cents).is_integer() else f"{cents:,g}¢"
+        return f"{number_text(cents)}¢"
     return price_text(cents, currency)
 
 

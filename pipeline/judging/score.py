@@ -25,6 +25,7 @@ from pipeline.contract import (
     UNCAPPED_PERIOD,
     BuilderScore,
     fixed_fee_text,
+    number_text,
     price_text,
 )
 from pipeline.probing.probe import failed, left_unchecked, target_stands_in
@@ -161,10 +162,6 @@ def rounded_half_up(values: np.ndarray) -> np.ndarray:
     return np.floor(values + 0.5 + 1e-9)
 
 
-def _number(value: float) -> str:
-    return f"{int(value):,}" if float(value).is_integer() else f"{value:,g}"
-
-
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
@@ -256,10 +253,10 @@ def pricing_score(content: Mapping[str, Any]) -> SubScore:
     elif fee:
         fixed = (f" + {fixed_fee_text(fee['fixedCents'], currency)}" if fee.get("fixedCents")
                  else "")
-        growth = f"{_number(fee['percent'])}%{fixed} per transaction"
+        growth = f"{number_text(fee['percent'])}%{fixed} per transaction"
     elif unit_cost:
         growth = (f"unit cost {price_text(unit_cost['amountCents'], currency)} per "
-                  f"{_number(unit_cost['per'])} {unit_cost['unit']}")
+                  f"{number_text(unit_cost['per'])} {unit_cost['unit']}")
     elif paid_tiers:
         growth = f"paid tiers from {price_text(min(paid_tiers), currency)}/month"
     else:
@@ -784,11 +781,11 @@ def _latency_subscore(stats: Mapping[str, list[Any]], i: int) -> SubScore:
     if speed is None:
         reasons = [latency_wait(probes, days)]
     elif failures:
-        reasons = [f"p50 {_number(p50)} ms, p95 {_number(p95)} ms over "
+        reasons = [f"p50 {number_text(p50)} ms, p95 {number_text(p95)} ms over "
                    f"{_plural(probes, 'probe')} in 7 days, "
-                   f"a failed one counted as {_number(FAILED_PROBE_MS)} ms"]
+                   f"a failed one counted as {number_text(FAILED_PROBE_MS)} ms"]
     else:
-        reasons = [f"p50 {_number(p50)} ms, p95 {_number(p95)} ms over "
+        reasons = [f"p50 {number_text(p50)} ms, p95 {number_text(p95)} ms over "
                    f"{_plural(week_samples, 'response')} in 7 days"]
     if failures:
         # "succeeded", not "answered": a 404, a 429 or a 5xx answered, and failed

@@ -41,6 +41,7 @@ from pipeline.contract import (
     Pricing,
     Uptime,
     fixed_fee_text,
+    number_text,
     price_text,
 )
 from pipeline.judging.day_figures import SentDay
@@ -189,10 +190,6 @@ def uptime_basis_text(uptime: Mapping[str, Any], window: str) -> str:
     return f"{counted} on {evidence['days']} of {days} days"
 
 
-def amount_text(value: float) -> str:
-    return f"{int(value):,}" if float(value).is_integer() else f"{value:,g}"
-
-
 def cents_text(cents: int | None, currency: str | None = None) -> str:
     """A price of the entry's pricing in its currency (`price_text`), or that none is stated."""
     if cents is None:
@@ -270,7 +267,7 @@ def free_quota_text(quota: Mapping[str, Any] | None, has_free_tier: bool | None 
     said = []
     if quota.get("amount") is not None:
         unit = f" {quota['unit']}" if quota.get("unit") else ""
-        said.append(f"{amount_text(quota['amount'])}{unit}/{quota.get('period')}")
+        said.append(f"{number_text(quota['amount'])}{unit}/{quota.get('period')}")
     unlimited = quota.get("period") == UNLIMITED
     renewal = RENEWAL_WORDS.get(quota.get("recurring"))
     if renewal is not None and not unlimited:
@@ -338,13 +335,13 @@ def pricing_facts(pricing: Mapping[str, Any] | None) -> list[tuple[str, str, str
     if unit_cost := pricing.get("unitCost"):
         facts.append(("unit-cost", "Price per use",
                       f"{cents_text(unit_cost['amountCents'], currency)} per "
-                      f"{amount_text(unit_cost['per'])} {unit_cost['unit']}"))
+                      f"{number_text(unit_cost['per'])} {unit_cost['unit']}"))
     if fee := pricing.get("transactionFee"):
         fixed = (f" + {fixed_fee_text(fee['fixedCents'], currency)}" if fee.get("fixedCents")
                  else "")
         note = f" ({fee['note']})" if fee.get("note") else ""
         facts.append(("transaction-fee", "Transaction fee",
-                      f"{amount_text(fee['percent'])}%{fixed} per transaction{note}"))
+                      f"{number_text(fee['percent'])}%{fixed} per transaction{note}"))
     if (minimum := pricing.get("monthlyMinimumCents")) is not None:
         facts.append(("monthly-minimum", "Monthly minimum",
                       "none" if minimum == 0
