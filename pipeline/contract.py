@@ -450,6 +450,13 @@ SEARCH_ITEM_EXAMPLE: dict[str, Any] = {
     "freeOnly": True, "color": "#f08d5c", "state": "live", "grade": "A", "percent": 93,
     "provisional": False, "lifecycle": "active", "https": True, "cors": "yes",
 }
+# A provisional grade's item says what its Latency waits for (worked example 2 of scoring.md).
+PROVISIONAL_SEARCH_ITEM_EXAMPLE: dict[str, Any] = {
+    "id": "stripe", "name": "Stripe API", "provider": "Stripe, Inc.", "category": "payments",
+    "authType": "bearer", "hasFreeTier": False, "state": "unchecked", "grade": "C",
+    "percent": 67, "provisional": True,
+    "provisionalWhy": "Latency is graded after 5 probes on 3 days within 7 days, none so far",
+}
 CATALOGUE_EVENT_EXAMPLES: list[dict[str, Any]] = [
     {"kind": "added", "entry": "frankfurter", "name": "Frankfurter",
      "at": "2026-11-21T03:00:00Z"},
@@ -1057,7 +1064,7 @@ class SearchItem(ContractModel):
     by, in a few hundred bytes; the whole entry is `api/apis/{id}.json`. A key whose value
     would be null is left out."""
 
-    model_config = _examples(SEARCH_ITEM_EXAMPLE)
+    model_config = _examples(SEARCH_ITEM_EXAMPLE, PROVISIONAL_SEARCH_ITEM_EXAMPLE)
 
     id: Slug = Field(description="The entry's id.")
     name: str = Field(min_length=1, description="The entry's name.")
@@ -1078,6 +1085,11 @@ class SearchItem(ContractModel):
         default=None, description="The builder score's percent, which the index sorts by.")
     provisional: bool | None = Field(
         default=None, description="True while the grade lacks its Latency evidence.")
+    provisional_why: str | None = Field(
+        default=None, min_length=1, description="What a provisional grade's Latency waits "
+        "for, from the entry's own evidence (builderScore.evidence.latency), in the words the "
+        "pages give the word \"provisional\": \"Latency is graded after 5 probes on 3 days "
+        "within 7 days, 2 probes on 1 day so far\"; absent unless the grade is provisional.")
     lifecycle: LifecycleState | None = Field(default=None, description="lifecycle.state.")
     successor: Slug | None = Field(
         default=None, description="lifecycle.successor: the id of the entry that replaces a "

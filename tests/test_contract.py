@@ -254,9 +254,13 @@ def test_a_search_item_is_the_entry_cut_down_and_the_index_keeps_its_invariants(
         "id": "example-weather", "name": entry["name"], "provider": entry["provider"],
         "category": "weather", "description": entry["description"], "tags": entry["tags"],
         "authType": "api-key", "hasFreeTier": True, "color": entry["color"], "state": "live",
-        "grade": "B", "percent": 81, "provisional": True, "lifecycle": "degraded",
-        "https": True, "cors": "yes",
+        "grade": "B", "percent": 81, "provisional": True,
+        # a score without its evidence: the rule alone
+        "provisionalWhy": "Latency is graded after 5 probes on 3 days within 7 days",
+        "lifecycle": "degraded", "https": True, "cors": "yes",
     }
+    confirmed = search_item(entry | {"builderScore": score | {"provisional": False}})
+    assert "provisionalWhy" not in confirmed  # only a provisional grade's
     # a successor only on a deprecated entry's item, freeOnly only on a free one's
     assert set(item) | {"successor", "freeOnly"} == {
         field.alias for field in SearchItem.model_fields.values()}

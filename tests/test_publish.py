@@ -13,12 +13,14 @@ from pathlib import Path
 
 import jsonschema
 import orjson
+import pandas as pd
 import pytest
 from fake_internet import FakeServer
 from sqlmodel import Session
 
 from pipeline.catalogue.entries import load_categories, read_catalog
 from pipeline.contract import CATEGORY_IDS, EntryDocument, FullDataset, SearchIndex
+from pipeline.judging.score import HISTORY_COLUMNS, score_entries
 from pipeline.operations import stages
 from pipeline.release import publish as publish_module
 from pipeline.release import search as search_module
@@ -178,6 +180,35 @@ def test_each_entry_has_its_document_and_a_line_in_the_search_index(
     sizes = [len(line) for line in (out / SEARCH_INDEX).read_bytes().splitlines()[1:-1]]
     assert max(sizes) < 700 and sum(sizes) / len(sizes) < 500  # a few hundred bytes an entry
     assert (out / SEARCH_INDEX).stat().st_size < (out / FULL_DATASET).stat().st_size / 5
+
+
+def test_a_provisional_grade_s_search_item_says_what_its_own_latency_waits_for(
+    tmp_path: Path
+) -> None:
+    """The index's card says why a grade is provisional as the category page's card does: the
+    search item of a provisional entry carries what its Latency waits for, from its own probes
+    and days so far, not the rule alone; a confirmed grade's item carries nothing of it."""
+    entries = REPO / "data" / "entries"
+    report = read_catalog([entries], entries)
+    contents = {entry.id: entry.content() for entry in report.entries.values()
+                if entry.id in ("frankfurter", "openai", "stripe")}
+    rows = [("frankfurter", "https://api.frankfurter.dev/v1/latest",
+             NOW - timedelta(hours=6 * step), "live", 80.0, 1) for step in range(10)]
+    rows += [("openai", "https://api.openai.com/v1/models", NOW - timedelta(hours=step),
+              "online", 300.0, 1) for step in range(2)]  # 2 probes on 1 day, Stripe none
+    history = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
+    scores = {entry_id: score.contract()
+              for entry_id, score in score_entries(contents, history, NOW).items()}
+    published = assemble_entries(sorted(contents.items()), scores=scores)
+    out = write_release(tmp_path / "public", release(published), CATEGORIES)
+    items = {item["id"]: item for item in read(out, SEARCH_INDEX)["apis"]}
+    rule = "Latency is graded after 5 probes on 3 days within 7 days"
+    assert items["openai"]["provisional"] is True
+    assert items["openai"]["provisionalWhy"] == f"{rule}, 2 probes on 1 day so far"
+    assert items["stripe"]["provisionalWhy"] == f"{rule}, none so far"
+    assert items["frankfurter"]["provisional"] is False
+    assert "provisionalWhy" not in items["frankfurter"]
+    SearchIndex.model_validate(read(out, SEARCH_INDEX))
 
 
 def test_fields_the_contract_does_not_know_yet_reach_the_entry_document(

@@ -12,12 +12,13 @@ from typing import Any
 
 import orjson
 
-from pipeline.release.pages import free_only
+from pipeline.release.pages import free_only, latency_wanting
 
 
 def search_item(entry: Mapping[str, Any]) -> dict[str, Any]:
     """A published entry as a SearchItem: its keys that are set, whether it is free alone, the
-    state of its status, the grade, percent and provisional flag of its builder score, its
+    state of its status, the grade, percent and provisional flag of its builder score (and, for
+    a provisional grade, what its Latency waits for, as a category page's card says it), its
     lifecycle state and successor, whether it is HTTPS and its CORS state."""
     status = entry.get("status") or {}
     score = entry.get("builderScore") or {}
@@ -37,6 +38,8 @@ def search_item(entry: Mapping[str, Any]) -> dict[str, Any]:
         "grade": score.get("grade"),
         "percent": score.get("percent"),
         "provisional": score.get("provisional"),
+        # only a provisional grade's: nothing for a confirmed one
+        "provisionalWhy": latency_wanting(score) if score.get("provisional") else None,
         "lifecycle": lifecycle.get("state"),
         "successor": lifecycle.get("successor"),  # only a deprecated entry's: nothing for others
         "https": (entry.get("https") or {}).get("enabled"),
