@@ -816,8 +816,10 @@ def test_grade_badges_are_coloured_by_band_and_readable_in_both_schemes(
     real = search["apis"][: 2 * len(GRADE_BANDS)]
     bands = [(floor, letter, provisional) for floor, letter in GRADE_BANDS
              for provisional in (False, True)]
-    search["apis"] = [item | {"grade": letter, "percent": floor, "provisional": provisional}
-                      for item, (floor, letter, provisional) in zip(real, bands, strict=True)]
+    search["apis"] = [  # without an entry's own wait: the word's tooltip gives the rule
+        {key: value for key, value in item.items() if key != "provisionalWhy"}
+        | {"grade": letter, "percent": floor, "provisional": provisional}
+        for item, (floor, letter, provisional) in zip(real, bands, strict=True)]
     page = browser.new_page()
     watch = Watch(page)
     page.route(f"{site}/{SEARCH_INDEX}", lambda route: route.fulfill(
@@ -857,6 +859,37 @@ def test_grade_badges_are_coloured_by_band_and_readable_in_both_schemes(
             assert_readable(badges_of(page, ".grade"), f"{entry_id}, {scheme}")
         page.goto(f"{site}/index.html")
         page.screenshot(path=SCREENSHOTS / f"grades-{scheme}.png", full_page=True)
+    assert watch.problems == []
+
+
+# Each card's id and the tooltip of its word "provisional" (null for a confirmed grade).
+PROVISIONAL_WHY = """
+cards => Object.fromEntries(cards.map(card => [
+  card.dataset.id, card.querySelector(".provisional-word")?.title ?? null]))
+"""
+
+
+def test_a_provisional_grade_s_word_says_the_entry_s_own_wait_on_the_index_as_on_its_category(
+    browser: BrowserContext, site: str, sample: SampleRelease
+) -> None:
+    """The word "provisional" on an index card, drawn by the script from the search index, has
+    the tooltip it has on the category page's card: what the entry's own Latency waits for (its
+    probes and days so far), not the rule alone; a confirmed grade has no such word."""
+    apis = json.loads((sample.folder / FULL_DATASET).read_text())["apis"]
+    finance = {api["id"]: latency_wanting(api["builderScore"])
+               if api["builderScore"].get("provisional") else None
+               for api in apis if api["category"] == "finance"}
+    assert finance[LIVE_ID] is None  # confirmed
+    waits = {why for why in finance.values() if why}
+    assert waits and latency_wanting({}) not in waits  # the entries' own wait, not the rule
+    page = browser.new_page()
+    watch = Watch(page)
+    page.goto(f"{site}/{INDEX_PAGE}?category=finance")
+    expect(page.locator("#result-count")).to_have_text(
+        f"Showing {len(finance)} of {len(apis)} APIs")
+    assert page.eval_on_selector_all("#api-list > li:not([hidden])", PROVISIONAL_WHY) == finance
+    page.goto(f"{site}/{category_page('finance')}")
+    assert page.eval_on_selector_all("li.card", PROVISIONAL_WHY) == finance
     assert watch.problems == []
 
 

@@ -17,8 +17,8 @@
     return node;
   }
 
-  // `why`: why a provisional grade is provisional, the score module's rule as the page gives it
-  // (the search index holds no entry's evidence, so the rule alone).
+  // `why`: why a provisional grade is provisional when its item does not say (`provisionalWhy`,
+  // what the entry's Latency waits for, as its category page's card says): the rule alone.
   function gradeBadge(item, why) {
     if (item.grade === undefined) return element("span", "grade grade-none", "Not scored yet");
     // The band's class colours the badge: grade-b for B (and B+ or B-).
@@ -29,7 +29,7 @@
     badge.append(grade, " ", element("span", "percent", item.percent + "% builder-friendly"));
     if (item.provisional) {
       var word = element("span", "provisional-word", "provisional");
-      word.title = why;
+      word.title = item.provisionalWhy || why;
       badge.append(" ", word);
     }
     return badge;
