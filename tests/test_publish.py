@@ -527,9 +527,8 @@ def test_validation_finds_an_entry_line_that_breaks_the_contract(
 
 
 def test_a_written_row_is_let_go_of_before_the_release_is_written_to_its_end() -> None:
-    """The rows read before the check's workers start (up to `PARALLEL_CHECK_FROM` bytes of
-    lines: some 110 MiB with their search lines) are each freed once written, not held to
-    the last entry; so is every row after them."""
+    """Each row is freed once written, not held to the last entry: those checked here and
+    those checked in the chunks of 200 of the workers alike."""
     import sys
 
     lines = [orjson.dumps({"id": f"entry-{number}"}) for number in range(3 * 200 + 1)]
@@ -542,6 +541,38 @@ def test_a_written_row_is_let_go_of_before_the_release_is_written_to_its_end() -
     after = sys.getrefcount(lines[0])
     assert after == held  # no row holds the first line any more
     assert sum(1 for _ in checked) == len(lines) - (2 * 200 + 1)
+
+
+def test_no_row_waits_for_the_check_s_workers_to_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The rows before a large release's check moves to its workers (`PARALLEL_CHECK_FROM`
+    bytes: some 6,000 entries, 117 MiB held at a 100k release's peak when they waited) are
+    checked here and handed on one at a time: the first is written when one row was read,
+    not once the rows reached the threshold; the rest go to the workers with the same
+    faults found."""
+    lines = [orjson.dumps({"id": f"entry-{number}"}) for number in range(40)]
+    lines[3] = b'{"id": "entry-3", "name": 5}'
+    lines[30] = b'{"id": "entry-30", "name": 5}'
+    read: list[int] = []
+
+    def rows() -> Iterator[publish_module._Row]:
+        for number, line in enumerate(lines):
+            read.append(number)
+            yield publish_module._Row(f"entry-{number}", "weather", line, b"{}")
+
+    monkeypatch.setattr(publish_module, "PARALLEL_CHECK_FROM", 10 * len(lines[0]))
+    monkeypatch.setattr(publish_module, "CHECK_CHUNK", 4)
+    checked = publish_module._checked(rows())
+    head = [next(checked)]
+    assert (head[0][0].entry_id, read) == ("entry-0", [0])
+    head += [next(checked) for _ in range(9)]
+    assert read == list(range(10))  # the tenth row reaches the threshold: still none ahead
+    rest = list(checked)
+    assert [row.entry_id for row, _ in rest] == [f"entry-{n}" for n in range(10, 40)]
+    found = [faults for _, faults in head + rest]
+    assert found == publish_module.entry_faults(lines)  # what one check of them all finds
+    assert found[3] != found[4] and found[30] != found[31]  # "name" is no string in two
 
 
 def test_a_large_release_s_entries_are_checked_in_worker_processes_with_the_same_problems(

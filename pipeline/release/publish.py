@@ -14,10 +14,10 @@ import os
 import re
 from collections import Counter, deque
 from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, nullcontext, suppress
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
-from itertools import chain, islice
+from itertools import islice
 from pathlib import Path, PurePosixPath
 from typing import Any, get_args
 
@@ -425,35 +425,29 @@ def _release_faults(row: _Row, faults: list[tuple[str, str]],
     return faults
 
 
-def _drained(rows: list[_Row]) -> Iterator[_Row]:
-    """The rows of `rows` in order, each let go of as it is taken: the rows read before the
-    check's workers start (`PARALLEL_CHECK_FROM` bytes of lines, with their search lines)
-    are freed as they are written, not held until the last entry is."""
-    rows.reverse()
-    while rows:
-        yield rows.pop()
-
-
 def _checked(rows: Iterable[_Row]) -> Iterator[tuple[_Row, list[tuple[str, str]]]]:
     """Each row with what the release's check refuses in it (`entry_faults`), in order: here,
-    or in worker processes a chunk at a time once the rows reach `PARALLEL_CHECK_FROM` bytes
-    (a large release; the first of them wait meanwhile)."""
+    one at a time, until the rows reach `PARALLEL_CHECK_FROM` bytes (most releases end
+    before), then in worker processes a chunk at a time (a large release). No row waits for
+    the workers to start: each is checked and handed on as it is read, so none is held longer
+    than it takes to write it."""
     rows = iter(rows)
-    head, size = [], 0
+    size = 0
     for row in rows:
-        head.append(row)
+        yield row, entry_faults([row.line])[0]
         size += len(row.line)
         if size >= PARALLEL_CHECK_FROM:
             break
+    else:
+        return
     waiting: deque[list[_Row]] = deque()
 
     def chunks() -> Iterator[tuple[list[bytes]]]:
-        every = chain(_drained(head), rows)
-        while chunk := list(islice(every, CHECK_CHUNK)):
+        while chunk := list(islice(rows, CHECK_CHUNK)):
             waiting.append(chunk)
             yield ([row.line for row in chunk],)
 
-    with worker_pool() if size >= PARALLEL_CHECK_FROM else nullcontext() as pool:
+    with worker_pool() as pool:
         for faults in in_order(pool, entry_faults, chunks(), ahead=8):
             yield from zip(waiting.popleft(), faults, strict=True)
 
