@@ -526,20 +526,25 @@ def test_validation_finds_an_entry_line_that_breaks_the_contract(
                for p in problems)
 
 
-def test_a_written_row_is_let_go_of_before_the_release_is_written_to_its_end() -> None:
-    """Each row is freed once written, not held to the last entry: those checked here and
-    those checked in the chunks of 200 of the workers alike."""
+def test_a_written_row_is_let_go_of_before_the_release_is_written_to_its_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each row is freed once written, not held to the last entry: those checked here (the
+    first 200, up to `PARALLEL_CHECK_FROM`) and those checked in the workers' chunks of 200
+    alike."""
     import sys
 
-    lines = [orjson.dumps({"id": f"entry-{number}"}) for number in range(3 * 200 + 1)]
-    rows = (publish_module._Row(f"entry-{number}", "weather", line, b"{}")
+    lines = [orjson.dumps({"id": f"entry-{number:03}"}) for number in range(3 * 200 + 1)]
+    rows = (publish_module._Row(f"entry-{number:03}", "weather", line, b"{}")
             for number, line in enumerate(lines))
-    held = sys.getrefcount(lines[0])
+    monkeypatch.setattr(publish_module, "PARALLEL_CHECK_FROM", 200 * len(lines[0]))
+    here, in_workers = lines[0], lines[250]
+    held = sys.getrefcount(here), sys.getrefcount(in_workers)
     checked = publish_module._checked(rows)
-    for _ in range(2 * 200 + 1):  # past the chunks of 200 the first row was checked in
+    for _ in range(2 * 200 + 1):  # past the chunk of 200 (rows 200-399) row 250 was in
         next(checked)
-    after = sys.getrefcount(lines[0])
-    assert after == held  # no row holds the first line any more
+    after = sys.getrefcount(here), sys.getrefcount(in_workers)
+    assert after == held  # no row holds either line any more
     assert sum(1 for _ in checked) == len(lines) - (2 * 200 + 1)
 
 
