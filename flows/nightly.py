@@ -1,5 +1,5 @@
-"""The nightly flow: ingest → daily rollups of the days ended → probe → score → publish,
-wiring only.
+"""The nightly flow: ingest → daily rollups of the days ended, beside the probing → score →
+publish, wiring only.
 
 Every stage is a plain function in `pipeline/operations/stages.py`; this module wraps them as
 Prefect tasks with retries and logs, and lets `pipeline/operations/runs.py` keep the run's
@@ -33,6 +33,7 @@ from pipeline.operations.runs import (
     prune_run_reports,
     report_left_out,
     report_network_suspect,
+    run_beside,
     run_stage,
     with_retries,
 )
@@ -100,19 +101,23 @@ async def rollup(settings: Settings, days: list[date] | None,
     up yet, as the store holds them once this run's turn comes (`stages.roll_up_ended`).
     `prune_reports`: also delete the runs' old reports from the Prefect server, the nightly's
     upkeep (a backfill leaves them)."""
-    if days is None:
-        rollups = stages.roll_up_ended(settings, ended_by or utcnow().date(), run_id)
+    if days is None:  # the night's: in a process of its own, so it runs beside the probes
+        night = await asyncio.to_thread(stages.roll_up_night_aside, settings,
+                                        ended_by or utcnow().date(), run_id)
     else:
         entry_ids = None if chosen is None else chosen.entry_ids(settings)
-        rollups = stages.roll_up(settings, days, entry_ids, run_id)
+        night = stages.NightRollup(stages.roll_up(settings, days, entry_ids, run_id),
+                                   stages.keep_missing_evidence(settings, run_id),
+                                   stages.prune_probes(settings, run_id))
+    rollups, kept, pruned = night.rolled, night.kept, night.pruned
     rows = sum(r.entries + r.endpoints for r in rollups)
     named = (", ".join(rolled.day.isoformat() for rolled in rollups) if rollups
              else "no day (none ended since)")
     get_run_logger().info("rolled up %s: %d rows", named, rows)
-    if kept := stages.keep_missing_evidence(settings, run_id):
+    if kept:
         get_run_logger().info("kept the rollup evidence of %s, rolled up before it was kept",
                               ", ".join(day.isoformat() for day in kept))
-    if pruned := stages.prune_probes(settings, run_id):
+    if pruned:
         most = len(pruned) == stages.PRUNED_DAYS_A_NIGHT
         get_run_logger().info("pruned the raw probes of %s (%d probes), older than %d days%s",
                               ", ".join(day.isoformat() for day, _ in pruned),
@@ -137,8 +142,10 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
 
     `run_date` is the logical date of the run (default: its scheduled start, in UTC). Each
     day up to it is rolled up once it has ended (`stages.roll_up_ended`): yesterday, on a night
-    like any other, and the days of nights that did not run. They are rolled before tonight's
-    probes, so the score reads them whole from their rollups.
+    like any other, and the days of nights that did not run. They are rolled up in a process of
+    their own while tonight's probes are taken (`stages.roll_up_night_aside`), mostly waiting
+    on the network, and before the score, which reads them whole from their rollups. A failure
+    of either fails the night once both have ended.
     """
     settings = Settings()
     stages.warm_workers()
@@ -148,14 +155,15 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
     try:  # the hand-over file goes however the run ends
         try:
             ingested = await run_stage("ingest", with_retries(ingest, settings)(settings, run_id))
-            await run_stage("rollup", with_retries(rollup, settings)(
-                settings, None, run_id=run_id, ended_by=day, prune_reports=True))
             if settings.probe_enabled and settings.probe_deployment:
-                await run_stage("probe", probe_on_workers(run_id))
+                probing = probe_on_workers(run_id)
             elif settings.probe_enabled and settings.probe_shards > 1:
-                await run_stage("probe", probe_in_shards(run_id))
+                probing = probe_in_shards(run_id)
             else:
-                await run_stage("probe", with_retries(probe, settings)(settings, run_id))
+                probing = with_retries(probe, settings)(settings, run_id)
+            await run_beside(run_stage("probe", probing), run_stage(
+                "rollup", with_retries(rollup, settings)(
+                    settings, None, run_id=run_id, ended_by=day, prune_reports=True)))
             await run_stage("probe", report_network_suspect(settings, "nightly", run_id))
             now = utcnow()
             presented = await run_stage("score", score(settings, run_id, now))

@@ -113,6 +113,14 @@ def worker_pool(workers: int | None = None, initializer: Callable[..., None] | N
                                initargs=(dict(os.environ), initializer, initargs))
 
 
+def in_own_process(work: Callable[..., Result], *args: Any) -> Result:
+    """`work(*args)` in one fresh worker process (`worker_pool`), waited for: work that runs
+    beside this process's own on another core without sharing its interpreter lock, and whose
+    memory goes back to the system when it ends. An exception it raises is raised here."""
+    with worker_pool(1) as pool:
+        return pool.submit(work, *args).result()
+
+
 def in_order(pool: ProcessPoolExecutor | None, work: Callable[..., Result],
              items: Iterable[tuple[Any, ...]], ahead: int) -> Iterator[Result]:
     """`work(*item)` of every item, in order: in `pool`, at most `ahead` items in flight, or

@@ -22,7 +22,15 @@ from pathlib import Path
 import pytest
 
 from bench.makespan import Host, draw_hosts, lower_bound, phased_bound
-from bench.nightly import FLOW_MODULE, SHARDED, SHARDS_MODULE, STAGES, STAGES_MODULE, TIMED
+from bench.nightly import (
+    BESIDE_PROBING,
+    FLOW_MODULE,
+    SHARDED,
+    SHARDS_MODULE,
+    STAGES,
+    STAGES_MODULE,
+    TIMED,
+)
 from bench.probe import RETRY_AFTER
 from bench.processes import ProcessWatch
 from bench.stage_clock import StageClock
@@ -36,14 +44,16 @@ def test_every_timed_call_is_one_the_flow_makes_through_its_module() -> None:
                for name in (STAGES_MODULE, FLOW_MODULE)}
     for module, attribute, name in TIMED:
         assert callable(getattr(importlib.import_module(module), attribute, None)), attribute
-        if name in STAGES:  # the flow calls each stage as stages.<function>(...)
-            assert f"stages.{attribute}(" in sources[FLOW_MODULE], attribute
+        if name in STAGES + BESIDE_PROBING:  # the flow calls each stage as stages.<function>
+            assert re.search(rf"stages\.{attribute}[(,]", sources[FLOW_MODULE]), attribute
         else:  # a step of a stage, or bookkeeping: called by its bare name in that module
             assert re.search(rf"(?<!def )(?<![.\w]){attribute}\(", sources[module]), attribute
     sharded = inspect.getsource(importlib.import_module(SHARDS_MODULE))
     for module, attribute, _name in SHARDED:  # the sharded probe stage's calls in the flow
         assert module == STAGES_MODULE and re.search(rf"stages\.{attribute}[(,]", sharded)
-    assert "await run_stage(\"probe\", probe_in_shards" in sources[FLOW_MODULE]
+    # the sharded stage is awaited as the "probe" stage, which the bench times as a whole
+    assert "probing = probe_in_shards(run_id)" in sources[FLOW_MODULE]
+    assert 'run_stage("probe", probing)' in sources[FLOW_MODULE]
 
 
 def test_the_host_mix_follows_its_shares_and_keeps_the_makespan_draw() -> None:
@@ -133,7 +143,7 @@ def test_a_tiny_run_prints_every_stage_and_goal_for_two_nights(tmp_path: Path,
     out = done.stdout
     for line in ("ingest ", "reading files", "storing", "probe ", "planning", "probing ",
                  "recording", "score ", "publish ", "release and pages", "rollup ",
-                 "run record", "Prefect and the rest", "waiting on the network",
+                 "beside the probe", "run record", "Prefect and the rest", "waiting on the network",
                  "everything else", "ingest of the unchanged catalogue",
                  "peak RSS of any process", "probe makespan", "lower bound"):
         assert line in out, line

@@ -32,6 +32,7 @@ from pipeline.catalogue.entries import read_catalog
 from pipeline.catalogue.ingest import stored_files
 from pipeline.cli import one_line, user_caused
 from pipeline.judging import rollup as rollup_module
+from pipeline.judging.rollup import roll_up_days
 from pipeline.operations import stages
 from pipeline.settings import Settings
 from pipeline.store import locks
@@ -51,6 +52,7 @@ from pipeline.store.tables import (
     EntryEvent,
     EntryRow,
     PipelineRun,
+    ProbeRow,
     RolledDay,
     engine_for,
     make_engine,
@@ -686,78 +688,124 @@ def test_a_lock_lost_while_a_commit_s_writes_are_sent_stops_that_commit(
             assert session.exec(select(func.count()).select_from(table)).one() == 0
 
 
-class RollupTurns:
-    """Holds the first run to store a day's rollups, holding the rollup lock, until the other
-    run is seen waiting for that lock (its warning logged); counts the days each run stores."""
-
-    def __init__(self) -> None:
-        self.other_waits = threading.Event()
-        self.stored: list[date] = []
-        self.lock = threading.Lock()
-
-    def store(self, day: date) -> None:
-        with self.lock:
-            self.stored.append(day)
-        self.other_waits.wait(timeout=60)  # bounds a hang, never a figure tested
-
-
-@pytest.mark.prefect
-@pytest.mark.backends("sqlite")
-def test_a_nightly_that_waited_for_another_s_rollup_finds_its_days_rolled_up(
-    prefect_backend: None, write_entry: WriteEntry, settings_env: dict[str, str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Two nightlies at once on one store: the one that waited its turn for the rollup lock
-    chooses the days to roll up once it holds it, and finds them done, rather than rolling up
-    again the days it would have chosen before waiting."""
-    from prefect import get_client
-
-    from flows.nightly import nightly
-
-    monkeypatch.setenv("APIDIR_PROBE_ENABLED", "false")
+def night_beside_another_run(write_entry: WriteEntry, monkeypatch: pytest.MonkeyPatch
+                             ) -> tuple[Settings, Engine, int]:
+    """A nightly's settings (one look a probe, no stage retried), store and another run's id,
+    on the catalogue of `write_catalogue` with hosts under .invalid, which never resolve: the
+    night's probes of them fail at DNS without leaving the machine."""
+    monkeypatch.setenv("APIDIR_PROBE_ATTEMPTS", "1")
     monkeypatch.setenv("APIDIR_STAGE_RETRIES", "0")
-    write_catalogue(write_entry)
+    for number, entry_id in enumerate(IDS):
+        host = f"api{number}.example.invalid"
+        write_entry(make_entry(id=entry_id, name=f"API {number}", baseUrl=f"https://{host}/v1",
+                               sampleRequest=f'curl "https://{host}/v1/forecast"'))
     settings = Settings()
-    (first,) = new_runs(settings, "nightly")
-    stages.ingest_entries(settings, first)
-    today = datetime.now(UTC).date()
-    ended = [today - timedelta(days=2), today - timedelta(days=1)]
+    (other,) = new_runs(settings, "backfill")
+    return settings, engine_for(settings.database_url), other
+
+
+def ended_days_probed(settings: Settings, days: list[date]) -> None:
+    """Probes of every target of the stored catalogue on each of `days`, by runs of their own."""
     with session_scope(engine_for(settings.database_url)) as session:
         targets = plan_targets(session)
-        for day in ended:
+        for day in days:
             record_probes(session, start_run(session, "nightly"), [
                 result(target.url, "live", 200, 100.0, entry=target.entry_id,
                        endpoint=target.endpoint_id,
                        at=datetime.combine(day, clock(3), tzinfo=UTC))
                 for target in targets])
+
+
+def probes_of_run(engine: Engine, run_id: int) -> int:
+    with Session(engine) as session:
+        return session.exec(select(func.count()).select_from(ProbeRow)
+                            .where(ProbeRow.run_id == run_id)).one()
+
+
+def latest_run_id(engine: Engine) -> int:
+    with Session(engine) as session:
+        return session.exec(select(func.max(PipelineRun.id))).one() or 0
+
+
+def nightly_run_id(engine: Engine, before: int) -> int | None:
+    """The id of the nightly run opened after run `before`, once it is."""
+    with Session(engine) as session:
+        return session.exec(select(PipelineRun.id).where(PipelineRun.id > before,
+                                                         PipelineRun.flow == "nightly")).first()
+
+
+@pytest.mark.prefect
+@pytest.mark.backends("sqlite")
+def test_a_nightly_probes_while_its_rollup_waits_and_finds_the_days_another_run_rolled_up(
+    prefect_backend: None, write_entry: WriteEntry, settings_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The night's rollup runs beside its probing, in a process of its own: while another run
+    holds the rollup lock, the night's probes are taken and stored all the same. The other run
+    rolls up the ended days only once they are stored, so the night's rollup is by then
+    waiting: it chooses its days once it holds the lock, and finds them done rather than
+    rolling them up again."""
+    from prefect import get_client
+
+    from flows.nightly import nightly
+
+    settings, engine, other = night_beside_another_run(write_entry, monkeypatch)
+    stages.ingest_entries(settings, other)
+    today = datetime.now(UTC).date()
+    ended = [today - timedelta(days=2), today - timedelta(days=1)]
+    ended_days_probed(settings, ended)
     with get_client(sync_client=True) as client:  # as the first publish leaves it
         client.upsert_global_concurrency_limit_by_name(stages.PUBLISH_LIMIT, 1)
-    turns = RollupTurns()
+    probed_meanwhile, outcome, before = False, [], latest_run_id(engine)
+    night = threading.Thread(target=lambda: outcome.extend(
+        side_by_side(lambda: asyncio.run(nightly(run_date=ended[-1])))))
+    with store_lock(engine, StoreWork.rollup, other, 60, KEEPALIVE) as check:
+        night.start()
+        deadline = time.monotonic() + 60  # bounds a hang, never a figure tested
+        while time.monotonic() < deadline and not probed_meanwhile:
+            run_id = nightly_run_id(engine, before)
+            probed_meanwhile = run_id is not None and probes_of_run(engine, run_id) > 0
+            time.sleep(0.1)
+        with session_scope(engine, check) as session:  # the other run's rollup, under its lock
+            roll_up_days(session, ended)
+            rolled_at = {row.day: row.rolled_at for row in session.exec(select(RolledDay))}
+    night.join()
+    assert not isinstance(outcome[0], Exception), outcome[0]
+    assert probed_meanwhile  # the night probed while its rollup waited for the lock
+    with Session(engine) as session:
+        rows = session.exec(select(RolledDay)).all()
+    assert sorted(rolled_at) == ended
+    assert {row.day: row.rolled_at for row in rows} == rolled_at  # each rolled up once
 
-    class Waiting(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if "rollup lock is held" in record.getMessage():
-                turns.other_waits.set()
 
-    handler = Waiting()
-    logging.getLogger(locks.__name__).addHandler(handler)
-    store_rows = rollup_module._store_rows
+@pytest.mark.prefect
+@pytest.mark.backends("sqlite")
+async def test_a_nightly_whose_rollup_fails_stores_its_probes_then_fails_naming_the_rollup(
+    prefect_backend: None, write_entry: WriteEntry, settings_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The rollup's failure, raised in its own process, fails the night once the probing
+    beside it has ended: the night's probes are stored for the nights after it, and nothing is
+    scored or published from a history whose days were not rolled up."""
+    from flows.nightly import nightly
+    from pipeline.operations.runs import StageFailed
 
-    def stored(session: Session, rollup: Any, *args: Any) -> tuple[int, int]:
-        turns.store(rollup.day)
-        return store_rows(session, rollup, *args)
-
-    monkeypatch.setattr(rollup_module, "_store_rows", stored)
-    try:
-        # nightlies of yesterday: the days they roll up are the two before today whatever the
-        # hour, where one of today would roll up today too once midnight passed before its turn
-        outcomes = side_by_side(*[lambda: asyncio.run(nightly(run_date=ended[-1]))] * 2)
-    finally:
-        logging.getLogger(locks.__name__).removeHandler(handler)
-    for outcome in outcomes:
-        assert not isinstance(outcome, Exception), outcome
-    assert turns.other_waits.is_set()  # the runs met at the rollup lock
-    assert sorted(turns.stored) == ended  # each day rolled up once, by the first run
+    monkeypatch.setenv("APIDIR_STORE_LOCK_TIMEOUT", "1")
+    settings, engine, other = night_beside_another_run(write_entry, monkeypatch)
+    with (store_lock(engine, StoreWork.rollup, other, 60, KEEPALIVE),
+          pytest.raises(StageFailed, match="rollup stage failed") as failed):
+        await nightly()
+    assert isinstance(failed.value.__cause__, StoreLockTimeout)
+    assert f"run {other}" in str(failed.value)  # the holder named, across the process
+    run_id = nightly_run_id(engine, other)
+    with Session(engine) as session:
+        targets = len(plan_targets(session))
+    # every target probed, its failure at DNS confirmed by a second look
+    assert targets >= len(IDS) and probes_of_run(engine, run_id) == 2 * targets
+    with Session(engine) as session:
+        run = session.get(PipelineRun, run_id)
+        assert run.state == "failed" and run.release_version is None
+    assert not (Path(settings.output_dir) / "api" / "apis.json").exists()
 
 
 def ingest_waiting_for(settings: Settings, run_id: int, rendezvous: Rendezvous

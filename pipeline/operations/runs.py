@@ -3,15 +3,17 @@ it, complete it with its summary, and send the alerts that go with each."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from logging import Logger, LoggerAdapter
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 from uuid import UUID
 
+import anyio
 import httpx
 from prefect import Flow, get_client, get_run_logger
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
@@ -147,6 +149,39 @@ async def run_stage(name: str, call: Awaitable[T]) -> T:
         raise StageFailed(name, exc) from exc
     finally:
         release_freed_memory()
+
+
+# How long stages beside a stopped one are given to end once cancelled.
+BESIDE_GRACE_SECONDS = 10.0
+
+
+async def run_beside(stage: Awaitable[T], *beside: Awaitable[Any]) -> T:
+    """Await `stage` in this task, as it would be awaited alone: the run's time limit or its
+    cancellation reaches it as before (a probe stage then cancels its shards). The stages
+    `beside` it run at once, each a task of its own, and are waited for once it has ended; a
+    failure of theirs is raised first, as that of a stage before it, then its own. If `stage`
+    is stopped, they are cancelled and given a few seconds to end."""
+    running = [asyncio.ensure_future(other) for other in beside]
+    try:
+        result = await stage
+    except Exception:
+        outcomes = await asyncio.gather(*running, return_exceptions=True)
+        _raise_first(outcomes)
+        raise
+    except BaseException:
+        for task in running:
+            task.cancel()
+        with anyio.move_on_after(BESIDE_GRACE_SECONDS, shield=True):
+            await asyncio.gather(*running, return_exceptions=True)
+        raise
+    _raise_first(await asyncio.gather(*running, return_exceptions=True))
+    return result
+
+
+def _raise_first(outcomes: Sequence[object]) -> None:
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
 
 
 async def open_run(settings: Settings, flow: str) -> int:

@@ -55,9 +55,19 @@ from pipeline.judging.changes import (
 from pipeline.judging.content_scores import store_content_scores
 from pipeline.judging.health import LifecycleRules
 from pipeline.judging.present import Presented, PresentedValues, present_entries
-from pipeline.judging.rollup import PRUNED_DAYS_A_NIGHT, RolledUp, days_to_roll, roll_up_days
+from pipeline.judging.rollup import RolledUp, roll_up_days
 from pipeline.operations.handover import handed_over
 from pipeline.operations.score_parts import hand_over_presented
+from pipeline.operations.upkeep import (  # noqa: F401 (the flows' stages)
+    PRUNED_DAYS_A_NIGHT,
+    NightRollup,
+    keep_missing_evidence,
+    prune_probes,
+    roll_up_ended,
+    roll_up_night,
+    roll_up_night_aside,
+    rolling_up,
+)
 from pipeline.probing.probe import probe_all
 from pipeline.probing.shards import Shard, split_by_host
 from pipeline.processes import usable_cores
@@ -105,6 +115,7 @@ T = TypeVar("T")
 # What the stages' worker processes run: the entry files' reader, the score stage's spans, the
 # release's pages and its check of the datasets.
 WORKER_MODULES = ("pipeline.catalogue.entries", "pipeline.operations.score_parts",
+                  "pipeline.operations.upkeep",
                   "pipeline.release.entry_site", "pipeline.release.validate")
 
 
@@ -543,19 +554,6 @@ def changes_of_run(settings: Settings, run_id: int) -> list[Change]:
         return run_changes(session, run_id)
 
 
-@contextmanager
-def rolling_up(settings: Settings, run_id: int | None) -> Iterator[Session]:
-    """A session on the store holding its rollup lock (`store_lock`): two runs rolling up the
-    same day (a backfill during the nightly) take turns instead of both inserting its rows,
-    and a day's probes are never pruned while another run rolls it up. Each of its commits
-    checks first that the lock is still held."""
-    engine = engine_for(settings.database_url)
-    with (store_lock(engine, StoreWork.rollup, run_id, settings.store_lock_timeout,
-                     settings.store_lock_keepalive) as held,
-          session_scope(engine, held) as session):
-        yield session
-
-
 def roll_up(
     settings: Settings, days: list[date], entry_ids: Collection[str] | None = None,
     run_id: int | None = None,
@@ -564,31 +562,6 @@ def roll_up(
     collector is paused, as in the score stage (a fifth of its CPU at 100,000 entries)."""
     with paused_garbage_collection(), rolling_up(settings, run_id) as session:
         return roll_up_days(session, days, entry_ids)
-
-
-def roll_up_ended(settings: Settings, day: date, run_id: int | None = None) -> list[RolledUp]:
-    """The nightly of `day`'s rollups: of the days ended and not rolled up yet
-    (`days_to_roll`), chosen once the rollup lock is held, so a run that waited for another's
-    finds the days that run rolled up done instead of rolling them up again."""
-    with paused_garbage_collection(), rolling_up(settings, run_id) as session:
-        return roll_up_days(session, days_to_roll(session, day, utcnow()))
-
-
-def keep_missing_evidence(settings: Settings, run_id: int | None = None) -> list[date]:
-    """Keep the rollup evidence of the days the score stage reads that were rolled up before
-    it was kept with them (`rollup.keep_missing_evidence`); the days kept."""
-    with paused_garbage_collection(), rolling_up(settings, run_id) as session:
-        return rollup.keep_missing_evidence(session, utcnow().date())
-
-
-def prune_probes(settings: Settings, run_id: int | None = None) -> list[tuple[date, int]]:
-    """Delete the raw probes older than `APIDIR_PROBES_KEPT_DAYS` of the days rolled up
-    (`rollup.prune_probes`), if a limit is set; (day, probes deleted) of each day pruned."""
-    if not settings.probes_kept_days:
-        return []
-    with rolling_up(settings, run_id) as session:
-        return rollup.prune_probes(session, utcnow().date(), settings.probes_kept_days,
-                                   at_most=PRUNED_DAYS_A_NIGHT)
 
 
 def refuse_pruned_days(settings: Settings, days: list[date]) -> None:
