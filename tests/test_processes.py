@@ -13,6 +13,7 @@ import pytest
 from pipeline.catalogue.entries import _read_chunk as read_chunk_of_entries
 from pipeline.operations.score_parts import present_span
 from pipeline.operations.stages import WORKER_MODULES
+from pipeline.operations.upkeep import roll_up_night
 from pipeline.processes import MOST_WORKERS, usable_cores, worker_count, worker_pool
 from pipeline.release.entry_site import write_entry_site
 from pipeline.release.validate import _line_problems as line_problems
@@ -80,7 +81,7 @@ def test_warmed_workers_start_with_what_the_stages_run_already_imported() -> Non
 
 def test_the_warmed_modules_are_those_whose_work_the_pools_run() -> None:
     """Each pool's work function lives in a module the server imports (`WORKER_MODULES`)."""
-    work = [read_chunk_of_entries, present_span, write_entry_site, line_problems]
+    work = [read_chunk_of_entries, present_span, write_entry_site, line_problems, roll_up_night]
     assert sorted({function.__module__ for function in work}) == sorted(WORKER_MODULES)
 
 
