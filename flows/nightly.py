@@ -98,7 +98,7 @@ async def rollup(settings: Settings, days: list[date] | None,
                  ended_by: date | None = None, prune_reports: bool = False) -> int:
     """Store the daily rollups of `days` from the probe history (of the `chosen` entries, or
     all), for run `run_id`; idempotent. `days` None: those ended by `ended_by` and not rolled
-    up yet, as the store holds them once this run's turn comes (`stages.roll_up_ended`).
+    up yet, as the store holds them once this run's turn comes (`upkeep.roll_up_ended`).
     `prune_reports`: also delete the runs' old reports from the Prefect server, the nightly's
     upkeep (a backfill leaves them)."""
     if days is None:  # the night's: in a process of its own, so it runs beside the probes
@@ -106,9 +106,8 @@ async def rollup(settings: Settings, days: list[date] | None,
                                         ended_by or utcnow().date(), run_id)
     else:
         entry_ids = None if chosen is None else chosen.entry_ids(settings)
-        night = stages.NightRollup(stages.roll_up(settings, days, entry_ids, run_id),
-                                   stages.keep_missing_evidence(settings, run_id),
-                                   stages.prune_probes(settings, run_id))
+        night = stages.after_rolling_up(
+            settings, stages.roll_up(settings, days, entry_ids, run_id), run_id)
     rollups, kept, pruned = night.rolled, night.kept, night.pruned
     rows = sum(r.entries + r.endpoints for r in rollups)
     named = (", ".join(rolled.day.isoformat() for rolled in rollups) if rollups
@@ -141,7 +140,7 @@ async def nightly(run_date: date | None = None) -> dict[str, Any]:
     release.
 
     `run_date` is the logical date of the run (default: its scheduled start, in UTC). Each
-    day up to it is rolled up once it has ended (`stages.roll_up_ended`): yesterday, on a night
+    day up to it is rolled up once it has ended (`upkeep.roll_up_ended`): yesterday, on a night
     like any other, and the days of nights that did not run. They are rolled up in a process of
     their own while tonight's probes are taken (`stages.roll_up_night_aside`), mostly waiting
     on the network, and before the score, which reads them whole from their rollups. A failure

@@ -58,13 +58,9 @@ from pipeline.judging.present import Presented, PresentedValues, present_entries
 from pipeline.judging.rollup import RolledUp, roll_up_days
 from pipeline.operations.handover import handed_over
 from pipeline.operations.score_parts import hand_over_presented
-from pipeline.operations.upkeep import (  # noqa: F401 (the flows' stages)
+from pipeline.operations.upkeep import (  # noqa: F401 (the first three: the flows' stages)
     PRUNED_DAYS_A_NIGHT,
-    NightRollup,
-    keep_missing_evidence,
-    prune_probes,
-    roll_up_ended,
-    roll_up_night,
+    after_rolling_up,
     roll_up_night_aside,
     rolling_up,
 )

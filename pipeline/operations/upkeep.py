@@ -68,14 +68,20 @@ class NightRollup:
     pruned: list[tuple[date, int]]
 
 
+def after_rolling_up(settings: Settings, rolled: list[RolledUp],
+                     run_id: int | None = None) -> NightRollup:
+    """The rollups `rolled` with the upkeep that follows any rollup of a run: the missing
+    evidence kept, the raw probes past the limit pruned."""
+    return NightRollup(rolled, keep_missing_evidence(settings, run_id),
+                       prune_probes(settings, run_id))
+
+
 def roll_up_night(settings: Settings, day: date, run_id: int | None = None) -> NightRollup:
     """The nightly of `day`'s upkeep, in turn: the days ended rolled up, their missing evidence
     kept, the raw probes past the limit pruned. It reads and writes only days that ended and
     their rollups, never the night's own probes, nor what the probe stage plans from (the
     latest day's probes, which pruning keeps): so it may run while the night probes."""
-    return NightRollup(roll_up_ended(settings, day, run_id),
-                       keep_missing_evidence(settings, run_id),
-                       prune_probes(settings, run_id))
+    return after_rolling_up(settings, roll_up_ended(settings, day, run_id), run_id)
 
 
 def roll_up_night_aside(settings: Settings, day: date, run_id: int | None = None) -> NightRollup:
