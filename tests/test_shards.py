@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
@@ -538,6 +539,56 @@ async def test_a_shard_whose_probes_the_store_keeps_refusing_fails_after_the_sta
     assert len(refused) == 1  # one retry, then the store's error
     with session_scope(engine_for(settings.database_url)) as session:
         assert not session.exec(select(ProbeRow.url).where(ProbeRow.run_id == run_id)).all()
+
+@pytest.mark.parametrize("wait", [30.0, 0.3])
+async def test_a_shard_probes_at_once_while_another_writer_holds_the_store(
+    wait: float, hosts: FakeServer, write_entry: WriteEntry, data_dir: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Another writer (the night's rollup, storing a day's rows beside the probe stage) holds
+    the store's write lock as a shard starts: the shard asks every host while the lock is held,
+    rather than wait to note where it runs. The note follows once the lock is let go; a store
+    still busy past its wait (`wait` 0.3 s) is told in one line, and the probes' commit records
+    where and since when the shard ran all the same."""
+    database = tmp_path / "var" / "apidir.db"
+    settings, run_id = store_with_a_short_wait(hosts, write_entry, data_dir, database,
+                                               monkeypatch, shards=3, wait=wait, retries=4,
+                                               delay=0.5)
+    requests = len(store_shard_plan(settings, run_id)[0].targets)
+    taken, asked_while_held = threading.Event(), []
+    gives_up = time.monotonic() + 15  # the code before waited for the lock before probing
+
+    def held() -> None:
+        hold_the_write_lock(database, 1.0, taken=taken, end=lambda: (
+            len(hosts.requests) >= requests or time.monotonic() > gives_up))
+        asked_while_held.append(len(hosts.requests))
+
+    holder = threading.Thread(target=held)
+    holder.start()
+    assert taken.wait(10)
+    try:
+        with caplog.at_level(logging.WARNING, logger="pipeline.operations.stages"):
+            report = await probe_stored_shard(settings, run_id, 0, "flow-run-of-shard-0")
+    finally:
+        holder.join()
+
+    assert asked_while_held == [requests] and len(hosts.requests) == requests
+    with session_scope(engine_for(settings.database_url)) as session:
+        urls = session.exec(select(ProbeRow.url).where(ProbeRow.run_id == run_id)).all()
+        row = session.get(ProbeShardRow, (run_id, 0))
+        first_probe = min(session.exec(select(ProbeRow.checked_at)
+                                       .where(ProbeRow.run_id == run_id)).all())
+    assert len(urls) == len(set(urls)) == requests == report.tally.probes
+    assert (row.pid, row.flow_run_id) == (os.getpid(), "flow-run-of-shard-0")
+    assert row.started_at <= first_probe <= row.finished_at  # the shard's start, not the note's
+    not_noted = [record.getMessage() for record in caplog.records
+                 if "where it runs is not noted" in record.getMessage()]
+    if wait > 1:
+        assert not not_noted
+    else:
+        assert not_noted == [f"shard 0 of run {run_id}: where it runs is not noted until its "
+                             "probes are stored (database is locked)"]
+
 
 def test_the_plan_deals_hosts_the_latest_probes_were_redirected_between_together(
     write_entry: WriteEntry, settings_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,

@@ -361,23 +361,46 @@ async def probe_stored_shard(
     settings: Settings, run_id: int, index: int, flow_run_id: str | None = None
 ) -> ShardReport:
     """Probe the shard the run stored under `index` and store its probes, once: a shard
-    that an earlier attempt (or another run of it) stored is not probed or stored again."""
+    that an earlier attempt (or another run of it) stored is not probed or stored again.
+
+    Where and since when it runs is noted beside its probing (`note_shard_start`), not before
+    it: on SQLite that commit waits for any other writer's, such as the night's rollup, which
+    stores a day's rows beside the probe stage. The probes' commit records it again."""
     engine = engine_for(settings.database_url)
     with session_scope(engine) as session:
         shard, row = load_shard(session, run_id, index)
-        if row.finished_at is not None:
-            return _stored_report(shard, row)
-        start_shard(session, row, flow_run_id)
+    if row.finished_at is not None:
+        return _stored_report(shard, row)
+    started_at = utcnow()
+    noting = asyncio.ensure_future(asyncio.to_thread(
+        note_shard_start, settings, run_id, index, flow_run_id, started_at))
 
     def keep(session: Session, report: ShardReport) -> bool:
         return finish_shard(session, run_id, index, report.tally, report.seconds,
-                            report.cpu_seconds or 0.0, report.peak_rss_mib)
+                            report.cpu_seconds or 0.0, report.peak_rss_mib, started_at,
+                            flow_run_id)
 
+    # A shard that fails or is stopped leaves the note to end in its thread, unwaited.
+    noting.add_done_callback(lambda note: note.cancelled() or note.exception())
     try:
-        return await probe_shard(settings, run_id, shard, keep)
+        report = await probe_shard(settings, run_id, shard, keep)
     except _StoredAlready:
         with session_scope(engine) as session:
-            return _stored_report(*load_shard(session, run_id, index))
+            report = _stored_report(*load_shard(session, run_id, index))
+    await noting  # long ended, as a rule
+    return report
+
+
+def note_shard_start(settings: Settings, run_id: int, index: int, flow_run_id: str | None,
+                     started_at: datetime) -> None:
+    """Note where and since when the shard runs (`start_shard`), for a look at it while it
+    runs. A store too busy to take the note is told in one line; the shard probes on."""
+    try:
+        with session_scope(engine_for(settings.database_url)) as session:
+            start_shard(session, run_id, index, flow_run_id, started_at)
+    except OperationalError as error:
+        log.warning("shard %d of run %d: where it runs is not noted until its probes are "
+                    "stored (%s)", index, run_id, first_line(str(error.orig)))
 
 
 def stored_shard_outcomes(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Row, delete, func, update
@@ -81,18 +82,28 @@ def load_shard(session: Session, run_id: int, index: int) -> tuple[Shard, ProbeS
     return Shard(index, targets, linked, shards), row
 
 
-def start_shard(session: Session, row: ProbeShardRow, flow_run_id: str | None) -> None:
-    """Note where the shard runs: this process, and the orchestrator's flow run."""
-    row.host, row.pid, row.started_at = socket.gethostname(), os.getpid(), utcnow()
-    row.flow_run_id = flow_run_id
-    session.add(row)
+def start_shard(session: Session, run_id: int, index: int, flow_run_id: str | None,
+                started_at: datetime) -> bool:
+    """Note where and since when the shard runs (this process, the orchestrator's flow run),
+    for a look at it while it runs; committed. A shard finished meanwhile is left as it stored
+    itself. Whether it was noted."""
+    noted = session.execute(
+        update(ProbeShardRow)
+        .where(col(ProbeShardRow.run_id) == run_id, col(ProbeShardRow.shard) == index,
+               col(ProbeShardRow.finished_at).is_(None))
+        .values(host=socket.gethostname(), pid=os.getpid(), started_at=started_at,
+                flow_run_id=flow_run_id)
+    )
     session.commit()
+    return noted.rowcount == 1
 
 
 def finish_shard(session: Session, run_id: int, index: int, tally: ProbeTally, seconds: float,
-                 cpu_seconds: float, peak_rss_mib: float) -> bool:
-    """Mark the shard finished with its counts, in the caller's transaction (beside its probe
-    rows); False when it was finished already, by an earlier run of it."""
+                 cpu_seconds: float, peak_rss_mib: float, started_at: datetime,
+                 flow_run_id: str | None = None) -> bool:
+    """Mark the shard finished with its counts, where and since when it ran, in the caller's
+    transaction (beside its probe rows); False when it was finished already, by an earlier run
+    of it."""
     done = session.execute(
         update(ProbeShardRow)
         .where(col(ProbeShardRow.run_id) == run_id, col(ProbeShardRow.shard) == index,
@@ -100,7 +111,8 @@ def finish_shard(session: Session, run_id: int, index: int, tally: ProbeTally, s
         .values(finished_at=utcnow(), seconds=seconds, cpu_seconds=cpu_seconds,
                 peak_rss_mib=peak_rss_mib,
                 outcomes=dict(tally.outcomes), connect_failures=tally.connect_failures,
-                host=socket.gethostname(), pid=os.getpid())
+                host=socket.gethostname(), pid=os.getpid(), started_at=started_at,
+                flow_run_id=flow_run_id)
     )
     return done.rowcount == 1
 
